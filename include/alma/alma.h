@@ -1,0 +1,149 @@
+/* alma — benchmark a neural network under every way of converting and executing it.
+ *
+ * Ownership: every object returned through an `_out` parameter belongs to the caller and is released
+ * with its `_free` function. Strings returned by accessors belong to the object they come from and
+ * live as long as it does. Every function returns alma_status; on failure alma_last_error() says
+ * what failed, where (file, node, op, key) and why.
+ */
+#ifndef ALMA_ALMA_H
+#define ALMA_ALMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "alma/status.h"
+#include "alma/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types; the numbers are ONNX's TensorProto.DataType. */
+typedef enum {
+  ALMA_DTYPE_UNDEFINED = 0,
+  ALMA_DTYPE_FLOAT32 = 1,
+  ALMA_DTYPE_UINT8 = 2,
+  ALMA_DTYPE_INT8 = 3,
+  ALMA_DTYPE_UINT16 = 4,
+  ALMA_DTYPE_INT16 = 5,
+  ALMA_DTYPE_INT32 = 6,
+  ALMA_DTYPE_INT64 = 7,
+  ALMA_DTYPE_STRING = 8,
+  ALMA_DTYPE_BOOL = 9,
+  ALMA_DTYPE_FLOAT16 = 10,
+  ALMA_DTYPE_FLOAT64 = 11,
+  ALMA_DTYPE_UINT32 = 12,
+  ALMA_DTYPE_UINT64 = 13,
+  ALMA_DTYPE_BFLOAT16 = 16
+} alma_dtype;
+
+/* "float32", "int64", ... ; "undefined" for unknown values. */
+const char *alma_dtype_name(alma_dtype t);
+/* Bytes per element; 0 for types alma cannot hold. */
+size_t alma_dtype_size(alma_dtype t);
+/* Parses "float32"/"f32"/"float", "int64", ...; ALMA_ERR_INVALID_ARG naming the string otherwise. */
+alma_status alma_dtype_parse(const char *s, alma_dtype *out);
+
+#define ALMA_MAX_RANK 8
+
+/* A dense row-major tensor. As an argument it is a view: alma never frees `data` it did not
+ * allocate. Tensors returned by alma (outputs) own their data; release with alma_tensor_free_data. */
+typedef struct alma_tensor {
+  alma_dtype dtype;
+  int rank;                     /* 0 = scalar */
+  int64_t dims[ALMA_MAX_RANK];
+  void *data;
+  size_t nbytes;                /* bytes at data */
+  int owns_data;                /* 1 if alma allocated data and alma_tensor_free_data releases it */
+} alma_tensor;
+
+int64_t alma_tensor_numel(const alma_tensor *t);
+void alma_tensor_free_data(alma_tensor *t);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------- */
+typedef struct alma_model alma_model;
+
+/* Loads and validates an ONNX model: parses it, checks the graph, resolves every operator for the
+ * model's opset and infers shapes. An unsupported op, attribute or dtype fails here, naming the
+ * node, op and opset. External data files are resolved relative to the model file. */
+alma_status alma_model_load(const char *path, alma_model **model_out);
+alma_status alma_model_load_from_memory(const void *bytes, size_t n, const char *base_dir,
+                                        alma_model **model_out);
+void alma_model_free(alma_model *model);
+
+/* Graph inputs (initializers excluded) and outputs. dims: -1 where symbolic/unknown, with the
+ * symbol's name (e.g. "batch") from alma_model_input_dim_param, or NULL. */
+int alma_model_num_inputs(const alma_model *m);
+int alma_model_num_outputs(const alma_model *m);
+const char *alma_model_input_name(const alma_model *m, int i);
+const char *alma_model_output_name(const alma_model *m, int i);
+alma_dtype alma_model_input_dtype(const alma_model *m, int i);
+alma_dtype alma_model_output_dtype(const alma_model *m, int i);
+int alma_model_input_rank(const alma_model *m, int i);
+int alma_model_output_rank(const alma_model *m, int i);
+int64_t alma_model_input_dim(const alma_model *m, int i, int axis);
+int64_t alma_model_output_dim(const alma_model *m, int i, int axis);
+const char *alma_model_input_dim_param(const alma_model *m, int i, int axis);
+const char *alma_model_output_dim_param(const alma_model *m, int i, int axis);
+
+/* Hex SHA-256 of the canonical graph (ops, attributes, connections, weights): same graph and
+ * weights give the same hash whatever the names of nodes or the file's layout. 64 chars + NUL. */
+const char *alma_model_hash(const alma_model *m);
+
+/* Summary for `alma info`. Counts are for one sample (symbolic dims bound to 1). */
+typedef struct alma_model_summary {
+  int64_t opset;                 /* ai.onnx opset */
+  const char *producer_name;
+  const char *producer_version;
+  int64_t n_nodes;
+  int64_t n_params;              /* elements in floating/integer initializers */
+  int64_t param_bytes;
+  int64_t macs;                  /* multiply-accumulates, -1 if unknown */
+  int64_t flops;                 /* floating point operations, -1 if unknown */
+  int64_t planned_peak_bytes;    /* peak of the activation memory plan at batch 1, -1 if unknown */
+  int n_op_types;
+  const char **op_types;         /* sorted by count, descending */
+  const int64_t *op_counts;
+} alma_model_summary;
+
+/* The summary lives as long as the model. */
+alma_status alma_model_summarize(alma_model *m, const alma_model_summary **summary_out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sessions: a model converted by one conversion chain (e.g. "FOLD+EAGER"), ready to run.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct alma_session alma_session;
+
+typedef struct alma_session_options {
+  int threads;                   /* 0 = number of physical cores */
+  int verbose;                   /* print the plan (per-node placement) to stderr */
+} alma_session_options;
+
+void alma_session_options_init(alma_session_options *o);
+
+/* Applies the conversion's passes to a copy of the model's graph and compiles it for its runtime.
+ * ALMA_ERR_UNAVAILABLE with the reason if the runtime cannot run on this machine. */
+alma_status alma_session_create(const alma_model *m, const char *conversion,
+                                const alma_session_options *opts, alma_session **session_out);
+void alma_session_free(alma_session *s);
+
+/* Runs one inference. inputs: one per model input, in model order (views, not taken over).
+ * outputs: an array of alma_model_num_outputs() tensors that alma fills with owned data; free each
+ * with alma_tensor_free_data. A wrong input count, dtype or shape fails naming the input. */
+alma_status alma_session_run(alma_session *s, const alma_tensor *inputs, int n_inputs,
+                             alma_tensor *outputs, int n_outputs);
+
+/* npy I/O (NumPy format v1/v2/v3, little-endian, C order). */
+alma_status alma_npy_load(const char *path, alma_tensor *out);
+alma_status alma_npy_save(const char *path, const alma_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "alma/bench.h"
+
+#endif

@@ -1,0 +1,16 @@
+#ifndef ALMA_VERSION_H
+#define ALMA_VERSION_H
+#define ALMA_VERSION_MAJOR 0
+#define ALMA_VERSION_MINOR 1
+#define ALMA_VERSION_PATCH 0
+#define ALMA_VERSION_STRING "0.1.0"
+/* Highest ai.onnx opset whose operator changes alma knows. Newer models load with a warning. */
+#define ALMA_MAX_KNOWN_OPSET 22
+#ifdef __cplusplus
+extern "C" {
+#endif
+const char *alma_version(void);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,112 @@
+/* Internal core utilities: errors, logging, tensors, dtype helpers, arena. Internal names alma__. */
+#ifndef ALMA_CORE_H
+#define ALMA_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alma/alma.h"
+
+/* ---- errors ---------------------------------------------------------------------------------
+ * alma__errorf records a detailed message for alma_last_error() and returns s, so failures read
+ *   return alma__errorf(ALMA_ERR_SHAPE, "node '%s' (%s): ...", ...);
+ * alma__error_prefix prepends context ("loading model.onnx: ") to the current message. */
+alma_status alma__errorf(alma_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+alma_status alma__error_prefix(alma_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void alma__error_clear(void);
+
+/* Internal invariants only; never for bad input. */
+#define ALMA_ASSERT(c)                                                                     \
+  do {                                                                                     \
+    if (!(c)) {                                                                            \
+      fprintf(stderr, "alma: internal assertion failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
+      abort();                                                                             \
+    }                                                                                      \
+  } while (0)
+
+#define ALMA_TRY(expr)                    \
+  do {                                    \
+    alma_status alma__st_ = (expr);       \
+    if (alma__st_ != ALMA_OK) return alma__st_; \
+  } while (0)
+
+/* ---- logging: ALMA_LOG=error|warn|info|debug (default warn) ------------------------------- */
+typedef enum { ALMA_LOG_ERROR = 0, ALMA_LOG_WARN = 1, ALMA_LOG_INFO = 2, ALMA_LOG_DEBUG = 3 } alma_log_level;
+alma_log_level alma__log_level(void);
+void alma__log(alma_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ALMA_LOGE(...) alma__log(ALMA_LOG_ERROR, __VA_ARGS__)
+#define ALMA_LOGW(...) alma__log(ALMA_LOG_WARN, __VA_ARGS__)
+#define ALMA_LOGI(...) alma__log(ALMA_LOG_INFO, __VA_ARGS__)
+#define ALMA_LOGD(...) alma__log(ALMA_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- memory -------------------------------------------------------------------------------- */
+void *alma__malloc(size_t n);            /* NULL on failure (and n == 0 gives a valid pointer) */
+void *alma__calloc(size_t n, size_t sz); /* overflow-checked */
+void *alma__realloc(void *p, size_t n);
+char *alma__strdup(const char *s);
+/* a*b with overflow check: 0 and ALMA_ERR_INVALID_ARG message on overflow */
+int alma__mul_overflow_i64(int64_t a, int64_t b, int64_t *out);
+
+/* Arena: bump allocator in chunks; everything freed at once. Used for the graph: names, attributes,
+ * initializer data. */
+typedef struct alma_arena alma_arena;
+alma_arena *alma__arena_new(void);
+void alma__arena_free(alma_arena *a);
+void *alma__arena_alloc(alma_arena *a, size_t n);          /* 16-byte aligned, zeroed; NULL on OOM */
+char *alma__arena_strdup(alma_arena *a, const char *s);
+char *alma__arena_strndup(alma_arena *a, const char *s, size_t n);
+size_t alma__arena_bytes(const alma_arena *a);
+
+/* ---- tensors ------------------------------------------------------------------------------- */
+/* Fills dtype/rank/dims and allocates zeroed data (owns_data = 1). Fails cleanly on huge sizes. */
+alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims);
+/* Same dims/dtype as src, new zeroed buffer. */
+alma_status alma__tensor_alloc_like(alma_tensor *t, const alma_tensor *src);
+/* Deep copy (owned). */
+alma_status alma__tensor_copy(alma_tensor *dst, const alma_tensor *src);
+/* A shallow view sharing data (owns_data = 0). */
+alma_tensor alma__tensor_view(const alma_tensor *t);
+int64_t alma__numel(int rank, const int64_t *dims);
+/* Row-major strides in elements. */
+void alma__strides(int rank, const int64_t *dims, int64_t *strides);
+int alma__same_shape(const alma_tensor *a, const alma_tensor *b);
+/* "[1,3,224,224]" into buf */
+const char *alma__shape_str(int rank, const int64_t *dims, char *buf, size_t n);
+/* Normalizes a possibly negative axis into [0, rank). ALMA_ERR_INVALID_ARG if out of range. */
+alma_status alma__norm_axis(int64_t axis, int rank, int *out);
+
+int alma__dtype_is_float(alma_dtype t);   /* f16, bf16, f32, f64 */
+int alma__dtype_is_int(alma_dtype t);     /* signed or unsigned integers (not bool) */
+int alma__dtype_is_signed(alma_dtype t);
+
+/* Element access through double/int64 for generic reference kernels. Index is in elements. */
+double alma__get_f64(const void *data, alma_dtype t, int64_t i);
+void alma__set_f64(void *data, alma_dtype t, int64_t i, double v);   /* ints: saturate? no: C cast semantics of ONNX Cast (truncate toward zero) */
+int64_t alma__get_i64(const void *data, alma_dtype t, int64_t i);
+void alma__set_i64(void *data, alma_dtype t, int64_t i, int64_t v);
+
+/* ---- half precision ------------------------------------------------------------------------ */
+float alma__f16_to_f32(uint16_t h);
+uint16_t alma__f32_to_f16(float f);     /* round to nearest even */
+float alma__bf16_to_f32(uint16_t b);
+uint16_t alma__f32_to_bf16(float f);    /* round to nearest even */
+
+/* ---- hashing ------------------------------------------------------------------------------- */
+/* SHA-256 through OpenSSL's libcrypto. final() writes 64 hex chars + NUL and frees the context. */
+typedef struct alma_sha256 alma_sha256;
+alma_sha256 *alma__sha256_new(void);
+void alma__sha256_update(alma_sha256 *s, const void *data, size_t n);
+void alma__sha256_final(alma_sha256 *s, char hex_out[65]);
+
+/* ---- time ---------------------------------------------------------------------------------- */
+double alma__now_s(void);    /* CLOCK_MONOTONIC seconds */
+
+/* ---- files --------------------------------------------------------------------------------- */
+/* Reads a whole file (malloc'd). ALMA_ERR_IO naming the path on failure. */
+alma_status alma__read_file(const char *path, uint8_t **data_out, size_t *n_out);
+
+#endif

@@ -1,0 +1,31 @@
+#include <strings.h>
+
+#include "core/core.h"
+
+static int alma__log_cached = -1;
+
+alma_log_level alma__log_level(void) {
+  if (alma__log_cached < 0) {
+    const char *e = getenv("ALMA_LOG");
+    int lvl = ALMA_LOG_WARN;
+    if (e) {
+      if (!strcasecmp(e, "error")) lvl = ALMA_LOG_ERROR;
+      else if (!strcasecmp(e, "warn") || !strcasecmp(e, "warning")) lvl = ALMA_LOG_WARN;
+      else if (!strcasecmp(e, "info")) lvl = ALMA_LOG_INFO;
+      else if (!strcasecmp(e, "debug")) lvl = ALMA_LOG_DEBUG;
+    }
+    alma__log_cached = lvl;
+  }
+  return (alma_log_level)alma__log_cached;
+}
+
+void alma__log(alma_log_level lvl, const char *fmt, ...) {
+  static const char *names[] = {"error", "warning", "info", "debug"};
+  if (lvl > alma__log_level()) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "alma: %s: ", names[lvl]);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}

@@ -1,0 +1,132 @@
+/* The graph IR: values, nodes, initializers, subgraphs. Everything refers to values and nodes by
+ * index (arrays may grow when passes add to them). Names, attributes and initializer data live in
+ * the graph's arena; the node/value arrays are owned by the graph. */
+#ifndef ALMA_GRAPH_H
+#define ALMA_GRAPH_H
+
+#include "core/core.h"
+
+struct alma_op_def;
+struct alma_graph;
+
+/* Numbers follow ONNX AttributeProto.AttributeType. */
+typedef enum {
+  ALMA_ATTR_UNDEFINED = 0,
+  ALMA_ATTR_FLOAT = 1,
+  ALMA_ATTR_INT = 2,
+  ALMA_ATTR_STRING = 3,
+  ALMA_ATTR_TENSOR = 4,
+  ALMA_ATTR_GRAPH = 5,
+  ALMA_ATTR_FLOATS = 6,
+  ALMA_ATTR_INTS = 7,
+  ALMA_ATTR_STRINGS = 8,
+  ALMA_ATTR_TENSORS = 9,
+  ALMA_ATTR_GRAPHS = 10
+} alma_attr_type;
+
+typedef struct alma_attr {
+  const char *name;
+  alma_attr_type type;
+  float f;
+  int64_t i;
+  const char *s;          /* NUL-terminated copy (bytes may contain NUL; s_len is exact) */
+  size_t s_len;
+  alma_tensor *t;
+  struct alma_graph *g;
+  int n;                  /* element count of the list forms */
+  float *floats;
+  int64_t *ints;
+  const char **strings;
+  alma_tensor *tensors;
+  struct alma_graph **graphs;
+} alma_attr;
+
+#define ALMA_DIM_UNKNOWN (-1)
+
+typedef struct alma_value {
+  const char *name;
+  alma_dtype dtype;                       /* UNDEFINED while unknown */
+  int rank;                               /* -1 while unknown */
+  int64_t dims[ALMA_MAX_RANK];            /* ALMA_DIM_UNKNOWN where symbolic/unknown (declared shape) */
+  const char *dim_params[ALMA_MAX_RANK];  /* declared symbolic names ("batch") or NULL */
+  alma_tensor *init;                      /* constant data (initializer, folded constant) or NULL */
+  int producer;                           /* node index, -1 for graph inputs/initializers/outer refs */
+  int is_input;                           /* graph input fed by the caller (not an initializer) */
+  int is_output;                          /* graph output */
+  int is_outer;                           /* subgraph only: refers to an enclosing graph's value by name */
+} alma_value;
+
+typedef struct alma_node {
+  const char *name;               /* may be "" in the file; alma gives unnamed nodes "<op>_<index>" */
+  const char *op_type;
+  const char *domain;             /* "" for ai.onnx */
+  int n_inputs, n_outputs;
+  int *inputs;                    /* value indices; -1 = optional input omitted ("") */
+  int *outputs;                   /* value indices; -1 = optional output omitted */
+  int n_attrs;
+  alma_attr *attrs;
+  int n_implicit;                 /* If/Loop: outer values their subgraphs read (this graph's indices) */
+  int *implicit_inputs;
+  const struct alma_op_def *op;   /* resolved at load */
+  int since_version;              /* the op's schema version in force for this model's opset */
+  int dead;                       /* removed by a pass; alma__graph_compact drops it */
+} alma_node;
+
+typedef struct alma_opset_import {
+  const char *domain;
+  int64_t version;
+} alma_opset_import;
+
+typedef struct alma_graph {
+  alma_arena *arena;               /* shared with subgraphs; owned by the top-level graph */
+  int owns_arena;
+  const char *name;
+  alma_value *values;
+  int n_values, cap_values;
+  alma_node *nodes;                /* topologically sorted after load and after every pass */
+  int n_nodes, cap_nodes;
+  int *inputs;                     /* caller-fed graph inputs, in declaration order */
+  int n_inputs;
+  int *outputs;
+  int n_outputs;
+  struct alma_graph *parent;       /* enclosing graph for subgraphs, NULL at top level */
+  alma_opset_import *opsets;       /* shared with subgraphs */
+  int n_opsets;
+} alma_graph;
+
+alma_graph *alma__graph_new(alma_arena *arena /* NULL: create and own one */);
+void alma__graph_free(alma_graph *g);
+/* Deep copy (new arena): passes work on a copy so the loaded model stays pristine. */
+alma_status alma__graph_clone(const alma_graph *g, alma_graph **out);
+
+/* Adds a value named `name` (copied into the arena); returns its index or -1 on OOM. */
+int alma__graph_add_value(alma_graph *g, const char *name);
+/* Index of the value with this name, or -1 (newest definition first). */
+int alma__graph_find_value(const alma_graph *g, const char *name);
+/* Adds a node; inputs/outputs copied. Returns the node index or -1 on OOM. */
+int alma__graph_add_node(alma_graph *g, const char *op_type, const char *domain, const char *name,
+                         const int *inputs, int n_inputs, const int *outputs, int n_outputs);
+/* Drops dead nodes and values no longer referenced (keeping graph inputs/outputs), then sorts
+ * topologically; fixes `producer`. */
+alma_status alma__graph_compact(alma_graph *g);
+/* Topological sort of g->nodes (stable: keeps file order where possible). ALMA_ERR_INVALID_MODEL
+ * naming a node on a cycle. */
+alma_status alma__graph_toposort(alma_graph *g);
+/* Dangling inputs, duplicate producers, missing outputs, cycles; errors name the node. */
+alma_status alma__graph_validate(const alma_graph *g);
+/* Number of nodes consuming value v (counting graph outputs as a consumer), over g only. */
+int alma__graph_count_uses(const alma_graph *g, int v);
+
+/* Attribute lookup; NULL if absent. */
+const alma_attr *alma__node_attr(const alma_node *n, const char *name);
+int64_t alma__attr_i(const alma_node *n, const char *name, int64_t dflt);
+float alma__attr_f(const alma_node *n, const char *name, float dflt);
+const char *alma__attr_s(const alma_node *n, const char *name, const char *dflt);
+/* List attribute: returns count (0 if absent) and sets the list pointer. */
+int alma__attr_ints(const alma_node *n, const char *name, const int64_t **ints);
+int alma__attr_floats(const alma_node *n, const char *name, const float **floats);
+
+/* Opset version imported for a domain ("" and "ai.onnx" are the same); 0 if not imported. */
+int64_t alma__graph_opset(const alma_graph *g, const char *domain);
+
+#endif

@@ -1,0 +1,99 @@
+/* Operator schemas and reference (EAGER) kernels.
+ *
+ * Every operator is one `alma_op_def` named alma__op_<OpType> (listed once in ops.def) with:
+ *  - versions: the since_versions at which the ONNX spec changed the op (semantics, attributes,
+ *    inputs or types), ascending, 0-terminated. A node is bound to the highest version <= the
+ *    model's opset (cONNXr's rule) and the kernels read n->since_version to branch.
+ *  - infer: validates attributes, arity, dtypes and shapes, and computes output dtypes and shapes.
+ *    Called at load (symbolic dims bound to 1) and again before every execution with the actual
+ *    inputs, so it is the single place shape rules live. An input tensor given to infer may have
+ *    data == NULL when its value is not known statically; an op whose output shape depends on such
+ *    a value returns ALMA_ERR_DYNAMIC (quietly: use alma__need_value). Everything the op does not
+ *    support (attribute value, dtype) returns ALMA_ERR_UNSUPPORTED naming it: that is how alma fails
+ *    at load rather than at run time.
+ *  - exec: computes outputs. Outputs arrive allocated (zeroed) with the shapes infer gave, unless
+ *    the op sets ALMA_OP_ALLOCS_OUTPUTS (control flow), in which case exec allocates them with
+ *    alma__tensor_alloc.
+ *  - cost (optional): multiply-accumulates and flops for `alma info`.
+ *
+ * Inputs: in[i] is NULL for an omitted optional input (and for i >= number given). Errors name the
+ * node: use alma__op_error(n, status, fmt, ...).
+ */
+#ifndef ALMA_OP_H
+#define ALMA_OP_H
+
+#include "graph/graph.h"
+
+typedef struct alma_exec_ctx alma_exec_ctx;
+
+typedef alma_status (*alma_infer_fn)(const alma_node *n, const alma_tensor *const *in, int nin,
+                                     alma_tensor *out, int nout);
+typedef alma_status (*alma_exec_fn)(alma_exec_ctx *ctx, const alma_node *n,
+                                    const alma_tensor *const *in, int nin, alma_tensor *out, int nout);
+typedef void (*alma_cost_fn)(const alma_node *n, const alma_tensor *const *in, int nin,
+                             const alma_tensor *out, int nout, int64_t *macs, int64_t *flops);
+
+enum {
+  ALMA_OP_ALLOCS_OUTPUTS = 1 << 0, /* exec allocates its outputs (If, Loop) */
+  ALMA_OP_HAS_SUBGRAPH = 1 << 1,   /* has graph attributes */
+};
+
+#define ALMA_OP_MAX_VERSIONS 16
+
+typedef struct alma_op_def {
+  const char *name;        /* "Conv" */
+  const char *domain;      /* "" for ai.onnx */
+  int versions[ALMA_OP_MAX_VERSIONS];
+  int min_inputs, max_inputs;     /* max -1 = variadic */
+  int min_outputs, max_outputs;
+  unsigned flags;
+  alma_infer_fn infer;
+  alma_exec_fn exec;
+  alma_cost_fn cost;       /* may be NULL */
+} alma_op_def;
+
+/* Declarations of every op in ops.def (defined weak in the registry so an op family file can be
+ * absent while it is being written: a missing op reads as unsupported). */
+#define ALMA_OP(name) extern const alma_op_def alma__op_##name;
+#include "ops/ops.def"
+#undef ALMA_OP
+
+/* Looks up an op by domain and type. NULL if alma has no such op. */
+const alma_op_def *alma__op_find(const char *domain, const char *op_type);
+/* Binds node->op and node->since_version for the given opset. ALMA_ERR_UNSUPPORTED naming the
+ * node, op and opset if the op is unknown or the opset predates every version alma implements. */
+alma_status alma__op_resolve(alma_node *n, int64_t opset);
+/* Number of ops in the registry and the i-th (for `alma list-ops` and docs). */
+int alma__op_count(void);
+const alma_op_def *alma__op_at(int i);
+
+/* Error helper: prefixes "node 'NAME' (OpType): ". Returns s. */
+alma_status alma__op_error(const alma_node *n, alma_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* For infer: the value of input i is needed but unknown statically. */
+static inline alma_status alma__need_value(void) { return ALMA_ERR_DYNAMIC; }
+
+/* Sets out's dtype/rank/dims (data untouched). */
+void alma__set_shape(alma_tensor *out, alma_dtype dt, int rank, const int64_t *dims);
+
+/* Numpy-style multidirectional broadcasting of two shapes. ALMA_ERR_SHAPE if incompatible. */
+alma_status alma__broadcast_shape(int ra, const int64_t *da, int rb, const int64_t *db, int *rank_out,
+                                  int64_t *dims_out);
+/* For an output index `i` (row-major over out dims), the element index into an input of shape
+ * (rank_in, dims_in) broadcast to (rank_out, dims_out). Helper for reference kernels. */
+int64_t alma__broadcast_index(int64_t i, int rank_out, const int64_t *dims_out, int rank_in,
+                              const int64_t *dims_in);
+
+/* Executes a subgraph (If branch, Loop body) inside the current execution: inputs are the
+ * subgraph's formal inputs in order; outer-scope names resolve through the enclosing executions.
+ * outputs are allocated (owned) by the callee, one per subgraph output. */
+alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs,
+                                int n_inputs, alma_tensor *outputs, int n_outputs);
+
+/* Runs one node standalone with EAGER kernels (infer, allocate, exec): for tests, constant folding
+ * and runtimes' fallbacks. outputs are allocated (owned). Subgraph ops need `ctx` (may be NULL
+ * otherwise). */
+alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in,
+                              int nin, alma_tensor *out, int nout);
+
+#endif

@@ -1,0 +1,131 @@
+/* The operator registry: the ops.def list, lookup by (domain, type) and version binding. */
+#include "ops/op.h"
+
+/* Weak so that an op family not yet compiled in reads as "unsupported" instead of a link error. */
+#define ALMA_OP(name) extern const alma_op_def alma__op_##name __attribute__((weak));
+#include "ops/ops.def"
+#undef ALMA_OP
+
+static const alma_op_def *const alma__ops[] = {
+#define ALMA_OP(name) &alma__op_##name,
+#include "ops/ops.def"
+#undef ALMA_OP
+};
+#define ALMA__N_OPS ((int)(sizeof alma__ops / sizeof alma__ops[0]))
+
+static int alma__domain_is_onnx(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+const alma_op_def *alma__op_find(const char *domain, const char *op_type) {
+  for (int i = 0; i < ALMA__N_OPS; i++) {
+    const alma_op_def *d = alma__ops[i];
+    if (!d || strcmp(d->name, op_type)) continue;
+    if (alma__domain_is_onnx(domain) ? alma__domain_is_onnx(d->domain) : !strcmp(domain, d->domain ? d->domain : ""))
+      return d;
+  }
+  return NULL;
+}
+
+int alma__op_count(void) {
+  int n = 0;
+  for (int i = 0; i < ALMA__N_OPS; i++) n += alma__ops[i] != NULL;
+  return n;
+}
+
+const alma_op_def *alma__op_at(int i) {
+  for (int k = 0; k < ALMA__N_OPS; k++)
+    if (alma__ops[k] && i-- == 0) return alma__ops[k];
+  return NULL;
+}
+
+alma_status alma__op_resolve(alma_node *n, int64_t opset) {
+  const alma_op_def *d = alma__op_find(n->domain, n->op_type);
+  const char *dom = alma__domain_is_onnx(n->domain) ? "ai.onnx" : n->domain;
+  if (!d)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': operator %s (domain %s, opset %lld) is not supported by alma",
+                        n->name, n->op_type, dom, (long long)opset);
+  int best = 0;
+  for (int i = 0; i < ALMA_OP_MAX_VERSIONS && d->versions[i]; i++)
+    if (d->versions[i] <= opset) best = d->versions[i];
+  if (!best)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "node '%s': operator %s at opset %lld predates the versions alma implements (from %d)",
+                        n->name, n->op_type, (long long)opset, d->versions[0]);
+  if (n->n_inputs < d->min_inputs || (d->max_inputs >= 0 && n->n_inputs > d->max_inputs))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): %d inputs given, expected %d to %d", n->name,
+                        n->op_type, n->n_inputs, d->min_inputs, d->max_inputs);
+  if (n->n_outputs < d->min_outputs || (d->max_outputs >= 0 && n->n_outputs > d->max_outputs))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): %d outputs given, expected %d to %d", n->name,
+                        n->op_type, n->n_outputs, d->min_outputs, d->max_outputs);
+  n->op = d;
+  n->since_version = best;
+  return ALMA_OK;
+}
+
+alma_status alma__op_error(const alma_node *n, alma_status s, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return alma__errorf(s, "node '%s' (%s): %s", n->name ? n->name : "", n->op_type, msg);
+}
+
+void alma__set_shape(alma_tensor *out, alma_dtype dt, int rank, const int64_t *dims) {
+  out->dtype = dt;
+  out->rank = rank;
+  for (int i = 0; i < rank; i++) out->dims[i] = dims[i];
+}
+
+alma_status alma__broadcast_shape(int ra, const int64_t *da, int rb, const int64_t *db, int *rank_out,
+                                  int64_t *dims_out) {
+  int r = ra > rb ? ra : rb;
+  for (int i = 0; i < r; i++) {
+    int64_t a = i < r - ra ? 1 : da[i - (r - ra)];
+    int64_t b = i < r - rb ? 1 : db[i - (r - rb)];
+    if (a != b && a != 1 && b != 1) {
+      char sa[128], sb[128];
+      return alma__errorf(ALMA_ERR_SHAPE, "shapes %s and %s cannot be broadcast",
+                          alma__shape_str(ra, da, sa, sizeof sa), alma__shape_str(rb, db, sb, sizeof sb));
+    }
+    dims_out[i] = a == 1 ? b : a;
+  }
+  *rank_out = r;
+  return ALMA_OK;
+}
+
+int64_t alma__broadcast_index(int64_t i, int rank_out, const int64_t *dims_out, int rank_in,
+                              const int64_t *dims_in) {
+  int64_t idx = 0, stride = 1;
+  for (int k = rank_out - 1, j = rank_in - 1; k >= 0 && j >= 0; k--, j--) {
+    int64_t c = i % dims_out[k];
+    i /= dims_out[k];
+    if (dims_in[j] != 1) idx += c * stride;
+    stride *= dims_in[j];
+  }
+  return idx;
+}
+
+alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                              alma_tensor *out, int nout) {
+  if (!n->op) return alma__op_error(n, ALMA_ERR_INTERNAL, "operator not resolved");
+  for (int i = 0; i < nout; i++) memset(&out[i], 0, sizeof out[i]);
+  alma_status st = n->op->infer(n, in, nin, out, nout);
+  if (st != ALMA_OK) {
+    if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
+    return st;
+  }
+  if (!(n->op->flags & ALMA_OP_ALLOCS_OUTPUTS)) {
+    for (int i = 0; i < nout; i++) {
+      if (n->outputs && i < n->n_outputs && n->outputs[i] < 0) continue; /* omitted optional output */
+      alma_tensor shape = out[i];
+      if ((st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims)) != ALMA_OK) {
+        for (int k = 0; k < i; k++) alma_tensor_free_data(&out[k]);
+        return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
+      }
+    }
+  }
+  st = n->op->exec(ctx, n, in, nin, out, nout);
+  if (st != ALMA_OK)
+    for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+  return st;
+}

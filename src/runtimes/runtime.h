@@ -1,0 +1,38 @@
+/* The runtime interface (ggml's backend vtable, flattened). A runtime turns a graph into a plan
+ * and runs it. Nodes it does not support run on EAGER kernels; the plan says which. */
+#ifndef ALMA_RUNTIME_H
+#define ALMA_RUNTIME_H
+
+#include "graph/graph.h"
+
+typedef struct alma_runtime_opts {
+  int threads;    /* > 0 */
+  int verbose;    /* describe placement on stderr at compile */
+} alma_runtime_opts;
+
+typedef struct alma_runtime {
+  const char *name;          /* "EAGER" */
+  const char *description;
+  /* ALMA_OK if usable here; otherwise ALMA_ERR_UNAVAILABLE with the reason in alma_last_error()
+   * ("library libdnnl not found at build time", "CPU lacks AVX512_BF16", "no CUDA device"). */
+  alma_status (*init)(void);
+  int (*supports_node)(const alma_graph *g, const alma_node *n);
+  /* g stays alive and unchanged while the plan lives. */
+  alma_status (*compile)(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out);
+  /* inputs: one per g->inputs, in order; outputs: one per g->outputs, filled with owned tensors. */
+  alma_status (*run)(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs,
+                     int n_outputs);
+  alma_status (*synchronize)(void *plan);   /* optional (NULL) */
+  void (*free)(void *plan);
+  /* optional: per-node placement and plan details, one line per node */
+  void (*describe)(void *plan, FILE *f);
+} alma_runtime;
+
+/* All runtimes compiled into this build, EAGER first. */
+int alma__runtime_count(void);
+const alma_runtime *alma__runtime_at(int i);
+const alma_runtime *alma__runtime_find(const char *name);
+
+extern const alma_runtime alma__runtime_eager;
+
+#endif
