@@ -139,6 +139,8 @@ alma_status alma_session_run(alma_session *s, const alma_tensor *inputs, int n_i
 /* npy I/O (NumPy format v1/v2/v3, little-endian, C order). */
 alma_status alma_npy_load(const char *path, alma_tensor *out);
 alma_status alma_npy_save(const char *path, const alma_tensor *t);
+/* IDX files as used by MNIST (uint8/int8/int16/int32/float32/float64, big-endian on disk). */
+alma_status alma_idx_load(const char *path, alma_tensor *out);
 
 #ifdef __cplusplus
 }
