@@ -58,6 +58,7 @@ static alma_status perr(const hparser *p, const char *what) {
 static alma_status parse_str(hparser *p, char *buf, size_t cap) {
   if (p->s >= p->end || (*p->s != '\'' && *p->s != '"')) return perr(p, "expected a quoted string");
   char q = *p->s++;
+  if (!memchr(p->s, q, (size_t)(p->end - p->s))) return perr(p, "unterminated string");
   size_t n = 0;
   while (p->s < p->end && *p->s != q) {
     if (*p->s == '\\' || *p->s == '\n') return perr(p, "unsupported character in a string");
