@@ -1,0 +1,94 @@
+/* The preset table (single source of truth for IDs) and the STEP+...+RUNTIME parser. */
+#include <ctype.h>
+#include <strings.h>
+
+#include "conversions/conversions.h"
+
+/* IDs are stable: never renumber; append new presets. */
+static const alma_preset presets[] = {
+    {0, "EAGER", "reference kernels, no graph passes (the baseline every output is checked against)"},
+    {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER"},
+};
+
+int alma__preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
+const alma_preset *alma__preset_at(int i) { return i >= 0 && i < alma__preset_count() ? &presets[i] : NULL; }
+
+alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
+  memset(out, 0, sizeof *out);
+  out->id = -1;
+  if (!spec || !spec[0]) return alma__errorf(ALMA_ERR_INVALID_ARG, "empty conversion name");
+  char buf[256];
+  /* trim */
+  while (isspace((unsigned char)*spec)) spec++;
+  size_t len = strlen(spec);
+  while (len && isspace((unsigned char)spec[len - 1])) len--;
+  if (len == 0 || len >= sizeof buf) return alma__errorf(ALMA_ERR_INVALID_ARG, "invalid conversion name '%s'", spec);
+  memcpy(buf, spec, len);
+  buf[len] = '\0';
+  int all_digits = 1;
+  for (size_t i = 0; i < len; i++) all_digits &= isdigit((unsigned char)buf[i]) != 0;
+  if (all_digits) {
+    long id = strtol(buf, NULL, 10);
+    for (int i = 0; i < alma__preset_count(); i++)
+      if (presets[i].id == id) {
+        ALMA_TRY(alma__conversion_parse(presets[i].name, out));
+        out->id = presets[i].id;
+        return ALMA_OK;
+      }
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "unknown conversion ID %ld (`alma list` shows the %d presets)", id,
+                        alma__preset_count());
+  }
+  for (size_t i = 0; i < len; i++) buf[i] = (char)toupper((unsigned char)buf[i]);
+  char *save = NULL, *steps[ALMA_MAX_CHAIN + 1];
+  int n = 0;
+  if (buf[0] == '+' || buf[len - 1] == '+' || strstr(buf, "++"))
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s' has an empty step", spec);
+  for (char *tok = strtok_r(buf, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
+    if (n == ALMA_MAX_CHAIN + 1)
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s' has more than %d steps", spec, ALMA_MAX_CHAIN);
+    steps[n++] = tok;
+  }
+  const alma_runtime *rt = alma__runtime_find(steps[n - 1]);
+  if (!rt) {
+    char names[512] = "";
+    for (int i = 0; i < alma__runtime_count(); i++) {
+      strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+      strncat(names, alma__runtime_at(i)->name, sizeof names - strlen(names) - 1);
+    }
+    if (alma__pass_find(steps[n - 1]))
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s' must end with a runtime (one of: %s), not the pass %s",
+                          spec, names, steps[n - 1]);
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown runtime '%s' (runtimes: %s)", spec,
+                        steps[n - 1], names);
+  }
+  for (int i = 0; i < n - 1; i++) {
+    const alma_pass *p = alma__pass_find(steps[i]);
+    if (!p) {
+      char names[512] = "";
+      for (int k = 0; k < alma__pass_count(); k++) {
+        strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);
+        strncat(names, alma__pass_at(k)->name, sizeof names - strlen(names) - 1);
+      }
+      if (alma__runtime_find(steps[i]))
+        return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': runtime %s must be the last step", spec, steps[i]);
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown step '%s' (passes: %s)", spec, steps[i], names);
+    }
+    out->passes[out->n_passes++] = p;
+  }
+  out->runtime = rt;
+  out->name[0] = '\0';
+  for (int i = 0; i < out->n_passes; i++) {
+    strncat(out->name, out->passes[i]->name, sizeof out->name - strlen(out->name) - 1);
+    strncat(out->name, "+", sizeof out->name - strlen(out->name) - 1);
+  }
+  strncat(out->name, rt->name, sizeof out->name - strlen(out->name) - 1);
+  for (int i = 0; i < alma__preset_count(); i++)
+    if (!strcmp(presets[i].name, out->name)) out->id = presets[i].id;
+  return ALMA_OK;
+}
+
+alma_status alma__conversion_available(const alma_conversion *c) {
+  alma_status st = c->runtime->init();
+  if (st != ALMA_OK) return st;
+  return ALMA_OK;
+}

@@ -1,0 +1,514 @@
+/* ONNX ModelProto -> alma graph IR. Every malformed field is reported with the tensor/node/value
+ * it belongs to; nothing here trusts sizes from the file. */
+#include <errno.h>
+#include <limits.h>
+
+#include "onnx/onnx.h"
+#include "onnx/onnx.pb-c.h"
+
+typedef struct load_ctx {
+  const char *base_dir;
+  alma_arena *arena;
+  int depth;
+} load_ctx;
+
+/* ---- tensors ----------------------------------------------------------------------------------- */
+
+static int dtype_supported(int32_t t) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT32: case ALMA_DTYPE_UINT8: case ALMA_DTYPE_INT8: case ALMA_DTYPE_UINT16:
+    case ALMA_DTYPE_INT16: case ALMA_DTYPE_INT32: case ALMA_DTYPE_INT64: case ALMA_DTYPE_BOOL:
+    case ALMA_DTYPE_FLOAT16: case ALMA_DTYPE_FLOAT64: case ALMA_DTYPE_UINT32: case ALMA_DTYPE_UINT64:
+    case ALMA_DTYPE_BFLOAT16:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static const char *onnx_dtype_name(int32_t t) {
+  static const char *names[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                                "string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
+                                "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                "float8e5m2fnuz", "uint4", "int4", "float4e2m1"};
+  return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
+/* Rejects absolute paths and '..' so a model cannot read files outside its directory. */
+static int external_path_ok(const char *loc) {
+  if (!loc || !loc[0] || loc[0] == '/') return 0;
+  const char *p = loc;
+  while (*p) {
+    const char *e = strchr(p, '/');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == 2 && p[0] == '.' && p[1] == '.') return 0;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 1;
+}
+
+static alma_status read_external(const Onnx__TensorProto *tp, const char *tname, const char *base_dir, void *dst,
+                                 size_t nbytes) {
+  const char *loc = NULL;
+  int64_t offset = 0, length = -1;
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const Onnx__StringStringEntryProto *e = tp->external_data[i];
+    if (!e->key || !e->value) continue;
+    char *end = NULL;
+    if (!strcmp(e->key, "location")) loc = e->value;
+    else if (!strcmp(e->key, "offset") || !strcmp(e->key, "length")) {
+      errno = 0;
+      long long v = strtoll(e->value, &end, 10);
+      if (errno || !end || *end || v < 0)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': external data %s '%s' is not a valid number", tname,
+                            e->key, e->value);
+      if (!strcmp(e->key, "offset")) offset = v;
+      else length = v;
+    }
+  }
+  if (!loc) return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': external data has no location", tname);
+  if (!external_path_ok(loc))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL,
+                        "tensor '%s': external data location '%s' must be a relative path inside the model's directory",
+                        tname, loc);
+  if (length >= 0 && (uint64_t)length != nbytes)
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': external data length %lld does not match its %zu bytes",
+                        tname, (long long)length, nbytes);
+  char path[4096];
+  int w = snprintf(path, sizeof path, "%s/%s", base_dir && base_dir[0] ? base_dir : ".", loc);
+  if (w < 0 || (size_t)w >= sizeof path)
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': external data path too long", tname);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot open external data file '%s': %s", tname, path,
+                        strerror(errno));
+  alma_status st = ALMA_OK;
+  if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot seek to offset %lld in '%s'", tname, (long long)offset, path);
+  } else if (nbytes && fread(dst, 1, nbytes, f) != nbytes) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': external data file '%s' is too short (needs %zu bytes at offset %lld)",
+                      tname, path, nbytes, (long long)offset);
+  }
+  fclose(f);
+  return st;
+}
+
+/* Converts a TensorProto into `out`. Data goes into the arena when one is given (owned by the
+ * graph), otherwise into a malloc'd buffer owned by the tensor. */
+static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir, alma_arena *arena,
+                                     alma_tensor *out) {
+  const char *tname = tp->name && tp->name[0] ? tp->name : "<unnamed>";
+  memset(out, 0, sizeof *out);
+  int32_t dt = tp->has_data_type ? tp->data_type : 0;
+  if (!dtype_supported(dt))
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "tensor '%s': dtype %s (%d) is not supported by alma", tname,
+                        onnx_dtype_name(dt), (int)dt);
+  if (tp->n_dims > ALMA_MAX_RANK)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds alma's maximum of %d", tname, tp->n_dims,
+                        ALMA_MAX_RANK);
+  if (tp->segment) return alma__errorf(ALMA_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", tname);
+  int64_t numel = 1;
+  for (size_t i = 0; i < tp->n_dims; i++) {
+    if (tp->dims[i] < 0)
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': negative dimension %lld", tname, (long long)tp->dims[i]);
+    if (alma__mul_overflow_i64(numel, tp->dims[i], &numel) || numel > ((int64_t)1 << 40))
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': implausibly large shape", tname);
+  }
+  size_t esz = alma_dtype_size((alma_dtype)dt);
+  size_t nbytes = (size_t)numel * esz;
+  out->dtype = (alma_dtype)dt;
+  out->rank = (int)tp->n_dims;
+  for (size_t i = 0; i < tp->n_dims; i++) out->dims[i] = tp->dims[i];
+  out->nbytes = nbytes;
+
+  int external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* Validate the element count before allocating, so a lying header cannot make us allocate. */
+  size_t have = 0;
+  const char *field = "raw_data";
+  if (!external) {
+    if (tp->has_raw_data) {
+      have = tp->raw_data.len;
+      if (have != nbytes)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape %s of %s needs %zu",
+                            tname, have, "given", alma_dtype_name(out->dtype), nbytes);
+    } else {
+      switch (dt) {
+        case ALMA_DTYPE_FLOAT32: have = tp->n_float_data; field = "float_data"; break;
+        case ALMA_DTYPE_FLOAT64: have = tp->n_double_data; field = "double_data"; break;
+        case ALMA_DTYPE_INT64: have = tp->n_int64_data; field = "int64_data"; break;
+        case ALMA_DTYPE_UINT32: case ALMA_DTYPE_UINT64: have = tp->n_uint64_data; field = "uint64_data"; break;
+        default: have = tp->n_int32_data; field = "int32_data"; break;
+      }
+      if ((int64_t)have != numel)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': %s has %zu elements, its shape needs %lld", tname,
+                            field, have, (long long)numel);
+    }
+  }
+  void *data = arena ? alma__arena_alloc(arena, nbytes ? nbytes : 1) : calloc(nbytes ? nbytes : 1, 1);
+  if (!data) return alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, nbytes);
+  out->data = data;
+  out->owns_data = arena ? 0 : 1;
+  alma_status st = ALMA_OK;
+  if (external) {
+    st = read_external(tp, tname, base_dir, data, nbytes);
+  } else if (tp->has_raw_data) {
+    if (nbytes) memcpy(data, tp->raw_data.data, nbytes);
+  } else {
+    for (int64_t i = 0; i < numel; i++) {
+      switch (dt) {
+        case ALMA_DTYPE_FLOAT32: ((float *)data)[i] = tp->float_data[i]; break;
+        case ALMA_DTYPE_FLOAT64: ((double *)data)[i] = tp->double_data[i]; break;
+        case ALMA_DTYPE_INT64: ((int64_t *)data)[i] = tp->int64_data[i]; break;
+        case ALMA_DTYPE_UINT32: ((uint32_t *)data)[i] = (uint32_t)tp->uint64_data[i]; break;
+        case ALMA_DTYPE_UINT64: ((uint64_t *)data)[i] = tp->uint64_data[i]; break;
+        case ALMA_DTYPE_FLOAT16: case ALMA_DTYPE_BFLOAT16: case ALMA_DTYPE_UINT16:
+          ((uint16_t *)data)[i] = (uint16_t)tp->int32_data[i];
+          break;
+        default: alma__set_i64(data, out->dtype, i, tp->int32_data[i]); break;
+      }
+    }
+  }
+  if (st != ALMA_OK && !arena) {
+    free(data);
+    out->data = NULL;
+  }
+  return st;
+}
+
+alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char **name_out) {
+  uint8_t *bytes;
+  size_t n;
+  memset(out, 0, sizeof *out);
+  if (name_out) *name_out = NULL;
+  ALMA_TRY(alma__read_file(path, &bytes, &n));
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, bytes);
+  free(bytes);
+  if (!tp) return alma__errorf(ALMA_ERR_PARSE, "'%s' is not a valid serialized ONNX TensorProto", path);
+  alma_status st = tensor_from_proto(tp, NULL, NULL, out);
+  if (st == ALMA_OK && name_out && tp->name) *name_out = alma__strdup(tp->name);
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  if (st != ALMA_OK) return alma__error_prefix(st, "'%s': ", path);
+  return ALMA_OK;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------------ */
+
+static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
+
+static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *vi, alma_arena *a) {
+  if (!vi->type) return ALMA_OK;
+  if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor types are supported (sequence, map, optional are not)",
+                        v->name);
+  const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+  if (!tt) return ALMA_OK;
+  if (tt->has_elem_type) {
+    if (!dtype_supported(tt->elem_type))
+      return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': dtype %s is not supported by alma", v->name,
+                          onnx_dtype_name(tt->elem_type));
+    v->dtype = (alma_dtype)tt->elem_type;
+  }
+  if (tt->shape) {
+    if (tt->shape->n_dim > ALMA_MAX_RANK)
+      return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': rank %zu exceeds alma's maximum of %d", v->name,
+                          tt->shape->n_dim, ALMA_MAX_RANK);
+    v->rank = (int)tt->shape->n_dim;
+    for (size_t i = 0; i < tt->shape->n_dim; i++) {
+      const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+      v->dims[i] = ALMA_DIM_UNKNOWN;
+      v->dim_params[i] = NULL;
+      if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+        v->dims[i] = d->dim_value;
+      else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+        v->dim_params[i] = alma__arena_strdup(a, d->dim_param);
+    }
+  }
+  return ALMA_OK;
+}
+
+/* Finds `name` in g, or (for subgraphs) in an enclosing graph, creating the outer reference in
+ * every graph between. Returns -1 if it is nowhere. */
+static int resolve_name(alma_graph *g, const char *name) {
+  int v = alma__graph_find_value(g, name);
+  if (v >= 0 || !g->parent) return v;
+  if (resolve_name(g->parent, name) < 0) return -1;
+  v = alma__graph_add_value(g, name);
+  if (v >= 0) g->values[v].is_outer = 1;
+  return v;
+}
+
+static alma_status parse_attr(load_ctx *c, alma_graph *g, const Onnx__AttributeProto *ap, alma_attr *at,
+                              const char *node_name) {
+  alma_arena *a = c->arena;
+  at->name = alma__arena_strdup(a, ap->name ? ap->name : "");
+  if (ap->ref_attr_name && ap->ref_attr_name[0])
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': attribute '%s' refers to a function attribute", node_name,
+                        at->name);
+  at->type = ap->has_type ? (alma_attr_type)ap->type : ALMA_ATTR_UNDEFINED;
+  if (at->type == ALMA_ATTR_UNDEFINED) { /* IR < 2 files leave type out: infer it from what is set */
+    if (ap->has_f) at->type = ALMA_ATTR_FLOAT;
+    else if (ap->has_i) at->type = ALMA_ATTR_INT;
+    else if (ap->has_s) at->type = ALMA_ATTR_STRING;
+    else if (ap->t) at->type = ALMA_ATTR_TENSOR;
+    else if (ap->g) at->type = ALMA_ATTR_GRAPH;
+    else if (ap->n_floats) at->type = ALMA_ATTR_FLOATS;
+    else if (ap->n_ints) at->type = ALMA_ATTR_INTS;
+    else if (ap->n_strings) at->type = ALMA_ATTR_STRINGS;
+    else if (ap->n_tensors) at->type = ALMA_ATTR_TENSORS;
+    else if (ap->n_graphs) at->type = ALMA_ATTR_GRAPHS;
+  }
+  switch (at->type) {
+    case ALMA_ATTR_FLOAT: at->f = ap->f; break;
+    case ALMA_ATTR_INT: at->i = ap->i; break;
+    case ALMA_ATTR_STRING:
+      at->s = alma__arena_strndup(a, (const char *)ap->s.data, ap->s.len);
+      at->s_len = ap->s.len;
+      break;
+    case ALMA_ATTR_TENSOR:
+      if (!ap->t) return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s': tensor attribute '%s' has no tensor", node_name, at->name);
+      at->t = alma__arena_alloc(a, sizeof(alma_tensor));
+      if (!at->t) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      ALMA_TRY(tensor_from_proto(ap->t, c->base_dir, a, at->t));
+      break;
+    case ALMA_ATTR_GRAPH:
+      if (!ap->g) return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s': graph attribute '%s' has no graph", node_name, at->name);
+      at->g = alma__graph_new(a);
+      if (!at->g) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      at->g->parent = g;
+      at->g->opsets = g->opsets;
+      at->g->n_opsets = g->n_opsets;
+      ALMA_TRY(parse_graph(c, ap->g, at->g));
+      break;
+    case ALMA_ATTR_FLOATS:
+      at->n = (int)ap->n_floats;
+      at->floats = alma__arena_alloc(a, ap->n_floats * sizeof(float) + 1);
+      if (!at->floats) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      if (ap->n_floats) memcpy(at->floats, ap->floats, ap->n_floats * sizeof(float));
+      break;
+    case ALMA_ATTR_INTS:
+      at->n = (int)ap->n_ints;
+      at->ints = alma__arena_alloc(a, ap->n_ints * sizeof(int64_t) + 1);
+      if (!at->ints) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      if (ap->n_ints) memcpy(at->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+      break;
+    case ALMA_ATTR_STRINGS:
+      at->n = (int)ap->n_strings;
+      at->strings = alma__arena_alloc(a, ap->n_strings * sizeof(char *) + 1);
+      if (!at->strings) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      for (size_t i = 0; i < ap->n_strings; i++)
+        at->strings[i] = alma__arena_strndup(a, (const char *)ap->strings[i].data, ap->strings[i].len);
+      break;
+    case ALMA_ATTR_TENSORS:
+      at->n = (int)ap->n_tensors;
+      at->tensors = alma__arena_alloc(a, ap->n_tensors * sizeof(alma_tensor) + 1);
+      if (!at->tensors) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      for (size_t i = 0; i < ap->n_tensors; i++) ALMA_TRY(tensor_from_proto(ap->tensors[i], c->base_dir, a, &at->tensors[i]));
+      break;
+    case ALMA_ATTR_GRAPHS:
+      at->n = (int)ap->n_graphs;
+      at->graphs = alma__arena_alloc(a, ap->n_graphs * sizeof(alma_graph *) + 1);
+      if (!at->graphs) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      for (size_t i = 0; i < ap->n_graphs; i++) {
+        at->graphs[i] = alma__graph_new(a);
+        if (!at->graphs[i]) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+        at->graphs[i]->parent = g;
+        at->graphs[i]->opsets = g->opsets;
+        at->graphs[i]->n_opsets = g->n_opsets;
+        ALMA_TRY(parse_graph(c, ap->graphs[i], at->graphs[i]));
+      }
+      break;
+    default:
+      return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': attribute '%s' has unsupported type %d", node_name, at->name,
+                          (int)at->type);
+  }
+  if (!at->name) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return ALMA_OK;
+}
+
+/* Collects the outer references of a subgraph as this graph's value indices (deduplicated). */
+static alma_status add_implicit(alma_graph *g, alma_node *n, const alma_graph *sub) {
+  for (int v = 0; v < sub->n_values; v++) {
+    if (!sub->values[v].is_outer) continue;
+    int pv = alma__graph_find_value(g, sub->values[v].name);
+    if (pv < 0) return alma__errorf(ALMA_ERR_INTERNAL, "outer value '%s' not found", sub->values[v].name);
+    int dup = 0;
+    for (int k = 0; k < n->n_implicit; k++) dup |= n->implicit_inputs[k] == pv;
+    if (dup) continue;
+    int *ni = realloc(n->implicit_inputs, (size_t)(n->n_implicit + 1) * sizeof(int));
+    if (!ni) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    n->implicit_inputs = ni;
+    n->implicit_inputs[n->n_implicit++] = pv;
+  }
+  return ALMA_OK;
+}
+
+static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g) {
+  if (++c->depth > 64) return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
+  alma_arena *a = c->arena;
+  g->name = alma__arena_strdup(a, gp->name ? gp->name : "");
+  if (gp->n_sparse_initializer)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "graph '%s': sparse initializers are not supported", g->name);
+  if (gp->n_node > INT_MAX / 2 || gp->n_input > INT_MAX / 2 || gp->n_output > INT_MAX / 2)
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s' is too large", g->name);
+
+  /* 1. initializers */
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    const Onnx__TensorProto *tp = gp->initializer[i];
+    const char *name = tp->name ? tp->name : "";
+    if (!name[0]) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': initializer %zu has no name", g->name, i);
+    if (alma__graph_find_value(g, name) >= 0)
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': initializer '%s' is defined twice", g->name, name);
+    int v = alma__graph_add_value(g, name);
+    if (v < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    alma_tensor *t = alma__arena_alloc(a, sizeof *t);
+    if (!t) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    ALMA_TRY(tensor_from_proto(tp, c->base_dir, a, t));
+    g->values[v].init = t;
+    g->values[v].dtype = t->dtype;
+    g->values[v].rank = t->rank;
+    for (int k = 0; k < t->rank; k++) g->values[v].dims[k] = t->dims[k];
+  }
+  /* 2. inputs; an input that also has an initializer is a constant with a default (IR < 4 style) */
+  g->inputs = alma__calloc(gp->n_input, sizeof(int));
+  if (!g->inputs) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    const char *name = vi->name ? vi->name : "";
+    if (!name[0]) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': input %zu has no name", g->name, i);
+    int v = alma__graph_find_value(g, name);
+    if (v >= 0 && g->values[v].init) continue;
+    if (v >= 0) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': input '%s' is declared twice", g->name, name);
+    v = alma__graph_add_value(g, name);
+    if (v < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    g->values[v].is_input = 1;
+    ALMA_TRY(set_declared_type(&g->values[v], vi, a));
+    g->inputs[g->n_inputs++] = v;
+  }
+  /* 3. node outputs, so names resolve whatever the order of nodes in the file */
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    for (size_t k = 0; k < np->n_output; k++) {
+      const char *name = np->output[k];
+      if (!name || !name[0]) continue;
+      int v = alma__graph_find_value(g, name);
+      if (v >= 0)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): output '%s' is already defined elsewhere",
+                            np->name ? np->name : "", np->op_type ? np->op_type : "?", name);
+      if (alma__graph_add_value(g, name) < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+  }
+  /* 4. nodes */
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    const char *op = np->op_type ? np->op_type : "";
+    if (!op[0]) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': node %zu has no op_type", g->name, i);
+    char autoname[160];
+    const char *nname = np->name && np->name[0] ? np->name : (snprintf(autoname, sizeof autoname, "%.100s_%zu", op, i), autoname);
+    if (np->n_input > 4096 || np->n_output > 4096 || np->n_attribute > 4096)
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): too many inputs, outputs or attributes", nname, op);
+    int ins[4096], outs[4096];
+    for (size_t k = 0; k < np->n_input; k++) {
+      const char *name = np->input[k];
+      if (!name || !name[0]) {
+        ins[k] = -1;
+        continue;
+      }
+      ins[k] = resolve_name(g, name);
+      if (ins[k] < 0)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL,
+                            "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input", nname, op,
+                            name);
+    }
+    for (size_t k = 0; k < np->n_output; k++)
+      outs[k] = np->output[k] && np->output[k][0] ? alma__graph_find_value(g, np->output[k]) : -1;
+    int ni = alma__graph_add_node(g, op, np->domain, nname, ins, (int)np->n_input, outs, (int)np->n_output);
+    if (ni < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    alma_attr *attrs = alma__arena_alloc(a, (np->n_attribute + 1) * sizeof(alma_attr));
+    if (!attrs) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    g->nodes[ni].attrs = attrs;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+      alma_status st = parse_attr(c, g, np->attribute[k], &attrs[k], nname);
+      g->nodes[ni].n_attrs = (int)k + (st == ALMA_OK); /* so cleanup frees parsed subgraphs */
+      if (st != ALMA_OK) return st;
+      if (attrs[k].g) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].g));
+      for (int q = 0; q < attrs[k].n && attrs[k].graphs; q++) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].graphs[q]));
+    }
+  }
+  /* 5. outputs */
+  g->outputs = alma__calloc(gp->n_output, sizeof(int));
+  if (!g->outputs) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const Onnx__ValueInfoProto *vi = gp->output[i];
+    const char *name = vi->name ? vi->name : "";
+    int v = name[0] ? resolve_name(g, name) : -1;
+    if (v < 0)
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': output '%s' is not produced by any node, initializer or input",
+                          g->name, name);
+    alma_value *val = &g->values[v];
+    /* Keep a copy of the declared output type: inference may refine it but the API reports both. */
+    if (val->producer >= 0 || (!val->init && !val->is_input)) ALMA_TRY(set_declared_type(val, vi, a));
+    val->is_output = 1;
+    g->outputs[g->n_outputs++] = v;
+  }
+  c->depth--;
+  ALMA_TRY(alma__graph_toposort(g));
+  return alma__graph_validate(g);
+}
+
+alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *base_dir, alma_graph **g_out,
+                                   alma_onnx_meta *meta_out) {
+  *g_out = NULL;
+  memset(meta_out, 0, sizeof *meta_out);
+  if (n == 0) return alma__errorf(ALMA_ERR_PARSE, "the file is empty");
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, n, bytes);
+  if (!mp) return alma__errorf(ALMA_ERR_PARSE, "not a valid ONNX model (protobuf parse failed: truncated or corrupt)");
+  alma_status st = ALMA_OK;
+  alma_graph *g = NULL;
+  if (!mp->graph) {
+    st = alma__errorf(ALMA_ERR_PARSE, "not an ONNX model: no graph (is it a different protobuf message?)");
+    goto out;
+  }
+  if (!mp->has_ir_version || mp->ir_version < 1) {
+    st = alma__errorf(ALMA_ERR_PARSE, "not an ONNX model: ir_version is missing");
+    goto out;
+  }
+  g = alma__graph_new(NULL);
+  if (!g) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  g->opsets = alma__arena_alloc(g->arena, (mp->n_opset_import + 1) * sizeof(alma_opset_import));
+  if (!g->opsets) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    g->opsets[i].domain = alma__arena_strdup(g->arena, mp->opset_import[i]->domain ? mp->opset_import[i]->domain : "");
+    g->opsets[i].version = mp->opset_import[i]->has_version ? mp->opset_import[i]->version : 0;
+  }
+  g->n_opsets = (int)mp->n_opset_import;
+  if (alma__graph_opset(g, "") <= 0) {
+    /* IR version 1/2 files may omit it; ONNX treats that as opset 1. */
+    if (mp->ir_version >= 3) {
+      st = alma__errorf(ALMA_ERR_INVALID_MODEL, "the model imports no ai.onnx opset");
+      goto out;
+    }
+  }
+  meta_out->ir_version = mp->ir_version;
+  meta_out->producer_name = alma__arena_strdup(g->arena, mp->producer_name ? mp->producer_name : "");
+  meta_out->producer_version = alma__arena_strdup(g->arena, mp->producer_version ? mp->producer_version : "");
+  meta_out->domain = alma__arena_strdup(g->arena, mp->domain ? mp->domain : "");
+  {
+    load_ctx c = {.base_dir = base_dir, .arena = g->arena, .depth = 0};
+    st = parse_graph(&c, mp->graph, g);
+  }
+out:
+  onnx__model_proto__free_unpacked(mp, NULL);
+  if (st != ALMA_OK) {
+    alma__graph_free(g);
+    return st;
+  }
+  *g_out = g;
+  return ALMA_OK;
+}

@@ -1,0 +1,23 @@
+/* ONNX protobuf -> graph IR (protobuf-c code generated at build time from Debian's onnx.proto). */
+#ifndef ALMA_ONNX_H
+#define ALMA_ONNX_H
+
+#include "graph/graph.h"
+
+typedef struct alma_onnx_meta {
+  int64_t ir_version;
+  const char *producer_name;     /* arena strings */
+  const char *producer_version;
+  const char *domain;
+} alma_onnx_meta;
+
+/* Parses a serialized ModelProto into a graph (topologically sorted, validated; ops not yet
+ * resolved). base_dir: where external data files are looked up (NULL: the current directory). */
+alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *base_dir, alma_graph **g_out,
+                                   alma_onnx_meta *meta_out);
+
+/* Reads a serialized TensorProto file (the ONNX backend tests' input_0.pb...) into an owned tensor.
+ * name_out (optional) receives a malloc'd copy of the tensor's name. */
+alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char **name_out);
+
+#endif

@@ -1,0 +1,18 @@
+/* Graph passes compiled into this build, in the order `alma list` shows them. */
+#include <strings.h>
+
+#include "passes/pass.h"
+
+extern const alma_pass alma__pass_fold;
+
+static const alma_pass *const passes[] = {
+    &alma__pass_fold,
+};
+
+int alma__pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
+const alma_pass *alma__pass_at(int i) { return i >= 0 && i < alma__pass_count() ? passes[i] : NULL; }
+const alma_pass *alma__pass_find(const char *name) {
+  for (int i = 0; i < alma__pass_count(); i++)
+    if (!strcasecmp(passes[i]->name, name)) return passes[i];
+  return NULL;
+}

@@ -1,0 +1,148 @@
+/* EAGER: the reference runtime. Runs nodes in topological order with the reference kernels,
+ * inferring each node's output shapes from its actual inputs, freeing every intermediate after its
+ * last use. Single-threaded by design: it is the oracle the other runtimes are checked against. */
+#include "ops/op.h"
+#include "runtimes/runtime.h"
+
+struct alma_exec_ctx {
+  const alma_graph *g;
+  alma_tensor *env;            /* one per value of g */
+  struct alma_exec_ctx *parent;
+};
+
+static alma_tensor *lookup_outer(alma_exec_ctx *ctx, const char *name) {
+  for (alma_exec_ctx *c = ctx; c; c = c->parent) {
+    int v = alma__graph_find_value(c->g, name);
+    if (v >= 0 && !c->g->values[v].is_outer) return c->env[v].data || c->env[v].rank >= 0 ? &c->env[v] : NULL;
+  }
+  return NULL;
+}
+
+static alma_status exec_graph(alma_exec_ctx *parent, const alma_graph *g, const alma_tensor *inputs, int nin,
+                              alma_tensor *outputs, int nout) {
+  if (nin != g->n_inputs)
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, nin);
+  if (nout != g->n_outputs)
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' has %d outputs, %d requested", g->name, g->n_outputs, nout);
+  alma_exec_ctx ctx = {.g = g, .parent = parent};
+  int nv = g->n_values;
+  ctx.env = calloc((size_t)nv + 1, sizeof(alma_tensor));
+  int *uses = calloc((size_t)nv + 1, sizeof(int));
+  alma_status st = ALMA_OK;
+  if (!ctx.env || !uses) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  for (int v = 0; v < nv; v++) {
+    const alma_value *val = &g->values[v];
+    ctx.env[v].rank = -1;
+    if (val->init) ctx.env[v] = alma__tensor_view(val->init);
+    else if (val->is_outer) {
+      alma_tensor *o = parent ? lookup_outer(parent, val->name) : NULL;
+      if (o) ctx.env[v] = alma__tensor_view(o);
+    }
+  }
+  for (int i = 0; i < nin; i++) ctx.env[g->inputs[i]] = alma__tensor_view(&inputs[i]);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
+    for (int k = 0; k < n->n_implicit; k++) uses[n->implicit_inputs[k]]++;
+  }
+  for (int i = 0; i < g->n_outputs; i++) uses[g->outputs[i]] += 1 << 20; /* never freed before the end */
+
+  for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
+    const alma_node *n = &g->nodes[i];
+    const alma_tensor *in[1024];
+    alma_tensor outs[64];
+    if (n->n_inputs > 1024 || n->n_outputs > 64) {
+      st = alma__op_error(n, ALMA_ERR_UNSUPPORTED, "too many inputs or outputs");
+      break;
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      in[k] = v >= 0 ? &ctx.env[v] : NULL;
+      if (v >= 0 && !ctx.env[v].data && alma__numel(ctx.env[v].rank, ctx.env[v].dims) != 0 && ctx.env[v].rank != 0) {
+        st = alma__op_error(n, ALMA_ERR_INTERNAL, "input '%s' has no value", g->values[v].name);
+        break;
+      }
+    }
+    if (st != ALMA_OK) break;
+    st = alma__op_run_node(&ctx, n, in, n->n_inputs, outs, n->n_outputs);
+    if (st != ALMA_OK) break;
+    for (int k = 0; k < n->n_outputs; k++) {
+      if (n->outputs[k] >= 0) ctx.env[n->outputs[k]] = outs[k];
+      else alma_tensor_free_data(&outs[k]);
+    }
+    /* Release inputs after their last use. */
+    for (int k = 0; k < n->n_inputs + n->n_implicit; k++) {
+      int v = k < n->n_inputs ? n->inputs[k] : n->implicit_inputs[k - n->n_inputs];
+      if (v >= 0 && --uses[v] == 0) alma_tensor_free_data(&ctx.env[v]);
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+      if (n->outputs[k] >= 0 && uses[n->outputs[k]] == 0) alma_tensor_free_data(&ctx.env[n->outputs[k]]);
+  }
+  if (st == ALMA_OK) {
+    for (int i = 0; i < nout; i++) {
+      alma_tensor *t = &ctx.env[g->outputs[i]];
+      if (t->owns_data) {
+        outputs[i] = *t;
+        t->owns_data = 0; /* moved; a repeated output below copies from it */
+      } else if ((st = alma__tensor_copy(&outputs[i], t)) != ALMA_OK) {
+        for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
+        break;
+      }
+    }
+  }
+out:
+  if (ctx.env)
+    for (int v = 0; v < nv; v++) alma_tensor_free_data(&ctx.env[v]);
+  free(ctx.env);
+  free(uses);
+  return st;
+}
+
+alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs, int n_inputs,
+                                alma_tensor *outputs, int n_outputs) {
+  return exec_graph(ctx, g, inputs, n_inputs, outputs, n_outputs);
+}
+
+/* ---- the runtime ------------------------------------------------------------------------------ */
+typedef struct eager_plan {
+  const alma_graph *g;
+} eager_plan;
+
+static alma_status eager_init(void) { return ALMA_OK; }
+static int eager_supports(const alma_graph *g, const alma_node *n) { return n->op != NULL; }
+
+static alma_status eager_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
+  eager_plan *p = calloc(1, sizeof *p);
+  if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->g = g;
+  *plan_out = p;
+  return ALMA_OK;
+}
+
+static alma_status eager_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  eager_plan *p = plan;
+  return exec_graph(NULL, p->g, inputs, n_inputs, outputs, n_outputs);
+}
+
+static void eager_free(void *plan) { free(plan); }
+
+static void eager_describe(void *plan, FILE *f) {
+  eager_plan *p = plan;
+  for (int i = 0; i < p->g->n_nodes; i++)
+    fprintf(f, "  %-40s %-20s EAGER\n", p->g->nodes[i].name, p->g->nodes[i].op_type);
+}
+
+const alma_runtime alma__runtime_eager = {
+    .name = "EAGER",
+    .description = "reference kernels, single-threaded, in topological order (the oracle)",
+    .init = eager_init,
+    .supports_node = eager_supports,
+    .compile = eager_compile,
+    .run = eager_run,
+    .free = eager_free,
+    .describe = eager_describe,
+};

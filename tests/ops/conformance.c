@@ -1,0 +1,240 @@
+/* ONNX backend node conformance runner: for every case directory (model.onnx +
+ * test_data_set_N/{input,output}_K.pb) it loads the model, runs it through a conversion (EAGER by
+ * default) and compares with ONNX's expected outputs using ONNX's default tolerances
+ * (rtol 1e-3, atol 1e-7, as onnx.backend.test's assert_allclose). A case is:
+ *   PASS         every data set matched
+ *   FAIL         a mismatch, or an error while running (a bug)
+ *   UNSUPPORTED  the model uses an op/attribute/dtype alma rejects at load (reason printed)
+ * Exit status is 1 if any case FAILs (or an --expect-pass case is not PASS), else 0. */
+#include <dirent.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "alma/alma.h"
+#include "core/core.h"
+#include "onnx/onnx.h"
+
+typedef struct {
+  const char *conversion;
+  int verbose;
+  double rtol, atol;
+} opts_t;
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int compare(const alma_tensor *got, const alma_tensor *want, const opts_t *o, char *why, size_t nwhy) {
+  char s1[128], s2[128];
+  if (got->dtype != want->dtype) {
+    snprintf(why, nwhy, "dtype %s, expected %s", alma_dtype_name(got->dtype), alma_dtype_name(want->dtype));
+    return 0;
+  }
+  if (!alma__same_shape(got, want)) {
+    snprintf(why, nwhy, "shape %s, expected %s", alma__shape_str(got->rank, got->dims, s1, sizeof s1),
+             alma__shape_str(want->rank, want->dims, s2, sizeof s2));
+    return 0;
+  }
+  int64_t n = alma_tensor_numel(want);
+  int is_float = alma__dtype_is_float(want->dtype);
+  double rtol = o->rtol, atol = o->atol;
+  if (want->dtype == ALMA_DTYPE_FLOAT16 || want->dtype == ALMA_DTYPE_BFLOAT16) {
+    /* ONNX compares low-precision outputs after the kernels computed in that precision; allow one ulp-ish. */
+    rtol = fmax(rtol, want->dtype == ALMA_DTYPE_BFLOAT16 ? 1e-2 : 1e-3);
+    atol = fmax(atol, 1e-3);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (is_float) {
+      double a = alma__get_f64(got->data, got->dtype, i), b = alma__get_f64(want->data, want->dtype, i);
+      if (isnan(a) && isnan(b)) continue;
+      if (isinf(b) && a == b) continue;
+      if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+        snprintf(why, nwhy, "element %lld: got %.9g, expected %.9g", (long long)i, a, b);
+        return 0;
+      }
+    } else {
+      int64_t a = alma__get_i64(got->data, got->dtype, i), b = alma__get_i64(want->data, want->dtype, i);
+      if (a != b) {
+        snprintf(why, nwhy, "element %lld: got %lld, expected %lld", (long long)i, (long long)a, (long long)b);
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Loads files prefix_0.pb, prefix_1.pb ... from dir. Returns count (or -1 on error). */
+static int load_pbs(const char *dir, const char *prefix, alma_tensor *out, int max, char *why, size_t nwhy) {
+  int n = 0;
+  for (; n < max; n++) {
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, n);
+    if (stat(path, &sb) != 0) break;
+    if (alma__onnx_load_tensor_file(path, &out[n], NULL) != ALMA_OK) {
+      snprintf(why, nwhy, "%s", alma_last_error());
+      for (int k = 0; k < n; k++) alma_tensor_free_data(&out[k]);
+      return -1;
+    }
+  }
+  return n;
+}
+
+typedef enum { R_PASS, R_FAIL, R_UNSUPPORTED } result_t;
+
+static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_t nwhy) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.onnx", case_dir);
+  alma_model *m = NULL;
+  alma_status st = alma_model_load(path, &m);
+  if (st != ALMA_OK) {
+    snprintf(why, nwhy, "%s: %s", alma_status_name(st), alma_last_error());
+    return st == ALMA_ERR_UNSUPPORTED ? R_UNSUPPORTED : R_FAIL;
+  }
+  alma_session *s = NULL;
+  st = alma_session_create(m, o->conversion, NULL, &s);
+  if (st != ALMA_OK) {
+    snprintf(why, nwhy, "session: %s: %s", alma_status_name(st), alma_last_error());
+    alma_model_free(m);
+    return st == ALMA_ERR_UNSUPPORTED || st == ALMA_ERR_UNAVAILABLE ? R_UNSUPPORTED : R_FAIL;
+  }
+  result_t res = R_PASS;
+  int n_sets = 0;
+  for (int set = 0; res == R_PASS; set++) {
+    char dir[4096];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s/test_data_set_%d", case_dir, set);
+    if (stat(dir, &sb) != 0) break;
+    n_sets++;
+    alma_tensor ins[64], wants[64], outs[64];
+    int nin = load_pbs(dir, "input", ins, 64, why, nwhy);
+    if (nin < 0) {
+      res = R_FAIL;
+      break;
+    }
+    int nout = load_pbs(dir, "output", wants, 64, why, nwhy);
+    if (nout < 0) {
+      for (int k = 0; k < nin; k++) alma_tensor_free_data(&ins[k]);
+      res = R_FAIL;
+      break;
+    }
+    int n_model_out = alma_model_num_outputs(m);
+    if (nin != alma_model_num_inputs(m) || nout != n_model_out) {
+      snprintf(why, nwhy, "data set has %d inputs/%d outputs, model %d/%d", nin, nout, alma_model_num_inputs(m),
+               n_model_out);
+      res = R_FAIL;
+    } else {
+      st = alma_session_run(s, ins, nin, outs, nout);
+      if (st != ALMA_OK) {
+        snprintf(why, nwhy, "run: %s: %s", alma_status_name(st), alma_last_error());
+        res = R_FAIL;
+      } else {
+        for (int k = 0; k < nout && res == R_PASS; k++) {
+          char w[512];
+          if (!compare(&outs[k], &wants[k], o, w, sizeof w)) {
+            snprintf(why, nwhy, "data set %d, output %d ('%s'): %s", set, k, alma_model_output_name(m, k), w);
+            res = R_FAIL;
+          }
+        }
+        for (int k = 0; k < nout; k++) alma_tensor_free_data(&outs[k]);
+      }
+    }
+    for (int k = 0; k < nin; k++) alma_tensor_free_data(&ins[k]);
+    for (int k = 0; k < nout; k++) alma_tensor_free_data(&wants[k]);
+  }
+  if (res == R_PASS && n_sets == 0) {
+    snprintf(why, nwhy, "no test_data_set_* directory");
+    res = R_FAIL;
+  }
+  alma_session_free(s);
+  alma_model_free(m);
+  return res;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: alma_conformance [--conversion C] [--expect-pass FILE] [-v] NODE_TESTS_DIR [GLOB...]\n"
+          "  runs each case directory under NODE_TESTS_DIR whose name matches a GLOB (default: all)\n");
+}
+
+int main(int argc, char **argv) {
+  opts_t o = {.conversion = "EAGER", .rtol = 1e-3, .atol = 1e-7};
+  const char *expect_file = NULL;
+  int ai = 1;
+  for (; ai < argc && argv[ai][0] == '-'; ai++) {
+    if (!strcmp(argv[ai], "--conversion") && ai + 1 < argc) o.conversion = argv[++ai];
+    else if (!strcmp(argv[ai], "--expect-pass") && ai + 1 < argc) expect_file = argv[++ai];
+    else if (!strcmp(argv[ai], "-v")) o.verbose = 1;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (ai >= argc) {
+    usage();
+    return 2;
+  }
+  const char *root = argv[ai++];
+  DIR *d = opendir(root);
+  if (!d) {
+    fprintf(stderr, "alma_conformance: cannot open %s\n", root);
+    return 2;
+  }
+  char **names = NULL;
+  size_t nn = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    int match = ai >= argc;
+    for (int k = ai; k < argc && !match; k++) match = fnmatch(argv[k], e->d_name, 0) == 0;
+    if (!match) continue;
+    if (nn == cap) {
+      cap = cap ? cap * 2 : 256;
+      names = realloc(names, cap * sizeof *names);
+    }
+    names[nn++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, nn, sizeof *names, cmp_names);
+  /* Cases that must pass (regression guard): one name per line, '#' comments. */
+  char **expect = NULL;
+  size_t ne = 0;
+  if (expect_file) {
+    FILE *f = fopen(expect_file, "r");
+    if (!f) {
+      fprintf(stderr, "alma_conformance: cannot open %s\n", expect_file);
+      return 2;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\r\n# ")] = '\0';
+      if (!line[0]) continue;
+      expect = realloc(expect, (ne + 1) * sizeof *expect);
+      expect[ne++] = strdup(line);
+    }
+    fclose(f);
+  }
+  int pass = 0, fail = 0, unsup = 0, missing_expected = 0;
+  for (size_t i = 0; i < nn; i++) {
+    char dir[4096], why[2048] = "";
+    snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+    result_t r = run_case(dir, &o, why, sizeof why);
+    int expected = 0;
+    for (size_t k = 0; k < ne; k++) expected |= !strcmp(expect[k], names[i]);
+    if (r == R_PASS) pass++;
+    else if (r == R_FAIL) fail++;
+    else unsup++;
+    if (expected && r != R_PASS) missing_expected++;
+    if (r != R_PASS || o.verbose)
+      printf("%-12s %s%s%s%s\n", r == R_PASS ? "PASS" : r == R_FAIL ? "FAIL" : "UNSUPPORTED", names[i],
+             why[0] ? "  -- " : "", why, expected && r != R_PASS ? "  [expected to pass]" : "");
+    fflush(stdout);
+  }
+  printf("conformance (%s): %d cases: %d passed, %d failed, %d unsupported\n", o.conversion, (int)nn, pass, fail, unsup);
+  if (missing_expected) printf("%d cases expected to pass did not\n", missing_expected);
+  printf("%d passed, %d failed, %d skipped\n", pass, fail + missing_expected, unsup);
+  for (size_t i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  for (size_t k = 0; k < ne; k++) free(expect[k]);
+  free(expect);
+  return fail || missing_expected ? 1 : 0;
+}
