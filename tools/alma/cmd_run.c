@@ -1,0 +1,401 @@
+/* `alma run MODEL [--input NAME=FILE.npy]... [--output-dir DIR] [--conversion C] [--seed N]
+ * [--batch-size N]`: one inference. Inputs not given are seeded random data; each output's shape,
+ * dtype and a short summary are printed, and with --output-dir written to DIR/<output name>.npy. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "core/core.h"
+
+static void run_usage(FILE *f) {
+  fprintf(f,
+          "usage: alma run MODEL [--input NAME=FILE]... [--output-dir DIR] [--conversion C]\n"
+          "                [--seed N] [--batch-size N] [--threads N] [--verbose]\n\n"
+          "Runs one inference and prints each output's shape, dtype and a short summary.\n\n"
+          "  -i, --input NAME=FILE   data for input NAME: a .npy file (or an IDX file: *.idx, *-ubyte);\n"
+          "                          its dtype must be the input's and its shape must fit the input's\n"
+          "                          (symbolic dims take any size)\n"
+          "  -o, --output-dir DIR    write each output to DIR/<output name>.npy (characters outside\n"
+          "                          A-Za-z0-9._- become '_'); DIR is created if needed\n"
+          "  -c, --conversion C      conversion chain, e.g. EAGER or FOLD+EAGER (default EAGER)\n"
+          "  -s, --seed N            seed of the random data for inputs not given (default 0)\n"
+          "  -b, --batch-size N      size of a symbolic first dim in random inputs (default 1; other\n"
+          "                          symbolic dims are 1)\n"
+          "  -t, --threads N         intra-op threads (default 0 = physical cores)\n"
+          "  -v, --verbose           print the conversion's plan\n"
+          "  -h, --help              this help\n\n"
+          "Random inputs: floating point ~ N(0, 1), integers uniform in [0, 10), bool uniform.\n");
+}
+
+/* ---- random data (splitmix64: small, seedable, the same on every platform) ------------------- */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static double rng_normal(uint64_t *s) { /* Box-Muller; u1 in (0, 1] keeps log finite */
+  double u1 = 1.0 - rng_uniform(s), u2 = rng_uniform(s);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static alma_status random_input(const alma_model *m, int i, int64_t batch, uint64_t seed, alma_tensor *t) {
+  int rank = alma_model_input_rank(m, i);
+  alma_dtype dt = alma_model_input_dtype(m, i);
+  int64_t dims[ALMA_MAX_RANK];
+  if (rank < 0 || rank > ALMA_MAX_RANK)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "input '%s' has an unknown or too large rank; give it with --input",
+                        alma_model_input_name(m, i));
+  for (int a = 0; a < rank; a++) {
+    int64_t d = alma_model_input_dim(m, i, a);
+    dims[a] = d >= 0 ? d : a == 0 ? batch : 1;
+  }
+  if (!alma_dtype_size(dt) || dt == ALMA_DTYPE_STRING)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "input '%s' has dtype %s, for which alma makes no random data",
+                        alma_model_input_name(m, i), alma_dtype_name(dt));
+  ALMA_TRY(alma__tensor_alloc(t, dt, rank, dims));
+  /* each input its own stream, so adding --input for one input leaves the others' data unchanged */
+  uint64_t s = seed * 0x100000001b3ull + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+  int64_t n = alma_tensor_numel(t);
+  for (int64_t k = 0; k < n; k++) {
+    if (alma__dtype_is_float(dt)) alma__set_f64(t->data, dt, k, rng_normal(&s));
+    else if (dt == ALMA_DTYPE_BOOL) alma__set_i64(t->data, dt, k, (int64_t)(rng_next(&s) >> 63));
+    else alma__set_i64(t->data, dt, k, (int64_t)(rng_next(&s) % 10));
+  }
+  return ALMA_OK;
+}
+
+/* ---- input files --------------------------------------------------------------------------- */
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void shape_with_symbols(const alma_model *m, int i, char *buf, size_t n) {
+  int rank = alma_model_input_rank(m, i);
+  size_t o = (size_t)snprintf(buf, n, "[");
+  for (int a = 0; a < rank && o < n; a++) {
+    int64_t d = alma_model_input_dim(m, i, a);
+    const char *p = alma_model_input_dim_param(m, i, a);
+    if (d >= 0) o += (size_t)snprintf(buf + o, n - o, "%s%" PRId64, a ? "," : "", d);
+    else o += (size_t)snprintf(buf + o, n - o, "%s%s", a ? "," : "", p && p[0] ? p : "?");
+  }
+  if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+static alma_status load_input(const alma_model *m, int i, const char *file, alma_tensor *t) {
+  const char *name = alma_model_input_name(m, i);
+  alma_status st = ends_with(file, ".idx") || ends_with(file, "-ubyte") ? alma_idx_load(file, t)
+                                                                           : alma_npy_load(file, t);
+  if (st != ALMA_OK) return alma__error_prefix(st, "input '%s': ", name);
+  alma_dtype want = alma_model_input_dtype(m, i);
+  char got[256], exp[256];
+  alma__shape_str(t->rank, t->dims, got, sizeof got);
+  shape_with_symbols(m, i, exp, sizeof exp);
+  if (t->dtype != want) {
+    st = alma__errorf(ALMA_ERR_TYPE, "input '%s' is %s %s but '%s' holds %s %s", name, alma_dtype_name(want), exp,
+                      file, alma_dtype_name(t->dtype), got);
+    alma_tensor_free_data(t);
+    return st;
+  }
+  int rank = alma_model_input_rank(m, i);
+  int bad = rank >= 0 && rank != t->rank;
+  for (int a = 0; !bad && rank >= 0 && a < rank; a++) {
+    int64_t d = alma_model_input_dim(m, i, a);
+    if (d >= 0 && d != t->dims[a]) bad = 1;
+  }
+  if (bad) {
+    st = alma__errorf(ALMA_ERR_SHAPE, "input '%s' has shape %s (%s) but '%s' holds shape %s", name, exp,
+                      alma_dtype_name(want), file, got);
+    alma_tensor_free_data(t);
+  }
+  return st;
+}
+
+/* ---- outputs ------------------------------------------------------------------------------- */
+static void print_summary(const char *name, const alma_tensor *t) {
+  char shp[256];
+  alma__shape_str(t->rank, t->dims, shp, sizeof shp);
+  int64_t n = alma_tensor_numel(t);
+  printf("%s: %s %s", name, alma_dtype_name(t->dtype), shp);
+  if (n == 0 || !alma_dtype_size(t->dtype)) {
+    printf(" (empty)\n");
+    return;
+  }
+  int is_float = alma__dtype_is_float(t->dtype);
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t nan = 0, inf = 0, finite = 0;
+  for (int64_t k = 0; k < n; k++) {
+    double v = alma__get_f64(t->data, t->dtype, k);
+    if (isnan(v)) {
+      nan++;
+      continue;
+    }
+    if (isinf(v)) inf++;
+    if (v < mn) mn = v;
+    if (v > mx) mx = v;
+    if (!isinf(v)) {
+      sum += v;
+      finite++;
+    }
+  }
+  if (t->dtype == ALMA_DTYPE_BOOL) {
+    printf("  true %.0f of %" PRId64 "\n", sum, n);
+  } else {
+    if (nan < n)
+      printf(is_float ? "  min %.6g  max %.6g  mean %.6g" : "  min %.0f  max %.0f  mean %.6g", mn, mx,
+             finite ? sum / (double)finite : NAN);
+    if (nan) printf("  NaN %" PRId64, nan);
+    if (inf) printf("  Inf %" PRId64, inf);
+    printf("\n");
+  }
+  printf("  first:");
+  for (int64_t k = 0; k < n && k < 8; k++) {
+    double v = alma__get_f64(t->data, t->dtype, k);
+    if (is_float) printf(" %.6g", v);
+    else printf(" %" PRId64, alma__get_i64(t->data, t->dtype, k));
+  }
+  printf(n > 8 ? " ...\n" : "\n");
+}
+
+/* mkdir -p */
+static alma_status make_dirs(const char *dir) {
+  char p[4096];
+  if (strlen(dir) >= sizeof p) return alma__errorf(ALMA_ERR_INVALID_ARG, "output directory path is too long");
+  strcpy(p, dir);
+  for (char *c = p + 1;; c++) {
+    if (*c != '/' && *c) continue;
+    char save = *c;
+    *c = '\0';
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+      return alma__errorf(ALMA_ERR_IO, "cannot create directory '%s': %s", p, strerror(errno));
+    *c = save;
+    if (!save) break;
+  }
+  struct stat sb;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return alma__errorf(ALMA_ERR_IO, "'%s' is not a directory", dir);
+  return ALMA_OK;
+}
+
+/* Output name → file name: characters outside A-Za-z0-9._- become '_'; "" → "_". */
+static void sanitize(const char *name, char *out, size_t n) {
+  size_t k = 0;
+  for (; name[k] && k + 1 < n; k++) {
+    char c = name[k];
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+             c == '-';
+    out[k] = ok ? c : '_';
+  }
+  out[k] = '\0';
+  if (!k && n > 1) strcpy(out, "_");
+}
+
+typedef struct {
+  char *name;
+  char *file;
+} input_arg;
+
+int alma_cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"input", required_argument, 0, 'i'},      {"output-dir", required_argument, 0, 'o'},
+      {"conversion", required_argument, 0, 'c'}, {"seed", required_argument, 0, 's'},
+      {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+      {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  const char *out_dir = NULL, *conversion = "EAGER";
+  uint64_t seed = 0;
+  int64_t batch = 1;
+  int threads = 0, verbose = 0, n_args = 0, c;
+  input_arg *args = calloc((size_t)argc + 1, sizeof *args);
+  if (!args) return alma_cli_fail(ALMA_ERR_NOMEM, "run");
+  int rc = ALMA_EXIT_OK;
+  alma_model *m = NULL;
+  alma_session *s = NULL;
+  alma_tensor *in = NULL, *out = NULL;
+  int n_in = 0, n_out = 0;
+  char *end;
+
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "i:o:c:s:b:t:vh", opts, NULL)) != -1) {
+    switch (c) {
+      case 'i': {
+        char *eq = strchr(optarg, '=');
+        if (!eq || eq == optarg || !eq[1]) {
+          fprintf(stderr, "alma: error: --input takes NAME=FILE, got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        *eq = '\0';
+        args[n_args].name = optarg;
+        args[n_args++].file = eq + 1;
+        break;
+      }
+      case 'o': out_dir = optarg; break;
+      case 'c': conversion = optarg; break;
+      case 's':
+        errno = 0;
+        seed = strtoull(optarg, &end, 0);
+        if (errno || *end || optarg[0] == '-') {
+          fprintf(stderr, "alma: error: --seed takes a non-negative integer, got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
+      case 'b':
+        errno = 0;
+        batch = strtoll(optarg, &end, 10);
+        if (errno || *end || batch < 1 || batch > (INT64_C(1) << 31)) {
+          fprintf(stderr, "alma: error: --batch-size takes a positive integer, got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
+      case 't':
+        errno = 0;
+        threads = (int)strtol(optarg, &end, 10);
+        if (errno || *end || threads < 0 || threads > 4096) {
+          fprintf(stderr, "alma: error: --threads takes an integer in [0, 4096], got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
+      case 'v': verbose = 1; break;
+      case 'h': run_usage(stdout); goto done;
+      default: run_usage(stderr); rc = ALMA_EXIT_USAGE; goto done;
+    }
+  }
+  if (optind != argc - 1) {
+    fprintf(stderr, "alma: error: run takes exactly one MODEL\n");
+    run_usage(stderr);
+    rc = ALMA_EXIT_USAGE;
+    goto done;
+  }
+  const char *path = argv[optind];
+  alma_status st = alma_model_load(path, &m);
+  if (st != ALMA_OK) {
+    rc = alma_cli_fail(st, NULL);
+    goto done;
+  }
+  n_in = alma_model_num_inputs(m);
+  n_out = alma_model_num_outputs(m);
+  in = calloc((size_t)n_in + 1, sizeof *in);
+  out = calloc((size_t)n_out + 1, sizeof *out);
+  if (!in || !out) {
+    rc = alma_cli_fail(alma__errorf(ALMA_ERR_NOMEM, "out of memory"), "run");
+    goto done;
+  }
+
+  /* every --input must name a model input, once */
+  for (int a = 0; a < n_args; a++) {
+    int found = -1;
+    for (int i = 0; i < n_in; i++)
+      if (!strcmp(alma_model_input_name(m, i), args[a].name)) found = i;
+    for (int b = 0; b < a && found >= 0; b++)
+      if (!strcmp(args[b].name, args[a].name)) {
+        rc = alma_cli_fail(alma__errorf(ALMA_ERR_INVALID_ARG, "input '%s' is given twice", args[a].name), NULL);
+        goto done;
+      }
+    if (found < 0) {
+      char names[2048];
+      size_t o = 0;
+      names[0] = '\0';
+      for (int i = 0; i < n_in && o < sizeof names; i++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", i ? ", " : "", alma_model_input_name(m, i));
+      rc = alma_cli_fail(alma__errorf(ALMA_ERR_NOT_FOUND, "model '%s' has no input '%s'; its inputs are: %s", path,
+                                      args[a].name, n_in ? names : "(none)"),
+                         NULL);
+      goto done;
+    }
+  }
+  for (int i = 0; i < n_in; i++) {
+    const char *file = NULL;
+    for (int a = 0; a < n_args; a++)
+      if (!strcmp(args[a].name, alma_model_input_name(m, i))) file = args[a].file;
+    st = file ? load_input(m, i, file, &in[i]) : random_input(m, i, batch, seed, &in[i]);
+    if (st != ALMA_OK) {
+      rc = alma_cli_fail(st, NULL);
+      goto done;
+    }
+    char shp[256];
+    alma__shape_str(in[i].rank, in[i].dims, shp, sizeof shp);
+    printf("input %s: %s %s from %s\n", alma_model_input_name(m, i), alma_dtype_name(in[i].dtype), shp,
+           file ? file : "random data");
+  }
+
+  alma_session_options so;
+  alma_session_options_init(&so);
+  so.threads = threads;
+  so.verbose = verbose;
+  st = alma_session_create(m, conversion, &so, &s);
+  if (st != ALMA_OK) {
+    rc = alma_cli_fail(st, conversion);
+    goto done;
+  }
+  double t0 = alma__now_s();
+  st = alma_session_run(s, in, n_in, out, n_out);
+  double dt = alma__now_s() - t0;
+  if (st != ALMA_OK) {
+    rc = alma_cli_fail(st, NULL);
+    goto done;
+  }
+  printf("ran %s in %.3f ms\n", conversion, dt * 1e3);
+  if (out_dir && (st = make_dirs(out_dir)) != ALMA_OK) {
+    rc = alma_cli_fail(st, NULL);
+    goto done;
+  }
+  for (int j = 0; j < n_out; j++) {
+    const char *name = alma_model_output_name(m, j);
+    print_summary(name, &out[j]);
+    if (!out_dir) continue;
+    char fname[512], fpath[4700];
+    sanitize(name, fname, sizeof fname - 16);
+    /* two names that sanitize alike ("a/b", "a:b") get the output's index appended */
+    for (int k = 0; k < j; k++) {
+      char other[512];
+      sanitize(alma_model_output_name(m, k), other, sizeof other - 16);
+      if (!strcmp(other, fname)) {
+        snprintf(fname + strlen(fname), 16, "_%d", j);
+        break;
+      }
+    }
+    snprintf(fpath, sizeof fpath, "%s/%s.npy", out_dir, fname);
+    if (out[j].dtype == ALMA_DTYPE_BFLOAT16) { /* .npy has no bfloat16: widen, exactly */
+      alma_tensor f;
+      if ((st = alma__tensor_alloc(&f, ALMA_DTYPE_FLOAT32, out[j].rank, out[j].dims)) != ALMA_OK) {
+        rc = alma_cli_fail(st, name);
+        goto done;
+      }
+      for (int64_t k = 0; k < alma_tensor_numel(&f); k++)
+        ((float *)f.data)[k] = alma__bf16_to_f32(((const uint16_t *)out[j].data)[k]);
+      alma_tensor_free_data(&out[j]);
+      out[j] = f;
+      printf("  (bfloat16 saved as float32)\n");
+    }
+    if ((st = alma_npy_save(fpath, &out[j])) != ALMA_OK) {
+      rc = alma_cli_fail(st, name);
+      goto done;
+    }
+    printf("  wrote %s\n", fpath);
+  }
+  if (fflush(stdout) != 0) rc = ALMA_EXIT_FAILED;
+
+done:
+  for (int i = 0; i < n_in && in; i++) alma_tensor_free_data(&in[i]);
+  for (int j = 0; j < n_out && out; j++) alma_tensor_free_data(&out[j]);
+  free(in);
+  free(out);
+  alma_session_free(s);
+  alma_model_free(m);
+  free(args);
+  return rc;
+}
