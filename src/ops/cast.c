@@ -1,0 +1,269 @@
+/* Cast, Identity and Dropout (inference): ops that convert or pass data through. */
+#include <math.h>
+
+#include "ops/ew.h"
+
+#define EXEC_ARGS                                                                                \
+  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
+      int nout
+#define INFER_ARGS \
+  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+
+static int holdable(alma_dtype t) { return t != ALMA_DTYPE_STRING && alma_dtype_size(t) > 0; }
+
+/* ---- Cast -----------------------------------------------------------------------------------
+ * Every pair of alma's dtypes. Values pass through one of two intermediates, chunk by chunk:
+ * double for float sources (exact for all of them) and int64 for integer/bool sources (uint64
+ * kept as its bit pattern), so each conversion rounds once:
+ *  - to float16 from double: round to odd at float32 precision first, which makes the final
+ *    round-to-nearest-even exact (no double rounding); to bfloat16: truncation (see f2bf_trunc);
+ *  - float to integer truncates toward zero (C and numpy semantics); values outside the target's
+ *    range saturate and NaN gives 0 (ONNX leaves these undefined; this keeps C defined);
+ *  - integer to integer wraps (two's complement), anything to bool is "!= 0" (NaN is true). */
+static const char *onnx_type_name(int64_t to) {
+  switch (to) {
+    case 8: return "string";
+    case 14: return "complex64";
+    case 15: return "complex128";
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    default: return NULL;
+  }
+}
+
+static float round_to_odd_f32(double d) {
+  float f = (float)d;
+  if (isfinite(f) && (double)f != d) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (fabs((double)f) > fabs(d)) u--; /* step toward zero: f was rounded up in magnitude */
+    u |= 1;
+    memcpy(&f, &u, 4);
+  }
+  return f;
+}
+static uint16_t d2h(double d) { return alma__f32_to_f16(round_to_odd_f32(d)); }
+/* Cast to bfloat16 truncates (keeps the top 16 bits), as ONNX's reference implementation and its
+ * backend test data do; NaN stays a quiet NaN. Truncating the round-to-odd float32 equals
+ * truncating the double. */
+static uint16_t f2bf_trunc(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)(u >> 16);
+}
+static uint16_t d2bf(double d) { return f2bf_trunc(round_to_odd_f32(d)); }
+
+static alma_status cast_infer(INFER_ARGS) {
+  const alma_attr *a = alma__node_attr(n, "to");
+  if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
+  alma_dtype to = (alma_dtype)a->i;
+  if (a->i <= 0 || a->i > 16 || !holdable(to)) {
+    const char *nm = onnx_type_name(a->i);
+    if (nm) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast to %s", nm);
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
+  }
+  if (!holdable(in[0]->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast from %s", alma_dtype_name(in[0]->dtype));
+  alma__set_shape(&out[0], to, in[0]->rank, in[0]->dims);
+  return ALMA_OK;
+}
+
+#define CAST_CHUNK 1024
+
+/* src[off..off+m) into the intermediate */
+static void read_f64(const void *src, alma_dtype t, int64_t off, int64_t m, double *buf) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT32: for (int64_t j = 0; j < m; j++) buf[j] = ((const float *)src)[off + j]; break;
+    case ALMA_DTYPE_FLOAT64: memcpy(buf, (const double *)src + off, (size_t)m * sizeof(double)); break;
+    case ALMA_DTYPE_FLOAT16: for (int64_t j = 0; j < m; j++) buf[j] = alma__f16_to_f32(((const uint16_t *)src)[off + j]); break;
+    default: for (int64_t j = 0; j < m; j++) buf[j] = alma__bf16_to_f32(((const uint16_t *)src)[off + j]); break;
+  }
+}
+static void read_i64(const void *src, alma_dtype t, int64_t off, int64_t m, int64_t *buf) {
+  switch (t) {
+#define R(D, T, CT, LD, ST) \
+  case D: for (int64_t j = 0; j < m; j++) buf[j] = (int64_t)((const T *)src)[off + j]; break;
+    ALMA__EW_SINT_TYPES(R)
+    ALMA__EW_UINT_TYPES(R)
+#undef R
+    default: for (int64_t j = 0; j < m; j++) buf[j] = ((const uint8_t *)src)[off + j] != 0; break; /* bool */
+  }
+}
+
+#define SAT(T, lo, hi, d) ((d) != (d) ? (T)0 : (d) <= (double)(lo) ? (T)(lo) : (d) >= (double)(hi) ? (T)(hi) : (T)(d))
+
+static void write_from_f64(void *dst, alma_dtype t, int64_t off, int64_t m, const double *buf) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT32: for (int64_t j = 0; j < m; j++) ((float *)dst)[off + j] = (float)buf[j]; break;
+    case ALMA_DTYPE_FLOAT64: memcpy((double *)dst + off, buf, (size_t)m * sizeof(double)); break;
+    case ALMA_DTYPE_FLOAT16: for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[off + j] = d2h(buf[j]); break;
+    case ALMA_DTYPE_BFLOAT16: for (int64_t j = 0; j < m; j++) ((uint16_t *)dst)[off + j] = d2bf(buf[j]); break;
+    case ALMA_DTYPE_BOOL: for (int64_t j = 0; j < m; j++) ((uint8_t *)dst)[off + j] = buf[j] != 0; break;
+#define W(D, T, lo, hi) \
+  case D: for (int64_t j = 0; j < m; j++) ((T *)dst)[off + j] = SAT(T, lo, hi, buf[j]); break;
+    W(ALMA_DTYPE_INT8, int8_t, INT8_MIN, INT8_MAX)
+    W(ALMA_DTYPE_INT16, int16_t, INT16_MIN, INT16_MAX)
+    W(ALMA_DTYPE_INT32, int32_t, INT32_MIN, INT32_MAX)
+    W(ALMA_DTYPE_INT64, int64_t, INT64_MIN, INT64_MAX)
+    W(ALMA_DTYPE_UINT8, uint8_t, 0, UINT8_MAX)
+    W(ALMA_DTYPE_UINT16, uint16_t, 0, UINT16_MAX)
+    W(ALMA_DTYPE_UINT32, uint32_t, 0, UINT32_MAX)
+    W(ALMA_DTYPE_UINT64, uint64_t, 0, UINT64_MAX)
+#undef W
+    default: break;
+  }
+}
+
+static void write_from_i64(void *dst, alma_dtype t, int64_t off, int64_t m, const int64_t *buf, int is_u64) {
+  switch (t) {
+#define FW(D, T, conv)                                                                    \
+  case D:                                                                                 \
+    if (is_u64) for (int64_t j = 0; j < m; j++) ((T *)dst)[off + j] = conv((uint64_t)buf[j]); \
+    else for (int64_t j = 0; j < m; j++) ((T *)dst)[off + j] = conv(buf[j]);             \
+    break;
+#define TO_F32(v) ((float)(v))
+#define TO_F64(v) ((double)(v))
+#define TO_F16(v) d2h((double)(v))
+#define TO_BF16(v) d2bf((double)(v))
+    FW(ALMA_DTYPE_FLOAT32, float, TO_F32)
+    FW(ALMA_DTYPE_FLOAT64, double, TO_F64)
+    FW(ALMA_DTYPE_FLOAT16, uint16_t, TO_F16)
+    FW(ALMA_DTYPE_BFLOAT16, uint16_t, TO_BF16)
+#undef FW
+    case ALMA_DTYPE_BOOL: for (int64_t j = 0; j < m; j++) ((uint8_t *)dst)[off + j] = buf[j] != 0; break;
+#define IW(D, T, CT, LD, ST) \
+  case D: for (int64_t j = 0; j < m; j++) ((T *)dst)[off + j] = (T)buf[j]; break;
+    ALMA__EW_SINT_TYPES(IW)
+    ALMA__EW_UINT_TYPES(IW)
+#undef IW
+    default: break;
+  }
+}
+
+static alma_status cast_exec(EXEC_ARGS) {
+  const alma_tensor *x = in[0];
+  alma_tensor *y = &out[0];
+  int64_t cnt = alma_tensor_numel(x);
+  if (x->dtype == y->dtype) {
+    memcpy(y->data, x->data, (size_t)cnt * alma_dtype_size(x->dtype));
+    return ALMA_OK;
+  }
+  if (x->dtype == ALMA_DTYPE_FLOAT32 && y->dtype == ALMA_DTYPE_FLOAT16) { /* common in precision passes */
+    const float *xs = (const float *)x->data;
+    uint16_t *ys = (uint16_t *)y->data;
+    for (int64_t i = 0; i < cnt; i++) ys[i] = alma__f32_to_f16(xs[i]);
+    return ALMA_OK;
+  }
+  union {
+    double d[CAST_CHUNK];
+    int64_t i[CAST_CHUNK];
+  } buf;
+  int from_float = alma__dtype_is_float(x->dtype);
+  for (int64_t off = 0; off < cnt; off += CAST_CHUNK) {
+    int64_t m = cnt - off < CAST_CHUNK ? cnt - off : CAST_CHUNK;
+    if (from_float) {
+      read_f64(x->data, x->dtype, off, m, buf.d);
+      write_from_f64(y->data, y->dtype, off, m, buf.d);
+    } else {
+      read_i64(x->data, x->dtype, off, m, buf.i);
+      write_from_i64(y->data, y->dtype, off, m, buf.i, x->dtype == ALMA_DTYPE_UINT64);
+    }
+  }
+  return ALMA_OK;
+}
+
+/* 19 added float8 types and `saturate` (only meaningful for float8, which alma does not hold);
+ * 21 added int4/uint4. */
+const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21}, .min_inputs = 1,
+                                   .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
+                                   .exec = cast_exec, .cost = alma__ew_cost};
+
+/* ---- Identity ------------------------------------------------------------------------------ */
+static alma_status identity_infer(INFER_ARGS) {
+  if (!holdable(in[0]->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(in[0]->dtype));
+  alma__set_shape(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
+  return ALMA_OK;
+}
+static alma_status identity_exec(EXEC_ARGS) {
+  if (out[0].nbytes) memcpy(out[0].data, in[0]->data, out[0].nbytes);
+  return ALMA_OK;
+}
+/* 14 added optional/sequence types, which alma does not hold (a tensor input is required). */
+const alma_op_def alma__op_Identity = {.name = "Identity", .domain = "", .versions = {1, 13, 14, 16, 19, 21},
+                                       .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                       .infer = identity_infer, .exec = identity_exec};
+
+/* ---- Dropout ---------------------------------------------------------------------------------
+ * alma runs inference: Dropout is the identity and its mask is all true (bool from opset 10,
+ * the input's dtype before). Real training-mode dropout (opset < 7 with is_test=0, or a true
+ * training_mode input from 12 with ratio > 0) draws random numbers alma cannot reproduce, so it
+ * is reported as unsupported; training_mode with ratio 0 is the identity and is supported. */
+static alma_status dropout_ratio(const alma_node *n, const alma_tensor *const *in, int nin, int *known, double *ratio) {
+  *known = 1;
+  *ratio = 0.5;
+  if (n->since_version < 12) {
+    *ratio = alma__attr_f(n, "ratio", 0.5f);
+  } else if (nin > 1 && in[1]) {
+    if (!alma__dtype_is_float(in[1]->dtype) || alma_tensor_numel(in[1]) != 1)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "ratio must be a floating-point scalar");
+    if (!in[1]->data) *known = 0;
+    else *ratio = alma__get_f64(in[1]->data, in[1]->dtype, 0);
+  }
+  if (*known && !(*ratio >= 0 && *ratio < 1))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "ratio %g is outside [0, 1)", *ratio);
+  return ALMA_OK;
+}
+
+/* ALMA_OK when inference semantics apply (or cannot be decided until the values are known). */
+static alma_status dropout_check_mode(const alma_node *n, const alma_tensor *const *in, int nin) {
+  int known;
+  double ratio;
+  ALMA_TRY(dropout_ratio(n, in, nin, &known, &ratio));
+  if (n->since_version < 7) {
+    if (!alma__attr_i(n, "is_test", 0) && ratio > 0)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
+                            "training-mode dropout (is_test=0, ratio %g, opset < 7) draws random numbers", ratio);
+    return ALMA_OK;
+  }
+  if (n->since_version >= 12 && nin > 2 && in[2]) {
+    const alma_tensor *tm = in[2];
+    if (tm->dtype != ALMA_DTYPE_BOOL || alma_tensor_numel(tm) != 1)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "training_mode must be a bool scalar");
+    if (!tm->data || !known) return ALMA_OK; /* decided at run time */
+    if (((const uint8_t *)tm->data)[0] && ratio > 0)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "training-mode dropout (ratio %g) draws random numbers", ratio);
+  }
+  return ALMA_OK;
+}
+
+static alma_status dropout_infer(INFER_ARGS) {
+  const alma_tensor *x = in[0];
+  if (!alma__dtype_is_float(x->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
+  ALMA_TRY(dropout_check_mode(n, in, nin));
+  alma__set_shape(&out[0], x->dtype, x->rank, x->dims);
+  if (nout > 1)
+    alma__set_shape(&out[1], n->since_version >= 10 ? ALMA_DTYPE_BOOL : x->dtype, x->rank, x->dims);
+  return ALMA_OK;
+}
+
+static alma_status dropout_exec(EXEC_ARGS) {
+  ALMA_TRY(dropout_check_mode(n, in, nin));
+  if (out[0].nbytes) memcpy(out[0].data, in[0]->data, out[0].nbytes);
+  if (nout > 1 && out[1].data) {
+    int64_t cnt = alma_tensor_numel(&out[1]);
+    for (int64_t i = 0; i < cnt; i++) alma__set_f64(out[1].data, out[1].dtype, i, 1.0);
+  }
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_Dropout = {.name = "Dropout", .domain = "", .versions = {1, 6, 7, 10, 12, 13, 22},
+                                      .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
+                                      .infer = dropout_infer, .exec = dropout_exec};
