@@ -131,7 +131,7 @@ static alma_status cumsum_infer(const alma_node *n, const alma_tensor *const *in
   if (!alma__dtype_is_float(x->dtype) && !alma__dtype_is_int(x->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (x->rank < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input must have rank >= 1");
-  int axis;
+  int axis = 0;
   alma_status st = cumsum_axis(n, in, x->rank, &axis);
   if (st != ALMA_OK && st != ALMA_ERR_DYNAMIC) return st; /* the shape does not depend on the axis */
   alma__set_shape(&out[0], x->dtype, x->rank, x->dims);
@@ -141,7 +141,7 @@ static alma_status cumsum_infer(const alma_node *n, const alma_tensor *const *in
 static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
   const alma_tensor *x = in[0];
-  int a;
+  int a = 0;
   alma_status st = cumsum_axis(n, in, x->rank, &a);
   if (st != ALMA_OK) return st == ALMA_ERR_DYNAMIC ? alma__op_error(n, ALMA_ERR_INTERNAL, "axis unknown") : st;
   int exclusive = alma__attr_i(n, "exclusive", 0) != 0, reverse = alma__attr_i(n, "reverse", 0) != 0;
