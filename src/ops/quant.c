@@ -1,0 +1,839 @@
+/* Quantized operators: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+ * QLinearMatMul, MatMulInteger, ConvInteger.
+ *
+ * Reference kernels: integer products accumulate in 32 bits with wrap-around (the spec allows
+ * overflow only there), requantization multiplies the accumulator by the real multiplier
+ * (computed in the scales' precision, as the ONNX reference does), rounds half to even and
+ * saturates. float8 and int4 types do not exist in alma's dtype set, so models using them fail at
+ * load in the ONNX loader before reaching these kernels. */
+#include <math.h>
+
+#include "ops/op.h"
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+/* Saturation range of an integer quantized type; 0 if `t` is not one. */
+static int q_range(alma_dtype t, int64_t *lo, int64_t *hi) {
+  switch (t) {
+    case ALMA_DTYPE_UINT8: *lo = 0; *hi = 255; return 1;
+    case ALMA_DTYPE_INT8: *lo = -128; *hi = 127; return 1;
+    case ALMA_DTYPE_UINT16: *lo = 0; *hi = 65535; return 1;
+    case ALMA_DTYPE_INT16: *lo = -32768; *hi = 32767; return 1;
+    case ALMA_DTYPE_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    default: *lo = *hi = 0; return 0;
+  }
+}
+
+static int is_8bit(alma_dtype t) { return t == ALMA_DTYPE_UINT8 || t == ALMA_DTYPE_INT8; }
+
+static int32_t q_get(const void *d, alma_dtype t, int64_t i) {
+  switch (t) {
+    case ALMA_DTYPE_UINT8: return ((const uint8_t *)d)[i];
+    case ALMA_DTYPE_INT8: return ((const int8_t *)d)[i];
+    case ALMA_DTYPE_UINT16: return ((const uint16_t *)d)[i];
+    case ALMA_DTYPE_INT16: return ((const int16_t *)d)[i];
+    case ALMA_DTYPE_INT32: return ((const int32_t *)d)[i];
+    default: return 0;
+  }
+}
+
+static void q_set(void *d, alma_dtype t, int64_t i, int64_t v) {
+  switch (t) {
+    case ALMA_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+    case ALMA_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
+    case ALMA_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
+    case ALMA_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
+    case ALMA_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
+    default: break;
+  }
+}
+
+/* Round half to even (the default FE_TONEAREST mode) then saturate. NaN maps to 0, which then
+ * lands on the zero point when the caller added it before (the spec leaves NaN undefined). */
+static int64_t q_round_sat(double v, int64_t lo, int64_t hi) {
+  if (v != v) return lo > 0 ? lo : (hi < 0 ? hi : 0);
+  v = nearbyint(v);
+  if (v <= (double)lo) return lo;
+  if (v >= (double)hi) return hi;
+  return (int64_t)v;
+}
+
+/* Rounds a float to the precision of a floating dtype (numpy computes float16 arithmetic in float
+ * and rounds each result to half). */
+static float round_to(alma_dtype t, float v) {
+  if (t == ALMA_DTYPE_FLOAT16) return alma__f16_to_f32(alma__f32_to_f16(v));
+  if (t == ALMA_DTYPE_BFLOAT16) return alma__bf16_to_f32(alma__f32_to_bf16(v));
+  return v;
+}
+
+static int is_scale_dtype(alma_dtype t, int allow_half) {
+  return t == ALMA_DTYPE_FLOAT32 || (allow_half && (t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16));
+}
+
+static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
+
+/* Integer tensor minus its zero point, as int32, for the integer kernels. */
+static int32_t *q_to_i32(const alma_tensor *t) {
+  int64_t n = alma_tensor_numel(t);
+  int32_t *r = alma__malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+  if (!r) return NULL;
+  for (int64_t i = 0; i < n; i++) r[i] = q_get(t->data, t->dtype, i);
+  return r;
+}
+
+/* ==== QuantizeLinear / DequantizeLinear: scale layout ======================================= */
+
+/* How a scale/zero point maps onto x, seen as [outer, dim, inner] around `axis`. */
+typedef struct {
+  int mode;            /* 0 per-tensor, 1 per-axis, 2 blocked */
+  int64_t outer, dim, inner;
+  int64_t block, sdim; /* blocked: block size and the scale's length along axis */
+} q_layout;
+
+static alma_status q_layout_make(const alma_node *n, const alma_tensor *x, const alma_tensor *scale,
+                                 const alma_tensor *zp, q_layout *L) {
+  char s1[128], s2[128];
+  memset(L, 0, sizeof *L);
+  int64_t sn = alma_tensor_numel(scale);
+  int64_t block = n->since_version >= 21 ? alma__attr_i(n, "block_size", 0) : 0;
+  if (block < 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "block_size %lld is negative", (long long)block);
+  if (zp) {
+    int same = zp->rank == scale->rank;
+    for (int i = 0; same && i < zp->rank; i++) same = zp->dims[i] == scale->dims[i];
+    /* a [1] zero point with a scalar scale (or the reverse) is the same per-tensor layout */
+    if (!same && !(alma_tensor_numel(zp) == 1 && sn == 1 && zp->rank <= 1 && scale->rank <= 1))
+      return alma__op_error(n, ALMA_ERR_SHAPE, "zero point shape %s differs from scale shape %s",
+                            alma__shape_str(zp->rank, zp->dims, s1, sizeof s1),
+                            alma__shape_str(scale->rank, scale->dims, s2, sizeof s2));
+  }
+  L->outer = 1;
+  L->dim = alma_tensor_numel(x);
+  L->inner = 1;
+  if (block == 0 && sn == 1 && scale->rank <= 1) return ALMA_OK; /* per-tensor */
+  if (n->since_version < 13)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "opset %d requires a scalar scale, got shape %s", n->since_version,
+                          alma__shape_str(scale->rank, scale->dims, s1, sizeof s1));
+  int axis;
+  if (alma__norm_axis(alma__attr_i(n, "axis", 1), x->rank, &axis) != ALMA_OK)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "axis %lld out of range for rank %d",
+                          (long long)alma__attr_i(n, "axis", 1), x->rank);
+  L->outer = alma__numel(axis, x->dims);
+  L->dim = x->dims[axis];
+  L->inner = alma__numel(x->rank - axis - 1, x->dims + axis + 1);
+  if (block == 0) {
+    if (scale->rank != 1 || scale->dims[0] != x->dims[axis])
+      return alma__op_error(n, ALMA_ERR_SHAPE, "per-axis scale must be 1-D of length %lld (axis %d of %s), got %s",
+                            (long long)x->dims[axis], axis, alma__shape_str(x->rank, x->dims, s1, sizeof s1),
+                            alma__shape_str(scale->rank, scale->dims, s2, sizeof s2));
+    L->mode = 1;
+    return ALMA_OK;
+  }
+  /* blocked: same shape as x except ceil(D/B) along axis */
+  int ok = scale->rank == x->rank;
+  for (int i = 0; ok && i < x->rank; i++)
+    ok = i == axis ? scale->dims[i] == (x->dims[i] + block - 1) / block : scale->dims[i] == x->dims[i];
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "blocked scale shape %s does not match x %s with block_size %lld on axis %d",
+                          alma__shape_str(scale->rank, scale->dims, s1, sizeof s1),
+                          alma__shape_str(x->rank, x->dims, s2, sizeof s2), (long long)block, axis);
+  L->mode = 2;
+  L->block = block;
+  L->sdim = scale->dims[axis];
+  return ALMA_OK;
+}
+
+/* Index of the scale/zero point for x element (o, a, i). */
+static inline int64_t q_layout_index(const q_layout *L, int64_t o, int64_t a, int64_t i) {
+  switch (L->mode) {
+    case 1: return a;
+    case 2: return (o * L->sdim + a / L->block) * L->inner + i;
+    default: return 0;
+  }
+}
+
+/* ==== QuantizeLinear ========================================================================= */
+
+static alma_status quantize_out_dtype(const alma_node *n, const alma_tensor *zp, alma_dtype *out) {
+  int64_t od = n->since_version >= 21 ? alma__attr_i(n, "output_dtype", 0) : 0;
+  alma_dtype t = zp ? zp->dtype : (od ? (alma_dtype)od : ALMA_DTYPE_UINT8);
+  if (zp && od && od != (int64_t)zp->dtype)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "output_dtype %lld does not match zero point dtype %s",
+                          (long long)od, alma_dtype_name(zp->dtype));
+  int ok = is_8bit(t) || (n->since_version >= 21 && (t == ALMA_DTYPE_INT16 || t == ALMA_DTYPE_UINT16));
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "quantized type %s (code %d) at opset %d",
+                          alma_dtype_name(t), (int)t, n->since_version);
+  *out = t;
+  return ALMA_OK;
+}
+
+static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                  int nout) {
+  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  int v19 = n->since_version >= 19;
+  int xok = x->dtype == ALMA_DTYPE_FLOAT32 || x->dtype == ALMA_DTYPE_INT32 ||
+            (v19 && (x->dtype == ALMA_DTYPE_FLOAT16 || x->dtype == ALMA_DTYPE_BFLOAT16));
+  if (!xok) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
+  /* opset 10/13: float scale; 19/21: the scale has x's type */
+  if (v19 ? scale->dtype != x->dtype : scale->dtype != ALMA_DTYPE_FLOAT32)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s with input %s", alma_dtype_name(scale->dtype),
+                          alma_dtype_name(x->dtype));
+  int64_t sat = alma__attr_i(n, "saturate", 1);
+  if (sat != 0 && sat != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "saturate must be 0 or 1");
+  alma_dtype yt = ALMA_DTYPE_UINT8;
+  ALMA_TRY(quantize_out_dtype(n, zp, &yt));
+  q_layout L;
+  ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
+  alma__set_shape(&out[0], yt, x->rank, x->dims);
+  return ALMA_OK;
+}
+
+static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                 alma_tensor *out, int nout) {
+  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  q_layout L;
+  ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
+  alma_dtype yt = out[0].dtype;
+  int64_t lo, hi;
+  q_range(yt, &lo, &hi);
+  int64_t ns = alma_tensor_numel(scale);
+  double *sc = alma__malloc((size_t)ns * sizeof *sc);
+  int32_t *zpv = alma__calloc((size_t)ns, sizeof *zpv);
+  if (!sc || !zpv) {
+    free(sc);
+    free(zpv);
+    return alma__op_error(n, ALMA_ERR_NOMEM, "scale buffers");
+  }
+  for (int64_t i = 0; i < ns; i++) {
+    sc[i] = alma__get_f64(scale->data, scale->dtype, i);
+    if (zp) zpv[i] = q_get(zp->data, zp->dtype, i);
+  }
+  /* The division runs in x's precision (float / float16 / bfloat16); int32 x divides in double,
+   * as numpy's int32 / float32 promotes. */
+  int64_t idx = 0;
+  for (int64_t o = 0; o < L.outer; o++)
+    for (int64_t a = 0; a < L.dim; a++)
+      for (int64_t i = 0; i < L.inner; i++, idx++) {
+        int64_t s = q_layout_index(&L, o, a, i);
+        double q;
+        switch (x->dtype) {
+          case ALMA_DTYPE_FLOAT32: q = ((const float *)x->data)[idx] / (float)sc[s]; break;
+          case ALMA_DTYPE_INT32: q = ((const int32_t *)x->data)[idx] / sc[s]; break;
+          default: q = round_to(x->dtype, (float)alma__get_f64(x->data, x->dtype, idx) / (float)sc[s]); break;
+        }
+        q = nearbyint(q) + zpv[s];
+        q_set(out[0].data, yt, idx, q_round_sat(q != q ? (double)zpv[s] : q, lo, hi));
+      }
+  free(sc);
+  free(zpv);
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain = "", .versions = {10, 13, 19, 21},
+  .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+  .infer = quantize_infer, .exec = quantize_exec};
+
+/* ==== DequantizeLinear ======================================================================= */
+
+static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                    int nout) {
+  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  int v21 = n->since_version >= 21;
+  int xok = is_8bit(x->dtype) || x->dtype == ALMA_DTYPE_INT32 ||
+            (v21 && (x->dtype == ALMA_DTYPE_INT16 || x->dtype == ALMA_DTYPE_UINT16));
+  if (!xok) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s at opset %d", alma_dtype_name(x->dtype),
+                                  n->since_version);
+  if (!is_scale_dtype(scale->dtype, n->since_version >= 19))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s", alma_dtype_name(scale->dtype));
+  if (zp && zp->dtype != x->dtype)
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtype %s differs from input dtype %s",
+                          alma_dtype_name(zp->dtype), alma_dtype_name(x->dtype));
+  q_layout L;
+  ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
+  alma__set_shape(&out[0], scale->dtype, x->rank, x->dims);
+  return ALMA_OK;
+}
+
+static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                   alma_tensor *out, int nout) {
+  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  q_layout L;
+  ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
+  int64_t ns = alma_tensor_numel(scale);
+  float *sc = alma__malloc((size_t)ns * sizeof *sc);
+  float *zpv = alma__calloc((size_t)ns, sizeof *zpv);
+  if (!sc || !zpv) {
+    free(sc);
+    free(zpv);
+    return alma__op_error(n, ALMA_ERR_NOMEM, "scale buffers");
+  }
+  for (int64_t i = 0; i < ns; i++) {
+    sc[i] = (float)alma__get_f64(scale->data, scale->dtype, i);
+    if (zp) zpv[i] = (float)q_get(zp->data, zp->dtype, i);
+  }
+  /* (x - zp) * scale in float32, then stored in the output type (the reference's arithmetic) */
+  int64_t idx = 0;
+  alma_dtype yt = out[0].dtype;
+  for (int64_t o = 0; o < L.outer; o++)
+    for (int64_t a = 0; a < L.dim; a++)
+      for (int64_t i = 0; i < L.inner; i++, idx++) {
+        int64_t s = q_layout_index(&L, o, a, i);
+        float v = ((float)q_get(x->data, x->dtype, idx) - zpv[s]) * sc[s];
+        if (yt == ALMA_DTYPE_FLOAT32)
+          ((float *)out[0].data)[idx] = v;
+        else
+          alma__set_f64(out[0].data, yt, idx, v);
+      }
+  free(sc);
+  free(zpv);
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_DequantizeLinear = {.name = "DequantizeLinear", .domain = "", .versions = {10, 13, 19, 21},
+  .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+  .infer = dequantize_infer, .exec = dequantize_exec};
+
+/* ==== DynamicQuantizeLinear ================================================================== */
+
+static alma_status dynq_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  if (in[0]->dtype != ALMA_DTYPE_FLOAT32)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(in[0]->dtype));
+  alma__set_shape(&out[0], ALMA_DTYPE_UINT8, in[0]->rank, in[0]->dims);
+  if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 0, NULL);
+  if (nout > 2) alma__set_shape(&out[2], ALMA_DTYPE_UINT8, 0, NULL);
+  return ALMA_OK;
+}
+
+static alma_status dynq_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                             alma_tensor *out, int nout) {
+  const float *x = in[0]->data;
+  int64_t cnt = alma_tensor_numel(in[0]);
+  /* the range always includes 0 */
+  float mn = 0.0f, mx = 0.0f;
+  for (int64_t i = 0; i < cnt; i++) {
+    if (x[i] < mn) mn = x[i];
+    if (x[i] > mx) mx = x[i];
+  }
+  /* all-zero input: scale 1 (zero point 0, y 0) instead of dividing by zero, as the ONNX reference */
+  float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+  float zpf = 0.0f - mn / scale;
+  zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
+  int64_t zp = q_round_sat(zpf, 0, 255);
+  uint8_t *y = out[0].data;
+  if (y)
+    for (int64_t i = 0; i < cnt; i++) {
+      float q = x[i] / scale;
+      y[i] = (uint8_t)q_round_sat(q != q ? 0.0 : (double)nearbyintf(q) + (double)zp, 0, 255);
+    }
+  if (nout > 1 && out[1].data) *(float *)out[1].data = scale;
+  if (nout > 2 && out[2].data) *(uint8_t *)out[2].data = (uint8_t)zp;
+  return ALMA_OK;
+}
+
+static void dynq_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                      int64_t *macs, int64_t *flops) {
+  *macs = 0;
+  *flops = 4 * alma_tensor_numel(in[0]);
+}
+
+const alma_op_def alma__op_DynamicQuantizeLinear = {.name = "DynamicQuantizeLinear", .domain = "", .versions = {11},
+  .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 3,
+  .infer = dynq_infer, .exec = dynq_exec, .cost = dynq_cost};
+
+/* ==== integer convolution (ConvInteger, QLinearConv) ========================================= */
+
+typedef struct {
+  int nsp;                         /* spatial rank */
+  int64_t N, C, M, group;
+  int64_t in[ALMA_MAX_RANK], k[ALMA_MAX_RANK], out[ALMA_MAX_RANK];
+  int64_t stride[ALMA_MAX_RANK], dil[ALMA_MAX_RANK], pad[ALMA_MAX_RANK]; /* pad: leading pad */
+  int64_t P, KS;                   /* output spatial size, kernel spatial size */
+} qconv_geom;
+
+/* Conv attributes (auto_pad, dilations, group, kernel_shape, pads, strides) and shapes. */
+static alma_status qconv_geom_make(const alma_node *n, const alma_tensor *x, const alma_tensor *w, qconv_geom *g) {
+  char s1[128], s2[128];
+  memset(g, 0, sizeof *g);
+  if (x->rank < 3 || w->rank != x->rank)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "input %s and weight %s: need rank >= 3 and equal ranks",
+                          alma__shape_str(x->rank, x->dims, s1, sizeof s1), alma__shape_str(w->rank, w->dims, s2, sizeof s2));
+  int nsp = g->nsp = x->rank - 2;
+  g->N = x->dims[0];
+  g->C = x->dims[1];
+  g->M = w->dims[0];
+  g->group = alma__attr_i(n, "group", 1);
+  if (g->group < 1 || g->C % g->group || g->M % g->group || w->dims[1] * g->group != g->C)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "group %lld does not fit input %s and weight %s", (long long)g->group,
+                          alma__shape_str(x->rank, x->dims, s1, sizeof s1), alma__shape_str(w->rank, w->dims, s2, sizeof s2));
+  const int64_t *ks, *st, *dl, *pd;
+  int nks = alma__attr_ints(n, "kernel_shape", &ks), nst = alma__attr_ints(n, "strides", &st);
+  int ndl = alma__attr_ints(n, "dilations", &dl), npd = alma__attr_ints(n, "pads", &pd);
+  if ((nks && nks != nsp) || (nst && nst != nsp) || (ndl && ndl != nsp) || (npd && npd != 2 * nsp))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "kernel_shape/strides/dilations/pads lengths do not match %d spatial dims", nsp);
+  const char *ap = alma__attr_s(n, "auto_pad", "NOTSET");
+  int mode = !strcmp(ap, "NOTSET") ? 0 : !strcmp(ap, "VALID") ? 1 : !strcmp(ap, "SAME_UPPER") ? 2 : !strcmp(ap, "SAME_LOWER") ? 3 : -1;
+  if (mode < 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "auto_pad '%s'", ap);
+  g->P = 1;
+  g->KS = 1;
+  for (int d = 0; d < nsp; d++) {
+    g->in[d] = x->dims[2 + d];
+    g->k[d] = w->dims[2 + d];
+    if (nks && ks[d] != g->k[d])
+      return alma__op_error(n, ALMA_ERR_SHAPE, "kernel_shape[%d]=%lld but weight has %lld", d, (long long)ks[d], (long long)g->k[d]);
+    g->stride[d] = nst ? st[d] : 1;
+    g->dil[d] = ndl ? dl[d] : 1;
+    if (g->stride[d] < 1 || g->dil[d] < 1)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "strides and dilations must be positive");
+    int64_t ek = (g->k[d] - 1) * g->dil[d] + 1, pb = 0, pe = 0, o;
+    if (mode == 0) {
+      pb = npd ? pd[d] : 0;
+      pe = npd ? pd[d + nsp] : 0;
+      if (pb < 0 || pe < 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "negative pads");
+      o = g->in[d] + pb + pe - ek < 0 ? -1 : (g->in[d] + pb + pe - ek) / g->stride[d] + 1;
+    } else if (mode == 1) {
+      o = g->in[d] - ek < 0 ? -1 : (g->in[d] - ek) / g->stride[d] + 1;
+    } else {
+      o = (g->in[d] + g->stride[d] - 1) / g->stride[d];
+      int64_t total = (o - 1) * g->stride[d] + ek - g->in[d];
+      if (total < 0) total = 0;
+      pb = mode == 2 ? total / 2 : total - total / 2;
+    }
+    if (o < 0)
+      return alma__op_error(n, ALMA_ERR_SHAPE, "kernel %s (dilated) larger than padded input %s",
+                            alma__shape_str(w->rank, w->dims, s1, sizeof s1), alma__shape_str(x->rank, x->dims, s2, sizeof s2));
+    g->out[d] = o;
+    g->pad[d] = pb;
+    g->P *= o;
+    g->KS *= g->k[d];
+  }
+  return ALMA_OK;
+}
+
+static void qconv_out_shape(const qconv_geom *g, int64_t *dims) {
+  dims[0] = g->N;
+  dims[1] = g->M;
+  for (int d = 0; d < g->nsp; d++) dims[2 + d] = g->out[d];
+}
+
+/* Checks a zero point/scale is a scalar (or one element) or, if per_channel, 1-D of length M. */
+static alma_status q_param_check(const alma_node *n, const alma_tensor *t, const char *what, int64_t per_len) {
+  if (!t) return ALMA_OK;
+  int64_t k = alma_tensor_numel(t);
+  if (k == 1 && t->rank <= 1) return ALMA_OK;
+  if (per_len > 0 && t->rank == 1 && k == per_len) return ALMA_OK;
+  char s[128];
+  return alma__op_error(n, ALMA_ERR_SHAPE, "%s has shape %s; expected a scalar%s", what,
+                        alma__shape_str(t->rank, t->dims, s, sizeof s), per_len > 0 ? " or one value per output channel" : "");
+}
+
+/* acc[N, M, P] = conv(x - xzp, w - wzp[m]) with int32 wrap-around accumulation, through im2col:
+ * per (image, group) a column matrix [C/group * KS, P] of shifted inputs (0 in the padding, which
+ * is the zero point before the shift), then each output channel is a row times that matrix. */
+static alma_status qconv_accumulate(const alma_node *n, const qconv_geom *g, const alma_tensor *x, int32_t xzp,
+                                    const alma_tensor *w, const alma_tensor *wzp, int32_t *acc) {
+  int64_t Cg = g->C / g->group, Mg = g->M / g->group, KK = Cg * g->KS, P = g->P;
+  int64_t inS = alma__numel(g->nsp, g->in);
+  int32_t *wq = q_to_i32(w);
+  int32_t *col = alma__malloc((size_t)(KK * P > 0 ? KK * P : 1) * sizeof *col);
+  if (!wq || !col) {
+    free(wq);
+    free(col);
+    return alma__op_error(n, ALMA_ERR_NOMEM, "im2col buffer of %lld x %lld", (long long)KK, (long long)P);
+  }
+  int64_t wn = alma_tensor_numel(wzp ? wzp : w);
+  for (int64_t m = 0; wzp && m < g->M; m++) {
+    int32_t z = q_get(wzp->data, wzp->dtype, wn == 1 ? 0 : m);
+    for (int64_t j = 0; j < KK; j++) wq[m * KK + j] -= z;
+  }
+  int nsp = g->nsp;
+  for (int64_t b = 0; b < g->N; b++)
+    for (int64_t gr = 0; gr < g->group; gr++) {
+      /* im2col */
+      for (int64_t c = 0; c < Cg; c++) {
+        int64_t xbase = (b * g->C + gr * Cg + c) * inS;
+        for (int64_t kk = 0; kk < g->KS; kk++) {
+          int64_t kidx[ALMA_MAX_RANK], rem = kk;
+          for (int d = nsp - 1; d >= 0; d--) {
+            kidx[d] = rem % g->k[d];
+            rem /= g->k[d];
+          }
+          int32_t *row = col + (c * g->KS + kk) * P;
+          int64_t oidx[ALMA_MAX_RANK] = {0};
+          for (int64_t p = 0; p < P; p++) {
+            int64_t off = 0;
+            int inside = 1;
+            for (int d = 0; d < nsp; d++) {
+              int64_t ic = oidx[d] * g->stride[d] - g->pad[d] + kidx[d] * g->dil[d];
+              if (ic < 0 || ic >= g->in[d]) {
+                inside = 0;
+                break;
+              }
+              off = off * g->in[d] + ic;
+            }
+            row[p] = inside ? q_get(x->data, x->dtype, xbase + off) - xzp : 0;
+            for (int d = nsp - 1; d >= 0; d--) { /* odometer over output positions */
+              if (++oidx[d] < g->out[d]) break;
+              oidx[d] = 0;
+            }
+          }
+        }
+      }
+      /* row of weights times column matrix; unsigned arithmetic gives defined 32-bit wrap */
+      for (int64_t m = gr * Mg; m < (gr + 1) * Mg; m++) {
+        uint32_t *o = (uint32_t *)(acc + (b * g->M + m) * P);
+        const int32_t *wr = wq + m * KK;
+        for (int64_t j = 0; j < KK; j++) {
+          int32_t wv = wr[j];
+          if (!wv) continue;
+          const int32_t *cr = col + j * P;
+          for (int64_t p = 0; p < P; p++) o[p] += (uint32_t)(wv * cr[p]);
+        }
+      }
+    }
+  free(wq);
+  free(col);
+  return ALMA_OK;
+}
+
+static void qconv_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                       int64_t *macs, int64_t *flops) {
+  /* weight is input 1 (ConvInteger) or 3 (QLinearConv) */
+  const alma_tensor *w = in[!strcmp(n->op_type, "QLinearConv") ? 3 : 1];
+  int64_t per_out = w && w->rank >= 2 ? alma__numel(w->rank - 1, w->dims + 1) : 0;
+  *macs = alma_tensor_numel(&out[0]) * per_out;
+  *flops = 2 * *macs;
+}
+
+/* ---- ConvInteger ---- */
+
+static alma_status convint_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                 int nout) {
+  const alma_tensor *x = in[0], *w = in[1], *xzp = opt_in(in, nin, 2), *wzp = opt_in(in, nin, 3);
+  if (!is_8bit(x->dtype) || !is_8bit(w->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(x->dtype), alma_dtype_name(w->dtype));
+  if ((xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype))
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtype differs from its input's");
+  qconv_geom g;
+  ALMA_TRY(qconv_geom_make(n, x, w, &g));
+  ALMA_TRY(q_param_check(n, xzp, "x_zero_point", 0));
+  ALMA_TRY(q_param_check(n, wzp, "w_zero_point", g.M));
+  int64_t dims[ALMA_MAX_RANK];
+  qconv_out_shape(&g, dims);
+  alma__set_shape(&out[0], ALMA_DTYPE_INT32, x->rank, dims);
+  return ALMA_OK;
+}
+
+static alma_status convint_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                alma_tensor *out, int nout) {
+  const alma_tensor *x = in[0], *w = in[1], *xzp = opt_in(in, nin, 2), *wzp = opt_in(in, nin, 3);
+  qconv_geom g;
+  ALMA_TRY(qconv_geom_make(n, x, w, &g));
+  return qconv_accumulate(n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, out[0].data);
+}
+
+const alma_op_def alma__op_ConvInteger = {.name = "ConvInteger", .domain = "", .versions = {10},
+  .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+  .infer = convint_infer, .exec = convint_exec, .cost = qconv_cost};
+
+/* ---- QLinearConv ---- */
+
+static alma_status qlconv_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                int nout) {
+  const alma_tensor *x = in[0], *xs = in[1], *xzp = in[2], *w = in[3], *ws = in[4], *wzp = in[5];
+  const alma_tensor *ys = in[6], *yzp = in[7], *B = opt_in(in, nin, 8);
+  if (!x || !w || !xs || !ws || !ys)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "x, w and the three scales are required");
+  if (!is_8bit(x->dtype) || !is_8bit(w->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(x->dtype), alma_dtype_name(w->dtype));
+  if (xs->dtype != ALMA_DTYPE_FLOAT32 || ws->dtype != ALMA_DTYPE_FLOAT32 || ys->dtype != ALMA_DTYPE_FLOAT32)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales must be float32");
+  if ((xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype) || (yzp && !is_8bit(yzp->dtype)))
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtypes must match their tensors (8-bit)");
+  qconv_geom g;
+  ALMA_TRY(qconv_geom_make(n, x, w, &g));
+  ALMA_TRY(q_param_check(n, xs, "x_scale", 0));
+  ALMA_TRY(q_param_check(n, xzp, "x_zero_point", 0));
+  ALMA_TRY(q_param_check(n, ws, "w_scale", g.M));
+  ALMA_TRY(q_param_check(n, wzp, "w_zero_point", g.M));
+  ALMA_TRY(q_param_check(n, ys, "y_scale", 0));
+  ALMA_TRY(q_param_check(n, yzp, "y_zero_point", 0));
+  if (B && (B->dtype != ALMA_DTYPE_INT32 || B->rank != 1 || B->dims[0] != g.M))
+    return alma__op_error(n, ALMA_ERR_SHAPE, "bias must be int32 of shape [%lld]", (long long)g.M);
+  int64_t dims[ALMA_MAX_RANK];
+  qconv_out_shape(&g, dims);
+  alma__set_shape(&out[0], yzp ? yzp->dtype : x->dtype, x->rank, dims);
+  return ALMA_OK;
+}
+
+static alma_status qlconv_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                               alma_tensor *out, int nout) {
+  const alma_tensor *x = in[0], *xs = in[1], *xzp = in[2], *w = in[3], *ws = in[4], *wzp = in[5];
+  const alma_tensor *ys = in[6], *yzp = in[7], *B = opt_in(in, nin, 8);
+  qconv_geom g;
+  ALMA_TRY(qconv_geom_make(n, x, w, &g));
+  int64_t total = g.N * g.M * g.P;
+  int32_t *acc = alma__calloc((size_t)(total > 0 ? total : 1), sizeof *acc);
+  if (!acc) return alma__op_error(n, ALMA_ERR_NOMEM, "accumulator");
+  alma_status st = qconv_accumulate(n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, acc);
+  if (st != ALMA_OK) {
+    free(acc);
+    return st;
+  }
+  alma_dtype yt = out[0].dtype;
+  int64_t lo, hi;
+  q_range(yt, &lo, &hi);
+  float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
+  int64_t nws = alma_tensor_numel(ws);
+  double yz = yzp ? q_get(yzp->data, yzp->dtype, 0) : 0;
+  for (int64_t b = 0; b < g.N; b++)
+    for (int64_t m = 0; m < g.M; m++) {
+      /* real multiplier in float32, applied to the int32 accumulator in double (numpy's promotion) */
+      float mult = xsv * ((const float *)ws->data)[nws == 1 ? 0 : m] / ysv;
+      int32_t bias = B ? ((const int32_t *)B->data)[m] : 0;
+      int64_t base = (b * g.M + m) * g.P;
+      for (int64_t p = 0; p < g.P; p++) {
+        int32_t a = (int32_t)((uint32_t)acc[base + p] + (uint32_t)bias);
+        q_set(out[0].data, yt, base + p, q_round_sat((double)a * mult + yz, lo, hi));
+      }
+    }
+  free(acc);
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_QLinearConv = {.name = "QLinearConv", .domain = "", .versions = {10},
+  .min_inputs = 8, .max_inputs = 9, .min_outputs = 1, .max_outputs = 1,
+  .infer = qlconv_infer, .exec = qlconv_exec, .cost = qconv_cost};
+
+/* ==== integer matrix product (MatMulInteger, QLinearMatMul) ================================== */
+
+typedef struct {
+  int64_t M, K, N;
+  int a_vec, b_vec;                    /* 1-D operands (numpy matmul promotion) */
+  int ra, rb, rbat;                    /* batch ranks of a, b and the broadcast batch */
+  int64_t ad[ALMA_MAX_RANK], bd[ALMA_MAX_RANK], batd[ALMA_MAX_RANK];
+  int64_t abatch, bbatch, batch;
+  int rank;                            /* output */
+  int64_t dims[ALMA_MAX_RANK];
+} qmm_plan;
+
+static alma_status qmm_plan_make(const alma_node *n, const alma_tensor *a, const alma_tensor *b, qmm_plan *p) {
+  char s1[128], s2[128];
+  memset(p, 0, sizeof *p);
+  if (a->rank < 1 || b->rank < 1)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "matmul of scalars");
+  p->a_vec = a->rank == 1;
+  p->b_vec = b->rank == 1;
+  p->M = p->a_vec ? 1 : a->dims[a->rank - 2];
+  p->K = a->dims[a->rank - 1];
+  int64_t kb = p->b_vec ? b->dims[0] : b->dims[b->rank - 2];
+  p->N = p->b_vec ? 1 : b->dims[b->rank - 1];
+  if (kb != p->K)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "inner dimensions differ: %s x %s",
+                          alma__shape_str(a->rank, a->dims, s1, sizeof s1), alma__shape_str(b->rank, b->dims, s2, sizeof s2));
+  p->ra = p->a_vec ? 0 : a->rank - 2;
+  p->rb = p->b_vec ? 0 : b->rank - 2;
+  memcpy(p->ad, a->dims, (size_t)p->ra * sizeof(int64_t));
+  memcpy(p->bd, b->dims, (size_t)p->rb * sizeof(int64_t));
+  if (alma__broadcast_shape(p->ra, p->ad, p->rb, p->bd, &p->rbat, p->batd) != ALMA_OK)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "batch dimensions of %s and %s do not broadcast",
+                          alma__shape_str(a->rank, a->dims, s1, sizeof s1), alma__shape_str(b->rank, b->dims, s2, sizeof s2));
+  p->abatch = alma__numel(p->ra, p->ad);
+  p->bbatch = alma__numel(p->rb, p->bd);
+  p->batch = alma__numel(p->rbat, p->batd);
+  p->rank = p->rbat;
+  memcpy(p->dims, p->batd, (size_t)p->rbat * sizeof(int64_t));
+  if (!p->a_vec) p->dims[p->rank++] = p->M;
+  if (!p->b_vec) p->dims[p->rank++] = p->N;
+  return ALMA_OK;
+}
+
+/* Expands a per-row (side 0: one value per (a-batch, row m)) or per-column (side 1: per (b-batch,
+ * column n)) parameter into `dst` [batch * len]. Accepted shapes: one element; 1-D of length len
+ * (M rows or N columns, the 2-D form of the spec); or the operand's shape with the reduced axis
+ * (K) set to 1, broadcastable ([D1, D2, M, 1] / [D1, D2, 1, N]). With dst NULL only validates. */
+static alma_status qmm_param(const alma_node *n, const alma_tensor *t, const char *what, int vec, int rbat,
+                             const int64_t *bdims, int64_t len, int side, double *dst) {
+  if (!t) return ALMA_OK;
+  int64_t k = alma_tensor_numel(t), batch = alma__numel(rbat, bdims);
+  if (k == 1) {
+    for (int64_t i = 0; dst && i < batch * len; i++) dst[i] = alma__get_f64(t->data, t->dtype, 0);
+    return ALMA_OK;
+  }
+  if (!vec && t->rank == 1 && k == len) {
+    for (int64_t i = 0; dst && i < batch * len; i++) dst[i] = alma__get_f64(t->data, t->dtype, i % len);
+    return ALMA_OK;
+  }
+  /* full form: drop the K axis (which must be 1) and broadcast against [batch..., len] */
+  int64_t tgt[ALMA_MAX_RANK + 1], red[ALMA_MAX_RANK];
+  int rt = rbat + 1, rr = 0, kax = side == 0 ? t->rank - 1 : t->rank - 2;
+  memcpy(tgt, bdims, (size_t)rbat * sizeof(int64_t));
+  tgt[rbat] = len;
+  int ok = !vec && t->rank >= 2 && t->rank <= rt + 1 && t->dims[kax] == 1;
+  for (int i = 0; ok && i < t->rank; i++)
+    if (i != kax) red[rr++] = t->dims[i];
+  for (int i = 0; ok && i < rr; i++) {
+    int64_t d = red[rr - 1 - i], want = tgt[rt - 1 - i];
+    ok = d == 1 || d == want;
+  }
+  if (!ok) {
+    char s[128];
+    return alma__op_error(n, ALMA_ERR_SHAPE, "%s has shape %s: expected a scalar, %lld values, or the %s shape with %s", what,
+                          alma__shape_str(t->rank, t->dims, s, sizeof s), (long long)len, side ? "b" : "a",
+                          side ? "K set to 1 ([..., 1, N])" : "K set to 1 ([..., M, 1])");
+  }
+  for (int64_t i = 0; dst && i < batch * len; i++)
+    dst[i] = alma__get_f64(t->data, t->dtype, alma__broadcast_index(i, rt, tgt, rr, red));
+  return ALMA_OK;
+}
+
+/* acc[batch, M, N] (int32, wrapping) of (a - azp_row) x (b - bzp_col). */
+static alma_status qmm_accumulate(const alma_node *n, const qmm_plan *p, const alma_tensor *a, const alma_tensor *azp,
+                                  const alma_tensor *b, const alma_tensor *bzp, int32_t *acc) {
+  int64_t M = p->M, K = p->K, N = p->N;
+  int32_t *A = q_to_i32(a), *Bm = q_to_i32(b);
+  double *za = alma__calloc((size_t)(p->abatch * M + 1), sizeof *za);
+  double *zb = alma__calloc((size_t)(p->bbatch * N + 1), sizeof *zb);
+  alma_status st = ALMA_OK;
+  if (!A || !Bm || !za || !zb) {
+    st = alma__op_error(n, ALMA_ERR_NOMEM, "integer matmul buffers");
+    goto done;
+  }
+  if ((st = qmm_param(n, azp, "a_zero_point", p->a_vec, p->ra, p->ad, M, 0, za)) != ALMA_OK) goto done;
+  if ((st = qmm_param(n, bzp, "b_zero_point", p->b_vec, p->rb, p->bd, N, 1, zb)) != ALMA_OK) goto done;
+  for (int64_t r = 0; r < p->abatch * M; r++)
+    for (int64_t k = 0; k < K; k++) A[r * K + k] -= (int32_t)za[r];
+  for (int64_t bb = 0; bb < p->bbatch; bb++)
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < N; j++) Bm[(bb * K + k) * N + j] -= (int32_t)zb[bb * N + j];
+  for (int64_t o = 0; o < p->batch; o++) {
+    int64_t ia = alma__broadcast_index(o, p->rbat, p->batd, p->ra, p->ad);
+    int64_t ib = alma__broadcast_index(o, p->rbat, p->batd, p->rb, p->bd);
+    const int32_t *Ab = A + ia * M * K, *Bb = Bm + ib * K * N;
+    for (int64_t i = 0; i < M; i++) {
+      uint32_t *c = (uint32_t *)(acc + (o * M + i) * N);
+      for (int64_t k = 0; k < K; k++) {
+        int32_t av = Ab[i * K + k];
+        if (!av) continue;
+        const int32_t *br = Bb + k * N;
+        for (int64_t j = 0; j < N; j++) c[j] += (uint32_t)(av * br[j]);
+      }
+    }
+  }
+done:
+  free(A);
+  free(Bm);
+  free(za);
+  free(zb);
+  return st;
+}
+
+static void qmm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                     int64_t *macs, int64_t *flops) {
+  const alma_tensor *a = in[0];
+  int64_t K = a && a->rank >= 1 ? a->dims[a->rank - 1] : 0;
+  *macs = alma_tensor_numel(&out[0]) * K;
+  *flops = 2 * *macs;
+}
+
+/* ---- MatMulInteger ---- */
+
+static alma_status mmint_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  const alma_tensor *a = in[0], *b = in[1], *azp = opt_in(in, nin, 2), *bzp = opt_in(in, nin, 3);
+  if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(a->dtype), alma_dtype_name(b->dtype));
+  if ((azp && azp->dtype != a->dtype) || (bzp && bzp->dtype != b->dtype))
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtype differs from its input's");
+  qmm_plan p;
+  ALMA_TRY(qmm_plan_make(n, a, b, &p));
+  ALMA_TRY(qmm_param(n, azp, "a_zero_point", p.a_vec, p.ra, p.ad, p.M, 0, NULL));
+  ALMA_TRY(qmm_param(n, bzp, "b_zero_point", p.b_vec, p.rb, p.bd, p.N, 1, NULL));
+  alma__set_shape(&out[0], ALMA_DTYPE_INT32, p.rank, p.dims);
+  return ALMA_OK;
+}
+
+static alma_status mmint_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                              alma_tensor *out, int nout) {
+  qmm_plan p;
+  ALMA_TRY(qmm_plan_make(n, in[0], in[1], &p));
+  return qmm_accumulate(n, &p, in[0], opt_in(in, nin, 2), in[1], opt_in(in, nin, 3), out[0].data);
+}
+
+const alma_op_def alma__op_MatMulInteger = {.name = "MatMulInteger", .domain = "", .versions = {10},
+  .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+  .infer = mmint_infer, .exec = mmint_exec, .cost = qmm_cost};
+
+/* ---- QLinearMatMul ---- */
+
+static alma_status qlmm_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  const alma_tensor *a = in[0], *as = in[1], *azp = in[2], *b = in[3], *bs = in[4], *bzp = in[5];
+  const alma_tensor *ys = in[6], *yzp = in[7];
+  if (!a || !b || !as || !bs || !ys) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "a, b and the three scales are required");
+  if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(a->dtype), alma_dtype_name(b->dtype));
+  int half = n->since_version >= 21;
+  if (!is_scale_dtype(as->dtype, half) || bs->dtype != as->dtype || ys->dtype != as->dtype)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtypes %s, %s, %s (one float type%s)", alma_dtype_name(as->dtype),
+                          alma_dtype_name(bs->dtype), alma_dtype_name(ys->dtype), half ? "" : ": float32 before opset 21");
+  if ((azp && azp->dtype != a->dtype) || (bzp && bzp->dtype != b->dtype) || (yzp && !is_8bit(yzp->dtype)))
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtypes must match their tensors (8-bit)");
+  qmm_plan p;
+  ALMA_TRY(qmm_plan_make(n, a, b, &p));
+  ALMA_TRY(qmm_param(n, as, "a_scale", p.a_vec, p.ra, p.ad, p.M, 0, NULL));
+  ALMA_TRY(qmm_param(n, azp, "a_zero_point", p.a_vec, p.ra, p.ad, p.M, 0, NULL));
+  ALMA_TRY(qmm_param(n, bs, "b_scale", p.b_vec, p.rb, p.bd, p.N, 1, NULL));
+  ALMA_TRY(qmm_param(n, bzp, "b_zero_point", p.b_vec, p.rb, p.bd, p.N, 1, NULL));
+  /* the output's parameters are per row of y, like a's */
+  ALMA_TRY(qmm_param(n, ys, "y_scale", p.a_vec, p.rbat, p.batd, p.M, 0, NULL));
+  ALMA_TRY(qmm_param(n, yzp, "y_zero_point", p.a_vec, p.rbat, p.batd, p.M, 0, NULL));
+  alma__set_shape(&out[0], yzp ? yzp->dtype : a->dtype, p.rank, p.dims);
+  return ALMA_OK;
+}
+
+static alma_status qlmm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                             alma_tensor *out, int nout) {
+  const alma_tensor *a = in[0], *as = in[1], *azp = in[2], *b = in[3], *bs = in[4], *bzp = in[5];
+  const alma_tensor *ys = in[6], *yzp = in[7];
+  qmm_plan p;
+  ALMA_TRY(qmm_plan_make(n, a, b, &p));
+  int64_t M = p.M, N = p.N, total = p.batch * M * N;
+  int32_t *acc = alma__calloc((size_t)(total > 0 ? total : 1), sizeof *acc);
+  double *sa = alma__calloc((size_t)(p.abatch * M + 1), sizeof *sa);
+  double *sb = alma__calloc((size_t)(p.bbatch * N + 1), sizeof *sb);
+  double *sy = alma__calloc((size_t)(p.batch * M + 1), sizeof *sy);
+  double *zy = alma__calloc((size_t)(p.batch * M + 1), sizeof *zy);
+  alma_status st = ALMA_OK;
+  if (!acc || !sa || !sb || !sy || !zy) {
+    st = alma__op_error(n, ALMA_ERR_NOMEM, "QLinearMatMul buffers");
+    goto done;
+  }
+  if ((st = qmm_param(n, as, "a_scale", p.a_vec, p.ra, p.ad, M, 0, sa)) != ALMA_OK) goto done;
+  if ((st = qmm_param(n, bs, "b_scale", p.b_vec, p.rb, p.bd, N, 1, sb)) != ALMA_OK) goto done;
+  if ((st = qmm_param(n, ys, "y_scale", p.a_vec, p.rbat, p.batd, M, 0, sy)) != ALMA_OK) goto done;
+  if ((st = qmm_param(n, yzp, "y_zero_point", p.a_vec, p.rbat, p.batd, M, 0, zy)) != ALMA_OK) goto done;
+  if ((st = qmm_accumulate(n, &p, a, azp, b, bzp, acc)) != ALMA_OK) goto done;
+  alma_dtype yt = out[0].dtype, sdt = as->dtype;
+  int64_t lo, hi;
+  q_range(yt, &lo, &hi);
+  for (int64_t o = 0; o < p.batch; o++) {
+    int64_t ia = alma__broadcast_index(o, p.rbat, p.batd, p.ra, p.ad);
+    int64_t ib = alma__broadcast_index(o, p.rbat, p.batd, p.rb, p.bd);
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        /* multiplier a_scale * b_scale / y_scale in the scales' own precision */
+        float mult = round_to(sdt, round_to(sdt, (float)sa[ia * M + i] * (float)sb[ib * N + j]) / (float)sy[o * M + i]);
+        int64_t e = (o * M + i) * N + j;
+        q_set(out[0].data, yt, e, q_round_sat((double)acc[e] * mult + zy[o * M + i], lo, hi));
+      }
+  }
+done:
+  free(acc);
+  free(sa);
+  free(sb);
+  free(sy);
+  free(zy);
+  return st;
+}
+
+const alma_op_def alma__op_QLinearMatMul = {.name = "QLinearMatMul", .domain = "", .versions = {10, 21},
+  .min_inputs = 8, .max_inputs = 8, .min_outputs = 1, .max_outputs = 1,
+  .infer = qlmm_infer, .exec = qlmm_exec, .cost = qmm_cost};

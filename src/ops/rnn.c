@@ -1,0 +1,472 @@
+/* Recurrent operators: LSTM and GRU (ONNX layouts, all attributes and optional inputs/outputs).
+ *
+ * The numeric kernels are written once and compiled for float (float32, float16 and bfloat16
+ * models, computed in float) and for double (float64 models): this file includes itself with
+ * ALMA_RNN_REAL set (see the end of the first part), so the float32 path stays a plain typed loop.
+ *
+ * Conventions (ONNX): gates are stacked in W/R/B in the order i,o,f,c (LSTM) and z,r,h (GRU); B
+ * holds the W biases then the R biases; P holds the peepholes i,o,f. clip bounds the input of the
+ * gate activations (f, g) to [-clip, clip], as onnxruntime does; the cell state itself is not
+ * clipped. Steps past a batch entry's sequence length leave Y at zero and freeze its state. */
+#ifndef ALMA_RNN_REAL
+
+#include <math.h>
+#include <strings.h>
+
+#include "ops/op.h"
+
+typedef enum {
+  ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_AFFINE, ACT_LEAKYRELU, ACT_THRESHOLDEDRELU, ACT_SCALEDTANH,
+  ACT_HARDSIGMOID, ACT_ELU, ACT_SOFTSIGN, ACT_SOFTPLUS
+} rnn_act_kind;
+
+typedef struct {
+  rnn_act_kind kind;
+  float alpha, beta;
+} rnn_act;
+
+/* Which activations take alpha/beta, and the defaults of the matching ONNX operators. */
+static const struct {
+  const char *name;
+  rnn_act_kind kind;
+  int has_alpha, has_beta;
+  float alpha, beta;
+} rnn_act_table[] = {
+    {"Relu", ACT_RELU, 0, 0, 0.f, 0.f},
+    {"Tanh", ACT_TANH, 0, 0, 0.f, 0.f},
+    {"Sigmoid", ACT_SIGMOID, 0, 0, 0.f, 0.f},
+    {"Affine", ACT_AFFINE, 1, 1, 1.f, 0.f},
+    {"LeakyRelu", ACT_LEAKYRELU, 1, 0, 0.01f, 0.f},
+    {"ThresholdedRelu", ACT_THRESHOLDEDRELU, 1, 0, 1.f, 0.f},
+    {"ScaledTanh", ACT_SCALEDTANH, 1, 1, 1.f, 1.f},
+    {"HardSigmoid", ACT_HARDSIGMOID, 1, 1, 0.2f, 0.5f},
+    {"Elu", ACT_ELU, 1, 0, 1.f, 0.f},
+    {"Softsign", ACT_SOFTSIGN, 0, 0, 0.f, 0.f},
+    {"Softplus", ACT_SOFTPLUS, 0, 0, 0.f, 0.f},
+};
+
+typedef struct {
+  int lstm;                        /* 1 LSTM, 0 GRU */
+  int G;                           /* gates: 4 (LSTM) or 3 (GRU) */
+  int64_t S, B, I, H;              /* sequence length, batch, input size, hidden size */
+  int ndir;                        /* 1 or 2 */
+  int reverse;                     /* single direction running backwards */
+  int layout;                      /* 0: [seq, batch, ...], 1: [batch, seq, ...] */
+  int has_clip;
+  float clip;
+  int input_forget, linear_before_reset;
+  rnn_act act[2][3];               /* per direction: f, g(, h) */
+  const alma_tensor *X, *W, *R, *Bias, *seq_lens, *h0, *c0, *P;
+} rnn_cfg;
+
+static const alma_tensor *rnn_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
+
+static int rnn_dtype_ok(const alma_node *n, alma_dtype t) {
+  return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_FLOAT64 ||
+         (t == ALMA_DTYPE_BFLOAT16 && n->since_version >= 22);
+}
+
+static alma_status rnn_check_shape(const alma_node *n, const alma_tensor *t, const char *what, int rank,
+                                   const int64_t *dims) {
+  int ok = t->rank == rank;
+  for (int i = 0; ok && i < rank; i++) ok = t->dims[i] == dims[i];
+  if (ok) return ALMA_OK;
+  char s1[128], s2[128];
+  return alma__op_error(n, ALMA_ERR_SHAPE, "%s has shape %s, expected %s", what, alma__shape_str(t->rank, t->dims, s1, sizeof s1),
+                        alma__shape_str(rank, dims, s2, sizeof s2));
+}
+
+/* Reads the activation list (names case-insensitive; alpha and beta lists consumed in order by
+ * the functions that take them, defaults otherwise). */
+static alma_status rnn_activations(const alma_node *n, rnn_cfg *c) {
+  int per = c->lstm ? 3 : 2;
+  static const char *const dflt[3] = {"Sigmoid", "Tanh", "Tanh"};
+  const alma_attr *aa = alma__node_attr(n, "activations");
+  int cnt = aa && aa->type == ALMA_ATTR_STRINGS ? aa->n : 0;
+  if (aa && aa->type != ALMA_ATTR_STRINGS) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "activations must be a list of strings");
+  /* a bidirectional node given one direction's list uses it for both */
+  if (cnt && cnt != per * c->ndir && !(c->ndir == 2 && cnt == per))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%d activations given, expected %d", cnt, per * c->ndir);
+  const float *al, *be;
+  int nal = alma__attr_floats(n, "activation_alpha", &al), nbe = alma__attr_floats(n, "activation_beta", &be);
+  int ia = 0, ib = 0;
+  for (int d = 0; d < c->ndir; d++)
+    for (int k = 0; k < per; k++) {
+      const char *name = cnt ? aa->strings[cnt == per ? k : d * per + k] : dflt[k];
+      size_t j = 0, nt = sizeof rnn_act_table / sizeof rnn_act_table[0];
+      while (j < nt && strcasecmp(name, rnn_act_table[j].name)) j++;
+      if (j == nt) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "activation function '%s'", name);
+      rnn_act *a = &c->act[d][k];
+      a->kind = rnn_act_table[j].kind;
+      a->alpha = rnn_act_table[j].alpha;
+      a->beta = rnn_act_table[j].beta;
+      if (rnn_act_table[j].has_alpha && ia < nal) a->alpha = al[ia++];
+      if (rnn_act_table[j].has_beta && ib < nbe) a->beta = be[ib++];
+    }
+  return ALMA_OK;
+}
+
+static alma_status rnn_cfg_make(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, rnn_cfg *c) {
+  char s1[128];
+  memset(c, 0, sizeof *c);
+  c->lstm = lstm;
+  c->G = lstm ? 4 : 3;
+  c->X = in[0];
+  c->W = in[1];
+  c->R = in[2];
+  c->Bias = rnn_in(in, nin, 3);
+  c->seq_lens = rnn_in(in, nin, 4);
+  c->h0 = rnn_in(in, nin, 5);
+  c->c0 = lstm ? rnn_in(in, nin, 6) : NULL;
+  c->P = lstm ? rnn_in(in, nin, 7) : NULL;
+  if (!c->X || !c->W || !c->R) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X, W and R are required");
+  alma_dtype dt = c->X->dtype;
+  if (!rnn_dtype_ok(n, dt)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(dt));
+  const alma_tensor *same[] = {c->W, c->R, c->Bias, c->h0, c->c0, c->P};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+    if (same[i] && same[i]->dtype != dt)
+      return alma__op_error(n, ALMA_ERR_TYPE, "inputs mix dtypes %s and %s", alma_dtype_name(dt), alma_dtype_name(same[i]->dtype));
+  if (c->seq_lens && c->seq_lens->dtype != ALMA_DTYPE_INT32)
+    return alma__op_error(n, ALMA_ERR_TYPE, "sequence_lens must be int32, got %s", alma_dtype_name(c->seq_lens->dtype));
+
+  c->layout = n->since_version >= 14 ? (int)alma__attr_i(n, "layout", 0) : 0;
+  if (c->layout != 0 && c->layout != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "layout %d", c->layout);
+  const char *dir = alma__attr_s(n, "direction", "forward");
+  if (!strcmp(dir, "forward")) c->ndir = 1;
+  else if (!strcmp(dir, "reverse")) c->ndir = 1, c->reverse = 1;
+  else if (!strcmp(dir, "bidirectional")) c->ndir = 2;
+  else return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "direction '%s'", dir);
+
+  if (c->X->rank != 3)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "X must be rank 3, got %s", alma__shape_str(c->X->rank, c->X->dims, s1, sizeof s1));
+  c->S = c->X->dims[c->layout ? 1 : 0];
+  c->B = c->X->dims[c->layout ? 0 : 1];
+  c->I = c->X->dims[2];
+  if (c->R->rank != 3) return alma__op_error(n, ALMA_ERR_SHAPE, "R must be rank 3");
+  c->H = c->R->dims[2];
+  const alma_attr *hs = alma__node_attr(n, "hidden_size");
+  if (hs && hs->i != c->H)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "hidden_size %lld but R has %lld columns", (long long)hs->i, (long long)c->H);
+  int64_t GH = c->G * c->H, nd = c->ndir;
+  ALMA_TRY(rnn_check_shape(n, c->W, "W", 3, (int64_t[]){nd, GH, c->I}));
+  ALMA_TRY(rnn_check_shape(n, c->R, "R", 3, (int64_t[]){nd, GH, c->H}));
+  if (c->Bias) ALMA_TRY(rnn_check_shape(n, c->Bias, "B", 2, (int64_t[]){nd, 2 * GH}));
+  if (c->seq_lens) ALMA_TRY(rnn_check_shape(n, c->seq_lens, "sequence_lens", 1, (int64_t[]){c->B}));
+  int64_t sdims[3] = {nd, c->B, c->H};
+  if (c->layout) sdims[0] = c->B, sdims[1] = nd;
+  if (c->h0) ALMA_TRY(rnn_check_shape(n, c->h0, "initial_h", 3, sdims));
+  if (c->c0) ALMA_TRY(rnn_check_shape(n, c->c0, "initial_c", 3, sdims));
+  if (c->P) ALMA_TRY(rnn_check_shape(n, c->P, "P", 2, (int64_t[]){nd, 3 * c->H}));
+
+  const alma_attr *cl = alma__node_attr(n, "clip");
+  if (cl) {
+    if (!(cl->f > 0.f)) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "clip %g must be positive", (double)cl->f);
+    c->has_clip = 1;
+    c->clip = cl->f;
+  }
+  if (lstm) {
+    int64_t inf = alma__attr_i(n, "input_forget", 0);
+    if (inf != 0 && inf != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input_forget %lld", (long long)inf);
+    c->input_forget = (int)inf;
+  } else if (n->since_version >= 3) {
+    c->linear_before_reset = alma__attr_i(n, "linear_before_reset", 0) != 0;
+  }
+  return rnn_activations(n, c);
+}
+
+static alma_status rnn_infer(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, alma_tensor *out,
+                             int nout) {
+  rnn_cfg c;
+  ALMA_TRY(rnn_cfg_make(n, lstm, in, nin, &c));
+  alma_dtype dt = c.X->dtype;
+  int64_t ydims[4] = {c.S, c.ndir, c.B, c.H}, sdims[3] = {c.ndir, c.B, c.H};
+  if (c.layout) {
+    ydims[0] = c.B, ydims[1] = c.S, ydims[2] = c.ndir;
+    sdims[0] = c.B, sdims[1] = c.ndir;
+  }
+  if (nout > 0) alma__set_shape(&out[0], dt, 4, ydims);
+  for (int k = 1; k < nout; k++) alma__set_shape(&out[k], dt, 3, sdims);
+  return ALMA_OK;
+}
+
+/* sequence_lens values must lie in [0, seq_length] (known only at run time) */
+static alma_status rnn_check_lens(const alma_node *n, const rnn_cfg *c) {
+  if (!c->seq_lens) return ALMA_OK;
+  const int32_t *l = c->seq_lens->data;
+  for (int64_t b = 0; b < c->B; b++)
+    if (l[b] < 0 || l[b] > c->S)
+      return alma__op_error(n, ALMA_ERR_INVALID_ARG, "sequence_lens[%lld] = %d outside [0, %lld]", (long long)b, l[b],
+                            (long long)c->S);
+  return ALMA_OK;
+}
+
+static void rnn_cost(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, const alma_tensor *out,
+                     int nout, int64_t *macs, int64_t *flops) {
+  const alma_tensor *X = in[0], *R = in[2];
+  *macs = *flops = 0;
+  if (!X || !R || X->rank != 3 || R->rank != 3) return;
+  int64_t G = lstm ? 4 : 3, H = R->dims[2], nd = R->dims[0];
+  int64_t steps = X->dims[0] * X->dims[1]; /* seq * batch in either layout */
+  *macs = nd * steps * G * H * (X->dims[2] + H);
+  *flops = 2 * *macs + nd * steps * H * (lstm ? 12 : 10); /* gate arithmetic and activations, roughly */
+}
+
+/* ---- typed kernels: float and double ---- */
+/* RNN_M(f): the libm function of the real type (tanhf or tanh ...) */
+#define ALMA_RNN_REAL float
+#define RNN_FN(name) name##_f32
+#define RNN_M(fn) fn##f
+#include "ops/rnn.c"
+#undef ALMA_RNN_REAL
+#undef RNN_FN
+#undef RNN_M
+#define ALMA_RNN_REAL double
+#define RNN_FN(name) name##_f64
+#define RNN_M(fn) fn
+#include "ops/rnn.c"
+#undef ALMA_RNN_REAL
+#undef RNN_FN
+#undef RNN_M
+
+static alma_status rnn_exec(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, alma_tensor *out,
+                            int nout) {
+  rnn_cfg c;
+  ALMA_TRY(rnn_cfg_make(n, lstm, in, nin, &c));
+  ALMA_TRY(rnn_check_lens(n, &c));
+  alma_tensor *Y = nout > 0 && out[0].data ? &out[0] : NULL;
+  alma_tensor *Yh = nout > 1 && out[1].data ? &out[1] : NULL;
+  alma_tensor *Yc = lstm && nout > 2 && out[2].data ? &out[2] : NULL;
+  alma_status st = c.X->dtype == ALMA_DTYPE_FLOAT64 ? rnn_run_f64(&c, Y, Yh, Yc) : rnn_run_f32(&c, Y, Yh, Yc);
+  if (st == ALMA_ERR_NOMEM) return alma__op_error(n, st, "work buffers");
+  return st;
+}
+
+/* ---- LSTM ---- */
+static alma_status lstm_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  return rnn_infer(n, 1, in, nin, out, nout);
+}
+static alma_status lstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                             alma_tensor *out, int nout) {
+  return rnn_exec(n, 1, in, nin, out, nout);
+}
+static void lstm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                      int64_t *macs, int64_t *flops) {
+  rnn_cost(n, 1, in, nin, out, nout, macs, flops);
+}
+const alma_op_def alma__op_LSTM = {.name = "LSTM", .domain = "", .versions = {1, 7, 14, 22},
+  .min_inputs = 3, .max_inputs = 8, .min_outputs = 0, .max_outputs = 3,
+  .infer = lstm_infer, .exec = lstm_exec, .cost = lstm_cost};
+
+/* ---- GRU ---- */
+static alma_status gru_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  return rnn_infer(n, 0, in, nin, out, nout);
+}
+static alma_status gru_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
+  return rnn_exec(n, 0, in, nin, out, nout);
+}
+static void gru_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                     int64_t *macs, int64_t *flops) {
+  rnn_cost(n, 0, in, nin, out, nout, macs, flops);
+}
+const alma_op_def alma__op_GRU = {.name = "GRU", .domain = "", .versions = {1, 3, 7, 14, 22},
+  .min_inputs = 3, .max_inputs = 6, .min_outputs = 0, .max_outputs = 2,
+  .infer = gru_infer, .exec = gru_exec, .cost = gru_cost};
+
+#else /* ALMA_RNN_REAL: the typed kernels, compiled once per real type */
+
+typedef ALMA_RNN_REAL RNN_FN(real);
+
+/* The tensor's data as an array of real: the data itself when the types agree, else a converted
+ * copy (*owned set). Absent tensor: NULL. */
+static RNN_FN(real) *RNN_FN(rnn_load)(const alma_tensor *t, int *owned, int *fail) {
+  *owned = 0;
+  if (!t) return NULL;
+  if ((sizeof(RNN_FN(real)) == 4 && t->dtype == ALMA_DTYPE_FLOAT32) ||
+      (sizeof(RNN_FN(real)) == 8 && t->dtype == ALMA_DTYPE_FLOAT64))
+    return t->data;
+  int64_t cnt = alma_tensor_numel(t);
+  RNN_FN(real) *r = alma__malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *r);
+  if (!r) {
+    *fail = 1;
+    return NULL;
+  }
+  for (int64_t i = 0; i < cnt; i++) r[i] = (RNN_FN(real))alma__get_f64(t->data, t->dtype, i);
+  *owned = 1;
+  return r;
+}
+
+static void RNN_FN(rnn_store)(alma_tensor *t, int64_t i, RNN_FN(real) v) {
+  if (t->dtype == ALMA_DTYPE_FLOAT32) ((float *)t->data)[i] = (float)v;
+  else if (t->dtype == ALMA_DTYPE_FLOAT64) ((double *)t->data)[i] = (double)v;
+  else alma__set_f64(t->data, t->dtype, i, (double)v);
+}
+
+/* Applies an activation over n values in place, after clipping its input when asked. */
+static void RNN_FN(rnn_act)(const rnn_act *a, int has_clip, RNN_FN(real) clip, RNN_FN(real) *v, int64_t n) {
+  typedef RNN_FN(real) R;
+  if (has_clip)
+    for (int64_t i = 0; i < n; i++) v[i] = v[i] < -clip ? -clip : v[i] > clip ? clip : v[i];
+  R al = (R)a->alpha, be = (R)a->beta;
+  switch (a->kind) {
+    case ACT_RELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0 ? v[i] : 0; break;
+    case ACT_TANH: for (int64_t i = 0; i < n; i++) v[i] = RNN_M(tanh)(v[i]); break;
+    case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) v[i] = (R)1 / ((R)1 + RNN_M(exp)(-v[i])); break;
+    case ACT_AFFINE: for (int64_t i = 0; i < n; i++) v[i] = al * v[i] + be; break;
+    case ACT_LEAKYRELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] >= 0 ? v[i] : al * v[i]; break;
+    case ACT_THRESHOLDEDRELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] > al ? v[i] : 0; break;
+    case ACT_SCALEDTANH: for (int64_t i = 0; i < n; i++) v[i] = al * RNN_M(tanh)(be * v[i]); break;
+    case ACT_HARDSIGMOID:
+      for (int64_t i = 0; i < n; i++) {
+        R y = al * v[i] + be;
+        v[i] = y < 0 ? 0 : y > 1 ? 1 : y;
+      }
+      break;
+    case ACT_ELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] >= 0 ? v[i] : al * (RNN_M(exp)(v[i]) - 1); break;
+    case ACT_SOFTSIGN: for (int64_t i = 0; i < n; i++) v[i] = v[i] / (1 + (v[i] < 0 ? -v[i] : v[i])); break;
+    case ACT_SOFTPLUS: for (int64_t i = 0; i < n; i++) v[i] = RNN_M(log1p)(RNN_M(exp)(v[i])); break;
+  }
+}
+
+static RNN_FN(real) RNN_FN(rnn_dot)(const RNN_FN(real) *a, const RNN_FN(real) *b, int64_t n) {
+  RNN_FN(real) s = 0;
+  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+/* One direction d. Xc: [S, B, I]; Yw: [S, ndir, B, H] (may be NULL); Hs, Cs: [B, H] state, in/out.
+ * XW: [S * B, G * H] scratch; gates: [G * H] scratch. */
+static void RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const RNN_FN(real) *Xc,
+                                  const RNN_FN(real) *W, const RNN_FN(real) *R, const RNN_FN(real) *Bv,
+                                  const RNN_FN(real) *P, RNN_FN(real) *Hs, RNN_FN(real) *Cs, RNN_FN(real) *Yw,
+                                  RNN_FN(real) *XW, RNN_FN(real) *gates, RNN_FN(real) *tmp) {
+  typedef RNN_FN(real) Rl;
+  int64_t S = c->S, Bn = c->B, I = c->I, H = c->H, GH = c->G * c->H;
+  const Rl *Wd = W + d * GH * I, *Rd = R + d * GH * H;
+  const Rl *Wb = Bv ? Bv + d * 2 * GH : NULL, *Rb = Bv ? Bv + d * 2 * GH + GH : NULL;
+  const Rl *Pd = P ? P + d * 3 * H : NULL;
+  const int32_t *lens = c->seq_lens ? c->seq_lens->data : NULL;
+  const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
+  Rl clip = (Rl)c->clip;
+  /* input projection of every step at once: XW = X W^T + Wb */
+  for (int64_t r = 0; r < S * Bn; r++)
+    for (int64_t j = 0; j < GH; j++)
+      XW[r * GH + j] = RNN_FN(rnn_dot)(Xc + r * I, Wd + j * I, I) + (Wb ? Wb[j] : 0);
+  for (int64_t s = 0; s < S; s++)
+    for (int64_t b = 0; b < Bn; b++) {
+      int64_t len = lens ? lens[b] : S;
+      if (s >= len) continue;
+      int64_t t = backwards ? len - 1 - s : s;
+      Rl *h = Hs + b * H, *cst = Cs ? Cs + b * H : NULL;
+      const Rl *xw = XW + (t * Bn + b) * GH;
+      if (c->lstm) {
+        /* gates i, o, f, c */
+        for (int64_t j = 0; j < GH; j++) gates[j] = xw[j] + RNN_FN(rnn_dot)(h, Rd + j * H, H) + (Rb ? Rb[j] : 0);
+        Rl *gi = gates, *go = gates + H, *gf = gates + 2 * H, *gc = gates + 3 * H;
+        if (Pd)
+          for (int64_t k = 0; k < H; k++) {
+            gi[k] += Pd[k] * cst[k];
+            gf[k] += Pd[2 * H + k] * cst[k];
+          }
+        RNN_FN(rnn_act)(af, c->has_clip, clip, gi, H);
+        if (c->input_forget)
+          for (int64_t k = 0; k < H; k++) gf[k] = 1 - gi[k];
+        else
+          RNN_FN(rnn_act)(af, c->has_clip, clip, gf, H);
+        RNN_FN(rnn_act)(ag, c->has_clip, clip, gc, H);
+        for (int64_t k = 0; k < H; k++) cst[k] = gf[k] * cst[k] + gi[k] * gc[k];
+        if (Pd)
+          for (int64_t k = 0; k < H; k++) go[k] += Pd[H + k] * cst[k];
+        RNN_FN(rnn_act)(af, c->has_clip, clip, go, H);
+        for (int64_t k = 0; k < H; k++) tmp[k] = cst[k];
+        RNN_FN(rnn_act)(ah, 0, clip, tmp, H);
+        for (int64_t k = 0; k < H; k++) h[k] = go[k] * tmp[k];
+      } else {
+        /* gates z, r from x and h; then the candidate h~ */
+        Rl *gz = gates, *gr = gates + H, *gh = gates + 2 * H;
+        for (int64_t j = 0; j < 2 * H; j++) gates[j] = xw[j] + RNN_FN(rnn_dot)(h, Rd + j * H, H) + (Rb ? Rb[j] : 0);
+        RNN_FN(rnn_act)(af, c->has_clip, clip, gz, H);
+        RNN_FN(rnn_act)(af, c->has_clip, clip, gr, H);
+        const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
+        if (c->linear_before_reset) {
+          for (int64_t k = 0; k < H; k++)
+            gh[k] = xw[2 * H + k] + gr[k] * (RNN_FN(rnn_dot)(h, Rh + k * H, H) + (Rbh ? Rbh[k] : 0));
+        } else {
+          for (int64_t k = 0; k < H; k++) tmp[k] = gr[k] * h[k];
+          for (int64_t k = 0; k < H; k++)
+            gh[k] = xw[2 * H + k] + RNN_FN(rnn_dot)(tmp, Rh + k * H, H) + (Rbh ? Rbh[k] : 0);
+        }
+        RNN_FN(rnn_act)(ag, c->has_clip, clip, gh, H);
+        for (int64_t k = 0; k < H; k++) h[k] = (1 - gz[k]) * gh[k] + gz[k] * h[k];
+      }
+      if (Yw) memcpy(Yw + ((t * c->ndir + d) * Bn + b) * H, h, (size_t)H * sizeof *h);
+    }
+}
+
+static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor *Yh, alma_tensor *Yc) {
+  typedef RNN_FN(real) Rl;
+  int64_t S = c->S, Bn = c->B, I = c->I, H = c->H, GH = c->G * c->H, nd = c->ndir;
+  int oX, oW, oR, oB, oP, oh, oc, fail = 0;
+  alma_status st = ALMA_OK;
+  const Rl *X = RNN_FN(rnn_load)(c->X, &oX, &fail), *W = RNN_FN(rnn_load)(c->W, &oW, &fail);
+  const Rl *Rm = RNN_FN(rnn_load)(c->R, &oR, &fail), *Bv = RNN_FN(rnn_load)(c->Bias, &oB, &fail);
+  const Rl *P = RNN_FN(rnn_load)(c->P, &oP, &fail), *h0 = RNN_FN(rnn_load)(c->h0, &oh, &fail);
+  const Rl *c0 = RNN_FN(rnn_load)(c->c0, &oc, &fail);
+  Rl *Xc = c->layout ? alma__malloc((size_t)(S * Bn * I + 1) * sizeof *Xc) : NULL;
+  Rl *Yw = Y ? alma__calloc((size_t)(S * nd * Bn * H + 1), sizeof *Yw) : NULL;
+  Rl *Hs = alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Hs);
+  Rl *Cs = c->lstm ? alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Cs) : NULL;
+  Rl *XW = alma__malloc((size_t)(S * Bn * GH + 1) * sizeof *XW);
+  Rl *gates = alma__malloc((size_t)(GH + H + 1) * sizeof *gates);
+  if (fail || (c->layout && !Xc) || (Y && !Yw) || !Hs || (c->lstm && !Cs) || !XW || !gates) {
+    st = ALMA_ERR_NOMEM;
+    goto done;
+  }
+  /* canonical layout 0 inside: X [S, B, I], states [ndir, B, H] */
+  if (c->layout) {
+    for (int64_t b = 0; b < Bn; b++)
+      for (int64_t s = 0; s < S; s++) memcpy(Xc + (s * Bn + b) * I, X + (b * S + s) * I, (size_t)I * sizeof *Xc);
+  }
+  for (int64_t d = 0; d < nd; d++)
+    for (int64_t b = 0; b < Bn; b++) {
+      int64_t src = c->layout ? (b * nd + d) * H : (d * Bn + b) * H, dst = (d * Bn + b) * H;
+      if (h0) memcpy(Hs + dst, h0 + src, (size_t)H * sizeof *Hs);
+      if (c0) memcpy(Cs + dst, c0 + src, (size_t)H * sizeof *Cs);
+    }
+  for (int d = 0; d < nd; d++)
+    RNN_FN(rnn_direction)(c, d, nd == 2 ? d == 1 : c->reverse, c->layout ? Xc : X, W, Rm, Bv, P, Hs + d * Bn * H,
+                          Cs ? Cs + d * Bn * H : NULL, Yw, XW, gates, gates + GH);
+  if (Y)
+    for (int64_t s = 0; s < S; s++)
+      for (int64_t d = 0; d < nd; d++)
+        for (int64_t b = 0; b < Bn; b++) {
+          int64_t src = ((s * nd + d) * Bn + b) * H;
+          int64_t dst = c->layout ? ((b * S + s) * nd + d) * H : src;
+          for (int64_t k = 0; k < H; k++) RNN_FN(rnn_store)(Y, dst + k, Yw[src + k]);
+        }
+  for (int64_t d = 0; d < nd; d++)
+    for (int64_t b = 0; b < Bn; b++) {
+      int64_t src = (d * Bn + b) * H, dst = c->layout ? (b * nd + d) * H : src;
+      for (int64_t k = 0; k < H; k++) {
+        if (Yh) RNN_FN(rnn_store)(Yh, dst + k, Hs[src + k]);
+        if (Yc) RNN_FN(rnn_store)(Yc, dst + k, Cs[src + k]);
+      }
+    }
+done:
+  if (oX) free((void *)X);
+  if (oW) free((void *)W);
+  if (oR) free((void *)Rm);
+  if (oB) free((void *)Bv);
+  if (oP) free((void *)P);
+  if (oh) free((void *)h0);
+  if (oc) free((void *)c0);
+  free(Xc);
+  free(Yw);
+  free(Hs);
+  free(Cs);
+  free(XW);
+  free(gates);
+  return st;
+}
+
+#endif /* ALMA_RNN_REAL */
