@@ -1,0 +1,279 @@
+/* Matrix-multiply kernels (see sgemm.h).
+ *
+ * float32: the BLIS/GotoBLAS loop nest. op(B) is packed in KC x NC blocks of NR-wide column
+ * panels, op(A) in MC x KC blocks of MR-tall row panels, and a 6x16 micro-kernel keeps its C tile
+ * in 12 eight-float vector registers across the whole KC loop, so each loaded B vector feeds six
+ * FMAs. The vector code is plain GCC/Clang vector extensions, compiled twice through target_clones
+ * (AVX2+FMA and baseline x86-64) and picked at load time, so the library stays portable without
+ * -march flags. Very flat shapes (few rows or columns) skip packing, which would cost as much as
+ * the product itself. */
+#include "ops/sgemm.h"
+
+#define MR 6
+#define NR 16
+#define KC 256
+#define MC 120 /* multiple of MR */
+#define NC 2048 /* multiple of NR */
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(ALMA_NO_MULTIVERSION)
+#define ALMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef ALMA_MULTIVERSION
+#define ALMA_MULTIVERSION
+#endif
+
+typedef float v8f __attribute__((vector_size(32)));
+/* unaligned, aliasing view of 8 floats (memory is float arrays) */
+typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));
+#define ld8(p) (*(const v8fu *)(p))
+#define st8(p, v) (*(v8fu *)(p) = (v))
+
+static inline __attribute__((always_inline)) int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* C[mr x nr] += alpha * Ap(panel, kc x MR) * Bp(panel, kc x NR) */
+static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *restrict a,
+                                                          const float *restrict b, float *restrict c,
+                                                          int64_t ldc, int mr, int nr, float alpha) {
+  v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+  v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+  for (int64_t k = 0; k < kc; k++) {
+    v8f b0 = ld8(b), b1 = ld8(b + 8);
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
+    c00 += a0 * b0, c01 += a0 * b1;
+    c10 += a1 * b0, c11 += a1 * b1;
+    c20 += a2 * b0, c21 += a2 * b1;
+    c30 += a3 * b0, c31 += a3 * b1;
+    c40 += a4 * b0, c41 += a4 * b1;
+    c50 += a5 * b0, c51 += a5 * b1;
+    a += MR;
+    b += NR;
+  }
+  v8f acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (mr == MR && nr == NR) {
+    for (int r = 0; r < MR; r++) {
+      float *cr = c + r * ldc;
+      st8(cr, ld8(cr) + alpha * acc[r][0]);
+      st8(cr + 8, ld8(cr + 8) + alpha * acc[r][1]);
+    }
+  } else {
+    float t[MR][NR];
+    for (int r = 0; r < MR; r++) {
+      st8(&t[r][0], acc[r][0]);
+      st8(&t[r][8], acc[r][1]);
+    }
+    for (int r = 0; r < mr; r++)
+      for (int j = 0; j < nr; j++) c[r * ldc + j] += alpha * t[r][j];
+  }
+}
+
+static void pack_b(int trans_b, const float *B, int64_t ldb, int64_t p0, int64_t j0, int64_t kc, int64_t nc,
+                   float *restrict Bp) {
+  for (int64_t jp = 0; jp < nc; jp += NR) {
+    float *dst = Bp + jp * kc;
+    int nr = (int)min64(NR, nc - jp);
+    if (!trans_b) {
+      for (int64_t k = 0; k < kc; k++) {
+        const float *src = B + (p0 + k) * ldb + j0 + jp;
+        float *d = dst + k * NR;
+        int j = 0;
+        for (; j < nr; j++) d[j] = src[j];
+        for (; j < NR; j++) d[j] = 0.0f;
+      }
+    } else {
+      if (nr < NR)
+        for (int64_t k = 0; k < kc; k++)
+          for (int j = nr; j < NR; j++) dst[k * NR + j] = 0.0f;
+      for (int j = 0; j < nr; j++) {
+        const float *src = B + (j0 + jp + j) * ldb + p0;
+        for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];
+      }
+    }
+  }
+}
+
+static void pack_a(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+                   float *restrict Ap) {
+  for (int64_t ip = 0; ip < mc; ip += MR) {
+    float *dst = Ap + ip * kc;
+    int mr = (int)min64(MR, mc - ip);
+    if (!trans_a) {
+      if (mr < MR)
+        for (int64_t k = 0; k < kc; k++)
+          for (int r = mr; r < MR; r++) dst[k * MR + r] = 0.0f;
+      for (int r = 0; r < mr; r++) {
+        const float *src = A + (i0 + ip + r) * lda + p0;
+        for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; k++) {
+        const float *src = A + (p0 + k) * lda + i0 + ip;
+        float *d = dst + k * MR;
+        int r = 0;
+        for (; r < mr; r++) d[r] = src[r];
+        for (; r < MR; r++) d[r] = 0.0f;
+      }
+    }
+  }
+}
+
+ALMA_MULTIVERSION
+static void sgemm_blocked(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *Ap, float *Bp) {
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = min64(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      int64_t kc = min64(KC, K - pc);
+      pack_b(trans_b, B, ldb, pc, jc, kc, nc, Bp);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        int64_t mc = min64(MC, M - ic);
+        pack_a(trans_a, A, lda, ic, pc, mc, kc, Ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          int nr = (int)min64(NR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            int mr = (int)min64(MR, mc - ir);
+            ukernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, mr, nr, alpha);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* Dot product with eight independent vector partial sums: without -ffast-math the compiler may not
+ * reassociate a scalar reduction, so the vector form is spelled out. */
+static inline __attribute__((always_inline)) float dot(const float *restrict x, const float *restrict y,
+                                                       int64_t n) {
+  v8f s0 = {0}, s1 = {0};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    s0 += ld8(x + k) * ld8(y + k);
+    s1 += ld8(x + k + 8) * ld8(y + k + 8);
+  }
+  s0 += s1;
+  float s = 0.0f;
+  for (int i = 0; i < 8; i++) s += s0[i];
+  for (; k < n; k++) s += x[k] * y[k];
+  return s;
+}
+
+ALMA_MULTIVERSION
+void alma__saxpy(int64_t n, float a, const float *restrict x, float *restrict y) {
+  v8f av = (v8f){0} + a;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    st8(y + j, ld8(y + j) + av * ld8(x + j));
+    st8(y + j + 8, ld8(y + j + 8) + av * ld8(x + j + 8));
+  }
+  for (; j < n; j++) y[j] += a * x[j];
+}
+
+ALMA_MULTIVERSION
+float alma__sdot(int64_t n, const float *x, const float *y) { return dot(x, y, n); }
+
+/* Few rows: C[i,:] += alpha*A[i,k] * B[k,:] streams each B row once (i-k-j, contiguous j). With a
+ * transposed B, rows of C are dot products of contiguous rows. tmp holds K floats. */
+static void sgemm_few_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                           int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *tmp) {
+  for (int64_t i = 0; i < M; i++) {
+    const float *a = A + i * lda;
+    if (trans_a) {
+      for (int64_t k = 0; k < K; k++) tmp[k] = A[k * lda + i];
+      a = tmp;
+    }
+    float *c = C + i * ldc;
+    if (!trans_b) {
+      for (int64_t k = 0; k < K; k++) alma__saxpy(N, alpha * a[k], B + k * ldb, c);
+    } else {
+      for (int64_t j = 0; j < N; j++) c[j] += alpha * alma__sdot(K, a, B + j * ldb);
+    }
+  }
+}
+
+/* Few columns: each C column is op(A) times a gathered B column; rows of A (not transposed) are
+ * contiguous, so dot products; a transposed A streams rows instead. tmp holds K + M floats. */
+static void sgemm_few_cols(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                           int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *tmp) {
+  float *bcol = tmp, *ccol = tmp + K;
+  for (int64_t j = 0; j < N; j++) {
+    for (int64_t k = 0; k < K; k++) bcol[k] = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+    if (!trans_a) {
+      for (int64_t i = 0; i < M; i++) C[i * ldc + j] += alpha * alma__sdot(K, A + i * lda, bcol);
+    } else {
+      for (int64_t i = 0; i < M; i++) ccol[i] = 0.0f;
+      for (int64_t k = 0; k < K; k++) alma__saxpy(M, alpha * bcol[k], A + k * lda, ccol);
+      for (int64_t i = 0; i < M; i++) C[i * ldc + j] += ccol[i];
+    }
+  }
+}
+
+static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (int64_t i = 0; i < M; i++) {
+    float *c = C + i * ldc;
+    if (beta == 0.0f)
+      memset(c, 0, (size_t)N * sizeof *c);
+    else
+      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+  }
+}
+
+alma_status alma__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return ALMA_OK;
+  scale_c(M, N, beta, C, ldc);
+  if (K <= 0 || alpha == 0.0f) return ALMA_OK;
+  if (M < 4 || N < 4) {
+    float *tmp = malloc((size_t)(K + M) * sizeof *tmp);
+    if (!tmp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (%lld floats)", (long long)(K + M));
+    if (M < 4)
+      sgemm_few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, tmp);
+    else
+      sgemm_few_cols(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, tmp);
+    free(tmp);
+    return ALMA_OK;
+  }
+  int64_t kc = min64(KC, K);
+  int64_t nc = (min64(NC, N) + NR - 1) / NR * NR;
+  int64_t mc = (min64(MC, M) + MR - 1) / MR * MR;
+  size_t na = (size_t)(mc * kc), nb = (size_t)(nc * kc);
+  float *buf = aligned_alloc(64, ((na + nb) * sizeof(float) + 63) / 64 * 64);
+  if (!buf) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (packing buffers)");
+  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, buf, buf + na);
+  free(buf);
+  return ALMA_OK;
+}
+
+void alma__dgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                 int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    double *c = C + i * ldc;
+    if (beta == 0.0)
+      for (int64_t j = 0; j < N; j++) c[j] = 0.0;
+    else if (beta != 1.0)
+      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    for (int64_t k = 0; k < K; k++) {
+      double av = alpha * (trans_a ? A[k * lda + i] : A[i * lda + k]);
+      if (!trans_b) {
+        const double *b = B + k * ldb;
+        for (int64_t j = 0; j < N; j++) c[j] += av * b[j];
+      } else {
+        for (int64_t j = 0; j < N; j++) c[j] += av * B[j * ldb + k];
+      }
+    }
+  }
+}
+
+void alma__igemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint64_t *A, int64_t lda,
+                 const uint64_t *B, int64_t ldb, int accumulate, uint64_t *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    uint64_t *c = C + i * ldc;
+    if (!accumulate)
+      for (int64_t j = 0; j < N; j++) c[j] = 0;
+    for (int64_t k = 0; k < K; k++) {
+      uint64_t av = trans_a ? A[k * lda + i] : A[i * lda + k];
+      for (int64_t j = 0; j < N; j++) c[j] += av * (trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+    }
+  }
+}

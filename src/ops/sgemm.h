@@ -1,0 +1,32 @@
+/* Dense matrix-multiply kernels shared by the nn operators (Gemm, MatMul, Conv, ConvTranspose,
+ * Einsum) and anyone else who needs one (recurrent ops, quantized ops). No external BLAS: these are
+ * EAGER's reference kernels, but the float32 one is cache-blocked and register-tiled because real
+ * models (ResNet, Transformers) run through EAGER.
+ *
+ * All matrices are row-major. C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, where op(X) is
+ * X or X^T (trans_* != 0). lda/ldb/ldc are row strides in elements of the matrices as stored
+ * (for a transposed A stored as [K,M], lda >= M). beta == 0 ignores C's prior contents (NaN-safe).
+ * ALMA_ERR_NOMEM (with a message) if a packing buffer cannot be allocated. */
+#ifndef ALMA_OPS_SGEMM_H
+#define ALMA_OPS_SGEMM_H
+
+#include "core/core.h"
+
+alma_status alma__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                        int64_t ldc);
+
+/* y[0..n) += a * x[0..n) and the dot product of x and y, vectorized (AVX2 where available). */
+void alma__saxpy(int64_t n, float a, const float *x, float *y);
+float alma__sdot(int64_t n, const float *x, const float *y);
+
+/* Plain loops in double precision (float64 tensors, and float16/bfloat16 paths that want it). */
+void alma__dgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                 int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+
+/* Integer matrix multiply with two's-complement wrap-around (uint64 arithmetic gives the same bits
+ * for signed and unsigned 64-bit values); no alpha/beta: C = op(A)*op(B) (+ C if accumulate). */
+void alma__igemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const uint64_t *A, int64_t lda,
+                 const uint64_t *B, int64_t ldb, int accumulate, uint64_t *C, int64_t ldc);
+
+#endif
