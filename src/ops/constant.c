@@ -21,9 +21,17 @@ static alma_status constant_attr(const alma_node *n, const alma_attr **out) {
     found = a;
   }
   if (!found) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "no value attribute");
+  static const alma_attr_type types[] = {ALMA_ATTR_TENSOR, ALMA_ATTR_FLOAT, ALMA_ATTR_FLOATS, ALMA_ATTR_INT,
+                                         ALMA_ATTR_INTS};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(found->name, names[i]) && found->type != types[i])
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute '%s' has the wrong type (%d)", found->name,
+                            (int)found->type);
+  if ((found->type == ALMA_ATTR_FLOATS && found->n && !found->floats) ||
+      (found->type == ALMA_ATTR_INTS && found->n && !found->ints))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute '%s' has no data", found->name);
   if (!strcmp(found->name, "value")) {
-    if (found->type != ALMA_ATTR_TENSOR || !found->t)
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'value' is not a tensor");
+    if (!found->t) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'value' has no tensor");
     ALMA_TRY(alma__dm_check_dtype(n, found->t->dtype, "value"));
     if (!found->t->data && alma_tensor_numel(found->t) > 0)
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'value' has no data");

@@ -399,3 +399,9 @@ static alma_status scatter_nd_exec(alma_exec_ctx *ctx, const alma_node *n, const
 const alma_op_def alma__op_ScatterND = {.name = "ScatterND", .domain = "", .versions = {11, 13, 16, 18},
                                         .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                         .infer = scatter_nd_infer, .exec = scatter_nd_exec};
+
+/* Scatter (opsets 9 and 11, deprecated in favour of ScatterElements): the same op without
+ * reduction. */
+const alma_op_def alma__op_Scatter = {.name = "Scatter", .domain = "", .versions = {9, 11}, .min_inputs = 3,
+                                      .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                                      .infer = scatter_elements_infer, .exec = scatter_elements_exec};
