@@ -62,7 +62,8 @@ static alma_status random_input(const alma_model *m, int i, int64_t batch, uint6
   if (!alma_dtype_size(dt) || dt == ALMA_DTYPE_STRING)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "input '%s' has dtype %s, for which alma makes no random data",
                         alma_model_input_name(m, i), alma_dtype_name(dt));
-  ALMA_TRY(alma__tensor_alloc(t, dt, rank, dims));
+  alma_status st = alma__tensor_alloc(t, dt, rank, dims);
+  if (st != ALMA_OK) return alma__error_prefix(st, "random data for input '%s': ", alma_model_input_name(m, i));
   /* each input its own stream, so adding --input for one input leaves the others' data unchanged */
   uint64_t s = seed * 0x100000001b3ull + (uint64_t)i * 0x9e3779b97f4a7c15ull;
   int64_t n = alma_tensor_numel(t);
@@ -332,6 +333,12 @@ int alma_cmd_run(int argc, char **argv) {
            file ? file : "random data");
   }
 
+  /* before the inference, so a bad DIR costs nothing */
+  if (out_dir && (st = make_dirs(out_dir)) != ALMA_OK) {
+    rc = alma_cli_fail(st, NULL);
+    goto done;
+  }
+
   alma_session_options so;
   alma_session_options_init(&so);
   so.threads = threads;
@@ -349,10 +356,6 @@ int alma_cmd_run(int argc, char **argv) {
     goto done;
   }
   printf("ran %s in %.3f ms\n", conversion, dt * 1e3);
-  if (out_dir && (st = make_dirs(out_dir)) != ALMA_OK) {
-    rc = alma_cli_fail(st, NULL);
-    goto done;
-  }
   for (int j = 0; j < n_out; j++) {
     const char *name = alma_model_output_name(m, j);
     print_summary(name, &out[j]);
