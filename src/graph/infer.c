@@ -5,7 +5,8 @@ alma_status alma__graph_resolve_ops(alma_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     int64_t opset = alma__graph_opset(g, n->domain);
-    if (opset <= 0 && (!n->domain[0] || !strcmp(n->domain, "ai.onnx"))) opset = 1;
+    /* IR version 1/2 files may omit the import; ONNX reads that as ai.onnx opset 1. */
+    if (opset <= 0 && (!n->domain[0] || !strcmp(n->domain, "ai.onnx")) && g->n_opsets == 0) opset = 1;
     if (opset <= 0)
       return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): its domain '%s' is not imported by the model",
                           n->name, n->op_type, n->domain);

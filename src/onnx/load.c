@@ -488,13 +488,6 @@ alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *b
     g->opsets[i].version = mp->opset_import[i]->has_version ? mp->opset_import[i]->version : 0;
   }
   g->n_opsets = (int)mp->n_opset_import;
-  if (alma__graph_opset(g, "") <= 0) {
-    /* IR version 1/2 files may omit it; ONNX treats that as opset 1. */
-    if (mp->ir_version >= 3) {
-      st = alma__errorf(ALMA_ERR_INVALID_MODEL, "the model imports no ai.onnx opset");
-      goto out;
-    }
-  }
   meta_out->ir_version = mp->ir_version;
   meta_out->producer_name = alma__arena_strdup(g->arena, mp->producer_name ? mp->producer_name : "");
   meta_out->producer_version = alma__arena_strdup(g->arena, mp->producer_version ? mp->producer_version : "");
