@@ -336,6 +336,101 @@ static alma_status build_axis(const rs_params *p, int d, int64_t stride, axis_ta
   return ALMA_OK;
 }
 
+/* Output rows (all coordinates but the last) share their outer-axis taps: the product of those
+ * taps is expanded once per row into (offset, weight) combinations, then every element of the row
+ * sums its last-axis taps over them. */
+static alma_status resize_rows(const rs_params *p, const axis_taps *t, const alma_tensor *x, alma_tensor *y) {
+  int r = p->rank, last = r - 1;
+  int64_t W = p->out[last];
+  int64_t ncomb_max = 1;
+  for (int d = 0; d < last; d++) {
+    int64_t m = 0;
+    for (int64_t c = 0; c < p->out[d]; c++) m = t[d].start[c + 1] - t[d].start[c] > m ? t[d].start[c + 1] - t[d].start[c] : m;
+    if (m == 0) m = 1;
+    if (ncomb_max > (INT64_C(1) << 24) / m) return alma__errorf(ALMA_ERR_UNSUPPORTED, "interpolation filter too large");
+    ncomb_max *= m;
+  }
+  int64_t *coff = alma__malloc((size_t)ncomb_max * sizeof(int64_t));
+  double *cw = alma__malloc((size_t)ncomb_max * sizeof(double));
+  if (!coff || !cw) {
+    free(coff), free(cw);
+    return ALMA_ERR_NOMEM;
+  }
+  const axis_taps *tl = &t[last];
+  int gather = 1; /* every last-axis coordinate reads one position with weight 1 */
+  for (int64_t c = 0; c < W && gather; c++)
+    if (tl->extrap[c] || tl->start[c + 1] - tl->start[c] != 1 || tl->w[tl->start[c]] != 1.0) gather = 0;
+  size_t es = alma_dtype_size(x->dtype);
+  const char *src = x->data;
+  char *dst = y->data;
+  int f32 = x->dtype == ALMA_DTYPE_FLOAT32, isf = alma__dtype_is_float(x->dtype);
+  int64_t rows = alma__numel(last, p->out);
+  int64_t c[ALMA_MAX_RANK] = {0};
+  for (int64_t row = 0; row < rows; row++) {
+    int64_t obase = row * W;
+    /* expand the outer taps of this row */
+    int ext = 0;
+    for (int d = 0; d < last; d++) ext |= t[d].extrap[c[d]];
+    int64_t nc = 0;
+    if (!ext) {
+      int64_t k[ALMA_MAX_RANK];
+      for (int d = 0; d < last; d++) k[d] = t[d].start[c[d]];
+      for (;;) {
+        int64_t off = 0;
+        double w = 1;
+        for (int d = 0; d < last; d++) off += t[d].off[k[d]], w *= t[d].w[k[d]];
+        coff[nc] = off, cw[nc] = w, nc++;
+        int d = last - 1;
+        for (; d >= 0; d--) {
+          if (++k[d] < t[d].start[c[d] + 1]) break;
+          k[d] = t[d].start[c[d]];
+        }
+        if (d < 0) break;
+      }
+    }
+    if (!ext && gather && nc == 1 && cw[0] == 1.0) {
+      /* pure index copy (nearest, or identity axes): exact for every dtype */
+      const char *s0 = src + (size_t)coff[0] * es;
+      if (es == 4) {
+        uint32_t *o = (uint32_t *)(dst + (size_t)obase * es);
+        for (int64_t xo = 0; xo < W; xo++) memcpy(&o[xo], s0 + (size_t)tl->off[tl->start[xo]] * 4, 4);
+      } else {
+        for (int64_t xo = 0; xo < W; xo++)
+          memcpy(dst + (size_t)(obase + xo) * es, s0 + (size_t)tl->off[tl->start[xo]] * es, es);
+      }
+    } else {
+      for (int64_t xo = 0; xo < W; xo++) {
+        double acc;
+        if (ext || tl->extrap[xo]) {
+          acc = p->extrap;
+        } else {
+          acc = 0;
+          for (int64_t q = tl->start[xo]; q < tl->start[xo + 1]; q++) {
+            double s = 0;
+            int64_t lo = tl->off[q];
+            if (f32) {
+              const float *sf = (const float *)src + lo;
+              for (int64_t m = 0; m < nc; m++) s += cw[m] * sf[coff[m]];
+            } else {
+              for (int64_t m = 0; m < nc; m++) s += cw[m] * alma__get_f64(src, x->dtype, lo + coff[m]);
+            }
+            acc += tl->w[q] * s;
+          }
+        }
+        if (f32) ((float *)dst)[obase + xo] = (float)acc;
+        else if (isf) alma__set_f64(dst, x->dtype, obase + xo, acc);
+        else alma__set_f64(dst, x->dtype, obase + xo, isnan(acc) ? 0 : trunc(acc)); /* numpy astype truncates */
+      }
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      if (++c[d] < p->out[d]) break;
+      c[d] = 0;
+    }
+  }
+  free(coff), free(cw);
+  return ALMA_OK;
+}
+
 static alma_status resize_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
   const alma_tensor *x = in[0];
@@ -343,65 +438,14 @@ static alma_status resize_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   alma_status st = resize_params(n, in, nin, &p);
   if (st != ALMA_OK) return st == ALMA_ERR_DYNAMIC ? alma__op_error(n, ALMA_ERR_INTERNAL, "inputs unknown") : st;
   int r = p.rank;
-  int64_t on = alma_tensor_numel(&out[0]);
-  if (on == 0) return ALMA_OK;
+  if (alma_tensor_numel(&out[0]) == 0) return ALMA_OK;
   if (alma_tensor_numel(x) == 0) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "cannot resize an empty tensor");
   int64_t istr[ALMA_MAX_RANK];
   alma__strides(r, x->dims, istr);
   axis_taps t[ALMA_MAX_RANK];
   memset(t, 0, sizeof t);
-  int gather = 1; /* every coordinate of every axis reads one input position with weight 1 */
-  for (int d = 0; d < r && st == ALMA_OK; d++) {
-    st = build_axis(&p, d, istr[d], &t[d]);
-    if (st != ALMA_OK) break;
-    for (int64_t c = 0; c < p.out[d] && gather; c++)
-      if (t[d].extrap[c] || t[d].start[c + 1] - t[d].start[c] != 1 || t[d].w[t[d].start[c]] != 1.0) gather = 0;
-  }
-  if (st == ALMA_OK) {
-    int64_t c[ALMA_MAX_RANK] = {0};
-    size_t es = alma_dtype_size(x->dtype);
-    const char *src = x->data;
-    char *dst = out[0].data;
-    int f32 = x->dtype == ALMA_DTYPE_FLOAT32;
-    for (int64_t o = 0; o < on; o++) {
-      if (gather) {
-        int64_t off = 0;
-        for (int d = 0; d < r; d++) off += t[d].off[t[d].start[c[d]]];
-        memcpy(dst + (size_t)o * es, src + (size_t)off * es, es);
-      } else {
-        int ext = 0;
-        for (int d = 0; d < r; d++) ext |= t[d].extrap[c[d]];
-        double acc;
-        if (ext) {
-          acc = p.extrap;
-        } else {
-          /* sum over the product of the per-axis taps */
-          int64_t k[ALMA_MAX_RANK];
-          for (int d = 0; d < r; d++) k[d] = t[d].start[c[d]];
-          acc = 0;
-          for (;;) {
-            int64_t off = 0;
-            double w = 1;
-            for (int d = 0; d < r; d++) off += t[d].off[k[d]], w *= t[d].w[k[d]];
-            acc += w * (f32 ? (double)((const float *)src)[off] : alma__get_f64(src, x->dtype, off));
-            int d = r - 1;
-            for (; d >= 0; d--) {
-              if (++k[d] < t[d].start[c[d] + 1]) break;
-              k[d] = t[d].start[c[d]];
-            }
-            if (d < 0) break;
-          }
-        }
-        if (f32) ((float *)dst)[o] = (float)acc;
-        else if (alma__dtype_is_float(x->dtype)) alma__set_f64(dst, x->dtype, o, acc);
-        else alma__set_f64(dst, x->dtype, o, isnan(acc) ? 0 : trunc(acc)); /* numpy astype truncates */
-      }
-      for (int d = r - 1; d >= 0; d--) {
-        if (++c[d] < p.out[d]) break;
-        c[d] = 0;
-      }
-    }
-  }
+  for (int d = 0; d < r && st == ALMA_OK; d++) st = build_axis(&p, d, istr[d], &t[d]);
+  if (st == ALMA_OK) st = resize_rows(&p, t, x, &out[0]);
   for (int d = 0; d < r; d++) free(t[d].start), free(t[d].off), free(t[d].w), free(t[d].extrap);
   if (st == ALMA_ERR_NOMEM) return alma__op_error(n, st, "out of memory for interpolation tables");
   if (st != ALMA_OK) return alma__error_prefix(st, "node '%s' (%s): ", n->name, n->op_type);
