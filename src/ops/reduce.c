@@ -275,12 +275,24 @@ static alma_status reduce_float(const alma_tensor *x, alma_tensor *y, const rvie
       if (last_red) {
         double s = acc[oo];
         switch (k1) { /* kind hoisted out of the hot loop */
-          case R_SUM: case R_MEAN: case R_LOGSUM:
-            for (int64_t j = 0; j < L; j++) s += row[j];
+          case R_SUM: case R_MEAN: case R_LOGSUM: { /* 4 partial sums: no serial add latency */
+            double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+            int64_t j = 0;
+            for (; j + 4 <= L; j += 4) p0 += row[j], p1 += row[j + 1], p2 += row[j + 2], p3 += row[j + 3];
+            for (; j < L; j++) p0 += row[j];
+            s += (p0 + p1) + (p2 + p3);
             break;
-          case R_L2: case R_SUMSQ:
-            for (int64_t j = 0; j < L; j++) s += row[j] * row[j];
+          }
+          case R_L2: case R_SUMSQ: {
+            double p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+            int64_t j = 0;
+            for (; j + 4 <= L; j += 4)
+              p0 += row[j] * row[j], p1 += row[j + 1] * row[j + 1], p2 += row[j + 2] * row[j + 2],
+                  p3 += row[j + 3] * row[j + 3];
+            for (; j < L; j++) p0 += row[j] * row[j];
+            s += (p0 + p1) + (p2 + p3);
             break;
+          }
           default:
             for (int64_t j = 0; j < L; j++) s = fold_f(k1, s, row[j]);
             break;
