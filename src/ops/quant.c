@@ -48,11 +48,18 @@ static void q_set(void *d, alma_dtype t, int64_t i, int64_t v) {
   }
 }
 
-/* Round half to even (the default FE_TONEAREST mode) then saturate. NaN maps to 0, which then
- * lands on the zero point when the caller added it before (the spec leaves NaN undefined). */
+/* Round half to even. Adding and removing 1.5 * 2^52 rounds in the default to-nearest-even mode
+ * (|v| < 2^51), inline, where nearbyint is a libm call on baseline x86-64. (IEEE arithmetic keeps
+ * the round trip; alma is not built with -ffast-math, which would fold it away.) */
+static inline double q_rne(double v) {
+  if (!(fabs(v) < 0x1p51)) return v; /* already integral, inf or NaN */
+  return (v + 0x1.8p52) - 0x1.8p52;
+}
+
+/* Round half to even then saturate. NaN maps to 0 (the spec leaves NaN undefined). */
 static int64_t q_round_sat(double v, int64_t lo, int64_t hi) {
   if (v != v) return lo > 0 ? lo : (hi < 0 ? hi : 0);
-  v = nearbyint(v);
+  v = q_rne(v);
   if (v <= (double)lo) return lo;
   if (v >= (double)hi) return hi;
   return (int64_t)v;
@@ -198,33 +205,42 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
   q_range(yt, &lo, &hi);
   int64_t ns = alma_tensor_numel(scale);
   double *sc = alma__malloc((size_t)ns * sizeof *sc);
+  float *sf = alma__malloc((size_t)ns * sizeof *sf);
   int32_t *zpv = alma__calloc((size_t)ns, sizeof *zpv);
-  if (!sc || !zpv) {
+  if (!sc || !sf || !zpv) {
     free(sc);
+    free(sf);
     free(zpv);
     return alma__op_error(n, ALMA_ERR_NOMEM, "scale buffers");
   }
   for (int64_t i = 0; i < ns; i++) {
     sc[i] = alma__get_f64(scale->data, scale->dtype, i);
+    sf[i] = (float)sc[i];
     if (zp) zpv[i] = q_get(zp->data, zp->dtype, i);
   }
   /* The division runs in x's precision (float / float16 / bfloat16); int32 x divides in double,
-   * as numpy's int32 / float32 promotes. */
-  int64_t idx = 0;
+   * as numpy's int32 / float32 promotes. Along the inner axis the parameter index is constant
+   * (per-tensor, per-axis) or steps by one (blocked). */
+  int64_t step = L.mode == 2 ? 1 : 0;
   for (int64_t o = 0; o < L.outer; o++)
-    for (int64_t a = 0; a < L.dim; a++)
-      for (int64_t i = 0; i < L.inner; i++, idx++) {
-        int64_t s = q_layout_index(&L, o, a, i);
+    for (int64_t a = 0; a < L.dim; a++) {
+      int64_t base = (o * L.dim + a) * L.inner, s0 = q_layout_index(&L, o, a, 0);
+      for (int64_t i = 0; i < L.inner; i++) {
+        int64_t s = s0 + i * step, idx = base + i;
         double q;
-        switch (x->dtype) {
-          case ALMA_DTYPE_FLOAT32: q = ((const float *)x->data)[idx] / (float)sc[s]; break;
-          case ALMA_DTYPE_INT32: q = ((const int32_t *)x->data)[idx] / sc[s]; break;
-          default: q = round_to(x->dtype, (float)alma__get_f64(x->data, x->dtype, idx) / (float)sc[s]); break;
+        if (x->dtype == ALMA_DTYPE_FLOAT32) q = ((const float *)x->data)[idx] / sf[s];
+        else if (x->dtype == ALMA_DTYPE_INT32) q = ((const int32_t *)x->data)[idx] / sc[s];
+        else q = round_to(x->dtype, (float)alma__get_f64(x->data, x->dtype, idx) / sf[s]);
+        int64_t v = q_round_sat(q != q ? 0.0 : q_rne(q) + zpv[s], lo, hi);
+        switch (yt) {
+          case ALMA_DTYPE_UINT8: ((uint8_t *)out[0].data)[idx] = (uint8_t)v; break;
+          case ALMA_DTYPE_INT8: ((int8_t *)out[0].data)[idx] = (int8_t)v; break;
+          default: q_set(out[0].data, yt, idx, v); break;
         }
-        q = nearbyint(q) + zpv[s];
-        q_set(out[0].data, yt, idx, q_round_sat(q != q ? (double)zpv[s] : q, lo, hi));
       }
+    }
   free(sc);
+  free(sf);
   free(zpv);
   return ALMA_OK;
 }
@@ -272,18 +288,28 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
     if (zp) zpv[i] = (float)q_get(zp->data, zp->dtype, i);
   }
   /* (x - zp) * scale in float32, then stored in the output type (the reference's arithmetic) */
-  int64_t idx = 0;
   alma_dtype yt = out[0].dtype;
+  int64_t step = L.mode == 2 ? 1 : 0;
   for (int64_t o = 0; o < L.outer; o++)
-    for (int64_t a = 0; a < L.dim; a++)
-      for (int64_t i = 0; i < L.inner; i++, idx++) {
-        int64_t s = q_layout_index(&L, o, a, i);
-        float v = ((float)q_get(x->data, x->dtype, idx) - zpv[s]) * sc[s];
-        if (yt == ALMA_DTYPE_FLOAT32)
-          ((float *)out[0].data)[idx] = v;
-        else
-          alma__set_f64(out[0].data, yt, idx, v);
+    for (int64_t a = 0; a < L.dim; a++) {
+      int64_t base = (o * L.dim + a) * L.inner, s0 = q_layout_index(&L, o, a, 0);
+      const float *zr = zpv + s0, *sr = sc + s0;
+      if (yt == ALMA_DTYPE_FLOAT32 && x->dtype == ALMA_DTYPE_UINT8) { /* the common QDQ case */
+        const uint8_t *xr = (const uint8_t *)x->data + base;
+        float *yr = (float *)out[0].data + base;
+        for (int64_t i = 0; i < L.inner; i++) yr[i] = ((float)xr[i] - zr[i * step]) * sr[i * step];
+      } else if (yt == ALMA_DTYPE_FLOAT32 && x->dtype == ALMA_DTYPE_INT8) {
+        const int8_t *xr = (const int8_t *)x->data + base;
+        float *yr = (float *)out[0].data + base;
+        for (int64_t i = 0; i < L.inner; i++) yr[i] = ((float)xr[i] - zr[i * step]) * sr[i * step];
+      } else {
+        for (int64_t i = 0; i < L.inner; i++) {
+          float v = ((float)q_get(x->data, x->dtype, base + i) - zr[i * step]) * sr[i * step];
+          if (yt == ALMA_DTYPE_FLOAT32) ((float *)out[0].data)[base + i] = v;
+          else alma__set_f64(out[0].data, yt, base + i, v);
+        }
       }
+    }
   free(sc);
   free(zpv);
   return ALMA_OK;
@@ -323,7 +349,7 @@ static alma_status dynq_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   if (y)
     for (int64_t i = 0; i < cnt; i++) {
       float q = x[i] / scale;
-      y[i] = (uint8_t)q_round_sat(q != q ? 0.0 : (double)nearbyintf(q) + (double)zp, 0, 255);
+      y[i] = (uint8_t)q_round_sat(q != q ? 0.0 : q_rne(q) + (double)zp, 0, 255);
     }
   if (nout > 1 && out[1].data) *(float *)out[1].data = scale;
   if (nout > 2 && out[2].data) *(uint8_t *)out[2].data = (uint8_t)zp;
