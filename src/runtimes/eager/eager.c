@@ -1,7 +1,7 @@
 /* EAGER: the reference runtime. Runs nodes in topological order with the reference kernels,
  * inferring each node's output shapes from its actual inputs, freeing every intermediate after its
  * last use. Single-threaded by design: it is the oracle the other runtimes are checked against. */
-#include "ops/op.h"
+#include "runtimes/exec.h"
 #include "runtimes/runtime.h"
 
 struct alma_exec_ctx {
@@ -18,8 +18,30 @@ static alma_tensor *lookup_outer(alma_exec_ctx *ctx, const char *name) {
   return NULL;
 }
 
-static alma_status exec_graph(alma_exec_ctx *parent, const alma_graph *g, const alma_tensor *inputs, int nin,
-                              alma_tensor *outputs, int nout) {
+/* Infers, allocates and runs one node (through the hook when it takes it). */
+static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user, int idx, const alma_node *n,
+                            const alma_tensor *const *in, alma_tensor *out) {
+  if (!hook || (n->op->flags & ALMA_OP_ALLOCS_OUTPUTS))
+    return alma__op_run_node(ctx, n, in, n->n_inputs, out, n->n_outputs);
+  for (int i = 0; i < n->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+  alma_status st = n->op->infer(n, in, n->n_inputs, out, n->n_outputs);
+  if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
+  if (st != ALMA_OK) return st;
+  for (int i = 0; i < n->n_outputs && st == ALMA_OK; i++) {
+    if (n->outputs[i] < 0) continue;
+    alma_tensor shape = out[i];
+    st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims);
+  }
+  int handled = 0;
+  if (st == ALMA_OK) st = hook(user, idx, n, in, n->n_inputs, out, n->n_outputs, &handled);
+  if (st == ALMA_OK && !handled) st = n->op->exec(ctx, n, in, n->n_inputs, out, n->n_outputs);
+  if (st != ALMA_OK)
+    for (int i = 0; i < n->n_outputs; i++) alma_tensor_free_data(&out[i]);
+  return st;
+}
+
+static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g, alma_node_hook hook, void *user,
+                                     const alma_tensor *inputs, int nin, alma_tensor *outputs, int nout) {
   if (nin != g->n_inputs)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, nin);
   if (nout != g->n_outputs)
@@ -68,7 +90,7 @@ static alma_status exec_graph(alma_exec_ctx *parent, const alma_graph *g, const 
       }
     }
     if (st != ALMA_OK) break;
-    st = alma__op_run_node(&ctx, n, in, n->n_inputs, outs, n->n_outputs);
+    st = run_node(&ctx, hook, user, i, n, in, outs);
     if (st != ALMA_OK) break;
     for (int k = 0; k < n->n_outputs; k++) {
       if (n->outputs[k] >= 0) ctx.env[n->outputs[k]] = outs[k];
@@ -104,7 +126,12 @@ out:
 
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs, int n_inputs,
                                 alma_tensor *outputs, int n_outputs) {
-  return exec_graph(ctx, g, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(ctx, g, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
+}
+
+alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *user, const alma_tensor *inputs,
+                             int n_inputs, alma_tensor *outputs, int n_outputs) {
+  return exec_graph_hooked(NULL, g, hook, user, inputs, n_inputs, outputs, n_outputs);
 }
 
 /* ---- the runtime ------------------------------------------------------------------------------ */
@@ -125,7 +152,7 @@ static alma_status eager_compile(const alma_graph *g, const alma_runtime_opts *o
 
 static alma_status eager_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   eager_plan *p = plan;
-  return exec_graph(NULL, p->g, inputs, n_inputs, outputs, n_outputs);
+  return alma__exec_graph(p->g, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 
 static void eager_free(void *plan) { free(plan); }
