@@ -138,7 +138,7 @@ static alma_status q_layout_make(const alma_node *n, const alma_tensor *x, const
   /* blocked: same shape as x except ceil(D/B) along axis */
   int ok = scale->rank == x->rank;
   for (int i = 0; ok && i < x->rank; i++)
-    ok = i == axis ? scale->dims[i] == (x->dims[i] + block - 1) / block : scale->dims[i] == x->dims[i];
+    ok = i == axis ? scale->dims[i] == x->dims[i] / block + (x->dims[i] % block != 0) : scale->dims[i] == x->dims[i];
   if (!ok)
     return alma__op_error(n, ALMA_ERR_SHAPE, "blocked scale shape %s does not match x %s with block_size %lld on axis %d",
                           alma__shape_str(scale->rank, scale->dims, s1, sizeof s1),
@@ -376,6 +376,8 @@ typedef struct {
   int64_t P, KS;                   /* output spatial size, kernel spatial size */
 } qconv_geom;
 
+#define QCONV_MAX_EXTENT ((int64_t)1 << 31)
+
 /* Conv attributes (auto_pad, dilations, group, kernel_shape, pads, strides) and shapes. */
 static alma_status qconv_geom_make(const alma_node *n, const alma_tensor *x, const alma_tensor *w, qconv_geom *g) {
   char s1[128], s2[128];
@@ -388,7 +390,7 @@ static alma_status qconv_geom_make(const alma_node *n, const alma_tensor *x, con
   g->C = x->dims[1];
   g->M = w->dims[0];
   g->group = alma__attr_i(n, "group", 1);
-  if (g->group < 1 || g->C % g->group || g->M % g->group || w->dims[1] * g->group != g->C)
+  if (g->group < 1 || g->group > g->C || g->C % g->group || g->M % g->group || w->dims[1] != g->C / g->group)
     return alma__op_error(n, ALMA_ERR_SHAPE, "group %lld does not fit input %s and weight %s", (long long)g->group,
                           alma__shape_str(x->rank, x->dims, s1, sizeof s1), alma__shape_str(w->rank, w->dims, s2, sizeof s2));
   const int64_t *ks, *st, *dl, *pd;
@@ -408,13 +410,15 @@ static alma_status qconv_geom_make(const alma_node *n, const alma_tensor *x, con
       return alma__op_error(n, ALMA_ERR_SHAPE, "kernel_shape[%d]=%lld but weight has %lld", d, (long long)ks[d], (long long)g->k[d]);
     g->stride[d] = nst ? st[d] : 1;
     g->dil[d] = ndl ? dl[d] : 1;
-    if (g->stride[d] < 1 || g->dil[d] < 1)
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "strides and dilations must be positive");
+    /* bounded so the output arithmetic below cannot overflow */
+    if (g->stride[d] < 1 || g->dil[d] < 1 || g->stride[d] > QCONV_MAX_EXTENT || g->dil[d] > QCONV_MAX_EXTENT)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "strides and dilations must be in [1, 2^31]");
     int64_t ek = (g->k[d] - 1) * g->dil[d] + 1, pb = 0, pe = 0, o;
     if (mode == 0) {
       pb = npd ? pd[d] : 0;
       pe = npd ? pd[d + nsp] : 0;
-      if (pb < 0 || pe < 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "negative pads");
+      if (pb < 0 || pe < 0 || pb > QCONV_MAX_EXTENT || pe > QCONV_MAX_EXTENT)
+        return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "pads must be in [0, 2^31]");
       o = g->in[d] + pb + pe - ek < 0 ? -1 : (g->in[d] + pb + pe - ek) / g->stride[d] + 1;
     } else if (mode == 1) {
       o = g->in[d] - ek < 0 ? -1 : (g->in[d] - ek) / g->stride[d] + 1;

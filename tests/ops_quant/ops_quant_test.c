@@ -453,6 +453,25 @@ static void test_qlinearmatmul_per_row_col(void **s) {
   alma_tensor_free_data(&out);
 }
 
+/* The ONNX node test test_qlinearmatmul_2D_int8_float32 expects 20 where the exact result is -236:
+ * its data wraps around instead of saturating as the spec (and ONNX's own reference) says. alma
+ * saturates; this pins that decision. */
+static void test_qlinearmatmul_saturates(void **s) {
+  (void)s;
+  tnode t;
+  int8_t a[8] = {81, 109, -127, 111, -124, 87, -128, -98}, az = -14, bz = -13, yz = -9;
+  int8_t b[12] = {25, -76, 117, -67, -101, -128, -127, 0, 119, 0, 127, 120};
+  float as = 0.0066f, bs = 0.00705f, ys = 0.0107f;
+  alma_tensor A = TV(ALMA_DTYPE_INT8, a, 2, 4), AS = TV(ALMA_DTYPE_FLOAT32, &as, 1), AZ = TV(ALMA_DTYPE_INT8, &az, 1);
+  alma_tensor B = TV(ALMA_DTYPE_INT8, b, 4, 3), BS = TV(ALMA_DTYPE_FLOAT32, &bs, 1), BZ = TV(ALMA_DTYPE_INT8, &bz, 1);
+  alma_tensor YS = TV(ALMA_DTYPE_FLOAT32, &ys, 1), YZ = TV(ALMA_DTYPE_INT8, &yz, 1), out;
+  alma_tensor *in[8] = {&A, &AS, &AZ, &B, &BS, &BZ, &YS, &YZ};
+  mk(&t, "QLinearMatMul", 21, 8, 1);
+  assert_int_equal(run(&t, in, 8, &out, 1), ALMA_OK);
+  expect_i64(&out, (int64_t[]){41, -12, -9, 1, -75, -128}, 6);
+  alma_tensor_free_data(&out);
+}
+
 /* ==== ConvInteger / QLinearConv =============================================================== */
 
 /* Direct 2-D convolution of zero-point-shifted data; pads given explicitly. */
@@ -939,6 +958,7 @@ int main(void) {
       cmocka_unit_test(test_dynamic_quantize),
       cmocka_unit_test(test_matmulinteger_per_row_col),
       cmocka_unit_test(test_qlinearmatmul_per_row_col),
+      cmocka_unit_test(test_qlinearmatmul_saturates),
       cmocka_unit_test(test_convinteger_group_stride_pads),
       cmocka_unit_test(test_convinteger_1d_3d),
       cmocka_unit_test(test_qlinearconv_per_channel_bias),
