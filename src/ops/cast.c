@@ -1,4 +1,4 @@
-/* Cast, Identity and Dropout (inference): ops that convert or pass data through. */
+/* Cast, CastLike, Identity and Dropout: ops that convert or pass data through. */
 #include <math.h>
 
 #include "ops/ew.h"
@@ -146,19 +146,17 @@ static void write_from_i64(void *dst, alma_dtype t, int64_t off, int64_t m, cons
   }
 }
 
-static alma_status cast_exec(EXEC_ARGS) {
-  const alma_tensor *x = in[0];
-  alma_tensor *y = &out[0];
+static void do_cast(const alma_tensor *x, alma_tensor *y) {
   int64_t cnt = alma_tensor_numel(x);
   if (x->dtype == y->dtype) {
     memcpy(y->data, x->data, (size_t)cnt * alma_dtype_size(x->dtype));
-    return ALMA_OK;
+    return;
   }
   if (x->dtype == ALMA_DTYPE_FLOAT32 && y->dtype == ALMA_DTYPE_FLOAT16) { /* common in precision passes */
     const float *xs = (const float *)x->data;
     uint16_t *ys = (uint16_t *)y->data;
     for (int64_t i = 0; i < cnt; i++) ys[i] = alma__f32_to_f16(xs[i]);
-    return ALMA_OK;
+    return;
   }
   union {
     double d[CAST_CHUNK];
@@ -175,6 +173,10 @@ static alma_status cast_exec(EXEC_ARGS) {
       write_from_i64(y->data, y->dtype, off, m, buf.i, x->dtype == ALMA_DTYPE_UINT64);
     }
   }
+}
+
+static alma_status cast_exec(EXEC_ARGS) {
+  do_cast(in[0], &out[0]);
   return ALMA_OK;
 }
 
@@ -183,6 +185,19 @@ static alma_status cast_exec(EXEC_ARGS) {
 const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
                                    .exec = cast_exec, .cost = alma__ew_cost};
+
+/* CastLike (15; 19 and 21 as Cast): Cast to the dtype of the second input. */
+static alma_status castlike_infer(INFER_ARGS) {
+  if (!in[1]) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "target_type is required");
+  if (!holdable(in[0]->dtype) || !holdable(in[1]->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast from %s to %s", alma_dtype_name(in[0]->dtype),
+                          alma_dtype_name(in[1]->dtype));
+  alma__set_shape(&out[0], in[1]->dtype, in[0]->rank, in[0]->dims);
+  return ALMA_OK;
+}
+const alma_op_def alma__op_CastLike = {.name = "CastLike", .domain = "", .versions = {15, 19, 21}, .min_inputs = 2,
+                                       .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                       .infer = castlike_infer, .exec = cast_exec, .cost = alma__ew_cost};
 
 /* ---- Identity ------------------------------------------------------------------------------ */
 static alma_status identity_infer(INFER_ARGS) {
@@ -201,10 +216,43 @@ const alma_op_def alma__op_Identity = {.name = "Identity", .domain = "", .versio
                                        .infer = identity_infer, .exec = identity_exec};
 
 /* ---- Dropout ---------------------------------------------------------------------------------
- * alma runs inference: Dropout is the identity and its mask is all true (bool from opset 10,
- * the input's dtype before). Real training-mode dropout (opset < 7 with is_test=0, or a true
- * training_mode input from 12 with ratio > 0) draws random numbers alma cannot reproduce, so it
- * is reported as unsupported; training_mode with ratio 0 is the identity and is supported. */
+ * Inference (the default): the identity, mask all true (bool from opset 10, the input's dtype
+ * before). Training mode (opset 12+, training_mode input true): y = x * mask / (1 - ratio) with
+ * mask = u >= ratio, u drawn uniformly in [0, 1) in row-major order from numpy's legacy
+ * RandomState stream (MT19937 seeded with `seed`, 53-bit doubles), which is how ONNX's
+ * reference computes it, so seeded results are reproducible and match it. Without a seed alma
+ * uses 0, keeping runs comparable. Opset < 7 training mode (is_test=0, the default there) is an
+ * old Caffe2 form alma does not run. */
+typedef struct {
+  uint32_t mt[624];
+  int idx;
+} mt19937;
+
+static void mt_seed(mt19937 *m, uint32_t seed) {
+  m->mt[0] = seed;
+  for (int i = 1; i < 624; i++) m->mt[i] = 1812433253u * (m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) + (uint32_t)i;
+  m->idx = 624;
+}
+static uint32_t mt_next(mt19937 *m) {
+  if (m->idx >= 624) {
+    for (int i = 0; i < 624; i++) {
+      uint32_t y = (m->mt[i] & 0x80000000u) | (m->mt[(i + 1) % 624] & 0x7fffffffu);
+      m->mt[i] = m->mt[(i + 397) % 624] ^ (y >> 1) ^ ((y & 1) ? 0x9908b0dfu : 0);
+    }
+    m->idx = 0;
+  }
+  uint32_t y = m->mt[m->idx++];
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  y ^= y >> 18;
+  return y;
+}
+static double mt_double(mt19937 *m) {
+  uint32_t a = mt_next(m) >> 5, b = mt_next(m) >> 6;
+  return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
 static alma_status dropout_ratio(const alma_node *n, const alma_tensor *const *in, int nin, int *known, double *ratio) {
   *known = 1;
   *ratio = 0.5;
@@ -221,24 +269,23 @@ static alma_status dropout_ratio(const alma_node *n, const alma_tensor *const *i
   return ALMA_OK;
 }
 
-/* ALMA_OK when inference semantics apply (or cannot be decided until the values are known). */
-static alma_status dropout_check_mode(const alma_node *n, const alma_tensor *const *in, int nin) {
+/* Validates the mode inputs; *training = 1 when training-mode dropout applies (known values). */
+static alma_status dropout_mode(const alma_node *n, const alma_tensor *const *in, int nin, int *training,
+                                double *ratio) {
   int known;
-  double ratio;
-  ALMA_TRY(dropout_ratio(n, in, nin, &known, &ratio));
+  *training = 0;
+  ALMA_TRY(dropout_ratio(n, in, nin, &known, ratio));
   if (n->since_version < 7) {
-    if (!alma__attr_i(n, "is_test", 0) && ratio > 0)
-      return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
-                            "training-mode dropout (is_test=0, ratio %g, opset < 7) draws random numbers", ratio);
+    if (!alma__attr_i(n, "is_test", 0) && *ratio > 0)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "training-mode dropout of opset < 7 (is_test=0, ratio %g)",
+                            *ratio);
     return ALMA_OK;
   }
   if (n->since_version >= 12 && nin > 2 && in[2]) {
     const alma_tensor *tm = in[2];
     if (tm->dtype != ALMA_DTYPE_BOOL || alma_tensor_numel(tm) != 1)
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "training_mode must be a bool scalar");
-    if (!tm->data || !known) return ALMA_OK; /* decided at run time */
-    if (((const uint8_t *)tm->data)[0] && ratio > 0)
-      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "training-mode dropout (ratio %g) draws random numbers", ratio);
+    *training = known && tm->data && ((const uint8_t *)tm->data)[0] && *ratio > 0;
   }
   return ALMA_OK;
 }
@@ -247,7 +294,9 @@ static alma_status dropout_infer(INFER_ARGS) {
   const alma_tensor *x = in[0];
   if (!alma__dtype_is_float(x->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
-  ALMA_TRY(dropout_check_mode(n, in, nin));
+  int training;
+  double ratio;
+  ALMA_TRY(dropout_mode(n, in, nin, &training, &ratio));
   alma__set_shape(&out[0], x->dtype, x->rank, x->dims);
   if (nout > 1)
     alma__set_shape(&out[1], n->since_version >= 10 ? ALMA_DTYPE_BOOL : x->dtype, x->rank, x->dims);
@@ -255,12 +304,29 @@ static alma_status dropout_infer(INFER_ARGS) {
 }
 
 static alma_status dropout_exec(EXEC_ARGS) {
-  ALMA_TRY(dropout_check_mode(n, in, nin));
-  if (out[0].nbytes) memcpy(out[0].data, in[0]->data, out[0].nbytes);
-  if (nout > 1 && out[1].data) {
-    int64_t cnt = alma_tensor_numel(&out[1]);
-    for (int64_t i = 0; i < cnt; i++) alma__set_f64(out[1].data, out[1].dtype, i, 1.0);
+  int training;
+  double ratio;
+  ALMA_TRY(dropout_mode(n, in, nin, &training, &ratio));
+  const alma_tensor *x = in[0];
+  alma_tensor *mask = nout > 1 && out[1].data ? &out[1] : NULL;
+  int64_t cnt = alma_tensor_numel(x);
+  if (!training) {
+    if (out[0].nbytes) memcpy(out[0].data, x->data, out[0].nbytes);
+    if (mask)
+      for (int64_t i = 0; i < cnt; i++) alma__set_f64(mask->data, mask->dtype, i, 1.0);
+    return ALMA_OK;
   }
+  mt19937 *rng = malloc(sizeof *rng);
+  if (!rng) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory");
+  mt_seed(rng, (uint32_t)alma__attr_i(n, "seed", 0));
+  double scale = 1.0 / (1.0 - ratio);
+  for (int64_t i = 0; i < cnt; i++) {
+    int keep = mt_double(rng) >= ratio;
+    double v = keep ? alma__get_f64(x->data, x->dtype, i) * scale : 0.0;
+    alma__set_f64(out[0].data, out[0].dtype, i, v);
+    if (mask) ((uint8_t *)mask->data)[i] = (uint8_t)keep;
+  }
+  free(rng);
   return ALMA_OK;
 }
 
