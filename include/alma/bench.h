@@ -1,0 +1,254 @@
+/* alma — the benchmark harness: one call measures a model under many conversion options, each in
+ * its own forked child, and checks every conversion's outputs against EAGER's.
+ *
+ *   alma_config cfg;
+ *   alma_config_init(&cfg);
+ *   alma_config_set(&cfg, "n_samples", "500");
+ *   const char *convs[] = {"EAGER", "FOLD+EAGER"};
+ *   alma_results *r = NULL;
+ *   alma_status st = alma_benchmark_model("model.onnx", &cfg, convs, 2, NULL, &r);
+ *   if (r) alma_results_print(r, stdout, 0);
+ *   alma_results_free(r);
+ *
+ * Included by alma/alma.h; see docs/json.md for the result schema and docs/cli.md for `alma bench`.
+ */
+#ifndef ALMA_BENCH_H
+#define ALMA_BENCH_H
+
+#include "alma/alma.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Configuration. alma_config_init sets the defaults documented next to each field; set fields
+ * directly or by name with alma_config_set (the key names are the field names).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Called by the parent while a conversion runs (about 4 times a second, and at each phase change).
+ * phase: "load", "convert", "first", "warmup", "timed", "check", "done". done/total: batches of the
+ * current phase when known (total 0 when open-ended). */
+typedef void (*alma_progress_fn)(void *user, int index, int count, const char *conversion,
+                                 const char *phase, int64_t done, int64_t total, double elapsed_s);
+
+typedef struct alma_config {
+  int64_t n_samples;          /* samples to time at least (default 100)                           */
+  int64_t batch_size;         /* samples per batch; symbolic first dims take it (default 1)       */
+  char device[8];             /* "cpu" (default) or "cuda": where conversions are meant to run    */
+  int multiprocessing;        /* 1: each conversion in its own forked child (default 1)           */
+  int fail_on_error;          /* 1: stop the sweep at the first failed conversion (default 1)     */
+  int allow_device_override;  /* 1: run a conversion whose runtime lives on another device than
+                                 `device` there, with a warning; 0: mark it unavailable (default 1) */
+  int allow_cuda;             /* 0: CUDA conversions are unavailable (default 1)                  */
+  int non_blocking;           /* GPU runtimes: pinned memory and asynchronous copies; recorded with
+                                 every result (default 0)                                         */
+  int64_t warmup;             /* warm-up batches at least (default 5)                             */
+  double warmup_s;            /* ... and at least this long, seconds (default 0.1)                */
+  double min_time_s;          /* timed phase lasts at least this long, seconds (default 1.0)      */
+  double max_time_s;          /* timed phase stops after this long even if n_samples is not reached,
+                                 with a warning; 0 = no cap (default 60)                         */
+  double target_rel_ci;       /* optional precision target: also time until the 95% CI of the
+                                 median is within ±target_rel_ci of it (0.01 = 1%); 0 = off (default 0) */
+  int threads;                /* intra-op threads; 0 = physical cores (default 0)                 */
+  uint64_t seed;              /* random input data seed (default 0)                               */
+  double timeout_s;           /* per conversion, whole child; 0 = none (default 600)              */
+  int64_t memory_limit_mb;    /* address-space limit of each child (RLIMIT_AS); 0 = none (default 0) */
+  int check_outputs;          /* compare outputs with EAGER's on the first batch (default 1)      */
+  double rtol, atol;          /* check passes when |x - ref| <= atol + rtol*|ref| (1e-3, 1e-4)    */
+  int verbose;                /* 0 quiet, 1 normal, 2 verbose: children's stderr is echoed (default 1) */
+  alma_progress_fn progress;  /* optional (default NULL)                                          */
+  void *progress_user;
+} alma_config;
+
+void alma_config_init(alma_config *cfg);
+/* Dictionary-style setting: key is a field name above (except progress*), value its text form
+ * ("500", "1e-3", "true"/"false"/"on"/"off"/"1"/"0", "cuda"). An unknown key, a value of the wrong
+ * type or out of range fails with ALMA_ERR_INVALID_ARG naming the key. */
+alma_status alma_config_set(alma_config *cfg, const char *key, const char *value);
+/* The text form of one key's value into buf (snprintf semantics). ALMA_ERR_NOT_FOUND for an
+ * unknown key. */
+alma_status alma_config_get(const alma_config *cfg, const char *key, char *buf, size_t n);
+/* Keys in documentation order, for iteration: NULL past the end. */
+const char *alma_config_key(int i);
+/* One line describing a key (type, default, range). NULL for an unknown key. */
+const char *alma_config_key_doc(const char *key);
+
+/* ---------------------------------------------------------------------------------------------
+ * Input data. NULL data means random batches shaped by the model's inputs. Every conversion gets
+ * the same batches in the same order (random ones are generated from config.seed).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct alma_data alma_data;
+
+/* Random batches: floats ~ N(0, 1), integers uniform in [0, 10), bool uniform. Shapes come from
+ * the model: a symbolic first dim takes batch_size, any other symbolic dim 1; alma_data_set_input
+ * overrides an input's shape and dtype (the shape then is the whole batch). */
+alma_status alma_data_random(alma_data **data_out);
+/* dtype ALMA_DTYPE_UNDEFINED keeps the model's. The input must exist in the model (checked when
+ * the benchmark starts). */
+alma_status alma_data_set_input(alma_data *d, const char *name, int rank, const int64_t *dims,
+                                alma_dtype dtype);
+/* The CLI form "NAME:1x3x224x224[:dtype]" ("NAME:" alone, or a scalar "NAME:scalar"). */
+alma_status alma_data_set_input_spec(alma_data *d, const char *spec);
+
+/* Whole data sets, samples stacked along the first axis: one .npy per model input (in model
+ * order), or IDX files (MNIST's format, any element type). Batches are consecutive slices of
+ * batch_size samples, wrapping around at the end. Each sample is reshaped to the model input's
+ * per-sample shape when the element counts agree, and converted to its dtype (value by value,
+ * after x*scale + offset, see alma_data_set_scale). */
+alma_status alma_data_from_npy(const char *const *paths, int n_paths, alma_data **data_out);
+alma_status alma_data_from_idx(const char *const *paths, int n_paths, alma_data **data_out);
+/* A directory of ready-made batches, taken in name order: for a one-input model, *.npy files,
+ * each one batch; for several inputs, one subdirectory per batch holding <input name>.npy (or
+ * input_<i>.npy) files. */
+alma_status alma_data_from_dir(const char *dir, alma_data **data_out);
+/* By what the path is: a directory, a .npy file, an IDX file (*.idx, *-ubyte, magic checked);
+ * several comma-separated paths for several inputs. */
+alma_status alma_data_from_path(const char *path, alma_data **data_out);
+/* x*scale + offset applied when file data is converted to a floating-point input (e.g. 1/255 for
+ * uint8 images). Defaults 1 and 0. */
+alma_status alma_data_set_scale(alma_data *d, double scale, double offset);
+
+/* A loader callback: next() fills inputs[0..n_inputs) with one batch (model input order) and
+ * returns ALMA_OK, or sets *end_out = 1 when the pass is over (then inputs are ignored).
+ * Tensors it marks owns_data = 1 are freed by alma after the batch; views (owns_data = 0) must
+ * stay valid until the next call. reset() starts a new pass; alma calls it before each conversion
+ * and whenever a pass ends before enough batches were timed. With multiprocessing, both run in
+ * the conversion's child process (a fork: the loader's state as it was at the call). */
+typedef alma_status (*alma_data_next_fn)(void *user, alma_tensor *inputs, int n_inputs, int *end_out);
+typedef alma_status (*alma_data_reset_fn)(void *user);
+alma_status alma_data_from_loader(alma_data_next_fn next, alma_data_reset_fn reset, void *user,
+                                  alma_data **data_out);
+void alma_data_free(alma_data *d);
+/* "random", "npy", "idx", "dir" or "loader". */
+const char *alma_data_kind(const alma_data *d);
+
+/* ---------------------------------------------------------------------------------------------
+ * Results
+ * ------------------------------------------------------------------------------------------- */
+typedef enum { ALMA_RESULT_OK = 0, ALMA_RESULT_ERROR = 1, ALMA_RESULT_UNAVAILABLE = 2 } alma_result_status;
+
+/* Per-batch latency in milliseconds. Percentiles interpolate linearly between order statistics
+ * (NumPy's default). mean_ci95: Student-t interval of the mean; median_ci95: distribution-free
+ * interval between order statistics from the binomial(n, 1/2) law (NaN when n < 6). */
+typedef struct alma_latency_stats {
+  int64_t n;                    /* timed batches */
+  double mean, stdev, cv;       /* stdev: sample (n-1); cv = stdev/mean */
+  double min, p50, p90, p95, p99, max;
+  double mean_ci95[2];
+  double median_ci95[2];
+} alma_latency_stats;
+
+/* Output check against EAGER's outputs on the first batch. */
+typedef struct alma_output_check {
+  int performed;                /* 0: not checked (check_outputs off, or no reference; see warnings) */
+  int passed;                   /* every element within atol + rtol*|ref|, same shapes, NaNs alike */
+  double max_abs_err;
+  double max_rel_err;           /* max |x - ref| / max(|ref|, atol) */
+  double argmax_agreement;      /* rows (last axis) whose argmax agrees, 0..1; NaN if no float output */
+  double cosine_similarity;     /* over all floating outputs flattened; NaN if none */
+} alma_output_check;
+
+typedef struct alma_result alma_result;
+typedef struct alma_results alma_results;
+
+/* Machine description recorded with every run. Strings are "" when unknown. */
+typedef struct alma_system_info {
+  char cpu_model[128];
+  int logical_cores, physical_cores, sockets;
+  char isa[512];                /* SIMD/ML-relevant flags from /proc/cpuinfo, space separated */
+  int64_t memory_bytes;
+  char os[128];                 /* /etc/os-release PRETTY_NAME */
+  char kernel[192];             /* uname: sysname release version */
+  char machine[32];
+  char governor[32];            /* cpufreq scaling governor of cpu0 */
+  char alma_version[32], protobuf_c_version[32], cjson_version[32], openssl_version[64];
+  char libc_version[32], compiler[96], build_flags[256];
+  char runtimes[256];           /* runtimes built in, "EAGER DNNL(unavailable) ..." */
+} alma_system_info;
+
+/* Fills the description of this machine (no model needed). */
+alma_status alma_system_info_get(alma_system_info *out);
+
+/* Runs the sweep. model_path: loaded inside each child (one copy alive at a time), or use
+ * alma_benchmark_loaded_model with a model loaded already. conversions: names, IDs or chains
+ * ("EAGER", "3", "FOLD+EAGER"), order kept; NULL/0 = every conversion available here.
+ * data: NULL = random. config: NULL = defaults.
+ * Returns ALMA_OK when every conversion ran fine, else the status of the first failure. *results_out
+ * is set whenever the sweep started (also on failure: print it), NULL when the arguments, a
+ * conversion name or the model itself (load, input shapes) were rejected first. */
+alma_status alma_benchmark_model(const char *model_path, const alma_config *config,
+                                 const char *const *conversions, int n_conversions,
+                                 alma_data *data, alma_results **results_out);
+alma_status alma_benchmark_loaded_model(const alma_model *model, const alma_config *config,
+                                        const char *const *conversions, int n_conversions,
+                                        alma_data *data, alma_results **results_out);
+#if !defined(__cplusplus)
+/* In C, alma_benchmark_model also takes an alma_model pointer in place of the path. */
+#define alma_benchmark_model(model, ...)                                               \
+  _Generic((model), alma_model *: alma_benchmark_loaded_model,                        \
+           const alma_model *: alma_benchmark_loaded_model,                          \
+           default: alma_benchmark_model)((model), __VA_ARGS__)
+#endif
+
+void alma_results_free(alma_results *r);
+int alma_results_count(const alma_results *r);
+const alma_result *alma_results_get(const alma_results *r, int i);
+int alma_results_n_failed(const alma_results *r);       /* status != ok */
+const alma_system_info *alma_results_system(const alma_results *r);
+const alma_config *alma_results_config(const alma_results *r);
+const char *alma_results_model_path(const alma_results *r);  /* "" for a loaded model */
+const char *alma_results_model_hash(const alma_results *r);  /* alma_model_hash, "" if unknown */
+
+int alma_result_id(const alma_result *r);                  /* preset ID, -1 for a chain */
+const char *alma_result_conversion(const alma_result *r);  /* canonical name */
+alma_result_status alma_result_status_code(const alma_result *r);
+const char *alma_result_status_name(const alma_result *r); /* "ok" | "error" | "unavailable" */
+const char *alma_result_device(const alma_result *r);      /* "cpu" | "cuda" */
+int64_t alma_result_batch_size(const alma_result *r);
+int64_t alma_result_samples(const alma_result *r);         /* timed samples */
+double alma_result_throughput(const alma_result *r);       /* samples / inference_s */
+double alma_result_total_elapsed_s(const alma_result *r);  /* the child's whole life */
+double alma_result_inference_s(const alma_result *r);      /* sum of timed batch latencies */
+double alma_result_load_s(const alma_result *r);
+double alma_result_convert_s(const alma_result *r);
+double alma_result_first_inference_ms(const alma_result *r);
+int64_t alma_result_peak_rss_bytes(const alma_result *r);  /* -1 if unknown */
+int64_t alma_result_warmup_batches(const alma_result *r);
+double alma_result_warmup_s(const alma_result *r);
+const alma_latency_stats *alma_result_latency(const alma_result *r);
+const alma_output_check *alma_result_check(const alma_result *r);
+int alma_result_threads(const alma_result *r);
+const char *alma_result_affinity(const alma_result *r);    /* CPU list, "0-7" */
+double alma_result_timer_overhead_ns(const alma_result *r);
+const char *alma_result_stop_reason(const alma_result *r);
+int alma_result_n_warnings(const alma_result *r);
+const char *alma_result_warning(const alma_result *r, int i);
+/* Failures: the status of the failure (ALMA_ERR_CRASH, ALMA_ERR_TIMEOUT, ...), ALMA_OK otherwise;
+ * the one-line error, the step it happened in, and the full traceback (step chain, library
+ * message, the child's stderr tail, native backtrace for crashes). "" when none. */
+alma_status alma_result_error_status(const alma_result *r);
+const char *alma_result_error(const alma_result *r);
+const char *alma_result_failed_step(const alma_result *r);
+const char *alma_result_traceback(const alma_result *r);
+/* Every timed batch latency in ms, in run order. */
+int64_t alma_result_n_raw(const alma_result *r);
+const double *alma_result_raw_ms(const alma_result *r);
+
+/* A block per conversion, then a table sorted by throughput with the speed-up over the first
+ * conversion. include_traceback: print failures' tracebacks in full. */
+alma_status alma_results_print(const alma_results *r, FILE *f, int include_traceback);
+/* Only the summary table. */
+alma_status alma_results_print_summary(const alma_results *r, FILE *f);
+/* JSON as in docs/json.md; include_raw adds raw_ms. */
+alma_status alma_results_save_json(const alma_results *r, const char *path, int include_raw);
+/* malloc'd JSON text (free with free()). */
+alma_status alma_results_to_json(const alma_results *r, int include_raw, char **json_out);
+/* One row per conversion, header first (docs/json.md lists the columns). */
+alma_status alma_results_save_csv(const alma_results *r, const char *path);
+alma_status alma_results_write_csv(const alma_results *r, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -6,9 +6,72 @@
 
 /* IDs are stable: never renumber; append new presets. */
 static const alma_preset presets[] = {
-    {0, "EAGER", "reference kernels, no graph passes (the baseline every output is checked against)"},
-    {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER"},
+    {0, "EAGER", "reference kernels, no graph passes (the baseline every output is checked against)", NULL},
+    {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER", NULL},
 };
+
+/* ---- closest names, for error messages ------------------------------------------------------ */
+static int lev(const char *a, const char *b) {
+  /* Levenshtein distance, case-insensitive; names are short (< 64). */
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 63 || lb > 63) return 99;
+  int d[64][64];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int cost = toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]);
+      int v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+      d[i][j] = v;
+    }
+  return d[la][lb];
+}
+
+static int close_enough(int dist, const char *word) {
+  int len = (int)strlen(word);
+  return dist <= (len <= 4 ? 1 : len <= 8 ? 2 : len / 3);
+}
+
+/* The step name nearest to `bad` (passes and runtimes), or NULL if none is close. */
+static const char *closest_step(const char *bad, int want_runtime) {
+  const char *best = NULL;
+  int bd = 1 << 20;
+  int nr = alma__runtime_count(), np = alma__pass_count();
+  for (int i = 0; i < nr + np; i++) {
+    int is_rt = i < nr;
+    if (is_rt != want_runtime) continue;
+    const char *name = is_rt ? alma__runtime_at(i)->name : alma__pass_at(i - nr)->name;
+    int d = lev(bad, name);
+    if (d < bd) bd = d, best = name;
+  }
+  return best && close_enough(bd, bad) ? best : NULL;
+}
+
+/* Appends "; did you mean X?" with a corrected chain and the nearest presets to the message. */
+static alma_status with_suggestions(alma_status st, char *const *steps, int n, int bad_index, const char *spec) {
+  char fixed[256] = "", msg[512] = "";
+  const char *rep = bad_index >= 0 ? closest_step(steps[bad_index], bad_index == n - 1) : NULL;
+  if (rep) {
+    for (int i = 0; i < n; i++) {
+      strncat(fixed, i ? "+" : "", sizeof fixed - strlen(fixed) - 1);
+      strncat(fixed, i == bad_index ? rep : steps[i], sizeof fixed - strlen(fixed) - 1);
+    }
+    snprintf(msg, sizeof msg, "%s", fixed);
+  }
+  for (int i = 0; i < alma__preset_count(); i++) {
+    if (!close_enough(lev(spec, presets[i].name), spec) || !strcasecmp(presets[i].name, fixed)) continue;
+    size_t len = strlen(msg);
+    snprintf(msg + len, sizeof msg - len, "%s%s", len ? " or " : "", presets[i].name);
+  }
+  if (msg[0]) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s; did you mean %s?", alma_last_error(), msg);
+    alma__errorf(st, "%s", full);
+  }
+  return st;
+}
 
 int alma__preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
 const alma_preset *alma__preset_at(int i) { return i >= 0 && i < alma__preset_count() ? &presets[i] : NULL; }
@@ -35,8 +98,8 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
         out->id = presets[i].id;
         return ALMA_OK;
       }
-    return alma__errorf(ALMA_ERR_INVALID_ARG, "unknown conversion ID %ld (`alma list` shows the %d presets)", id,
-                        alma__preset_count());
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "unknown conversion ID %ld (IDs 0..%d; `alma list` shows them)", id,
+                        presets[alma__preset_count() - 1].id);
   }
   for (size_t i = 0; i < len; i++) buf[i] = (char)toupper((unsigned char)buf[i]);
   char *save = NULL, *steps[ALMA_MAX_CHAIN + 1];
@@ -58,8 +121,8 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
     if (alma__pass_find(steps[n - 1]))
       return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s' must end with a runtime (one of: %s), not the pass %s",
                           spec, names, steps[n - 1]);
-    return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown runtime '%s' (runtimes: %s)", spec,
-                        steps[n - 1], names);
+    alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown runtime '%s' (runtimes: %s)", spec, steps[n - 1], names);
+    return with_suggestions(ALMA_ERR_INVALID_ARG, steps, n, n - 1, spec);
   }
   for (int i = 0; i < n - 1; i++) {
     const alma_pass *p = alma__pass_find(steps[i]);
@@ -71,7 +134,8 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
       }
       if (alma__runtime_find(steps[i]))
         return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': runtime %s must be the last step", spec, steps[i]);
-      return alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown step '%s' (passes: %s)", spec, steps[i], names);
+      alma__errorf(ALMA_ERR_INVALID_ARG, "conversion '%s': unknown step '%s' (passes: %s)", spec, steps[i], names);
+      return with_suggestions(ALMA_ERR_INVALID_ARG, steps, n, i, spec);
     }
     out->passes[out->n_passes++] = p;
   }

@@ -20,6 +20,10 @@ typedef struct alma_preset {
   int id;
   const char *name;          /* "FOLD+EAGER" */
   const char *description;
+  /* What it needs to be available, for `alma list` ("oneDNN library", "CPU with AVX512_BF16",
+   * "CUDA GPU"); NULL = nothing beyond alma itself. Availability itself is decided by the runtime's
+   * init(), which gives the precise reason. */
+  const char *requires;
 } alma_preset;
 
 int alma__preset_count(void);

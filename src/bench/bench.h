@@ -1,0 +1,194 @@
+/* Internal interface of the benchmark harness (src/bench) and its writers (src/report). */
+#ifndef ALMA_BENCH_INTERNAL_H
+#define ALMA_BENCH_INTERNAL_H
+
+#include "core/core.h"
+
+/* ---- statistics (stats.c) ------------------------------------------------------------------ */
+/* Linear interpolation between order statistics of sorted x[0..n): NumPy's default ("linear",
+ * Hyndman & Fan type 7): h = (n-1)p, x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h]). */
+double alma__percentile_sorted(const double *sorted, int64_t n, double p);
+/* Quantile of Student's t with df degrees of freedom (df > 0), p in (0, 1). */
+double alma__t_quantile(double p, double df);
+/* Regularized incomplete beta I_x(a, b). */
+double alma__betainc(double a, double b, double x);
+/* Ranks (1-based) of the order statistics bounding a distribution-free confidence interval of the
+ * median: the largest j with 2*P(B <= j-1) <= 1-conf for B ~ Binomial(n, 1/2); the interval is
+ * [x_(j), x_(n+1-j)] with coverage >= conf. Returns 0 (and lo = hi = 0) when n is too small. */
+int alma__median_ci_ranks(int64_t n, double conf, int64_t *lo, int64_t *hi);
+/* All of alma_latency_stats from samples (ms), any order. n == 0 gives NaNs and n = 0. */
+alma_status alma__latency_stats(const double *ms, int64_t n, alma_latency_stats *out);
+
+/* Warnings on a timed series (in run order). The thresholds are documented in docs/json.md. */
+#define ALMA__CV_WARN 0.10           /* CV above 10% */
+#define ALMA__DRIFT_WARN 0.05        /* halves' medians differ by more than 5% ... */
+#define ALMA__P99_MIN_SAMPLES 100    /* p99 from fewer samples is flagged */
+typedef void (*alma__warn_fn)(void *user, const char *msg);
+void alma__latency_warnings(const double *ms, int64_t n, const alma_latency_stats *s,
+                            alma__warn_fn warn, void *user);
+
+/* ---- timers (timer.c) ---------------------------------------------------------------------- */
+double alma__bench_now(void);                  /* CLOCK_MONOTONIC seconds */
+/* Median cost of reading the clock twice back to back, in ns (what one timed batch pays). */
+double alma__timer_overhead_ns(void);
+
+/* ---- system (sysinfo.c) -------------------------------------------------------------------- */
+int alma__physical_cores(void);
+/* "0-3,8" from sched_getaffinity into buf. */
+const char *alma__affinity_str(char *buf, size_t n);
+/* Peak RSS of this process in bytes from getrusage, -1 if unknown. */
+int64_t alma__peak_rss_bytes(void);
+/* Everything but the runtimes list (which initializes runtimes: never in the parent before a fork,
+ * so that CUDA is first touched in a child). */
+void alma__system_info_basic(alma_system_info *s);
+/* "EAGER DNNL(unavailable) ..." */
+void alma__system_info_runtimes(char *out, size_t n);
+
+/* ---- config (config.c) --------------------------------------------------------------------- */
+/* Iterates keys with their value in text form and their type: 'i' integer, 'f' float, 'b' bool,
+ * 's' string. Returns 0 past the end. */
+int alma__config_entry(const alma_config *c, int i, const char **key, char *buf, size_t n, char *type);
+
+/* ---- data (data.c) ------------------------------------------------------------------------- */
+typedef struct alma__input_desc {
+  char name[128];
+  alma_dtype dtype;             /* the model's */
+  int rank;                     /* -1 if unknown */
+  int64_t dims[ALMA_MAX_RANK];  /* -1 where symbolic */
+  char dim_params[ALMA_MAX_RANK][32];
+} alma__input_desc;
+
+/* A batch cursor over a data source for one conversion. Creating it does all the slow work
+ * (random generation, file reading, dtype conversion), and resolves every input's batch shape:
+ * overrides from the data description, then the model's dims with symbols bound (first dim =
+ * batch_size, others 1), or the files' own shapes. warn (may be NULL) hears about adjustments. */
+typedef struct alma__batcher alma__batcher;
+alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n, int64_t batch_size,
+                                 uint64_t seed, alma__warn_fn warn, void *user, alma__batcher **out);
+/* Resolved batch shapes and dtypes (no data), one per input; for a loader, known after the first
+ * batch. */
+const alma_tensor *alma__batcher_shapes(const alma__batcher *b);
+int64_t alma__batcher_batch(const alma__batcher *b);
+/* Fills inputs (views, valid until the next call or free) with batch number i of the sequence. The
+ * sequence is the same for every conversion. *samples_out: samples in this batch. */
+alma_status alma__batcher_next(alma__batcher *b, alma_tensor *inputs, int64_t *samples_out);
+/* Back to the first batch. */
+alma_status alma__batcher_rewind(alma__batcher *b);
+void alma__batcher_free(alma__batcher *b);
+/* "random", "npy", ... and a one-line description (paths, specs) for the JSON. */
+const char *alma__data_describe(const alma_data *d, char *buf, size_t n);
+
+/* ---- isolation (isolate.c) ----------------------------------------------------------------- */
+/* A job writes lines: "step NAME", "progress PHASE DONE TOTAL", "record {json}". In a child they go
+ * to a pipe; in-process to a buffer. */
+typedef struct alma__chan alma__chan;
+void alma__chan_line(alma__chan *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes a record line from a string with no newline. */
+void alma__chan_record(alma__chan *c, const char *json);
+int alma__chan_is_child(const alma__chan *c);
+
+typedef void (*alma__job_fn)(void *arg, alma__chan *ch);
+typedef void (*alma__line_fn)(void *user, const char *line, double elapsed_s);
+
+typedef struct alma__job_opts {
+  int isolate;                  /* fork a child */
+  double timeout_s;             /* 0 = none */
+  int64_t memory_limit_bytes;   /* RLIMIT_AS in the child; 0 = none */
+  int echo_stderr;              /* copy the child's stderr to ours as it comes */
+  alma__line_fn on_line;        /* every line but records, as it arrives; also called with NULL
+                                   about 4 times a second while waiting */
+  void *user;
+} alma__job_opts;
+
+typedef struct alma__job_outcome {
+  alma_status status;           /* OK: the job wrote a record and exited 0 */
+  char reason[512];             /* why not: "killed by signal 11 (SIGSEGV)", "timed out after 5 s" */
+  char *record;                 /* the record's JSON or NULL (malloc'd) */
+  char last_step[64];           /* the last "step" line seen */
+  char *stderr_tail;            /* last lines of the child's stderr (malloc'd, may be NULL) */
+  char *backtrace;              /* native backtrace printed by the crash handler, or NULL */
+  int exit_code;                /* -1 if signalled */
+  int term_signal;              /* 0 if exited */
+  int timed_out;
+  double wall_s;
+} alma__job_outcome;
+
+alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, alma__job_outcome *out);
+void alma__job_outcome_free(alma__job_outcome *o);
+
+/* Test-only fault injection: ALMA_TEST_FAULT=KIND[@CONVERSION] with KIND one of segv, abort,
+ * hang, oom, exit, error. Called in the job at the start of the timed phase. Crashing kinds act
+ * only in an isolated child (in-process they are ignored with a warning). Returns ALMA_OK when
+ * nothing was injected, or the injected error. */
+alma_status alma__test_fault(const char *conversion, int in_child);
+
+/* Installs SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT handlers that print a native backtrace to stderr
+ * between "--- native backtrace ---" and "--- end of backtrace ---", then die of the signal. */
+void alma__install_crash_handler(void);
+
+/* ---- results (results.c) ------------------------------------------------------------------- */
+struct alma_result {
+  int id;
+  char *conversion;
+  alma_result_status status;
+  char device[8];
+  int64_t batch_size, samples;
+  double throughput, total_elapsed_s, inference_s, load_s, convert_s, first_inference_ms;
+  int64_t peak_rss_bytes;
+  int64_t warmup_batches;
+  double warmup_s;
+  alma_latency_stats latency;
+  alma_output_check check;
+  int threads;
+  char *affinity;
+  double timer_overhead_ns;
+  char *stop_reason;
+  int n_warnings;
+  char **warnings;
+  alma_status error_status;
+  char *error;
+  char *failed_step;
+  char *traceback;
+  int64_t n_raw;
+  double *raw_ms;
+};
+
+typedef struct alma__model_io {
+  char name[128];
+  char dtype[16];
+  int rank;
+  int64_t dims[ALMA_MAX_RANK];    /* as run (resolved); -1 if unknown */
+  char declared[160];             /* declared shape with symbols: "[batch,3,224,224]" */
+} alma__model_io;
+
+struct alma_results {
+  alma_system_info system;
+  alma_config config;
+  char *model_path;
+  char model_hash[65];
+  char model_file_sha256[65];
+  int64_t model_file_bytes;
+  int n_inputs, n_outputs;
+  alma__model_io *inputs, *outputs;
+  char *data_desc;
+  int n;
+  alma_result *items;
+  double total_s;
+};
+
+void alma__result_init(alma_result *r);
+void alma__result_clear(alma_result *r);
+void alma__result_warn(alma_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Returns the new result (zero-initialized by alma__result_init) or NULL on OOM. */
+alma_result *alma__results_add(alma_results *rs);
+const char *alma__result_status_str(alma_result_status s);
+
+/* ---- JSON (report/json.c) ------------------------------------------------------------------ */
+struct cJSON;
+struct cJSON *alma__result_to_cjson(const alma_result *r, int include_raw);
+/* Fills r from one result object (the child's record or a saved file's entry). */
+alma_status alma__result_from_cjson(const struct cJSON *j, alma_result *r);
+struct cJSON *alma__system_to_cjson(const alma_system_info *s);
+struct cJSON *alma__config_to_cjson(const alma_config *c);
+
+#endif

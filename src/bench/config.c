@@ -1,0 +1,185 @@
+/* alma_config: defaults, dictionary-style setting with validation, and iteration for reports. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <strings.h>
+
+#include "bench/bench.h"
+
+void alma_config_init(alma_config *c) {
+  memset(c, 0, sizeof *c);
+  c->n_samples = 100;
+  c->batch_size = 1;
+  snprintf(c->device, sizeof c->device, "cpu");
+  c->multiprocessing = 1;
+  c->fail_on_error = 1;
+  c->allow_device_override = 1;
+  c->allow_cuda = 1;
+  c->non_blocking = 0;
+  c->warmup = 5;
+  c->warmup_s = 0.1;
+  c->min_time_s = 1.0;
+  c->max_time_s = 60.0;
+  c->target_rel_ci = 0;
+  c->threads = 0;
+  c->seed = 0;
+  c->timeout_s = 600;
+  c->memory_limit_mb = 0;
+  c->check_outputs = 1;
+  c->rtol = 1e-3;
+  c->atol = 1e-4;
+  c->verbose = 1;
+}
+
+typedef enum { K_I64, K_INT, K_U64, K_F64, K_BOOL, K_DEVICE } ktype;
+
+typedef struct {
+  const char *key;
+  ktype type;
+  size_t off;
+  double lo, hi;   /* inclusive range for numbers */
+  const char *doc;
+} kdesc;
+
+#define OFF(f) offsetof(alma_config, f)
+static const kdesc keys[] = {
+    {"n_samples", K_I64, OFF(n_samples), 1, 1e15, "integer >= 1, default 100: samples timed at least"},
+    {"batch_size", K_I64, OFF(batch_size), 1, 1e9, "integer >= 1, default 1: samples per batch"},
+    {"device", K_DEVICE, OFF(device), 0, 0, "cpu | cuda, default cpu"},
+    {"multiprocessing", K_BOOL, OFF(multiprocessing), 0, 1, "bool, default true: one forked child per conversion"},
+    {"fail_on_error", K_BOOL, OFF(fail_on_error), 0, 1, "bool, default true: stop at the first failed conversion"},
+    {"allow_device_override", K_BOOL, OFF(allow_device_override), 0, 1,
+     "bool, default true: run conversions on their runtime's device even if it is not `device`"},
+    {"allow_cuda", K_BOOL, OFF(allow_cuda), 0, 1, "bool, default true: false makes CUDA conversions unavailable"},
+    {"non_blocking", K_BOOL, OFF(non_blocking), 0, 1, "bool, default false: GPU pinned memory + async copies"},
+    {"warmup", K_I64, OFF(warmup), 0, 1e12, "integer >= 0, default 5: warm-up batches at least"},
+    {"warmup_s", K_F64, OFF(warmup_s), 0, 1e6, "seconds >= 0, default 0.1: warm-up lasts at least"},
+    {"min_time_s", K_F64, OFF(min_time_s), 0, 1e7, "seconds >= 0, default 1: timed phase lasts at least"},
+    {"max_time_s", K_F64, OFF(max_time_s), 0, 1e7, "seconds >= 0, default 60: timed phase cap (0 = none)"},
+    {"target_rel_ci", K_F64, OFF(target_rel_ci), 0, 1,
+     "0..1, default 0 (off): also time until the median's 95% CI is within +-this fraction"},
+    {"threads", K_INT, OFF(threads), 0, 4096, "integer >= 0, default 0 = physical cores"},
+    {"seed", K_U64, OFF(seed), 0, 0, "unsigned integer, default 0: random input seed"},
+    {"timeout_s", K_F64, OFF(timeout_s), 0, 1e7, "seconds >= 0, default 600: per conversion (0 = none)"},
+    {"memory_limit_mb", K_I64, OFF(memory_limit_mb), 0, 1e9, "MiB >= 0, default 0 = none: child address-space limit"},
+    {"check_outputs", K_BOOL, OFF(check_outputs), 0, 1, "bool, default true: compare outputs with EAGER"},
+    {"rtol", K_F64, OFF(rtol), 0, 1e6, "float >= 0, default 1e-3: relative tolerance of the check"},
+    {"atol", K_F64, OFF(atol), 0, 1e6, "float >= 0, default 1e-4: absolute tolerance of the check"},
+    {"verbose", K_INT, OFF(verbose), 0, 2, "0 quiet | 1 normal | 2 verbose, default 1"},
+};
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
+
+static const kdesc *find_key(const char *key) {
+  for (int i = 0; key && i < N_KEYS; i++)
+    if (!strcmp(keys[i].key, key)) return &keys[i];
+  return NULL;
+}
+
+const char *alma_config_key(int i) { return i >= 0 && i < N_KEYS ? keys[i].key : NULL; }
+
+const char *alma_config_key_doc(const char *key) {
+  const kdesc *k = find_key(key);
+  return k ? k->doc : NULL;
+}
+
+static alma_status bad(const kdesc *k, const char *value, const char *why) {
+  return alma__errorf(ALMA_ERR_INVALID_ARG, "config key '%s': %s, got '%s' (%s)", k->key, why, value, k->doc);
+}
+
+alma_status alma_config_set(alma_config *c, const char *key, const char *value) {
+  if (!c || !key) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_config_set: NULL config or key");
+  const kdesc *k = find_key(key);
+  if (!k) {
+    /* Name the closest keys so a typo is easy to fix. */
+    char list[1024];
+    size_t len = 0;
+    for (int i = 0; i < N_KEYS; i++) {
+      int w = snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", keys[i].key);
+      if (w < 0 || (size_t)w >= sizeof list - len) break;
+      len += (size_t)w;
+    }
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "unknown config key '%s' (valid keys: %s)", key, list);
+  }
+  if (!value || !*value) return bad(k, value ? value : "(null)", "a value is required");
+  char *p = (char *)c + k->off;
+  char *end = NULL;
+  switch (k->type) {
+    case K_I64:
+    case K_INT: {
+      errno = 0;
+      long long v = strtoll(value, &end, 10);
+      if (errno || *end || end == value) return bad(k, value, "expected an integer");
+      if ((double)v < k->lo || (double)v > k->hi) return bad(k, value, "out of range");
+      if (k->type == K_I64) *(int64_t *)p = v;
+      else *(int *)p = (int)v;
+      return ALMA_OK;
+    }
+    case K_U64: {
+      if (value[0] == '-') return bad(k, value, "expected an unsigned integer");
+      errno = 0;
+      unsigned long long v = strtoull(value, &end, 0);
+      if (errno || *end || end == value) return bad(k, value, "expected an unsigned integer");
+      *(uint64_t *)p = v;
+      return ALMA_OK;
+    }
+    case K_F64: {
+      errno = 0;
+      double v = strtod(value, &end);
+      if (errno || *end || end == value || !isfinite(v)) return bad(k, value, "expected a number");
+      if (v < k->lo || v > k->hi) return bad(k, value, "out of range");
+      *(double *)p = v;
+      return ALMA_OK;
+    }
+    case K_BOOL: {
+      int v;
+      if (!strcasecmp(value, "1") || !strcasecmp(value, "true") || !strcasecmp(value, "on") ||
+          !strcasecmp(value, "yes"))
+        v = 1;
+      else if (!strcasecmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "off") ||
+               !strcasecmp(value, "no"))
+        v = 0;
+      else
+        return bad(k, value, "expected a boolean (true/false, on/off, 1/0)");
+      *(int *)p = v;
+      return ALMA_OK;
+    }
+    case K_DEVICE:
+      if (strcasecmp(value, "cpu") && strcasecmp(value, "cuda")) return bad(k, value, "expected cpu or cuda");
+      snprintf(c->device, sizeof c->device, "%s", !strcasecmp(value, "cpu") ? "cpu" : "cuda");
+      return ALMA_OK;
+  }
+  return alma__errorf(ALMA_ERR_INTERNAL, "config key '%s': unhandled type", key);
+}
+
+/* Shortest of %.15g / %.17g that reads back exactly (0.1, not 0.10000000000000001). */
+static void format_double(double v, char *buf, size_t n) {
+  snprintf(buf, n, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, n, "%.17g", v);
+}
+
+static void format_value(const alma_config *c, const kdesc *k, char *buf, size_t n, char *type) {
+  const char *p = (const char *)c + k->off;
+  switch (k->type) {
+    case K_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); *type = 'i'; break;
+    case K_INT: snprintf(buf, n, "%d", *(const int *)p); *type = 'i'; break;
+    case K_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); *type = 'i'; break;
+    case K_F64: format_double(*(const double *)p, buf, n); *type = 'f'; break;
+    case K_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); *type = 'b'; break;
+    case K_DEVICE: snprintf(buf, n, "%s", c->device); *type = 's'; break;
+  }
+}
+
+alma_status alma_config_get(const alma_config *c, const char *key, char *buf, size_t n) {
+  const kdesc *k = find_key(key);
+  if (!k) return alma__errorf(ALMA_ERR_NOT_FOUND, "unknown config key '%s'", key ? key : "(null)");
+  char t;
+  format_value(c, k, buf, n, &t);
+  return ALMA_OK;
+}
+
+int alma__config_entry(const alma_config *c, int i, const char **key, char *buf, size_t n, char *type) {
+  if (i < 0 || i >= N_KEYS) return 0;
+  *key = keys[i].key;
+  format_value(c, &keys[i], buf, n, type);
+  return 1;
+}

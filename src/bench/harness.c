@@ -1,0 +1,950 @@
+/* alma_benchmark_model: the sweep. A probe job (a child, like every job when multiprocessing is
+ * on) loads the model, resolves input shapes, checks which conversions can run here and computes
+ * the EAGER reference outputs of the first batch into a temporary file; then each conversion runs
+ * in its own child: load, convert, first inference, warm-up, timed batches, output check against
+ * the reference. Results come back as JSON records; failures become result rows. The parent never
+ * loads the model or initializes a runtime itself (one copy of the model alive at a time, and no
+ * CUDA context inherited across fork). */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <malloc.h>
+#include <math.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "conversions/conversions.h"
+
+#define MAX_CONVERSIONS 256
+
+/* ---- the job arguments ----------------------------------------------------------------------- */
+typedef struct {
+  const char *model_path;          /* NULL when model is given */
+  const alma_model *model;
+  const alma_config *cfg;
+  alma_data *data;
+  int threads;
+  const char *ref_path;            /* reference outputs file, or NULL */
+  /* probe: the conversions to check */
+  int n_conv;
+  const alma_conversion *conv;
+  /* worker: the one to run */
+  const alma_conversion *one;
+} job_args;
+
+static const char *runtime_device(const alma_runtime *rt) {
+  const char *n = rt->name;
+  return strstr(n, "CUDA") || strstr(n, "TRT") || strstr(n, "TENSORRT") ? "cuda" : "cpu";
+}
+
+static void describe_shape(const alma_model *m, int i, int is_input, char *buf, size_t n) {
+  int rank = is_input ? alma_model_input_rank(m, i) : alma_model_output_rank(m, i);
+  if (rank < 0) {
+    snprintf(buf, n, "unknown");
+    return;
+  }
+  size_t len = 0;
+  buf[0] = 0;
+  for (int a = 0; a < rank && len + 1 < n; a++) {
+    int64_t d = is_input ? alma_model_input_dim(m, i, a) : alma_model_output_dim(m, i, a);
+    const char *p = is_input ? alma_model_input_dim_param(m, i, a) : alma_model_output_dim_param(m, i, a);
+    int w = d >= 0 ? snprintf(buf + len, n - len, "%s%lld", a ? "," : "[", (long long)d)
+                   : snprintf(buf + len, n - len, "%s%s", a ? "," : "[", p && *p ? p : "?");
+    if (w < 0 || (size_t)w >= n - len) return;
+    len += (size_t)w;
+  }
+  snprintf(buf + len, n - len, rank ? "]" : "[]");
+}
+
+static int input_descs(const alma_model *m, alma__input_desc **out) {
+  int n = alma_model_num_inputs(m);
+  *out = calloc(n > 0 ? (size_t)n : 1, sizeof **out);
+  if (!*out) return -1;
+  for (int i = 0; i < n; i++) {
+    alma__input_desc *d = &(*out)[i];
+    snprintf(d->name, sizeof d->name, "%s", alma_model_input_name(m, i));
+    d->dtype = alma_model_input_dtype(m, i);
+    d->rank = alma_model_input_rank(m, i);
+    for (int a = 0; a < d->rank && a < ALMA_MAX_RANK; a++) {
+      d->dims[a] = alma_model_input_dim(m, i, a);
+      const char *p = alma_model_input_dim_param(m, i, a);
+      snprintf(d->dim_params[a], sizeof d->dim_params[a], "%s", p ? p : "");
+    }
+  }
+  return n;
+}
+
+/* ---- reference outputs file: "ALMAREF1", u32 count, then per tensor: i32 dtype, i32 rank,
+ * i64 dims[rank], u64 nbytes, bytes. Private to one sweep (a temporary directory). */
+static alma_status ref_save(const char *path, const alma_tensor *t, int n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot write reference outputs '%s': %s", path, strerror(errno));
+  uint32_t cnt = (uint32_t)n;
+  int ok = fwrite("ALMAREF1", 1, 8, f) == 8 && fwrite(&cnt, 4, 1, f) == 1;
+  for (int i = 0; ok && i < n; i++) {
+    int32_t dt = t[i].dtype, rank = t[i].rank;
+    uint64_t nb = t[i].nbytes;
+    ok = fwrite(&dt, 4, 1, f) == 1 && fwrite(&rank, 4, 1, f) == 1 &&
+         (rank == 0 || fwrite(t[i].dims, 8, (size_t)rank, f) == (size_t)rank) && fwrite(&nb, 8, 1, f) == 1 &&
+         (nb == 0 || fwrite(t[i].data, 1, nb, f) == nb);
+  }
+  ok &= fclose(f) == 0;
+  return ok ? ALMA_OK : alma__errorf(ALMA_ERR_IO, "error writing reference outputs '%s'", path);
+}
+
+static void free_outputs(alma_tensor *t, int n) {
+  if (!t) return;
+  for (int i = 0; i < n; i++) alma_tensor_free_data(&t[i]);
+  free(t);
+}
+
+static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  uint8_t *buf;
+  size_t n;
+  ALMA_TRY(alma__read_file(path, &buf, &n));
+  alma_status st = ALMA_OK;
+  size_t off = 12;
+  uint32_t cnt = 0;
+  if (n < 12 || memcmp(buf, "ALMAREF1", 8)) st = alma__errorf(ALMA_ERR_PARSE, "'%s' is not a reference file", path);
+  else memcpy(&cnt, buf + 8, 4);
+  alma_tensor *t = st == ALMA_OK ? calloc(cnt ? cnt : 1, sizeof *t) : NULL;
+  if (st == ALMA_OK && !t) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; st == ALMA_OK && i < cnt; i++) {
+    int32_t dt, rank;
+    uint64_t nb;
+    if (off + 8 > n) goto bad;
+    memcpy(&dt, buf + off, 4);
+    memcpy(&rank, buf + off + 4, 4);
+    off += 8;
+    if (rank < 0 || rank > ALMA_MAX_RANK || off + 8 * (size_t)rank + 8 > n) goto bad;
+    t[i].dtype = (alma_dtype)dt;
+    t[i].rank = rank;
+    memcpy(t[i].dims, buf + off, 8 * (size_t)rank);
+    off += 8 * (size_t)rank;
+    memcpy(&nb, buf + off, 8);
+    off += 8;
+    if (nb > n - off) goto bad;
+    t[i].data = malloc(nb ? nb : 1);
+    if (!t[i].data) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      break;
+    }
+    memcpy(t[i].data, buf + off, nb);
+    t[i].nbytes = nb;
+    t[i].owns_data = 1;
+    off += nb;
+    continue;
+  bad:
+    st = alma__errorf(ALMA_ERR_PARSE, "reference file '%s' is truncated", path);
+  }
+  free(buf);
+  if (st != ALMA_OK) {
+    free_outputs(t, (int)cnt);
+    return st;
+  }
+  *out = t;
+  *n_out = (int)cnt;
+  return ALMA_OK;
+}
+
+/* ---- output check ------------------------------------------------------------------------------ */
+static int numeric(alma_dtype t) { return alma__dtype_is_float(t) || alma__dtype_is_int(t) || t == ALMA_DTYPE_BOOL; }
+
+/* Compares outputs with the reference: see alma_output_check. detail gets the first problem. */
+static void compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                            double rtol, double atol, alma_output_check *c, char *detail, size_t dn) {
+  memset(c, 0, sizeof *c);
+  c->performed = 1;
+  c->passed = 1;
+  detail[0] = 0;
+  double max_abs = 0, max_rel = 0, dot = 0, na = 0, nb = 0;
+  int64_t rows = 0, agree = 0, bad = 0, total = 0, nfloat = 0;
+  if (n_ref != n_out) {
+    c->passed = 0;
+    snprintf(detail, dn, "%d outputs, the reference has %d", n_out, n_ref);
+  }
+  double rel_floor = atol > 0 ? atol : DBL_MIN;
+  for (int k = 0; k < n_ref && k < n_out; k++) {
+    const alma_tensor *r = &ref[k], *x = &out[k];
+    const char *name = m ? alma_model_output_name(m, k) : "?";
+    if (!numeric(r->dtype) || !numeric(x->dtype)) continue;
+    if (!alma__same_shape(r, x)) {
+      char a[96], b[96];
+      c->passed = 0;
+      if (!detail[0])
+        snprintf(detail, dn, "output '%s' has shape %s, the reference %s", name, alma__shape_str(x->rank, x->dims, a, sizeof a),
+                 alma__shape_str(r->rank, r->dims, b, sizeof b));
+      continue;
+    }
+    int64_t n = alma_tensor_numel(r);
+    int is_float = alma__dtype_is_float(r->dtype) || alma__dtype_is_float(x->dtype);
+    int64_t first_bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+      double a = alma__get_f64(x->data, x->dtype, i), b = alma__get_f64(r->data, r->dtype, i);
+      total++;
+      if (isnan(a) || isnan(b)) {
+        if (!(isnan(a) && isnan(b))) {
+          bad++;
+          if (first_bad < 0) first_bad = i;
+        }
+        continue;
+      }
+      if (isinf(a) || isinf(b)) {
+        if (a != b) {
+          bad++;
+          if (first_bad < 0) first_bad = i;
+        }
+        continue;
+      }
+      double d = fabs(a - b);
+      if (d > max_abs) max_abs = d;
+      double rel = d / fmax(fabs(b), rel_floor);
+      if (rel > max_rel) max_rel = rel;
+      if (d > atol + rtol * fabs(b)) {
+        bad++;
+        if (first_bad < 0) first_bad = i;
+      }
+      if (is_float) {
+        dot += a * b;
+        na += a * a;
+        nb += b * b;
+      }
+    }
+    if (first_bad >= 0 && !detail[0])
+      snprintf(detail, dn, "output '%s' element %lld is %.6g, the reference %.6g", name, (long long)first_bad,
+               alma__get_f64(x->data, x->dtype, first_bad), alma__get_f64(r->data, r->dtype, first_bad));
+    if (is_float) {
+      nfloat++;
+      int64_t last = r->rank >= 1 ? r->dims[r->rank - 1] : 0;
+      if (last >= 2) {
+        for (int64_t row = 0; row < n / last; row++) {
+          int64_t ia = 0, ib = 0;
+          for (int64_t j = 1; j < last; j++) {
+            if (alma__get_f64(x->data, x->dtype, row * last + j) > alma__get_f64(x->data, x->dtype, row * last + ia)) ia = j;
+            if (alma__get_f64(r->data, r->dtype, row * last + j) > alma__get_f64(r->data, r->dtype, row * last + ib)) ib = j;
+          }
+          rows++;
+          agree += ia == ib;
+        }
+      }
+    }
+  }
+  if (bad) {
+    c->passed = 0;
+    char tail[160];
+    snprintf(tail, sizeof tail, "%s%lld of %lld elements outside atol + rtol*|ref|", detail[0] ? "; " : "",
+             (long long)bad, (long long)total);
+    strncat(detail, tail, dn - strlen(detail) - 1);
+  }
+  c->max_abs_err = max_abs;
+  c->max_rel_err = max_rel;
+  c->argmax_agreement = rows ? (double)agree / (double)rows : NAN;
+  c->cosine_similarity = !nfloat ? NAN : (na == 0 && nb == 0) ? 1.0 : (na == 0 || nb == 0) ? 0.0 : dot / sqrt(na * nb);
+}
+
+/* ---- the worker: one conversion ------------------------------------------------------------- */
+static void warn_into_result(void *user, const char *msg) { alma__result_warn((alma_result *)user, "%s", msg); }
+
+static void add_double(double **v, int64_t *n, int64_t *cap, double x, int *oom) {
+  if (*n == *cap) {
+    int64_t nc = *cap ? *cap * 2 : 1024;
+    double *nv = realloc(*v, (size_t)nc * sizeof *nv);
+    if (!nv) {
+      *oom = 1;
+      return;
+    }
+    *v = nv;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = x;
+}
+
+static void send_result(alma__chan *ch, alma_result *r) {
+  cJSON *j = alma__result_to_cjson(r, 1);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  if (text) alma__chan_record(ch, text);
+  else alma__chan_record(ch, "{\"status\":\"error\",\"error\":\"out of memory writing the result\",\"error_status\":\"ERR_NOMEM\"}");
+  free(text);
+  cJSON_Delete(j);
+}
+
+static void worker(void *arg, alma__chan *ch) {
+  const job_args *a = arg;
+  const alma_config *cfg = a->cfg;
+  const alma_conversion *conv = a->one;
+  double t_start = alma__bench_now();
+  alma_result res, *r = &res;
+  alma__result_init(r);
+  r->conversion = alma__strdup(conv->name);
+  r->id = conv->id;
+  snprintf(r->device, sizeof r->device, "%s", runtime_device(conv->runtime));
+  r->threads = a->threads;
+  char aff[256];
+  r->affinity = alma__strdup(alma__affinity_str(aff, sizeof aff));
+  alma_model *owned = NULL;
+  const alma_model *m = a->model;
+  alma_session *s = NULL;
+  alma__batcher *b = NULL;
+  alma__input_desc *in = NULL;
+  alma_tensor *inputs = NULL, *outs = NULL, *first = NULL, *ref = NULL;
+  int n_in = 0, n_out = 0, n_ref = 0;
+  double *raw = NULL;
+  int64_t n_raw = 0, cap_raw = 0;
+  const char *step = "load";
+  alma_status st = ALMA_OK;
+  double t;
+  char chain[256] = "";
+
+#define STEP(name)                                 \
+  do {                                             \
+    step = name;                                   \
+    alma__chan_line(ch, "step %s", name);          \
+    strncat(chain, chain[0] ? " > " name : name, sizeof chain - strlen(chain) - 1); \
+  } while (0)
+
+  STEP("load");
+  t = alma__bench_now();
+  if (!m) {
+    st = alma_model_load(a->model_path, &owned);
+    m = owned;
+  }
+  r->load_s = a->model ? 0 : alma__bench_now() - t;
+  if (st != ALMA_OK) goto fail;
+
+  STEP("data");
+  n_in = input_descs(m, &in);
+  n_out = alma_model_num_outputs(m);
+  if (n_in < 0) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
+  if ((st = alma__batcher_new_ex(a->data, in, n_in, cfg->batch_size, cfg->seed, warn_into_result, r, &b)) != ALMA_OK)
+    goto fail;
+  inputs = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *inputs);
+  outs = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs);
+  first = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *first);
+  if (!inputs || !outs || !first) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
+
+  STEP("convert");
+  alma_session_options so;
+  alma_session_options_init(&so);
+  so.threads = a->threads;
+  so.verbose = cfg->verbose >= 2;
+  t = alma__bench_now();
+  st = alma_session_create(m, conv->name, &so, &s);
+  r->convert_s = alma__bench_now() - t;
+  if (st != ALMA_OK) goto fail;
+
+  /* The first inference (batch 0) is timed on its own: it pays lazy initialization. Its outputs
+   * are the ones checked, on the same inputs the reference saw. */
+  STEP("first");
+  int64_t ns;
+  if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
+  r->batch_size = alma__batcher_batch(b);
+  t = alma__bench_now();
+  st = alma_session_run(s, inputs, n_in, first, n_out);
+  r->first_inference_ms = 1e3 * (alma__bench_now() - t);
+  if (st != ALMA_OK) goto fail;
+
+  STEP("warmup");
+  if ((st = alma__test_fault(conv->name, alma__chan_is_child(ch))) != ALMA_OK) goto fail;
+  double tw = alma__bench_now();
+  int64_t nw = 0;
+  while (nw < cfg->warmup || alma__bench_now() - tw < cfg->warmup_s) {
+    if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
+    st = alma_session_run(s, inputs, n_in, outs, n_out);
+    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
+    if (st != ALMA_OK) goto fail;
+    nw++;
+    if (cfg->max_time_s > 0 && alma__bench_now() - tw > cfg->max_time_s) break;
+  }
+  r->warmup_batches = nw;
+  r->warmup_s = alma__bench_now() - tw;
+
+  STEP("timed");
+  r->timer_overhead_ns = alma__timer_overhead_ns();
+  int64_t min_batches = (cfg->n_samples + r->batch_size - 1) / (r->batch_size > 0 ? r->batch_size : 1);
+  if (min_batches < 1) min_batches = 1;
+  double tt = alma__bench_now(), last_progress = tt, infer = 0;
+  int64_t samples = 0;
+  int oom = 0;
+  const char *why = NULL;
+  char whybuf[192];
+  for (;;) {
+    if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
+    double t0 = alma__bench_now();
+    st = alma_session_run(s, inputs, n_in, outs, n_out);
+    double t1 = alma__bench_now();
+    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
+    if (st != ALMA_OK) goto fail;
+    add_double(&raw, &n_raw, &cap_raw, 1e3 * (t1 - t0), &oom);
+    if (oom) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory keeping %lld latencies", (long long)n_raw);
+      goto fail;
+    }
+    infer += t1 - t0;
+    samples += ns;
+    double el = t1 - tt;
+    if (t1 - last_progress >= 0.25) {
+      alma__chan_line(ch, "progress timed %lld %lld", (long long)n_raw, (long long)min_batches);
+      last_progress = t1;
+    }
+    if (cfg->max_time_s > 0 && el >= cfg->max_time_s) {
+      if (n_raw < min_batches || el < cfg->min_time_s) {
+        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) after %lld of %lld batches", cfg->max_time_s,
+                 (long long)n_raw, (long long)min_batches);
+        alma__result_warn(r, "%s: fewer samples than asked for", whybuf);
+      } else {
+        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) before the precision target", cfg->max_time_s);
+        alma__result_warn(r, "%s", whybuf);
+      }
+      why = whybuf;
+      break;
+    }
+    if (n_raw >= min_batches && el >= cfg->min_time_s) {
+      if (cfg->target_rel_ci <= 0) {
+        snprintf(whybuf, sizeof whybuf, "reached n_samples (%lld batches) and min_time_s (%g s)", (long long)min_batches,
+                 cfg->min_time_s);
+        why = whybuf;
+        break;
+      }
+      /* Precision target: re-evaluated every 16 batches (a sort each time). */
+      if (n_raw % 16 == 0) {
+        alma_latency_stats ls;
+        alma__latency_stats(raw, n_raw, &ls);
+        double half = 0.5 * (ls.median_ci95[1] - ls.median_ci95[0]);
+        if (isfinite(half) && half <= cfg->target_rel_ci * ls.p50) {
+          snprintf(whybuf, sizeof whybuf, "reached n_samples, min_time_s and the precision target (median 95%% CI within +-%g%%)",
+                   100 * cfg->target_rel_ci);
+          why = whybuf;
+          break;
+        }
+      }
+    }
+  }
+  r->inference_s = infer;
+  r->samples = samples;
+  r->throughput = infer > 0 ? (double)samples / infer : NAN;
+  r->stop_reason = alma__strdup(why);
+  r->raw_ms = raw;
+  r->n_raw = n_raw;
+  raw = NULL;
+  alma__latency_stats(r->raw_ms, r->n_raw, &r->latency);
+  alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
+  if (isfinite(r->latency.min) && r->timer_overhead_ns * 1e-6 > 0.01 * r->latency.min)
+    alma__result_warn(r, "timer overhead %.0f ns is more than 1%% of the fastest batch (%.4g ms): use a larger batch",
+                      r->timer_overhead_ns, r->latency.min);
+
+  STEP("check");
+  if (!cfg->check_outputs) {
+    /* not asked for */
+  } else if (!a->ref_path) {
+    alma__result_warn(r, "output check skipped: no EAGER reference outputs (see the first warning of the sweep)");
+  } else if ((st = ref_load(a->ref_path, &ref, &n_ref)) != ALMA_OK) {
+    alma__result_warn(r, "output check skipped: %s", alma_last_error());
+    st = ALMA_OK;
+  } else {
+    char detail[512];
+    compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
+    if (!r->check.passed)
+      alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
+  }
+  r->status = ALMA_RESULT_OK;
+  goto done;
+
+fail:
+  r->status = ALMA_RESULT_ERROR;
+  r->error_status = st;
+  {
+    const char *msg = alma_last_error();
+    char line[1200];
+    snprintf(line, sizeof line, "%s: %s", alma_status_name(st), msg && *msg ? msg : alma_status_str(st));
+    r->error = alma__strdup(line);
+    r->failed_step = alma__strdup(step);
+    size_t tn = strlen(line) + strlen(chain) + 256;
+    r->traceback = malloc(tn);
+    if (r->traceback)
+      snprintf(r->traceback, tn, "conversion %s (%d pass%s, runtime %s)\nsteps: %s  <- failed here\n%s", conv->name,
+               conv->n_passes, conv->n_passes == 1 ? "" : "es", conv->runtime->name, chain, line);
+  }
+done:
+  r->peak_rss_bytes = alma__peak_rss_bytes();
+  r->total_elapsed_s = alma__bench_now() - t_start;
+  if (!alma__chan_is_child(ch) && r->peak_rss_bytes >= 0)
+    alma__result_warn(r, "peak RSS is the whole process's (multiprocessing off)");
+  alma__chan_line(ch, "step done");
+  send_result(ch, r);
+  alma__result_clear(r);
+  free(raw);
+  free_outputs(ref, n_ref);
+  if (first) free_outputs(first, n_out);
+  free(outs);
+  free(inputs);
+  alma__batcher_free(b);
+  free(in);
+  alma_session_free(s);
+  alma_model_free(owned);
+#undef STEP
+}
+
+/* ---- the probe: model facts, availability, reference outputs ---------------------------------- */
+static cJSON *io_json(const alma_model *m, int is_input, const alma_tensor *resolved) {
+  cJSON *arr = cJSON_CreateArray();
+  int n = is_input ? alma_model_num_inputs(m) : alma_model_num_outputs(m);
+  for (int i = 0; i < n; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", is_input ? alma_model_input_name(m, i) : alma_model_output_name(m, i));
+    cJSON_AddStringToObject(o, "dtype", alma_dtype_name(is_input ? alma_model_input_dtype(m, i) : alma_model_output_dtype(m, i)));
+    char decl[160];
+    describe_shape(m, i, is_input, decl, sizeof decl);
+    cJSON_AddStringToObject(o, "declared", decl);
+    int rank = resolved ? resolved[i].rank : (is_input ? alma_model_input_rank(m, i) : alma_model_output_rank(m, i));
+    cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+    for (int d = 0; d < rank; d++) {
+      int64_t v = resolved ? resolved[i].dims[d] : is_input ? alma_model_input_dim(m, i, d) : alma_model_output_dim(m, i, d);
+      cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)v));
+    }
+    if (rank < 0) cJSON_AddNumberToObject(o, "rank", -1);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+static void probe_fail(alma__chan *ch, cJSON *rec, alma_status st, const char *what) {
+  char msg[1400];
+  snprintf(msg, sizeof msg, "%s: %s", what, alma_last_error()[0] ? alma_last_error() : alma_status_str(st));
+  cJSON_AddStringToObject(rec, "error", msg);
+  cJSON_AddStringToObject(rec, "error_status", alma_status_name(st));
+  char *text = cJSON_PrintUnformatted(rec);
+  alma__chan_record(ch, text ? text : "{\"error\":\"out of memory\",\"error_status\":\"ERR_NOMEM\"}");
+  free(text);
+}
+
+static void probe(void *arg, alma__chan *ch) {
+  const job_args *a = arg;
+  const alma_config *cfg = a->cfg;
+  cJSON *rec = cJSON_CreateObject();
+  alma_model *owned = NULL;
+  const alma_model *m = a->model;
+  alma_status st = ALMA_OK;
+  alma__input_desc *in = NULL;
+  alma__batcher *b = NULL;
+  alma_session *s = NULL;
+  alma_tensor *inputs = NULL, *outs = NULL;
+  int n_in = 0, n_out = 0;
+  alma__chan_line(ch, "step load");
+  if (!m) {
+    if ((st = alma_model_load(a->model_path, &owned)) != ALMA_OK) {
+      probe_fail(ch, rec, st, "loading the model");
+      goto out;
+    }
+    m = owned;
+  }
+  cJSON_AddStringToObject(rec, "hash", alma_model_hash(m));
+  char rts[256];
+  alma__system_info_runtimes(rts, sizeof rts);
+  cJSON_AddStringToObject(rec, "runtimes", rts);
+
+  /* Availability of each conversion, by the device rules of the config. */
+  cJSON *av = cJSON_AddArrayToObject(rec, "available");
+  for (int i = 0; i < a->n_conv; i++) {
+    const alma_conversion *c = &a->conv[i];
+    const char *dev = runtime_device(c->runtime);
+    cJSON *o = cJSON_CreateObject();
+    char reason[600] = "";
+    alma_status as = alma__conversion_available(c);
+    if (as != ALMA_OK)
+      snprintf(reason, sizeof reason, "%s", alma_last_error()[0] ? alma_last_error() : alma_status_str(as));
+    else if (!strcmp(dev, "cuda") && !cfg->allow_cuda)
+      snprintf(reason, sizeof reason, "runtime %s runs on CUDA and allow_cuda is off", c->runtime->name);
+    else if (strcmp(dev, cfg->device) && !cfg->allow_device_override)
+      snprintf(reason, sizeof reason, "runtime %s runs on %s, not on the configured device %s (allow_device_override is off)",
+               c->runtime->name, dev, cfg->device);
+    cJSON_AddBoolToObject(o, "ok", reason[0] == 0);
+    cJSON_AddStringToObject(o, "reason", reason);
+    cJSON_AddItemToArray(av, o);
+  }
+
+  alma__chan_line(ch, "step data");
+  n_in = input_descs(m, &in);
+  n_out = alma_model_num_outputs(m);
+  if (n_in < 0) {
+    probe_fail(ch, rec, alma__errorf(ALMA_ERR_NOMEM, "out of memory"), "model inputs");
+    goto out;
+  }
+  cJSON *warns = cJSON_AddArrayToObject(rec, "warnings");
+  if ((st = alma__batcher_new_ex(a->data, in, n_in, cfg->batch_size, cfg->seed, NULL, NULL, &b)) != ALMA_OK) {
+    probe_fail(ch, rec, st, "preparing input data");
+    goto out;
+  }
+  inputs = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *inputs);
+  outs = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs);
+  int64_t ns = 0;
+  if (!inputs || !outs) {
+    probe_fail(ch, rec, alma__errorf(ALMA_ERR_NOMEM, "out of memory"), "preparing input data");
+    goto out;
+  }
+  if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) {
+    probe_fail(ch, rec, st, "reading the first batch");
+    goto out;
+  }
+  cJSON_AddItemToObject(rec, "inputs", io_json(m, 1, alma__batcher_shapes(b)));
+  cJSON_AddItemToObject(rec, "outputs", io_json(m, 0, NULL));
+
+  if (cfg->check_outputs && a->ref_path) {
+    alma__chan_line(ch, "step reference");
+    alma_session_options so;
+    alma_session_options_init(&so);
+    so.threads = a->threads;
+    st = alma_session_create(m, "EAGER", &so, &s);
+    if (st == ALMA_OK) st = alma_session_run(s, inputs, n_in, outs, n_out);
+    if (st == ALMA_OK) st = ref_save(a->ref_path, outs, n_out);
+    if (st != ALMA_OK) {
+      char w[1400];
+      snprintf(w, sizeof w, "no EAGER reference outputs, so no output check: %s: %s", alma_status_name(st), alma_last_error());
+      cJSON_AddItemToArray(warns, cJSON_CreateString(w));
+    } else {
+      cJSON_AddBoolToObject(rec, "reference", 1);
+    }
+  }
+  char *text = cJSON_PrintUnformatted(rec);
+  if (text) alma__chan_record(ch, text);
+  else alma__chan_record(ch, "{\"error\":\"out of memory\",\"error_status\":\"ERR_NOMEM\"}");
+  free(text);
+out:
+  cJSON_Delete(rec);
+  if (outs) for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
+  free(outs);
+  free(inputs);
+  alma_session_free(s);
+  alma__batcher_free(b);
+  free(in);
+  alma_model_free(owned);
+}
+
+/* ---- the parent --------------------------------------------------------------------------------- */
+typedef struct {
+  const alma_config *cfg;
+  int index, count;
+  const char *name;
+  char phase[32];
+  int64_t done, total;
+} progress_ctx;
+
+static void on_line(void *user, const char *line, double elapsed) {
+  progress_ctx *p = user;
+  if (line) {
+    char ph[32];
+    long long d, t;
+    if (!strncmp(line, "step ", 5)) {
+      snprintf(p->phase, sizeof p->phase, "%s", line + 5);
+      p->done = p->total = 0;
+    } else if (sscanf(line, "progress %31s %lld %lld", ph, &d, &t) == 3) {
+      snprintf(p->phase, sizeof p->phase, "%s", ph);
+      p->done = d;
+      p->total = t;
+    }
+  }
+  if (p->cfg->progress)
+    p->cfg->progress(p->cfg->progress_user, p->index, p->count, p->name, p->phase, p->done, p->total, elapsed);
+}
+
+static void job_opts(const alma_config *cfg, progress_ctx *pc, alma__job_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->isolate = cfg->multiprocessing;
+  o->timeout_s = cfg->timeout_s;
+  o->memory_limit_bytes = cfg->memory_limit_mb > 0 ? cfg->memory_limit_mb * ((int64_t)1 << 20) : 0;
+  o->echo_stderr = cfg->verbose >= 2 || alma__log_level() >= ALMA_LOG_DEBUG;
+  o->on_line = on_line;
+  o->user = pc;
+}
+
+/* An outcome without a usable record becomes an error row with the whole story in its traceback. */
+static void outcome_to_error(alma_result *r, const alma__job_outcome *oc) {
+  r->status = ALMA_RESULT_ERROR;
+  r->error_status = oc->status;
+  char line[700];
+  snprintf(line, sizeof line, "%s: %s", alma_status_name(oc->status), oc->reason);
+  free(r->error);
+  r->error = alma__strdup(line);
+  free(r->failed_step);
+  r->failed_step = alma__strdup(oc->last_step[0] ? oc->last_step : "start");
+  size_t n = strlen(line) + (oc->stderr_tail ? strlen(oc->stderr_tail) : 0) + (oc->backtrace ? strlen(oc->backtrace) : 0) + 512;
+  free(r->traceback);
+  r->traceback = malloc(n);
+  if (r->traceback)
+    snprintf(r->traceback, n, "conversion %s: the child process failed during step '%s'\n%s\n%s%s%s%s",
+             r->conversion ? r->conversion : "?", r->failed_step, line,
+             oc->backtrace ? "--- native backtrace ---\n" : "", oc->backtrace ? oc->backtrace : "",
+             oc->stderr_tail && *oc->stderr_tail ? "--- child stderr (last lines) ---\n" : "",
+             oc->stderr_tail ? oc->stderr_tail : "");
+  r->total_elapsed_s = oc->wall_s;
+}
+
+static alma_status hash_file(const char *path, char hex[65], int64_t *bytes) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
+  alma_sha256 *h = alma__sha256_new();
+  if (!h) {
+    fclose(f);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  static char buf[1 << 16];
+  size_t n;
+  *bytes = 0;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+    alma__sha256_update(h, buf, n);
+    *bytes += (int64_t)n;
+  }
+  fclose(f);
+  alma__sha256_final(h, hex);
+  return ALMA_OK;
+}
+
+static void fill_io(alma__model_io **out, int *n_out, const cJSON *arr) {
+  int n = cJSON_GetArraySize(arr);
+  *out = calloc(n > 0 ? (size_t)n : 1, sizeof **out);
+  *n_out = 0;
+  if (!*out) return;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, arr) {
+    alma__model_io *io = &(*out)[(*n_out)++];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "name");
+    snprintf(io->name, sizeof io->name, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    v = cJSON_GetObjectItemCaseSensitive(it, "dtype");
+    snprintf(io->dtype, sizeof io->dtype, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    v = cJSON_GetObjectItemCaseSensitive(it, "declared");
+    snprintf(io->declared, sizeof io->declared, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+    io->rank = cJSON_GetObjectItemCaseSensitive(it, "rank") ? -1 : 0;
+    if (io->rank == 0)
+      cJSON_ArrayForEach(d, sh) if (io->rank < ALMA_MAX_RANK) io->dims[io->rank++] = (int64_t)d->valuedouble;
+  }
+}
+
+static void remove_tmpdir(char *dir, const char *ref) {
+  if (!dir[0]) return;
+  if (ref) unlink(ref);
+  rmdir(dir);
+  dir[0] = 0;
+}
+
+static alma_status bench_common(const char *path, const alma_model *model, const alma_config *config,
+                                const char *const *names, int n_names, alma_data *data, alma_results **out) {
+  if (!out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: results_out is NULL");
+  *out = NULL;
+  if (!path && !model) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: no model given");
+  if (n_names < 0 || n_names > MAX_CONVERSIONS)
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: %d conversions (0..%d)", n_names, MAX_CONVERSIONS);
+  alma_config dflt;
+  if (!config) {
+    alma_config_init(&dflt);
+    config = &dflt;
+  }
+  /* A struct filled by hand gets the same checks as alma_config_set. */
+  const char *key;
+  char val[64], type;
+  for (int i = 0; alma__config_entry(config, i, &key, val, sizeof val, &type); i++) {
+    alma_config tmp = *config;
+    ALMA_TRY(alma_config_set(&tmp, key, val));
+  }
+
+  /* Conversions are parsed before anything runs: an unknown name fails the whole call. */
+  alma_conversion *conv = calloc(MAX_CONVERSIONS, sizeof *conv);
+  if (!conv) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int n_conv = 0, all = !names || n_names == 0;
+  if (all) {
+    for (int i = 0; i < alma__preset_count() && n_conv < MAX_CONVERSIONS; i++)
+      if (alma__conversion_parse(alma__preset_at(i)->name, &conv[n_conv]) == ALMA_OK) n_conv++;
+  } else {
+    for (int i = 0; i < n_names; i++) {
+      alma_status st = alma__conversion_parse(names[i], &conv[n_conv]);
+      if (st != ALMA_OK) {
+        free(conv);
+        return st;
+      }
+      n_conv++;
+    }
+  }
+
+  alma_results *rs = calloc(1, sizeof *rs);
+  if (!rs) {
+    free(conv);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  double t_sweep = alma__bench_now();
+  alma__system_info_basic(&rs->system);
+  rs->config = *config;
+  rs->config.progress = NULL;
+  rs->config.progress_user = NULL;
+  rs->model_path = alma__strdup(path ? path : "");
+  char dd[1024];
+  rs->data_desc = alma__strdup(alma__data_describe(data, dd, sizeof dd));
+  alma_status st = ALMA_OK;
+  if (path && (st = hash_file(path, rs->model_file_sha256, &rs->model_file_bytes)) != ALMA_OK) {
+    alma_results_free(rs);
+    free(conv);
+    return st;
+  }
+
+  job_args ja = {.model_path = path, .model = model, .cfg = config, .data = data, .n_conv = n_conv, .conv = conv};
+  ja.threads = config->threads > 0 ? config->threads : alma__physical_cores();
+  char tmpdir[512] = "", ref[600] = "";
+  if (config->check_outputs) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/alma-bench-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+      ALMA_LOGW("cannot create a temporary directory (%s): outputs will not be checked", strerror(errno));
+      tmpdir[0] = 0;
+    } else {
+      snprintf(ref, sizeof ref, "%s/reference.bin", tmpdir);
+      ja.ref_path = ref;
+    }
+  }
+
+  /* The probe. */
+  progress_ctx pc = {.cfg = config, .index = 0, .count = n_conv, .name = "(model)"};
+  alma__job_opts jo;
+  job_opts(config, &pc, &jo);
+  alma__job_outcome oc;
+  st = alma__job_run(probe, &ja, &jo, &oc);
+  cJSON *pr = st == ALMA_OK && oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
+  if (st == ALMA_OK && oc.status != ALMA_OK) {
+    st = alma__errorf(oc.status, "examining the model failed: %s%s%s%s%s", oc.reason,
+                      oc.backtrace ? "\n--- native backtrace ---\n" : "", oc.backtrace ? oc.backtrace : "",
+                      oc.stderr_tail && *oc.stderr_tail ? "\n--- stderr ---\n" : "", oc.stderr_tail ? oc.stderr_tail : "");
+  } else if (st == ALMA_OK && !pr) {
+    st = alma__errorf(ALMA_ERR_INTERNAL, "examining the model: unreadable record");
+  } else if (pr && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(pr, "error"))) {
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(pr, "error_status");
+    alma_status code = ALMA_ERR_INVALID_MODEL;
+    for (int s = 1; cJSON_IsString(es) && s < ALMA_STATUS_COUNT; s++)
+      if (!strcmp(alma_status_name((alma_status)s), es->valuestring)) code = (alma_status)s;
+    st = alma__errorf(code, "%s", cJSON_GetObjectItemCaseSensitive(pr, "error")->valuestring);
+  }
+  alma__job_outcome_free(&oc);
+  if (st != ALMA_OK) {
+    cJSON_Delete(pr);
+    remove_tmpdir(tmpdir, ref);
+    alma_results_free(rs);
+    free(conv);
+    return st;
+  }
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(pr, "hash");
+  if (cJSON_IsString(v)) snprintf(rs->model_hash, sizeof rs->model_hash, "%s", v->valuestring);
+  v = cJSON_GetObjectItemCaseSensitive(pr, "runtimes");
+  if (cJSON_IsString(v)) snprintf(rs->system.runtimes, sizeof rs->system.runtimes, "%s", v->valuestring);
+  fill_io(&rs->inputs, &rs->n_inputs, cJSON_GetObjectItemCaseSensitive(pr, "inputs"));
+  fill_io(&rs->outputs, &rs->n_outputs, cJSON_GetObjectItemCaseSensitive(pr, "outputs"));
+  if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "reference"))) ja.ref_path = NULL;
+  const cJSON *sweep_warnings = cJSON_GetObjectItemCaseSensitive(pr, "warnings");
+  const cJSON *avail = cJSON_GetObjectItemCaseSensitive(pr, "available");
+
+  alma_status first_failure = ALMA_OK;
+  int count = 0;
+  for (int i = 0; i < n_conv; i++) {
+    const cJSON *a = cJSON_GetArrayItem(avail, i);
+    int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
+    count += ok || !all;
+  }
+  int index = 0;
+  for (int i = 0; i < n_conv; i++) {
+    const cJSON *a = cJSON_GetArrayItem(avail, i);
+    int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
+    if (!ok && all) continue;  /* "every conversion available here" */
+    alma_result *r = alma__results_add(rs);
+    if (!r) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      break;
+    }
+    index++;
+    r->conversion = alma__strdup(conv[i].name);
+    r->id = conv[i].id;
+    snprintf(r->device, sizeof r->device, "%s", runtime_device(conv[i].runtime));
+    if (!ok) {
+      const cJSON *why = a ? cJSON_GetObjectItemCaseSensitive(a, "reason") : NULL;
+      r->status = ALMA_RESULT_UNAVAILABLE;
+      r->error_status = ALMA_ERR_UNAVAILABLE;
+      r->error = alma__strdup(cJSON_IsString(why) ? why->valuestring : "unavailable");
+      if (first_failure == ALMA_OK) first_failure = ALMA_ERR_UNAVAILABLE;
+      continue;
+    }
+    pc.index = index;
+    pc.count = count;
+    pc.name = conv[i].name;
+    pc.phase[0] = 0;
+    ja.one = &conv[i];
+    if (alma__job_run(worker, &ja, &jo, &oc) != ALMA_OK) {
+      /* Could not even start (fork/pipe failure): that is this conversion's error. */
+      oc.status = ALMA_ERR_RUNTIME;
+      snprintf(oc.reason, sizeof oc.reason, "%s", alma_last_error());
+    }
+    cJSON *rec = oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
+    if (rec && alma__result_from_cjson(rec, r) == ALMA_OK) {
+      if (oc.reason[0]) alma__result_warn(r, "the child process %s", oc.reason);
+    } else {
+      if (oc.status == ALMA_OK) {
+        oc.status = ALMA_ERR_INTERNAL;
+        snprintf(oc.reason, sizeof oc.reason, "unreadable result record");
+      }
+      if (!r->conversion) r->conversion = alma__strdup(conv[i].name);
+      r->id = conv[i].id;
+      outcome_to_error(r, &oc);
+    }
+    cJSON_Delete(rec);
+    alma__job_outcome_free(&oc);
+    /* Give the parsed record's memory back: the next child inherits our resident pages, and they
+     * would count in its peak RSS. */
+    malloc_trim(0);
+    if (pc.phase[0] || config->progress) on_line(&pc, "step done", 0);
+    const cJSON *w;
+    cJSON_ArrayForEach(w, sweep_warnings) if (cJSON_IsString(w)) alma__result_warn(r, "%s", w->valuestring);
+    if (strcmp(r->device, config->device) && r->status == ALMA_RESULT_OK)
+      alma__result_warn(r, "ran on %s although device is %s (allow_device_override)", r->device, config->device);
+    if (r->status != ALMA_RESULT_OK) {
+      if (first_failure == ALMA_OK) first_failure = r->error_status != ALMA_OK ? r->error_status : ALMA_ERR_RUNTIME;
+      if (config->fail_on_error) break;
+    }
+  }
+  cJSON_Delete(pr);
+  remove_tmpdir(tmpdir, ref);
+  free(conv);
+  rs->total_s = alma__bench_now() - t_sweep;
+  *out = rs;
+  if (st != ALMA_OK) return st;
+  if (first_failure != ALMA_OK) {
+    const alma_result *f = NULL;
+    for (int i = 0; i < rs->n && !f; i++)
+      if (rs->items[i].status != ALMA_RESULT_OK) f = &rs->items[i];
+    return alma__errorf(first_failure, "conversion %s failed: %s", f ? f->conversion : "?", f && f->error ? f->error : "");
+  }
+  alma__error_clear();
+  return ALMA_OK;
+}
+
+alma_status(alma_benchmark_model)(const char *model_path, const alma_config *config, const char *const *conversions,
+                                  int n_conversions, alma_data *data, alma_results **results_out) {
+  if (!model_path || !*model_path) {
+    if (results_out) *results_out = NULL;
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: empty model path");
+  }
+  return bench_common(model_path, NULL, config, conversions, n_conversions, data, results_out);
+}
+
+alma_status alma_benchmark_loaded_model(const alma_model *model, const alma_config *config,
+                                        const char *const *conversions, int n_conversions, alma_data *data,
+                                        alma_results **results_out) {
+  if (!model) {
+    if (results_out) *results_out = NULL;
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_loaded_model: NULL model");
+  }
+  return bench_common(NULL, model, config, conversions, n_conversions, data, results_out);
+}

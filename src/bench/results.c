@@ -1,0 +1,119 @@
+/* Results of a sweep: ownership and the public accessors. */
+#include <math.h>
+
+#include "bench/bench.h"
+
+void alma__result_init(alma_result *r) {
+  memset(r, 0, sizeof *r);
+  r->id = -1;
+  r->status = ALMA_RESULT_ERROR;
+  snprintf(r->device, sizeof r->device, "cpu");
+  r->throughput = r->total_elapsed_s = r->inference_s = r->load_s = r->convert_s = NAN;
+  r->first_inference_ms = r->warmup_s = r->timer_overhead_ns = NAN;
+  r->peak_rss_bytes = -1;
+  alma__latency_stats(NULL, 0, &r->latency);
+  r->check.max_abs_err = r->check.max_rel_err = r->check.argmax_agreement = r->check.cosine_similarity = NAN;
+  r->error_status = ALMA_OK;
+}
+
+void alma__result_clear(alma_result *r) {
+  free(r->conversion);
+  free(r->affinity);
+  free(r->stop_reason);
+  for (int i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
+  free(r->warnings);
+  free(r->error);
+  free(r->failed_step);
+  free(r->traceback);
+  free(r->raw_ms);
+  alma__result_init(r);
+}
+
+void alma__result_warn(alma_result *r, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (int i = 0; i < r->n_warnings; i++)
+    if (!strcmp(r->warnings[i], msg)) return;  /* once is enough */
+  char **nw = realloc(r->warnings, (size_t)(r->n_warnings + 1) * sizeof *nw);
+  if (!nw) return;
+  r->warnings = nw;
+  if ((r->warnings[r->n_warnings] = alma__strdup(msg))) r->n_warnings++;
+}
+
+alma_result *alma__results_add(alma_results *rs) {
+  alma_result *ni = realloc(rs->items, (size_t)(rs->n + 1) * sizeof *ni);
+  if (!ni) return NULL;
+  rs->items = ni;
+  alma__result_init(&rs->items[rs->n]);
+  return &rs->items[rs->n++];
+}
+
+const char *alma__result_status_str(alma_result_status s) {
+  switch (s) {
+    case ALMA_RESULT_OK: return "ok";
+    case ALMA_RESULT_UNAVAILABLE: return "unavailable";
+    default: return "error";
+  }
+}
+
+void alma_results_free(alma_results *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n; i++) alma__result_clear(&r->items[i]);
+  free(r->items);
+  free(r->inputs);
+  free(r->outputs);
+  free(r->model_path);
+  free(r->data_desc);
+  free(r);
+}
+
+int alma_results_count(const alma_results *r) { return r ? r->n : 0; }
+const alma_result *alma_results_get(const alma_results *r, int i) {
+  return r && i >= 0 && i < r->n ? &r->items[i] : NULL;
+}
+int alma_results_n_failed(const alma_results *r) {
+  int n = 0;
+  for (int i = 0; r && i < r->n; i++) n += r->items[i].status != ALMA_RESULT_OK;
+  return n;
+}
+const alma_system_info *alma_results_system(const alma_results *r) { return r ? &r->system : NULL; }
+const alma_config *alma_results_config(const alma_results *r) { return r ? &r->config : NULL; }
+const char *alma_results_model_path(const alma_results *r) { return r && r->model_path ? r->model_path : ""; }
+const char *alma_results_model_hash(const alma_results *r) { return r ? r->model_hash : ""; }
+
+#define S(x) ((x) ? (x) : "")
+int alma_result_id(const alma_result *r) { return r->id; }
+const char *alma_result_conversion(const alma_result *r) { return S(r->conversion); }
+alma_result_status alma_result_status_code(const alma_result *r) { return r->status; }
+const char *alma_result_status_name(const alma_result *r) { return alma__result_status_str(r->status); }
+const char *alma_result_device(const alma_result *r) { return r->device; }
+int64_t alma_result_batch_size(const alma_result *r) { return r->batch_size; }
+int64_t alma_result_samples(const alma_result *r) { return r->samples; }
+double alma_result_throughput(const alma_result *r) { return r->throughput; }
+double alma_result_total_elapsed_s(const alma_result *r) { return r->total_elapsed_s; }
+double alma_result_inference_s(const alma_result *r) { return r->inference_s; }
+double alma_result_load_s(const alma_result *r) { return r->load_s; }
+double alma_result_convert_s(const alma_result *r) { return r->convert_s; }
+double alma_result_first_inference_ms(const alma_result *r) { return r->first_inference_ms; }
+int64_t alma_result_peak_rss_bytes(const alma_result *r) { return r->peak_rss_bytes; }
+int64_t alma_result_warmup_batches(const alma_result *r) { return r->warmup_batches; }
+double alma_result_warmup_s(const alma_result *r) { return r->warmup_s; }
+const alma_latency_stats *alma_result_latency(const alma_result *r) { return &r->latency; }
+const alma_output_check *alma_result_check(const alma_result *r) { return &r->check; }
+int alma_result_threads(const alma_result *r) { return r->threads; }
+const char *alma_result_affinity(const alma_result *r) { return S(r->affinity); }
+double alma_result_timer_overhead_ns(const alma_result *r) { return r->timer_overhead_ns; }
+const char *alma_result_stop_reason(const alma_result *r) { return S(r->stop_reason); }
+int alma_result_n_warnings(const alma_result *r) { return r->n_warnings; }
+const char *alma_result_warning(const alma_result *r, int i) {
+  return i >= 0 && i < r->n_warnings ? r->warnings[i] : "";
+}
+alma_status alma_result_error_status(const alma_result *r) { return r->error_status; }
+const char *alma_result_error(const alma_result *r) { return S(r->error); }
+const char *alma_result_failed_step(const alma_result *r) { return S(r->failed_step); }
+const char *alma_result_traceback(const alma_result *r) { return S(r->traceback); }
+int64_t alma_result_n_raw(const alma_result *r) { return r->n_raw; }
+const double *alma_result_raw_ms(const alma_result *r) { return r->raw_ms; }

@@ -1,0 +1,104 @@
+/* CSV results: one row per conversion, RFC 4180 quoting, empty fields for unknown values. */
+#include <errno.h>
+#include <math.h>
+
+#include "bench/bench.h"
+
+static const char *const columns[] = {
+    "id", "conversion", "status", "device", "batch_size", "samples", "throughput_samples_per_s",
+    "total_elapsed_s", "inference_s", "load_s", "convert_s", "first_inference_ms", "peak_rss_bytes",
+    "warmup_batches", "threads", "latency_mean_ms", "latency_stdev_ms", "latency_cv", "latency_min_ms",
+    "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_max_ms",
+    "latency_mean_ci95_lo_ms", "latency_mean_ci95_hi_ms", "latency_median_ci95_lo_ms",
+    "latency_median_ci95_hi_ms", "latency_n", "check_performed", "check_max_abs_err", "check_max_rel_err",
+    "check_argmax_agreement", "check_cosine_similarity", "check_passed", "warnings", "error", NULL};
+
+static void put_str(FILE *f, const char *s) {
+  if (!s) s = "";
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void put_num(FILE *f, double v) {
+  if (!isfinite(v)) return;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  fputs(buf, f);
+}
+
+static void put_int(FILE *f, int64_t v) { fprintf(f, "%lld", (long long)v); }
+
+alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
+  if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_write_csv: NULL argument");
+  for (int i = 0; columns[i]; i++) fprintf(f, "%s%s", i ? "," : "", columns[i]);
+  fputs("\r\n", f);
+  for (int i = 0; i < r->n; i++) {
+    const alma_result *x = &r->items[i];
+    const alma_latency_stats *s = &x->latency;
+    const alma_output_check *c = &x->check;
+    if (x->id >= 0) put_int(f, x->id);
+    fputc(',', f); put_str(f, x->conversion);
+    fputc(',', f); put_str(f, alma__result_status_str(x->status));
+    fputc(',', f); put_str(f, x->device);
+    fputc(',', f); put_int(f, x->batch_size);
+    fputc(',', f); put_int(f, x->samples);
+    fputc(',', f); put_num(f, x->throughput);
+    fputc(',', f); put_num(f, x->total_elapsed_s);
+    fputc(',', f); put_num(f, x->inference_s);
+    fputc(',', f); put_num(f, x->load_s);
+    fputc(',', f); put_num(f, x->convert_s);
+    fputc(',', f); put_num(f, x->first_inference_ms);
+    fputc(',', f); if (x->peak_rss_bytes >= 0) put_int(f, x->peak_rss_bytes);
+    fputc(',', f); put_int(f, x->warmup_batches);
+    fputc(',', f); put_int(f, x->threads);
+    double v[] = {s->mean, s->stdev, s->cv, s->min, s->p50, s->p90, s->p95, s->p99, s->max,
+                  s->mean_ci95[0], s->mean_ci95[1], s->median_ci95[0], s->median_ci95[1]};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+      fputc(',', f);
+      put_num(f, v[k]);
+    }
+    fputc(',', f); put_int(f, s->n);
+    fputc(',', f); fputs(c->performed ? "true" : "false", f);
+    fputc(',', f); put_num(f, c->max_abs_err);
+    fputc(',', f); put_num(f, c->max_rel_err);
+    fputc(',', f); put_num(f, c->argmax_agreement);
+    fputc(',', f); put_num(f, c->cosine_similarity);
+    fputc(',', f); if (c->performed) fputs(c->passed ? "true" : "false", f);
+    /* Warnings joined by " | " into one field. */
+    size_t len = 1;
+    for (int k = 0; k < x->n_warnings; k++) len += strlen(x->warnings[k]) + 3;
+    char *w = malloc(len);
+    if (w) {
+      w[0] = 0;
+      for (int k = 0; k < x->n_warnings; k++) {
+        if (k) strcat(w, " | ");
+        strcat(w, x->warnings[k]);
+      }
+    }
+    fputc(',', f); put_str(f, w);
+    free(w);
+    fputc(',', f); put_str(f, x->error);
+    fputs("\r\n", f);
+  }
+  return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing CSV") : ALMA_OK;
+}
+
+alma_status alma_results_save_csv(const alma_results *r, const char *path) {
+  if (!path) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_save_csv: NULL path");
+  FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
+  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+  alma_status st = alma_results_write_csv(r, f);
+  if (f == stdout) fflush(f);
+  else if (fclose(f) != 0 && st == ALMA_OK) st = alma__errorf(ALMA_ERR_IO, "error writing '%s'", path);
+  if (st != ALMA_OK) alma__error_prefix(st, "%s: ", path);
+  return st;
+}

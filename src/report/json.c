@@ -1,0 +1,290 @@
+/* JSON results (schema in docs/json.md) through cJSON. The same per-result object is the record a
+ * benchmark child sends to its parent, so writing and reading it back are one code path. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+/* NaN/inf have no JSON spelling: they become null (and null reads back as NaN). */
+static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+static cJSON *str_or_null(const char *s) { return s && *s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+static cJSON *pair(const double v[2]) {
+  cJSON *a = cJSON_CreateArray();
+  cJSON_AddItemToArray(a, num(v[0]));
+  cJSON_AddItemToArray(a, num(v[1]));
+  return a;
+}
+
+cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddItemToObject(o, "id", r->id >= 0 ? cJSON_CreateNumber(r->id) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "conversion", cJSON_CreateString(r->conversion ? r->conversion : ""));
+  cJSON_AddStringToObject(o, "status", alma__result_status_str(r->status));
+  cJSON_AddStringToObject(o, "device", r->device);
+  cJSON_AddNumberToObject(o, "batch_size", (double)r->batch_size);
+  cJSON_AddNumberToObject(o, "samples", (double)r->samples);
+  cJSON_AddItemToObject(o, "throughput_samples_per_s", num(r->throughput));
+  cJSON_AddItemToObject(o, "total_elapsed_s", num(r->total_elapsed_s));
+  cJSON_AddItemToObject(o, "inference_s", num(r->inference_s));
+  cJSON_AddItemToObject(o, "load_s", num(r->load_s));
+  cJSON_AddItemToObject(o, "convert_s", num(r->convert_s));
+  cJSON_AddItemToObject(o, "first_inference_ms", num(r->first_inference_ms));
+  cJSON_AddItemToObject(o, "peak_rss_bytes", r->peak_rss_bytes >= 0 ? cJSON_CreateNumber((double)r->peak_rss_bytes) : cJSON_CreateNull());
+  cJSON_AddNumberToObject(o, "warmup_batches", (double)r->warmup_batches);
+  cJSON_AddItemToObject(o, "warmup_s", num(r->warmup_s));
+  cJSON_AddNumberToObject(o, "threads", r->threads);
+  cJSON_AddItemToObject(o, "affinity", str_or_null(r->affinity));
+  cJSON_AddItemToObject(o, "timer_overhead_ns", num(r->timer_overhead_ns));
+  cJSON_AddItemToObject(o, "stop_reason", str_or_null(r->stop_reason));
+
+  const alma_latency_stats *s = &r->latency;
+  cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
+  cJSON_AddItemToObject(l, "mean", num(s->mean));
+  cJSON_AddItemToObject(l, "stdev", num(s->stdev));
+  cJSON_AddItemToObject(l, "cv", num(s->cv));
+  cJSON_AddItemToObject(l, "min", num(s->min));
+  cJSON_AddItemToObject(l, "p50", num(s->p50));
+  cJSON_AddItemToObject(l, "p90", num(s->p90));
+  cJSON_AddItemToObject(l, "p95", num(s->p95));
+  cJSON_AddItemToObject(l, "p99", num(s->p99));
+  cJSON_AddItemToObject(l, "max", num(s->max));
+  cJSON_AddItemToObject(l, "mean_ci95", pair(s->mean_ci95));
+  cJSON_AddItemToObject(l, "median_ci95", pair(s->median_ci95));
+  cJSON_AddNumberToObject(l, "n", (double)s->n);
+
+  const alma_output_check *c = &r->check;
+  cJSON *k = cJSON_AddObjectToObject(o, "check");
+  cJSON_AddBoolToObject(k, "performed", c->performed);
+  cJSON_AddItemToObject(k, "max_abs_err", num(c->max_abs_err));
+  cJSON_AddItemToObject(k, "max_rel_err", num(c->max_rel_err));
+  cJSON_AddItemToObject(k, "argmax_agreement", num(c->argmax_agreement));
+  cJSON_AddItemToObject(k, "cosine_similarity", num(c->cosine_similarity));
+  cJSON_AddItemToObject(k, "passed", c->performed ? cJSON_CreateBool(c->passed) : cJSON_CreateNull());
+
+  cJSON *w = cJSON_AddArrayToObject(o, "warnings");
+  for (int i = 0; i < r->n_warnings; i++) cJSON_AddItemToArray(w, cJSON_CreateString(r->warnings[i]));
+  cJSON_AddItemToObject(o, "error", str_or_null(r->error));
+  cJSON_AddItemToObject(o, "error_status", r->error_status != ALMA_OK ? cJSON_CreateString(alma_status_name(r->error_status)) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "failed_step", str_or_null(r->failed_step));
+  cJSON_AddItemToObject(o, "traceback", str_or_null(r->traceback));
+  if (include_raw) {
+    cJSON *raw = cJSON_AddArrayToObject(o, "raw_ms");
+    for (int64_t i = 0; i < r->n_raw; i++) cJSON_AddItemToArray(raw, num(r->raw_ms[i]));
+  }
+  return o;
+}
+
+/* ---- reading back ---------------------------------------------------------------------------- */
+static double get_num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+static int64_t get_i64(const cJSON *o, const char *key, int64_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+static char *get_str(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) && v->valuestring[0] ? alma__strdup(v->valuestring) : NULL;
+}
+static void get_pair(const cJSON *o, const char *key, double out[2]) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  out[0] = out[1] = NAN;
+  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2) {
+    const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
+    if (cJSON_IsNumber(a)) out[0] = a->valuedouble;
+    if (cJSON_IsNumber(b)) out[1] = b->valuedouble;
+  }
+}
+
+static alma_status status_from_name(const char *name) {
+  for (int s = 0; s < ALMA_STATUS_COUNT; s++)
+    if (!strcmp(alma_status_name((alma_status)s), name)) return (alma_status)s;
+  return ALMA_ERR_INTERNAL;
+}
+
+alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
+  if (!cJSON_IsObject(o)) return alma__errorf(ALMA_ERR_PARSE, "result: not a JSON object");
+  alma__result_clear(r);
+  r->id = (int)get_i64(o, "id", -1);
+  r->conversion = get_str(o, "conversion");
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "status");
+  if (!cJSON_IsString(st)) return alma__errorf(ALMA_ERR_PARSE, "result: missing \"status\"");
+  r->status = !strcmp(st->valuestring, "ok") ? ALMA_RESULT_OK
+              : !strcmp(st->valuestring, "unavailable") ? ALMA_RESULT_UNAVAILABLE : ALMA_RESULT_ERROR;
+  char *dev = get_str(o, "device");
+  if (dev) snprintf(r->device, sizeof r->device, "%s", dev);
+  free(dev);
+  r->batch_size = get_i64(o, "batch_size", 0);
+  r->samples = get_i64(o, "samples", 0);
+  r->throughput = get_num(o, "throughput_samples_per_s");
+  r->total_elapsed_s = get_num(o, "total_elapsed_s");
+  r->inference_s = get_num(o, "inference_s");
+  r->load_s = get_num(o, "load_s");
+  r->convert_s = get_num(o, "convert_s");
+  r->first_inference_ms = get_num(o, "first_inference_ms");
+  r->peak_rss_bytes = get_i64(o, "peak_rss_bytes", -1);
+  r->warmup_batches = get_i64(o, "warmup_batches", 0);
+  r->warmup_s = get_num(o, "warmup_s");
+  r->threads = (int)get_i64(o, "threads", 0);
+  r->affinity = get_str(o, "affinity");
+  r->timer_overhead_ns = get_num(o, "timer_overhead_ns");
+  r->stop_reason = get_str(o, "stop_reason");
+  const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "latency_ms");
+  if (cJSON_IsObject(l)) {
+    alma_latency_stats *s = &r->latency;
+    s->mean = get_num(l, "mean");
+    s->stdev = get_num(l, "stdev");
+    s->cv = get_num(l, "cv");
+    s->min = get_num(l, "min");
+    s->p50 = get_num(l, "p50");
+    s->p90 = get_num(l, "p90");
+    s->p95 = get_num(l, "p95");
+    s->p99 = get_num(l, "p99");
+    s->max = get_num(l, "max");
+    get_pair(l, "mean_ci95", s->mean_ci95);
+    get_pair(l, "median_ci95", s->median_ci95);
+    s->n = get_i64(l, "n", 0);
+  }
+  const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "check");
+  if (cJSON_IsObject(k)) {
+    r->check.performed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "performed"));
+    r->check.max_abs_err = get_num(k, "max_abs_err");
+    r->check.max_rel_err = get_num(k, "max_rel_err");
+    r->check.argmax_agreement = get_num(k, "argmax_agreement");
+    r->check.cosine_similarity = get_num(k, "cosine_similarity");
+    r->check.passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "passed"));
+  }
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings"), *it;
+  cJSON_ArrayForEach(it, w) if (cJSON_IsString(it)) alma__result_warn(r, "%s", it->valuestring);
+  r->error = get_str(o, "error");
+  char *es = get_str(o, "error_status");
+  r->error_status = es ? status_from_name(es) : (r->status == ALMA_RESULT_ERROR ? ALMA_ERR_RUNTIME : ALMA_OK);
+  free(es);
+  r->failed_step = get_str(o, "failed_step");
+  r->traceback = get_str(o, "traceback");
+  const cJSON *raw = cJSON_GetObjectItemCaseSensitive(o, "raw_ms");
+  if (cJSON_IsArray(raw) && cJSON_GetArraySize(raw) > 0) {
+    int n = cJSON_GetArraySize(raw);
+    r->raw_ms = malloc((size_t)n * sizeof *r->raw_ms);
+    if (!r->raw_ms) return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading %d latencies", n);
+    int64_t i = 0;
+    cJSON_ArrayForEach(it, raw) r->raw_ms[i++] = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    r->n_raw = n;
+  }
+  return ALMA_OK;
+}
+
+/* ---- whole results --------------------------------------------------------------------------- */
+cJSON *alma__system_to_cjson(const alma_system_info *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "cpu_model", s->cpu_model);
+  cJSON_AddNumberToObject(o, "logical_cores", s->logical_cores);
+  cJSON_AddNumberToObject(o, "physical_cores", s->physical_cores);
+  cJSON_AddNumberToObject(o, "sockets", s->sockets);
+  cJSON *isa = cJSON_AddArrayToObject(o, "isa");
+  char buf[sizeof s->isa];
+  snprintf(buf, sizeof buf, "%s", s->isa);
+  for (char *save = NULL, *p = strtok_r(buf, " ", &save); p; p = strtok_r(NULL, " ", &save))
+    if (strcmp(p, "none")) cJSON_AddItemToArray(isa, cJSON_CreateString(p));
+  cJSON_AddItemToObject(o, "memory_bytes", s->memory_bytes >= 0 ? cJSON_CreateNumber((double)s->memory_bytes) : cJSON_CreateNull());
+  cJSON_AddStringToObject(o, "os", s->os);
+  cJSON_AddStringToObject(o, "kernel", s->kernel);
+  cJSON_AddStringToObject(o, "machine", s->machine);
+  cJSON_AddStringToObject(o, "governor", s->governor);
+  cJSON *lib = cJSON_AddObjectToObject(o, "libraries");
+  cJSON_AddStringToObject(lib, "alma", s->alma_version);
+  cJSON_AddStringToObject(lib, "protobuf-c", s->protobuf_c_version);
+  cJSON_AddStringToObject(lib, "cjson", s->cjson_version);
+  cJSON_AddStringToObject(lib, "openssl", s->openssl_version);
+  cJSON_AddStringToObject(lib, "libc", s->libc_version);
+  cJSON_AddStringToObject(o, "compiler", s->compiler);
+  cJSON_AddStringToObject(o, "build_flags", s->build_flags);
+  cJSON *rt = cJSON_AddArrayToObject(o, "runtimes");
+  snprintf(buf, sizeof buf, "%s", s->runtimes);
+  for (char *save = NULL, *p = strtok_r(buf, " ", &save); p; p = strtok_r(NULL, " ", &save))
+    cJSON_AddItemToArray(rt, cJSON_CreateString(p));
+  return o;
+}
+
+cJSON *alma__config_to_cjson(const alma_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  const char *key;
+  char buf[64], type;
+  for (int i = 0; alma__config_entry(c, i, &key, buf, sizeof buf, &type); i++) {
+    if (type == 'b') cJSON_AddBoolToObject(o, key, !strcmp(buf, "true"));
+    else if (type == 's') cJSON_AddStringToObject(o, key, buf);
+    else cJSON_AddNumberToObject(o, key, strtod(buf, NULL));
+  }
+  return o;
+}
+
+static cJSON *io_to_cjson(const alma__model_io *io, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", io[i].name);
+    cJSON_AddStringToObject(o, "dtype", io[i].dtype);
+    if (io[i].rank >= 0) {
+      cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+      for (int d = 0; d < io[i].rank; d++)
+        cJSON_AddItemToArray(sh, io[i].dims[d] >= 0 ? cJSON_CreateNumber((double)io[i].dims[d]) : cJSON_CreateNull());
+    } else {
+      cJSON_AddNullToObject(o, "shape");
+    }
+    cJSON_AddStringToObject(o, "declared_shape", io[i].declared);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
+alma_status alma_results_to_json(const alma_results *r, int include_raw, char **json_out) {
+  if (!r || !json_out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_to_json: NULL argument");
+  *json_out = NULL;
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  cJSON_AddStringToObject(root, "alma_version", alma_version());
+  cJSON_AddNumberToObject(root, "schema_version", 1);
+  char when[64] = "";
+  time_t now = time(NULL);
+  struct tm tmv;
+  if (gmtime_r(&now, &tmv)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  cJSON_AddStringToObject(root, "created", when);
+  cJSON_AddItemToObject(root, "system", alma__system_to_cjson(&r->system));
+  cJSON *m = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddItemToObject(m, "path", str_or_null(r->model_path));
+  cJSON_AddItemToObject(m, "hash", str_or_null(r->model_hash));
+  cJSON_AddItemToObject(m, "file_sha256", str_or_null(r->model_file_sha256));
+  cJSON_AddItemToObject(m, "file_bytes", r->model_file_bytes > 0 ? cJSON_CreateNumber((double)r->model_file_bytes) : cJSON_CreateNull());
+  cJSON_AddItemToObject(m, "inputs", io_to_cjson(r->inputs, r->n_inputs));
+  cJSON_AddItemToObject(m, "outputs", io_to_cjson(r->outputs, r->n_outputs));
+  cJSON_AddItemToObject(root, "data", str_or_null(r->data_desc));
+  cJSON_AddItemToObject(root, "config", alma__config_to_cjson(&r->config));
+  cJSON *res = cJSON_AddArrayToObject(root, "results");
+  for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(res, alma__result_to_cjson(&r->items[i], include_raw));
+  cJSON_AddNumberToObject(root, "total_s", isfinite(r->total_s) ? r->total_s : 0);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) return alma__errorf(ALMA_ERR_NOMEM, "out of memory writing JSON");
+  *json_out = text;
+  return ALMA_OK;
+}
+
+alma_status alma_results_save_json(const alma_results *r, const char *path, int include_raw) {
+  if (!path) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_save_json: NULL path");
+  char *text;
+  ALMA_TRY(alma_results_to_json(r, include_raw, &text));
+  FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
+  if (!f) {
+    alma_status st = alma__errorf(ALMA_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    free(text);
+    return st;
+  }
+  int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  ok &= f == stdout ? fflush(f) == 0 : fclose(f) == 0;
+  free(text);
+  return ok ? ALMA_OK : alma__errorf(ALMA_ERR_IO, "error writing '%s'", path);
+}

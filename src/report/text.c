@@ -1,0 +1,154 @@
+/* The text report: a header (model, machine, settings), a block per conversion, and a summary
+ * table sorted by throughput with the speed-up over the first conversion. */
+#include <math.h>
+
+#include "bench/bench.h"
+
+static const char *ms(double v, char *buf, size_t n) {
+  if (!isfinite(v)) snprintf(buf, n, "-");
+  else if (v >= 100) snprintf(buf, n, "%.1f", v);
+  else if (v >= 10) snprintf(buf, n, "%.2f", v);
+  else if (v >= 0.01) snprintf(buf, n, "%.3f", v);
+  else snprintf(buf, n, "%.3g", v);
+  return buf;
+}
+
+static const char *mib(int64_t b, char *buf, size_t n) {
+  if (b < 0) snprintf(buf, n, "unknown");
+  else if (b >= ((int64_t)1 << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (1 << 30));
+  else snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+  return buf;
+}
+
+static void print_header(const alma_results *r, FILE *f) {
+  const alma_system_info *s = &r->system;
+  const alma_config *c = &r->config;
+  char b1[32];
+  fprintf(f, "model    %s", r->model_path && *r->model_path ? r->model_path : "(loaded model)");
+  if (r->model_hash[0]) fprintf(f, "  (hash %.12s)", r->model_hash);
+  fputc('\n', f);
+  for (int i = 0; i < r->n_inputs; i++) {
+    char shp[128];
+    alma__shape_str(r->inputs[i].rank, r->inputs[i].dims, shp, sizeof shp);
+    fprintf(f, "input    %s %s %s%s%s\n", r->inputs[i].name, r->inputs[i].dtype, shp,
+            r->inputs[i].declared[0] ? "  declared " : "", r->inputs[i].declared);
+  }
+  fprintf(f, "machine  %s, %d cores (%d logical), %s, governor %s\n", s->cpu_model[0] ? s->cpu_model : "unknown CPU",
+          s->physical_cores, s->logical_cores, mib(s->memory_bytes, b1, sizeof b1), s->governor);
+  fprintf(f, "settings batch %lld, n_samples %lld, min_time %gs, warm-up %lld batches/%gs, seed %llu, data %s, %s\n",
+          (long long)c->batch_size, (long long)c->n_samples, c->min_time_s, (long long)c->warmup, c->warmup_s,
+          (unsigned long long)c->seed, r->data_desc ? r->data_desc : "random",
+          c->multiprocessing ? "one process per conversion" : "in-process");
+  fputc('\n', f);
+}
+
+static void print_block(const alma_result *x, FILE *f, int include_traceback) {
+  char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
+  char id[16] = "  -";
+  if (x->id >= 0) snprintf(id, sizeof id, "%3d", x->id);
+  if (x->status == ALMA_RESULT_UNAVAILABLE) {
+    fprintf(f, "[%s] %s: unavailable: %s\n", id, x->conversion, x->error ? x->error : "");
+  } else if (x->status == ALMA_RESULT_ERROR) {
+    fprintf(f, "[%s] %s: error%s%s%s: %s\n", id, x->conversion, x->failed_step ? " in step '" : "",
+            x->failed_step ? x->failed_step : "", x->failed_step ? "'" : "", x->error ? x->error : "");
+    if (include_traceback && x->traceback) {
+      fputs("      traceback:\n", f);
+      const char *p = x->traceback;
+      while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        fprintf(f, "        %.*s\n", len, p);
+        p += len + (nl ? 1 : 0);
+      }
+    } else if (x->traceback) {
+      fputs("      (traceback: run with -v, or see the JSON)\n", f);
+    }
+  } else {
+    const alma_latency_stats *s = &x->latency;
+    fprintf(f, "[%s] %s: ok on %s, %d thread%s, CPUs %s\n", id, x->conversion, x->device, x->threads,
+            x->threads == 1 ? "" : "s", x->affinity ? x->affinity : "?");
+    fprintf(f, "      latency    median %s ms [%s, %s]  mean %s ms [%s, %s]  stdev %s (CV %.1f%%)\n",
+            ms(s->p50, a, sizeof a), ms(s->median_ci95[0], b, sizeof b), ms(s->median_ci95[1], c, sizeof c),
+            ms(s->mean, d, sizeof d), ms(s->mean_ci95[0], e, sizeof e), ms(s->mean_ci95[1], g, sizeof g),
+            ms(s->stdev, h, sizeof h), isfinite(s->cv) ? 100 * s->cv : 0.0);
+    fprintf(f, "                 min %s  p90 %s  p95 %s  p99 %s  max %s  (%lld batches; 95%% CIs)\n",
+            ms(s->min, a, sizeof a), ms(s->p90, b, sizeof b), ms(s->p95, c, sizeof c), ms(s->p99, d, sizeof d),
+            ms(s->max, e, sizeof e), (long long)s->n);
+    fprintf(f, "      throughput %.4g samples/s  (%lld samples in batches of %lld: %.3g s inference, %.3g s total)\n",
+            x->throughput, (long long)x->samples, (long long)x->batch_size, x->inference_s, x->total_elapsed_s);
+    fprintf(f, "      phases     load %s ms, convert %s ms, first inference %s ms, warm-up %lld batches in %.3g s\n",
+            ms(1e3 * x->load_s, a, sizeof a), ms(1e3 * x->convert_s, b, sizeof b), ms(x->first_inference_ms, c, sizeof c),
+            (long long)x->warmup_batches, isfinite(x->warmup_s) ? x->warmup_s : 0.0);
+    fprintf(f, "      memory     peak RSS %s\n", mib(x->peak_rss_bytes, a, sizeof a));
+    if (x->check.performed)
+      fprintf(f, "      check      %s vs EAGER: max abs err %.3g, max rel err %.3g, argmax %s, cosine %.6f\n",
+              x->check.passed ? "passed" : "FAILED", x->check.max_abs_err, x->check.max_rel_err,
+              isfinite(x->check.argmax_agreement) ? (snprintf(a, sizeof a, "%.1f%%", 100 * x->check.argmax_agreement), a) : "n/a",
+              x->check.cosine_similarity);
+    else
+      fprintf(f, "      check      not performed\n");
+    if (x->stop_reason) fprintf(f, "      stopped    %s (timer overhead %.0f ns)\n", x->stop_reason, x->timer_overhead_ns);
+  }
+  for (int i = 0; i < x->n_warnings; i++) fprintf(f, "      warning: %s\n", x->warnings[i]);
+}
+
+static int by_throughput_desc(const void *pa, const void *pb) {
+  const alma_result *a = *(const alma_result *const *)pa, *b = *(const alma_result *const *)pb;
+  int ao = a->status == ALMA_RESULT_OK && isfinite(a->throughput), bo = b->status == ALMA_RESULT_OK && isfinite(b->throughput);
+  if (ao != bo) return bo - ao;
+  if (!ao) return (a > b) - (a < b);  /* failures keep their order */
+  if (a->throughput != b->throughput) return a->throughput < b->throughput ? 1 : -1;
+  return (a > b) - (a < b);
+}
+
+alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
+  if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_print_summary: NULL argument");
+  if (r->n == 0) {
+    fputs("no conversions ran\n", f);
+    return ALMA_OK;
+  }
+  const alma_result **v = malloc((size_t)r->n * sizeof *v);
+  if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  const alma_result *base = NULL;
+  int width = 10;
+  for (int i = 0; i < r->n; i++) {
+    v[i] = &r->items[i];
+    if (!base && v[i]->status == ALMA_RESULT_OK && isfinite(v[i]->throughput) && v[i]->throughput > 0) base = v[i];
+    int w = v[i]->conversion ? (int)strlen(v[i]->conversion) : 0;
+    if (w > width) width = w;
+  }
+  qsort(v, (size_t)r->n, sizeof *v, by_throughput_desc);
+  fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", "id", width, "conversion", "status", "samples/s",
+          "median ms", "p99 ms", "speed-up", "check");
+  for (int i = 0; i < r->n; i++) {
+    const alma_result *x = v[i];
+    char id[16] = "-", tp[32] = "-", md[32], p99[32], su[32] = "-";
+    if (x->id >= 0) snprintf(id, sizeof id, "%d", x->id);
+    const char *chk = "-";
+    if (x->status == ALMA_RESULT_OK) {
+      snprintf(tp, sizeof tp, "%.4g", x->throughput);
+      if (base) snprintf(su, sizeof su, "%.2fx", x->throughput / base->throughput);
+      chk = !x->check.performed ? "not run" : x->check.passed ? "ok" : "FAILED";
+    }
+    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", id, width, x->conversion ? x->conversion : "",
+            alma__result_status_str(x->status), tp, x->status == ALMA_RESULT_OK ? ms(x->latency.p50, md, sizeof md) : "-",
+            x->status == ALMA_RESULT_OK ? ms(x->latency.p99, p99, sizeof p99) : "-", su, chk);
+  }
+  if (base) fprintf(f, "speed-up: throughput relative to %s\n", base->conversion);
+  for (int i = 0; i < r->n; i++)
+    if (r->items[i].status != ALMA_RESULT_OK)
+      fprintf(f, "%s %s: %s\n", r->items[i].conversion ? r->items[i].conversion : "?",
+              alma__result_status_str(r->items[i].status), r->items[i].error ? r->items[i].error : "");
+  free(v);
+  return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing the report") : ALMA_OK;
+}
+
+alma_status alma_results_print(const alma_results *r, FILE *f, int include_traceback) {
+  if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_print: NULL argument");
+  print_header(r, f);
+  for (int i = 0; i < r->n; i++) {
+    print_block(&r->items[i], f, include_traceback);
+    fputc('\n', f);
+  }
+  return alma_results_print_summary(r, f);
+}

@@ -1,0 +1,297 @@
+/* `alma bench MODEL ...`: benchmark a model across conversion options (see docs/cli.md). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: alma bench MODEL [options]\n\n"
+          "Benchmarks MODEL under each conversion option, each in its own process, checks every\n"
+          "conversion's outputs against EAGER's, and prints a report.\n\n"
+          "what to run\n"
+          "  -c, --conversions LIST   comma list of preset IDs, names or chains, in order\n"
+          "                           (e.g. 0,FOLD+EAGER); default: every conversion available here\n"
+          "      --device cpu|cuda    where conversions are meant to run (default cpu)\n"
+          "      --no-device-override mark conversions on another device unavailable instead\n"
+          "      --threads N          intra-op threads (default 0 = physical cores)\n"
+          "data\n"
+          "  -b, --batch-size N       samples per batch (default 1)\n"
+          "      --input NAME:SHAPE[:DTYPE]\n"
+          "                           shape (and dtype) of a random input, e.g. x:8x3x224x224:float32;\n"
+          "                           otherwise symbolic dims take the batch size (first) or 1 (others)\n"
+          "      --data PATH          data instead of random: a .npy per input (comma list), IDX files,\n"
+          "                           or a directory of .npy batches\n"
+          "      --data-scale S[:O]   file data converted to float inputs as x*S + O (e.g. 0.00392157)\n"
+          "      --seed N             random data seed (default 0)\n"
+          "measurement\n"
+          "  -n, --n-samples N        samples to time at least (default 100)\n"
+          "      --min-time S         time each conversion at least S seconds (default 1)\n"
+          "      --max-time S         stop timing after S seconds (default 60; 0 = no cap)\n"
+          "      --target-ci X        also time until the median's 95%% CI is within +-X (0.01 = 1%%)\n"
+          "      --warmup N           warm-up batches at least (default 5)\n"
+          "      --warmup-time S      warm-up at least S seconds (default 0.1)\n"
+          "      --timeout S          kill a conversion after S seconds (default 600; 0 = none)\n"
+          "      --memory-limit MB    address-space limit of each conversion's process\n"
+          "      --no-multiprocessing run conversions in this process (debugging)\n"
+          "      --keep-going         go on after a failed conversion (default: stop)\n"
+          "      --no-check           do not compare outputs with EAGER's\n"
+          "      --rtol X, --atol X   output check tolerances (default 1e-3, 1e-4)\n"
+          "      --set KEY=VALUE      any configuration key (see docs/cli.md)\n"
+          "output\n"
+          "      --json FILE          write results as JSON (docs/json.md); '-' for stdout\n"
+          "      --csv FILE           write results as CSV; '-' for stdout\n"
+          "      --raw                include every batch latency in the JSON (raw_ms)\n"
+          "  -v, --verbose            tracebacks in the report, children's stderr echoed\n"
+          "  -q, --quiet              only the summary table\n"
+          "  -h, --help               this help\n\n"
+          "Exit status: 0 every conversion ran, 1 some conversion failed or was unavailable,\n"
+          "2 usage error (bad option, unknown conversion), 3 model or data error.\n");
+}
+
+enum {
+  O_INPUT = 256, O_DATA, O_DATA_SCALE, O_DEVICE, O_NO_OVERRIDE, O_THREADS, O_NO_MP, O_KEEP_GOING, O_WARMUP,
+  O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
+  O_SET, O_JSON, O_CSV, O_RAW
+};
+
+static const struct option long_opts[] = {
+    {"conversions", required_argument, 0, 'c'},
+    {"batch-size", required_argument, 0, 'b'},
+    {"n-samples", required_argument, 0, 'n'},
+    {"input", required_argument, 0, O_INPUT},
+    {"data", required_argument, 0, O_DATA},
+    {"data-scale", required_argument, 0, O_DATA_SCALE},
+    {"device", required_argument, 0, O_DEVICE},
+    {"no-device-override", no_argument, 0, O_NO_OVERRIDE},
+    {"threads", required_argument, 0, O_THREADS},
+    {"no-multiprocessing", no_argument, 0, O_NO_MP},
+    {"keep-going", no_argument, 0, O_KEEP_GOING},
+    {"warmup", required_argument, 0, O_WARMUP},
+    {"warmup-time", required_argument, 0, O_WARMUP_TIME},
+    {"min-time", required_argument, 0, O_MIN_TIME},
+    {"max-time", required_argument, 0, O_MAX_TIME},
+    {"target-ci", required_argument, 0, O_TARGET_CI},
+    {"timeout", required_argument, 0, O_TIMEOUT},
+    {"memory-limit", required_argument, 0, O_MEMORY},
+    {"seed", required_argument, 0, O_SEED},
+    {"no-check", no_argument, 0, O_NO_CHECK},
+    {"rtol", required_argument, 0, O_RTOL},
+    {"atol", required_argument, 0, O_ATOL},
+    {"set", required_argument, 0, O_SET},
+    {"json", required_argument, 0, O_JSON},
+    {"csv", required_argument, 0, O_CSV},
+    {"raw", no_argument, 0, O_RAW},
+    {"verbose", no_argument, 0, 'v'},
+    {"quiet", no_argument, 0, 'q'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* The progress line: on a terminal only, rewritten in place, erased when the sweep ends. */
+typedef struct {
+  int active;
+} progress_state;
+
+static void progress(void *user, int index, int count, const char *conversion, const char *phase, int64_t done,
+                     int64_t total, double elapsed) {
+  progress_state *p = user;
+  if (!strcmp(phase, "done")) {
+    if (p->active) fputs("\r\033[K", stderr);
+    p->active = 0;
+    return;
+  }
+  if (total > 0)
+    fprintf(stderr, "\r\033[K[%d/%d] %s: %s %lld/%lld batches, %.1f s", index, count, conversion, phase,
+            (long long)done, (long long)total, elapsed);
+  else
+    fprintf(stderr, "\r\033[K[%d/%d] %s: %s, %.1f s", index, count, conversion, phase, elapsed);
+  fflush(stderr);
+  p->active = 1;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fputs("alma bench: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs(" (see alma bench --help)\n", stderr);
+  return ALMA_EXIT_USAGE;
+}
+
+/* Sets a config key from an option, reporting with the option's own name. */
+static int set_key(alma_config *cfg, const char *opt, const char *key, const char *value) {
+  if (alma_config_set(cfg, key, value) == ALMA_OK) return 0;
+  fprintf(stderr, "alma bench: %s: %s\n", opt, alma_last_error());
+  return 1;
+}
+
+int alma_cmd_bench(int argc, char **argv) {
+  alma_config cfg;
+  alma_config_init(&cfg);
+  const char *conv_list = NULL, *data_path = NULL, *json_path = NULL, *csv_path = NULL, *scale = NULL;
+  const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+  int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0;
+  if (!inputs) return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":c:b:n:vqh", long_opts, NULL)) != -1) {
+    switch (c) {
+      case 'c': conv_list = optarg; break;
+      case 'b': bad |= set_key(&cfg, "--batch-size", "batch_size", optarg); break;
+      case 'n': bad |= set_key(&cfg, "--n-samples", "n_samples", optarg); break;
+      case O_INPUT: inputs[n_inputs++] = optarg; break;
+      case O_DATA: data_path = optarg; break;
+      case O_DATA_SCALE: scale = optarg; break;
+      case O_DEVICE: bad |= set_key(&cfg, "--device", "device", optarg); break;
+      case O_NO_OVERRIDE: cfg.allow_device_override = 0; break;
+      case O_THREADS: bad |= set_key(&cfg, "--threads", "threads", optarg); break;
+      case O_NO_MP: cfg.multiprocessing = 0; break;
+      case O_KEEP_GOING: cfg.fail_on_error = 0; break;
+      case O_WARMUP: bad |= set_key(&cfg, "--warmup", "warmup", optarg); break;
+      case O_WARMUP_TIME: bad |= set_key(&cfg, "--warmup-time", "warmup_s", optarg); break;
+      case O_MIN_TIME: bad |= set_key(&cfg, "--min-time", "min_time_s", optarg); break;
+      case O_MAX_TIME: bad |= set_key(&cfg, "--max-time", "max_time_s", optarg); break;
+      case O_TARGET_CI: bad |= set_key(&cfg, "--target-ci", "target_rel_ci", optarg); break;
+      case O_TIMEOUT: bad |= set_key(&cfg, "--timeout", "timeout_s", optarg); break;
+      case O_MEMORY: bad |= set_key(&cfg, "--memory-limit", "memory_limit_mb", optarg); break;
+      case O_SEED: bad |= set_key(&cfg, "--seed", "seed", optarg); break;
+      case O_NO_CHECK: cfg.check_outputs = 0; break;
+      case O_RTOL: bad |= set_key(&cfg, "--rtol", "rtol", optarg); break;
+      case O_ATOL: bad |= set_key(&cfg, "--atol", "atol", optarg); break;
+      case O_SET: {
+        char key[64];
+        const char *eq = strchr(optarg, '=');
+        if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof key) {
+          free(inputs);
+          return usage_error("--set '%s': expected KEY=VALUE", optarg);
+        }
+        memcpy(key, optarg, (size_t)(eq - optarg));
+        key[eq - optarg] = 0;
+        bad |= set_key(&cfg, "--set", key, eq + 1);
+        break;
+      }
+      case O_JSON: json_path = optarg; break;
+      case O_CSV: csv_path = optarg; break;
+      case O_RAW: raw = 1; break;
+      case 'v': verbose = 1; break;
+      case 'q': quiet = 1; break;
+      case 'h':
+        bench_usage(stdout);
+        free(inputs);
+        return ALMA_EXIT_OK;
+      case ':':
+        free(inputs);
+        return usage_error("option '%s' needs a value", argv[optind - 1]);
+      default:
+        free(inputs);
+        return usage_error("unknown option '%s'", argv[optind - 1]);
+    }
+  }
+  if (bad) {
+    free(inputs);
+    return ALMA_EXIT_USAGE;
+  }
+  if (optind != argc - 1) {
+    free(inputs);
+    if (optind >= argc) {
+      fputs("alma bench: a model file is required\n\n", stderr);
+      bench_usage(stderr);
+      return ALMA_EXIT_USAGE;
+    }
+    return usage_error("one model only, got also '%s'", argv[optind + 1]);
+  }
+  const char *model = argv[optind];
+  if (verbose && quiet) {
+    free(inputs);
+    return usage_error("%s", "-v and -q exclude each other");
+  }
+  cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
+
+  /* Data description. */
+  alma_data *data = NULL;
+  alma_status st = data_path ? alma_data_from_path(data_path, &data) : alma_data_random(&data);
+  if (st != ALMA_OK) {
+    free(inputs);
+    return alma_cli_fail(st, "--data");
+  }
+  for (int i = 0; i < n_inputs; i++)
+    if ((st = alma_data_set_input_spec(data, inputs[i])) != ALMA_OK) {
+      free(inputs);
+      alma_data_free(data);
+      return alma_cli_fail(st, NULL);
+    }
+  free(inputs);
+  if (scale) {
+    char *end;
+    double s = strtod(scale, &end), o = 0;
+    if (end == scale || (*end && *end != ':')) {
+      alma_data_free(data);
+      return usage_error("--data-scale '%s': expected S or S:OFFSET", scale);
+    }
+    if (*end == ':') {
+      const char *p = end + 1;
+      o = strtod(p, &end);
+      if (end == p || *end) {
+        alma_data_free(data);
+        return usage_error("--data-scale '%s': expected S or S:OFFSET", scale);
+      }
+    }
+    if ((st = alma_data_set_scale(data, s, o)) != ALMA_OK) {
+      alma_data_free(data);
+      return alma_cli_fail(st, "--data-scale");
+    }
+  }
+
+  /* Conversions: a comma list, order kept. */
+  char *conv_copy = conv_list ? strdup(conv_list) : NULL;
+  const char *convs[256];
+  int n_conv = 0;
+  if (conv_list && !conv_copy) {
+    alma_data_free(data);
+    return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
+  }
+  for (char *save = NULL, *p = conv_copy ? strtok_r(conv_copy, ",", &save) : NULL; p; p = strtok_r(NULL, ",", &save)) {
+    while (*p == ' ') p++;
+    if (n_conv == 256) {
+      free(conv_copy);
+      alma_data_free(data);
+      return usage_error("%s", "more than 256 conversions");
+    }
+    convs[n_conv++] = p;
+  }
+  if (conv_list && n_conv == 0) {
+    free(conv_copy);
+    alma_data_free(data);
+    return usage_error("--conversions '%s': empty list", conv_list);
+  }
+
+  progress_state ps = {0};
+  if (isatty(2) && !quiet) {
+    cfg.progress = progress;
+    cfg.progress_user = &ps;
+  }
+  alma_results *res = NULL;
+  st = alma_benchmark_model(model, &cfg, convs, n_conv, data, &res);
+  if (ps.active) fputs("\r\033[K", stderr);
+  free(conv_copy);
+  alma_data_free(data);
+  if (!res) return alma_cli_fail(st, NULL);
+
+  /* JSON or CSV on stdout moves the human report to stderr. */
+  int to_stdout = (json_path && !strcmp(json_path, "-")) || (csv_path && !strcmp(csv_path, "-"));
+  FILE *report = to_stdout ? stderr : stdout;
+  if (quiet) alma_results_print_summary(res, report);
+  else alma_results_print(res, report, verbose);
+  int code = alma_results_n_failed(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
+  if (json_path && alma_results_save_json(res, json_path, raw) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--json");
+  if (csv_path && alma_results_save_csv(res, csv_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
+  if (st != ALMA_OK && !quiet && cfg.fail_on_error && n_conv > alma_results_count(res))
+    fprintf(stderr, "alma bench: stopped after the first failure (--keep-going runs the rest)\n");
+  alma_results_free(res);
+  return code;
+}
