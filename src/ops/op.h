@@ -52,8 +52,8 @@ typedef struct alma_op_def {
   alma_cost_fn cost;       /* may be NULL */
 } alma_op_def;
 
-/* Declarations of every op in ops.def (defined weak in the registry so an op family file can be
- * absent while it is being written: a missing op reads as unsupported). */
+/* Declarations of every op in ops.def. The registry refers to each strongly, so linking the static
+ * library pulls in every operator. */
 #define ALMA_OP(name) extern const alma_op_def alma__op_##name;
 #include "ops/ops.def"
 #undef ALMA_OP

@@ -1,11 +1,6 @@
 /* The operator registry: the ops.def list, lookup by (domain, type) and version binding. */
 #include "ops/op.h"
 
-/* Weak so that an op family not yet compiled in reads as "unsupported" instead of a link error. */
-#define ALMA_OP(name) extern const alma_op_def alma__op_##name __attribute__((weak));
-#include "ops/ops.def"
-#undef ALMA_OP
-
 static const alma_op_def *const alma__ops[] = {
 #define ALMA_OP(name) &alma__op_##name,
 #include "ops/ops.def"
