@@ -126,6 +126,13 @@ alma_status alma__test_fault(const char *conversion, int in_child);
  * between "--- native backtrace ---" and "--- end of backtrace ---", then die of the signal. */
 void alma__install_crash_handler(void);
 
+/* ---- output check (harness.c) ---------------------------------------------------------------- */
+/* Compares a conversion's outputs with EAGER's (see alma_output_check): every numeric element within
+ * atol + rtol*|ref| (NaN matches NaN, inf matches the same inf), shapes equal; metrics over all
+ * outputs. m (may be NULL) names outputs in detail, which gets the first problem ("" if none). */
+void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                           double rtol, double atol, alma_output_check *c, char *detail, size_t dn);
+
 /* ---- results (results.c) ------------------------------------------------------------------- */
 struct alma_result {
   int id;

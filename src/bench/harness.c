@@ -155,8 +155,7 @@ static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
 /* ---- output check ------------------------------------------------------------------------------ */
 static int numeric(alma_dtype t) { return alma__dtype_is_float(t) || alma__dtype_is_int(t) || t == ALMA_DTYPE_BOOL; }
 
-/* Compares outputs with the reference: see alma_output_check. detail gets the first problem. */
-static void compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
                             double rtol, double atol, alma_output_check *c, char *detail, size_t dn) {
   memset(c, 0, sizeof *c);
   c->performed = 1;
@@ -453,7 +452,7 @@ static void worker(void *arg, alma__chan *ch) {
     st = ALMA_OK;
   } else {
     char detail[512];
-    compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
+    alma__compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
     if (!r->check.passed)
       alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
   }

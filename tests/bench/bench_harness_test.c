@@ -1,0 +1,378 @@
+/* alma_benchmark_model end to end on tiny models (written by make_model.py): ALMA_TEST_NEEDS_MODELS.
+ * Isolation with injected faults (segv, abort, hang past the timeout, runaway allocation under a
+ * memory limit, early exit), fail-fast vs keep-going, in-process runs, data sources, the output
+ * check. argv[1]: the directory holding linear.onnx etc. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bench/bench.h"
+
+static const char *dir;
+static char linear[512], two[512];
+
+static void fast(alma_config *c) {
+  alma_config_init(c);
+  c->n_samples = 20;
+  c->min_time_s = 0.02;
+  c->warmup = 2;
+  c->warmup_s = 0;
+  c->timeout_s = 60;
+}
+
+static const char *both[] = {"EAGER", "FOLD+EAGER"};
+
+static void test_sweep(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.batch_size = 4;
+  alma_results *r = NULL;
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, NULL, &r), ALMA_OK);
+  assert_non_null(r);
+  assert_int_equal(alma_results_count(r), 2);
+  assert_int_equal(alma_results_n_failed(r), 0);
+  assert_int_equal(strlen(alma_results_model_hash(r)), 64);
+  assert_string_equal(alma_results_model_path(r), linear);
+  for (int i = 0; i < 2; i++) {
+    const alma_result *x = alma_results_get(r, i);
+    assert_string_equal(alma_result_conversion(x), both[i]);
+    assert_int_equal(alma_result_id(x), i);
+    assert_int_equal(alma_result_status_code(x), ALMA_RESULT_OK);
+    assert_string_equal(alma_result_status_name(x), "ok");
+    assert_string_equal(alma_result_device(x), "cpu");
+    assert_int_equal(alma_result_batch_size(x), 4);
+    const alma_latency_stats *s = alma_result_latency(x);
+    assert_true(s->n >= 5);  /* ceil(20 / 4) batches at least */
+    assert_int_equal(alma_result_n_raw(x), s->n);
+    assert_int_equal(alma_result_samples(x), 4 * s->n);
+    assert_true(s->min <= s->p50 && s->p50 <= s->p99 && s->p99 <= s->max);
+    assert_true(alma_result_throughput(x) > 0);
+    double sum = 0;
+    for (int64_t k = 0; k < s->n; k++) sum += alma_result_raw_ms(x)[k];
+    assert_true(fabs(sum * 1e-3 - alma_result_inference_s(x)) < 1e-6);
+    assert_true(alma_result_inference_s(x) < alma_result_total_elapsed_s(x));
+    assert_true(alma_result_load_s(x) > 0 && alma_result_convert_s(x) >= 0 && alma_result_first_inference_ms(x) > 0);
+    assert_true(alma_result_peak_rss_bytes(x) > 0);
+    assert_true(alma_result_warmup_batches(x) >= 2);
+    assert_true(alma_result_threads(x) >= 1);
+    assert_true(strlen(alma_result_affinity(x)) > 0);
+    assert_true(alma_result_timer_overhead_ns(x) > 0);
+    assert_non_null(strstr(alma_result_stop_reason(x), "n_samples"));
+    const alma_output_check *k = alma_result_check(x);
+    assert_true(k->performed && k->passed);
+    assert_true(k->max_abs_err <= 1e-6 && k->argmax_agreement == 1.0 && fabs(k->cosine_similarity - 1) < 1e-9);
+    assert_int_equal(alma_result_error_status(x), ALMA_OK);
+    assert_string_equal(alma_result_error(x), "");
+  }
+  assert_int_equal(alma_results_config(r)->batch_size, 4);
+  assert_true(alma_results_system(r)->logical_cores >= 1);
+  alma_results_free(r);
+}
+
+static void test_all_conversions_and_in_process(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.multiprocessing = 0;
+  alma_results *r = NULL;
+  assert_int_equal(alma_benchmark_model(linear, &c, NULL, 0, NULL, &r), ALMA_OK);
+  assert_true(alma_results_count(r) >= 2);  /* every available preset */
+  for (int i = 0; i < alma_results_count(r); i++) {
+    const alma_result *x = alma_results_get(r, i);
+    assert_int_equal(alma_result_status_code(x), ALMA_RESULT_OK);
+    assert_true(alma_result_check(x)->passed);
+  }
+  alma_results_free(r);
+}
+
+static void test_loaded_model(void **state) {
+  (void)state;
+  alma_model *m;
+  assert_int_equal(alma_model_load(linear, &m), ALMA_OK);
+  alma_config c;
+  fast(&c);
+  alma_results *r = NULL;
+  const char *one[] = {"1"};
+  assert_int_equal(alma_benchmark_model(m, &c, one, 1, NULL, &r), ALMA_OK);  /* _Generic: the model */
+  assert_string_equal(alma_result_conversion(alma_results_get(r, 0)), "FOLD+EAGER");
+  assert_true(alma_result_load_s(alma_results_get(r, 0)) == 0);
+  assert_string_equal(alma_results_model_path(r), "");
+  alma_results_free(r);
+  alma_model_free(m);
+}
+
+/* ALMA_TEST_FAULT=KIND@FOLD+EAGER: EAGER is fine, FOLD+EAGER fails, the sweep (this process) goes on. */
+static const alma_result *faulty(const char *kind, alma_config *c, alma_results **r, alma_status *st) {
+  char env[64];
+  snprintf(env, sizeof env, "%s@FOLD+EAGER", kind);
+  setenv("ALMA_TEST_FAULT", env, 1);
+  c->fail_on_error = 0;
+  const char *three[] = {"FOLD+EAGER", "EAGER", "FOLD+FOLD+EAGER"};
+  *st = alma_benchmark_model(linear, c, three, 3, NULL, r);
+  unsetenv("ALMA_TEST_FAULT");
+  assert_non_null(*r);
+  assert_int_equal(alma_results_count(*r), 3);
+  assert_int_equal(alma_results_n_failed(*r), 1);
+  assert_int_equal(alma_result_status_code(alma_results_get(*r, 1)), ALMA_RESULT_OK);
+  assert_int_equal(alma_result_status_code(alma_results_get(*r, 2)), ALMA_RESULT_OK);
+  const alma_result *x = alma_results_get(*r, 0);
+  assert_int_equal(alma_result_status_code(x), ALMA_RESULT_ERROR);
+  assert_string_equal(alma_result_status_name(x), "error");
+  assert_int_equal(*st, alma_result_error_status(x));  /* the first failure's status */
+  return x;
+}
+
+static void test_fault_segv(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  alma_results *r;
+  alma_status st;
+  const alma_result *x = faulty("segv", &c, &r, &st);
+  assert_int_equal(st, ALMA_ERR_CRASH);
+  assert_non_null(strstr(alma_result_error(x), "SIGSEGV"));
+  assert_string_equal(alma_result_failed_step(x), "warmup");
+  assert_non_null(strstr(alma_result_traceback(x), "native backtrace"));
+  assert_non_null(strstr(alma_result_traceback(x), "alma__test_fault"));  /* a frame, symbolized */
+  alma_results_free(r);
+}
+
+static void test_fault_abort_exit_error(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  alma_results *r;
+  alma_status st;
+  const alma_result *x = faulty("abort", &c, &r, &st);
+  assert_int_equal(st, ALMA_ERR_CRASH);
+  assert_non_null(strstr(alma_result_error(x), "SIGABRT"));
+  alma_results_free(r);
+  x = faulty("exit", &c, &r, &st);
+  assert_non_null(strstr(alma_result_error(x), "exited with status 3"));
+  alma_results_free(r);
+  x = faulty("error", &c, &r, &st);
+  assert_int_equal(st, ALMA_ERR_RUNTIME);
+  assert_non_null(strstr(alma_result_error(x), "injected failure"));
+  assert_non_null(strstr(alma_result_traceback(x), "load > data > convert > first > warmup"));
+  alma_results_free(r);
+}
+
+static void test_fault_hang_timeout(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.timeout_s = 1.5;
+  alma_results *r;
+  alma_status st;
+  const alma_result *x = faulty("hang", &c, &r, &st);
+  assert_int_equal(st, ALMA_ERR_TIMEOUT);
+  assert_non_null(strstr(alma_result_error(x), "timed out after 1.5 s"));
+  alma_results_free(r);
+}
+
+static void test_fault_oom(void **state) {
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+  skip();
+#endif
+  alma_config c;
+  fast(&c);
+  c.memory_limit_mb = 300;
+  alma_results *r;
+  alma_status st;
+  const alma_result *x = faulty("oom", &c, &r, &st);
+  assert_int_equal(st, ALMA_ERR_NOMEM);
+  assert_non_null(strstr(alma_result_error(x), "out of memory"));
+  alma_results_free(r);
+}
+
+static void test_fail_fast(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  setenv("ALMA_TEST_FAULT", "segv@EAGER", 1);
+  alma_results *r = NULL;
+  alma_status st = alma_benchmark_model(linear, &c, both, 2, NULL, &r);
+  unsetenv("ALMA_TEST_FAULT");
+  assert_int_equal(st, ALMA_ERR_CRASH);
+  assert_non_null(r);
+  assert_int_equal(alma_results_count(r), 1);  /* stopped after the first failure */
+  assert_non_null(strstr(alma_last_error(), "EAGER"));
+  alma_results_free(r);
+}
+
+static void test_rejected_before_running(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  alma_results *r = (alma_results *)1;
+  const char *bad[] = {"EAGER", "FOLD+EAGR"};
+  assert_int_equal(alma_benchmark_model(linear, &c, bad, 2, NULL, &r), ALMA_ERR_INVALID_ARG);
+  assert_null(r);
+  assert_non_null(strstr(alma_last_error(), "did you mean FOLD+EAGER"));
+  char missing[600];
+  snprintf(missing, sizeof missing, "%s/nope.onnx", dir);
+  assert_int_equal(alma_benchmark_model(missing, &c, both, 2, NULL, &r), ALMA_ERR_IO);
+  assert_null(r);
+  char garbage[600];
+  snprintf(garbage, sizeof garbage, "%s/garbage.onnx", dir);
+  FILE *f = fopen(garbage, "wb");
+  fputs("this is not a protobuf \xff\xff\xff", f);
+  fclose(f);
+  alma_status st = alma_benchmark_model(garbage, &c, both, 2, NULL, &r);
+  assert_true(st != ALMA_OK && st != ALMA_ERR_CRASH);
+  assert_null(r);
+  c.batch_size = 0;  /* a struct filled by hand is validated like alma_config_set */
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, NULL, &r), ALMA_ERR_INVALID_ARG);
+  assert_non_null(strstr(alma_last_error(), "batch_size"));
+  fast(&c);
+  alma_data *d;
+  alma_data_random(&d);
+  alma_data_set_input_spec(d, "nosuch:1x16");
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_ERR_INVALID_ARG);
+  assert_non_null(strstr(alma_last_error(), "nosuch"));
+  alma_data_free(d);
+}
+
+static void test_data_sources(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.batch_size = 4;
+  char path[600];
+  alma_data *d;
+  alma_results *r;
+  snprintf(path, sizeof path, "%s/x.npy", dir);  /* 10 samples of 16 */
+  assert_int_equal(alma_data_from_path(path, &d), ALMA_OK);
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_OK);
+  assert_int_equal(alma_result_batch_size(alma_results_get(r, 1)), 4);
+  assert_true(alma_result_check(alma_results_get(r, 1))->passed);
+  alma_results_free(r);
+  alma_data_free(d);
+  snprintf(path, sizeof path, "%s/batches", dir);
+  assert_int_equal(alma_data_from_path(path, &d), ALMA_OK);
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_OK);
+  alma_results_free(r);
+  alma_data_free(d);
+  /* --input shape on a two-input model with fixed shapes: a mismatch is the session's error */
+  assert_int_equal(alma_data_random(&d), ALMA_OK);
+  assert_int_equal(alma_data_set_input_spec(d, "b:2x3"), ALMA_OK);
+  assert_int_equal(alma_benchmark_model(two, &c, both, 2, d, &r), ALMA_OK);
+  alma_results_free(r);
+  assert_int_equal(alma_data_set_input_spec(d, "b:4x3"), ALMA_OK);
+  c.fail_on_error = 0;
+  assert_int_equal(alma_benchmark_model(two, &c, both, 2, d, &r), ALMA_ERR_SHAPE);
+  assert_int_equal(alma_results_n_failed(r), 2);
+  assert_string_equal(alma_result_failed_step(alma_results_get(r, 0)), "first");
+  assert_non_null(strstr(alma_result_error(alma_results_get(r, 0)), "'b'"));
+  alma_results_free(r);
+  alma_data_free(d);
+}
+
+typedef struct {
+  int pos;
+  float x[16];
+} lstate;
+
+static alma_status lnext(void *user, alma_tensor *in, int n, int *end) {
+  lstate *s = user;
+  (void)n;
+  if (s->pos == 3) {
+    *end = 1;
+    return ALMA_OK;
+  }
+  for (int i = 0; i < 16; i++) s->x[i] = (float)(s->pos + i) / 16;
+  in[0].dtype = ALMA_DTYPE_FLOAT32;
+  in[0].rank = 2;
+  in[0].dims[0] = 1;
+  in[0].dims[1] = 16;
+  in[0].data = s->x;
+  in[0].nbytes = sizeof s->x;
+  s->pos++;
+  return ALMA_OK;
+}
+
+static alma_status lreset(void *user) {
+  ((lstate *)user)->pos = 0;
+  return ALMA_OK;
+}
+
+static void test_loader(void **state) {
+  (void)state;
+  lstate s = {0};
+  alma_data *d;
+  assert_int_equal(alma_data_from_loader(lnext, lreset, &s, &d), ALMA_OK);
+  for (int mp = 0; mp <= 1; mp++) {
+    alma_config c;
+    fast(&c);
+    c.multiprocessing = mp;
+    alma_results *r;
+    assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_OK);
+    assert_true(alma_result_check(alma_results_get(r, 1))->passed);
+    assert_int_equal(alma_result_batch_size(alma_results_get(r, 1)), 1);
+    alma_results_free(r);
+  }
+  alma_data_free(d);
+}
+
+static void test_compare_outputs(void **state) {
+  (void)state;
+  float rv[6] = {0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f}, xv[6] = {0.1f, 0.7f, 0.2f, 0.2f, 0.3f, 0.5f};
+  alma_tensor ref = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = rv, .nbytes = sizeof rv};
+  alma_tensor out = ref;
+  out.data = xv;
+  alma_output_check k;
+  char detail[256];
+  alma__compare_outputs(&ref, 1, &ref, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_true(k.performed && k.passed && k.max_abs_err == 0 && k.argmax_agreement == 1);
+  assert_string_equal(detail, "");
+  alma__compare_outputs(&ref, 1, &out, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_false(k.passed);
+  assert_true(fabs(k.max_abs_err - 0.3) < 1e-6);
+  assert_true(fabs(k.max_rel_err - 0.3 / 0.2) < 1e-5);
+  assert_true(k.argmax_agreement == 0.5);  /* row 0 agrees, row 1 does not */
+  double dot = 0, na = 0, nb = 0;
+  for (int i = 0; i < 6; i++) dot += (double)rv[i] * xv[i], na += (double)xv[i] * xv[i], nb += (double)rv[i] * rv[i];
+  assert_true(fabs(k.cosine_similarity - dot / sqrt(na * nb)) < 1e-9);
+  assert_non_null(strstr(detail, "2 of 6 elements"));
+  /* within tolerance */
+  xv[3] = 0.5f + 5e-5f;
+  xv[5] = 0.2f;
+  alma__compare_outputs(&ref, 1, &out, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_true(k.passed);
+  /* NaN matches NaN only */
+  rv[0] = xv[0] = NAN;
+  alma__compare_outputs(&ref, 1, &out, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_true(k.passed);
+  xv[0] = 1;
+  alma__compare_outputs(&ref, 1, &out, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_false(k.passed);
+  /* shape mismatch */
+  out.dims[0] = 3;
+  out.dims[1] = 2;
+  alma__compare_outputs(&ref, 1, &out, 1, NULL, 1e-3, 1e-4, &k, detail, sizeof detail);
+  assert_false(k.passed);
+  assert_non_null(strstr(detail, "shape [3,2]"));
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DIR (holding the models of make_model.py)\n", argv[0]);
+    return 2;
+  }
+  dir = argv[1];
+  snprintf(linear, sizeof linear, "%s/linear.onnx", dir);
+  snprintf(two, sizeof two, "%s/two_inputs.onnx", dir);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sweep),          cmocka_unit_test(test_all_conversions_and_in_process),
+      cmocka_unit_test(test_loaded_model),   cmocka_unit_test(test_fault_segv),
+      cmocka_unit_test(test_fault_abort_exit_error), cmocka_unit_test(test_fault_hang_timeout),
+      cmocka_unit_test(test_fault_oom),      cmocka_unit_test(test_fail_fast),
+      cmocka_unit_test(test_rejected_before_running), cmocka_unit_test(test_data_sources),
+      cmocka_unit_test(test_loader),         cmocka_unit_test(test_compare_outputs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

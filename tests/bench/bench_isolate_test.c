@@ -1,0 +1,231 @@
+/* Fork isolation with fake workloads: every failure mode becomes an outcome with the right reason
+ * and the parent (this test) survives; ALMA_TEST_FAULT acts through the same path. */
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bench/bench.h"
+
+typedef enum { J_OK, J_SEGV, J_ABORT, J_HANG, J_EXIT, J_OOM, J_NOISY, J_FAULT_ENV, J_NO_RECORD } job_kind;
+
+static volatile int *volatile null_ptr = NULL;
+
+static void job(void *arg, alma__chan *ch) {
+  job_kind k = *(job_kind *)arg;
+  alma__chan_line(ch, "step load");
+  alma__chan_line(ch, "progress timed 3 10");
+  alma__chan_line(ch, "step run");
+  switch (k) {
+    case J_OK: break;
+    case J_SEGV: *null_ptr = 1; break;
+    case J_ABORT: abort();
+    case J_HANG: for (;;) pause();
+    case J_EXIT: _exit(7);
+    case J_OOM: {
+      size_t total = 0;
+      for (;;) {
+        char *p = malloc(8 << 20);
+        if (!p) break;
+        memset(p, 1, 8 << 20);
+        total += 8 << 20;
+      }
+      alma__chan_line(ch, "step oom");
+      alma__chan_record(ch, "{\"status\":\"error\",\"error\":\"out of memory\"}");
+      return;
+    }
+    case J_NOISY:
+      for (int i = 0; i < 5000; i++) fprintf(stderr, "chatter line %d\n", i);
+      printf("stdout chatter is captured too\n");
+      break;
+    case J_FAULT_ENV: {
+      alma_status st = alma__test_fault("FOLD+EAGER", alma__chan_is_child(ch));
+      char rec[256];
+      snprintf(rec, sizeof rec, "{\"status\":\"%s\",\"error\":\"%s\"}", st == ALMA_OK ? "ok" : "error",
+               st == ALMA_OK ? "" : alma_status_name(st));
+      alma__chan_record(ch, rec);
+      return;
+    }
+    case J_NO_RECORD: return;
+  }
+  alma__chan_record(ch, "{\"status\":\"ok\",\"value\":\"line\\nbreak\"}");
+}
+
+typedef struct {
+  int lines, ticks;
+  char last[64];
+} seen;
+
+static void on_line(void *user, const char *line, double elapsed) {
+  seen *s = user;
+  (void)elapsed;
+  if (!line) {
+    s->ticks++;
+    return;
+  }
+  s->lines++;
+  snprintf(s->last, sizeof s->last, "%s", line);
+}
+
+static alma__job_outcome run(job_kind k, int isolate, double timeout, int64_t memlimit, seen *s) {
+  alma__job_opts o = {.isolate = isolate, .timeout_s = timeout, .memory_limit_bytes = memlimit, .on_line = on_line, .user = s};
+  alma__job_outcome oc;
+  assert_int_equal(alma__job_run(job, &k, &o, &oc), ALMA_OK);
+  return oc;
+}
+
+static void test_ok(void **state) {
+  (void)state;
+  for (int iso = 0; iso <= 1; iso++) {
+    seen s = {0};
+    alma__job_outcome oc = run(J_OK, iso, 10, 0, &s);
+    assert_int_equal(oc.status, ALMA_OK);
+    assert_non_null(oc.record);
+    assert_string_equal(oc.record, "{\"status\":\"ok\",\"value\":\"line\\nbreak\"}");
+    assert_string_equal(oc.last_step, "run");
+    assert_int_equal(s.lines, 3);
+    assert_int_equal(oc.exit_code, 0);
+    alma__job_outcome_free(&oc);
+  }
+}
+
+static void test_segv_gives_backtrace(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_SEGV, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.term_signal, SIGSEGV);
+  assert_non_null(strstr(oc.reason, "SIGSEGV"));
+  assert_non_null(strstr(oc.reason, "step 'run'"));
+  assert_null(oc.record);
+  assert_non_null(oc.backtrace);
+  assert_non_null(strstr(oc.backtrace, "bench_isolate_test"));  /* frames of this program */
+  assert_non_null(oc.stderr_tail);
+  assert_non_null(strstr(oc.stderr_tail, "fatal signal 11"));
+  assert_null(strstr(oc.stderr_tail, "--- native backtrace ---"));  /* not twice */
+  alma__job_outcome_free(&oc);
+}
+
+static void test_abort(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_ABORT, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.term_signal, SIGABRT);
+  assert_non_null(strstr(oc.reason, "SIGABRT"));
+  assert_non_null(oc.backtrace);
+  alma__job_outcome_free(&oc);
+}
+
+static void test_hang_times_out(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_HANG, 1, 1.0, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_TIMEOUT);
+  assert_int_equal(oc.timed_out, 1);
+  assert_non_null(strstr(oc.reason, "timed out after 1 s during step 'run'"));
+  assert_true(oc.wall_s >= 1.0 && oc.wall_s < 5.0);
+  assert_true(s.ticks >= 2);  /* the parent kept calling back while it waited */
+  alma__job_outcome_free(&oc);
+}
+
+static void test_exit_without_result(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_EXIT, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.exit_code, 7);
+  assert_non_null(strstr(oc.reason, "exited with status 7"));
+  alma__job_outcome_free(&oc);
+  oc = run(J_NO_RECORD, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_non_null(strstr(oc.reason, "without a result"));
+  alma__job_outcome_free(&oc);
+  oc = run(J_NO_RECORD, 0, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_INTERNAL);
+  alma__job_outcome_free(&oc);
+}
+
+static void test_memory_limit(void **state) {
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+  skip();  /* ASan reserves terabytes of address space: RLIMIT_AS cannot apply */
+#endif
+  seen s = {0};
+  alma__job_outcome oc = run(J_OOM, 1, 30, (int64_t)256 << 20, &s);
+  assert_int_equal(oc.status, ALMA_OK);  /* the job caught its own allocation failure */
+  assert_non_null(strstr(oc.record, "out of memory"));
+  assert_string_equal(oc.last_step, "oom");
+  alma__job_outcome_free(&oc);
+}
+
+static void test_stderr_captured(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_NOISY, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_OK);
+  assert_non_null(oc.stderr_tail);
+  assert_non_null(strstr(oc.stderr_tail, "chatter line 4999"));
+  assert_null(strstr(oc.stderr_tail, "chatter line 10\n"));  /* only the tail is kept */
+  assert_non_null(strstr(oc.stderr_tail, "stdout chatter"));
+  alma__job_outcome_free(&oc);
+}
+
+static void test_fault_env(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc;
+  setenv("ALMA_TEST_FAULT", "segv@FOLD+EAGER", 1);
+  oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.term_signal, SIGSEGV);
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "segv@EAGER", 1);  /* another conversion: nothing happens */
+  oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_OK);
+  assert_non_null(strstr(oc.record, "\"ok\""));
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "abort", 1);
+  oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  assert_int_equal(oc.term_signal, SIGABRT);
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "hang", 1);
+  oc = run(J_FAULT_ENV, 1, 0.5, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_TIMEOUT);
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "exit", 1);
+  oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  assert_int_equal(oc.exit_code, 3);
+  alma__job_outcome_free(&oc);
+#if !defined(__SANITIZE_ADDRESS__)
+  setenv("ALMA_TEST_FAULT", "oom", 1);
+  oc = run(J_FAULT_ENV, 1, 30, (int64_t)256 << 20, &s);
+  assert_int_equal(oc.status, ALMA_OK);
+  assert_non_null(strstr(oc.record, "ERR_NOMEM"));
+  alma__job_outcome_free(&oc);
+#endif
+  setenv("ALMA_TEST_FAULT", "error", 1);
+  oc = run(J_FAULT_ENV, 0, 10, 0, &s);  /* the non-crashing kind works in-process too */
+  assert_non_null(strstr(oc.record, "ERR_RUNTIME"));
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "segv", 1);
+  oc = run(J_FAULT_ENV, 0, 10, 0, &s);  /* crashing kinds are ignored in-process */
+  assert_non_null(strstr(oc.record, "\"ok\""));
+  alma__job_outcome_free(&oc);
+  setenv("ALMA_TEST_FAULT", "explode", 1);
+  oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  assert_non_null(strstr(oc.record, "ERR_INVALID_ARG"));
+  alma__job_outcome_free(&oc);
+  unsetenv("ALMA_TEST_FAULT");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ok),          cmocka_unit_test(test_segv_gives_backtrace),
+      cmocka_unit_test(test_abort),       cmocka_unit_test(test_hang_times_out),
+      cmocka_unit_test(test_exit_without_result), cmocka_unit_test(test_memory_limit),
+      cmocka_unit_test(test_stderr_captured), cmocka_unit_test(test_fault_env),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

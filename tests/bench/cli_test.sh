@@ -1,0 +1,126 @@
+#!/bin/sh
+# CLI end to end: alma bench / list / version, exit codes, JSON and CSV files, injected faults.
+# usage: cli_test.sh ALMA_BINARY DATA_DIR PYTHON3
+set -u
+ALMA=$1
+DIR=$2
+PY=$3
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/alma-cli-test-XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+FAILS=0
+FAST="--min-time 0.02 -n 10 --warmup 2 --warmup-time 0"
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+
+# expect CODE CMD...: runs CMD, stdout/stderr into $OUT/out and $OUT/err, checks the exit status
+expect() {
+  want=$1
+  shift
+  "$@" >"$OUT/out" 2>"$OUT/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "exit $got, expected $want: $*"
+    sed 's/^/  | /' "$OUT/err" | tail -20
+  fi
+}
+
+contains() {  # contains FILE TEXT
+  grep -q -F -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/  | /' "$1" | tail -20; }
+}
+
+# --- success: JSON, CSV, raw, text report
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,FOLD+EAGER -b 2 $FAST --json "$OUT/r.json" --csv "$OUT/r.csv" --raw
+contains "$OUT/out" "speed-up: throughput relative to EAGER"
+contains "$OUT/out" "check      passed vs EAGER"
+# not a terminal: no progress line
+if grep -q "$(printf '\r')" "$OUT/err"; then fail "progress output although stderr is not a terminal"; fi
+"$PY" - "$OUT/r.json" "$OUT/r.csv" <<'PYEOF' || fail "JSON/CSV content"
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("alma_version", "system", "model", "config", "results"):
+    assert k in d, k
+assert d["config"]["batch_size"] == 2 and d["config"]["n_samples"] == 10
+assert len(d["model"]["hash"]) == 64 and d["model"]["inputs"][0]["shape"] == [2, 16]
+rs = d["results"]
+assert [r["conversion"] for r in rs] == ["EAGER", "FOLD+EAGER"], rs
+for r in rs:
+    assert r["status"] == "ok" and r["error"] is None and r["traceback"] is None
+    lat = r["latency_ms"]
+    for k in ("mean", "stdev", "cv", "min", "p50", "p90", "p95", "p99", "max", "mean_ci95", "median_ci95", "n"):
+        assert k in lat, k
+    assert len(r["raw_ms"]) == lat["n"] >= 5
+    assert r["samples"] == 2 * lat["n"]
+    assert r["check"]["passed"] is True and r["check"]["argmax_agreement"] == 1
+    assert r["throughput_samples_per_s"] > 0 and r["peak_rss_bytes"] > 0
+rows = list(csv.DictReader(open(sys.argv[2], newline="")))
+assert [r["conversion"] for r in rows] == ["EAGER", "FOLD+EAGER"]
+assert all(r["status"] == "ok" and r["check_passed"] == "true" for r in rows)
+assert abs(float(rows[0]["latency_p50_ms"]) - rs[0]["latency_ms"]["p50"]) < 1e-9
+PYEOF
+
+# --- JSON on stdout: the report goes to stderr, stdout is pure JSON
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --json - -q
+"$PY" -c "import json,sys; json.load(open(sys.argv[1]))" "$OUT/out" || fail "--json - is not JSON"
+contains "$OUT/err" "samples/s"
+
+# --- in-process, data files, --input, --set
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --no-multiprocessing -q
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --data "$DIR/x.npy" -b 4 -q
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --data "$DIR/batches" -q
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --input x:3x16 --set rtol=1e-2 -q --json "$OUT/i.json"
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['results'][0]['batch_size']==3; assert d['config']['rtol']==0.01" "$OUT/i.json" || fail "--input / --set"
+
+# --- injected faults: error rows, the sweep goes on with --keep-going, exit 1
+ALMA_TEST_FAULT=segv@FOLD+EAGER expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 1,0 $FAST --keep-going --json "$OUT/f.json" -v
+contains "$OUT/out" "SIGSEGV"
+contains "$OUT/out" "native backtrace"
+"$PY" - "$OUT/f.json" <<'PYEOF' || fail "fault JSON"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+assert [r["status"] for r in rs] == ["error", "ok"], rs
+assert "SIGSEGV" in rs[0]["error"] and "native backtrace" in rs[0]["traceback"]
+assert rs[0]["error_status"] == "ERR_CRASH" and rs[0]["failed_step"] == "warmup"
+PYEOF
+# fail-fast (the default): stops after the failure
+ALMA_TEST_FAULT=abort@FOLD+EAGER expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 1,0 $FAST --json "$OUT/g.json"
+"$PY" -c "import json,sys; rs=json.load(open(sys.argv[1]))['results']; assert len(rs)==1 and 'SIGABRT' in rs[0]['error']" "$OUT/g.json" || fail "fail-fast"
+contains "$OUT/err" "stopped after the first failure"
+ALMA_TEST_FAULT=hang expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 0 $FAST --timeout 1
+contains "$OUT/out" "timed out after 1 s"
+ALMA_TEST_FAULT=oom expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 0 $FAST --memory-limit 300
+contains "$OUT/out" "out of memory"
+
+# --- usage errors: 2
+expect 2 "$ALMA" bench
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --bogus
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -b 0
+contains "$OUT/err" "batch_size"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -c FOLD+EAGR
+contains "$OUT/err" "did you mean FOLD+EAGER"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --input nosuch:1x16 $FAST
+contains "$OUT/err" "nosuch"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --set nokey=1
+contains "$OUT/err" "unknown config key 'nokey'"
+expect 0 "$ALMA" bench --help
+contains "$OUT/out" "--conversions"
+
+# --- model or data errors: 3
+expect 3 "$ALMA" bench "$DIR/does-not-exist.onnx"
+expect 3 "$ALMA" bench "$DIR/linear.onnx" --data "$DIR/does-not-exist.npy"
+
+# --- list and version
+expect 0 "$ALMA" list
+contains "$OUT/out" "FOLD+EAGER"
+contains "$OUT/out" "AVAILABLE"
+expect 0 "$ALMA" list 1 fold+eager
+expect 2 "$ALMA" list EAGR
+contains "$OUT/err" "did you mean EAGER"
+expect 0 "$ALMA" version
+contains "$OUT/out" "cJSON"
+contains "$OUT/out" "EAGER"
+
+if [ "$FAILS" -ne 0 ]; then
+  echo "$FAILS check(s) failed"
+  exit 1
+fi
+echo "all CLI checks passed"
