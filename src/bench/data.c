@@ -620,10 +620,20 @@ alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n
     b->full = calloc((size_t)n, sizeof *b->full);
     b->scratch = calloc((size_t)n, sizeof *b->scratch);
     if (!b->full || !b->scratch) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    /* The batch: batch_size, unless the first input's first dim is fixed (as for random data). */
+    int64_t eb = b->shapes[0].rank >= 1 ? b->shapes[0].dims[0] : batch_size;
+    if (eb != batch_size && warn) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "input '%s' has a fixed first dimension %lld: batch size %lld used instead of %lld",
+               in[0].name, (long long)eb, (long long)eb, (long long)batch_size);
+      warn(user, msg);
+    }
+    if (eb < 1) eb = 1;
     for (int i = 0; st == ALMA_OK && i < n; i++) {
-      if (b->shapes[i].rank >= 1) b->shapes[i].dims[0] = batch_size;
+      if (b->shapes[i].rank >= 1) b->shapes[i].dims[0] = eb;
       st = load_dataset(b, i, &in[i], d->paths[i], warn, user);
     }
+    batch_size = eb;
     b->batch = batch_size;
     for (int i = 0; st == ALMA_OK && i < n; i++) {
       if (b->shapes[i].rank < 1) {

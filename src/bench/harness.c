@@ -696,14 +696,16 @@ static alma_status hash_file(const char *path, char hex[65], int64_t *bytes) {
     fclose(f);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
-  static char buf[1 << 16];
+  enum { CHUNK = 1 << 16 };
+  char *buf = malloc(CHUNK);
   size_t n;
   *bytes = 0;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+  while (buf && (n = fread(buf, 1, CHUNK, f)) > 0) {
     alma__sha256_update(h, buf, n);
     *bytes += (int64_t)n;
   }
   fclose(f);
+  free(buf);
   alma__sha256_final(h, hex);
   return ALMA_OK;
 }
