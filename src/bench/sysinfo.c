@@ -218,6 +218,10 @@ void alma__system_info_basic(alma_system_info *s) {
 #endif
 #if defined(__SANITIZE_ADDRESS__)
   append_str(s->build_flags, sizeof s->build_flags, ", AddressSanitizer");
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  append_str(s->build_flags, sizeof s->build_flags, ", AddressSanitizer");
+#endif
 #endif
 #if defined(__AVX512F__)
   append_str(s->build_flags, sizeof s->build_flags, ", code for AVX-512");

@@ -8,6 +8,16 @@
 
 #include "bench/bench.h"
 
+/* RLIMIT_AS cannot apply under ASan (it reserves terabytes of address space). GCC says so with
+ * __SANITIZE_ADDRESS__, clang with __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
 typedef enum { J_OK, J_SEGV, J_ABORT, J_HANG, J_EXIT, J_OOM, J_NOISY, J_FAULT_ENV, J_NO_RECORD } job_kind;
 
 static volatile int *volatile null_ptr = NULL;
@@ -24,12 +34,10 @@ static void job(void *arg, alma__chan *ch) {
     case J_HANG: for (;;) pause();
     case J_EXIT: _exit(7);
     case J_OOM: {
-      size_t total = 0;
       for (;;) {
         char *p = malloc(8 << 20);
         if (!p) break;
         memset(p, 1, 8 << 20);
-        total += 8 << 20;
       }
       alma__chan_line(ch, "step oom");
       alma__chan_record(ch, "{\"status\":\"error\",\"error\":\"out of memory\"}");
@@ -149,8 +157,8 @@ static void test_exit_without_result(void **state) {
 
 static void test_memory_limit(void **state) {
   (void)state;
-#if defined(__SANITIZE_ADDRESS__)
-  skip();  /* ASan reserves terabytes of address space: RLIMIT_AS cannot apply */
+#ifdef UNDER_ASAN
+  skip();
 #endif
   seen s = {0};
   alma__job_outcome oc = run(J_OOM, 1, 30, (int64_t)256 << 20, &s);
@@ -198,7 +206,7 @@ static void test_fault_env(void **state) {
   oc = run(J_FAULT_ENV, 1, 10, 0, &s);
   assert_int_equal(oc.exit_code, 3);
   alma__job_outcome_free(&oc);
-#if !defined(__SANITIZE_ADDRESS__)
+#ifndef UNDER_ASAN
   setenv("ALMA_TEST_FAULT", "oom", 1);
   oc = run(J_FAULT_ENV, 1, 30, (int64_t)256 << 20, &s);
   assert_int_equal(oc.status, ALMA_OK);
