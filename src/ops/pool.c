@@ -57,121 +57,169 @@ static void pool_out_shape(const pool_shape *ps, alma_dtype dt, alma_tensor *out
   alma__set_shape(out, dt, ps->g.nsp + 2, dims);
 }
 
-/* Window taps of one output position: along each dim, taps j in [lo, hi) fall inside the input. */
-typedef struct window {
-  int64_t start[ALMA_MAX_RANK], lo[ALMA_MAX_RANK], hi[ALMA_MAX_RANK];
-  int empty;
-} window;
+/* Per spatial dim i and output coordinate o: the window starts at st = o * s - pb and its taps
+ * j in [lo, hi) fall inside the input. Tabulated once so the loops below do no divisions. */
+typedef struct pool_tables {
+  int64_t *st[ALMA_MAX_RANK], *lo[ALMA_MAX_RANK], *hi[ALMA_MAX_RANK];
+  int64_t *buf;
+} pool_tables;
 
-static void window_at(const alma__nn_geom *g, const int64_t *od, window *w) {
-  w->empty = 0;
+static alma_status tables_make(const alma_node *n, const alma__nn_geom *g, pool_tables *t) {
+  int64_t total = 0;
+  for (int i = 0; i < g->nsp; i++) total += g->out[i];
+  t->buf = alma__nn_alloc(n, (size_t)(3 * total), sizeof(int64_t));
+  if (!t->buf) return ALMA_ERR_NOMEM;
+  int64_t *p = t->buf;
   for (int i = 0; i < g->nsp; i++) {
-    int64_t st = od[i] * g->s[i] - g->pb[i], d = g->d[i];
-    w->start[i] = st;
-    int64_t lo = st >= 0 ? 0 : (-st + d - 1) / d;
-    int64_t last = g->in[i] - 1 - st; /* largest j*d inside */
-    int64_t hi = last < 0 ? 0 : last / d + 1;
-    if (hi > g->k[i]) hi = g->k[i];
-    if (lo > hi) lo = hi;
-    w->lo[i] = lo;
-    w->hi[i] = hi;
-    if (lo == hi) w->empty = 1;
+    t->st[i] = p, t->lo[i] = p + g->out[i], t->hi[i] = p + 2 * g->out[i];
+    p += 3 * g->out[i];
+    int64_t d = g->d[i];
+    for (int64_t o = 0; o < g->out[i]; o++) {
+      int64_t st = o * g->s[i] - g->pb[i];
+      int64_t lo = st >= 0 ? 0 : (-st + d - 1) / d;
+      int64_t last = g->in[i] - 1 - st; /* the largest j * d still inside */
+      int64_t hi = last < 0 ? 0 : last / d + 1;
+      if (hi > g->k[i]) hi = g->k[i];
+      if (lo > hi) lo = hi;
+      t->st[i][o] = st, t->lo[i][o] = lo, t->hi[i][o] = hi;
+    }
   }
+  return ALMA_OK;
 }
 
-#define DEFINE_POOL(T, SFX)                                                                                     \
-  /* is_max: y = max (and idx if not NULL, storage_order col-major if colmajor); else average */             \
-  static void pool_##SFX(const pool_shape *ps, int is_max, int count_include_pad, int colmajor, const T *x,   \
-                         T *y, int64_t *idx) {                                                                \
-    const alma__nn_geom *g = &ps->g;                                                                          \
-    int nsp = g->nsp;                                                                                         \
-    int64_t istr[ALMA_MAX_RANK], cstr[ALMA_MAX_RANK], kprod = alma__numel(nsp, g->k);                          \
-    alma__strides(nsp, g->in, istr);                                                                          \
-    int64_t cs_ = 1;                                                                                          \
-    for (int i = 0; i < nsp; i++) { /* column-major strides for storage_order = 1 */                          \
-      cstr[i] = cs_;                                                                                          \
-      cs_ *= g->in[i];                                                                                        \
-    }                                                                                                         \
-    for (int64_t nc = 0; nc < ps->N * ps->C; nc++) {                                                          \
-      const T *xc = x + nc * ps->insp;                                                                        \
-      int64_t od[ALMA_MAX_RANK] = {0};                                                                        \
-      for (int64_t o = 0; o < ps->outsp; o++) {                                                               \
-        window w;                                                                                             \
-        window_at(g, od, &w);                                                                                 \
-        T best = 0;                                                                                           \
-        double sum = 0;                                                                                       \
-        int64_t cnt = 0, best_pos = -1;                                                                       \
-        if (!w.empty) {                                                                                       \
-          int64_t j[ALMA_MAX_RANK];                                                                           \
-          for (int i = 0; i < nsp; i++) j[i] = w.lo[i];                                                       \
-          for (;;) {                                                                                          \
-            int64_t off = 0;                                                                                  \
-            for (int i = 0; i < nsp; i++) off += (w.start[i] + j[i] * g->d[i]) * istr[i];                     \
-            T v = xc[off];                                                                                    \
-            if (is_max) {                                                                                     \
-              if (best_pos < 0 || v > best) best = v, best_pos = off;                                         \
-            } else {                                                                                          \
-              sum += v;                                                                                       \
-            }                                                                                                 \
-            cnt++;                                                                                            \
-            int i = nsp - 1;                                                                                  \
-            for (; i >= 0; i--) {                                                                             \
-              if (++j[i] < w.hi[i]) break;                                                                    \
-              j[i] = w.lo[i];                                                                                 \
-            }                                                                                                 \
-            if (i < 0) break;                                                                                 \
-          }                                                                                                   \
-        }                                                                                                     \
-        int64_t yo = nc * ps->outsp + o;                                                                      \
-        if (is_max) {                                                                                         \
-          y[yo] = best;                                                                                       \
-          if (idx) {                                                                                          \
-            int64_t pos = best_pos;                                                                           \
-            if (pos >= 0 && colmajor) {                                                                       \
-              int64_t r = pos, cm = 0;                                                                        \
-              for (int i = 0; i < nsp; i++) {                                                                 \
-                cm += (r / istr[i]) * cstr[i];                                                                \
-                r %= istr[i];                                                                                 \
-              }                                                                                               \
-              pos = cm;                                                                                       \
-            }                                                                                                 \
-            idx[yo] = pos < 0 ? -1 : nc * ps->insp + pos;                                                     \
-          }                                                                                                   \
-        } else {                                                                                              \
-          int64_t div = count_include_pad ? kprod : cnt;                                 \
-          y[yo] = div ? (T)(sum / (double)div) : (T)NAN;                                                      \
-        }                                                                                                     \
-        for (int i = nsp - 1; i >= 0; i--) {                                                                  \
-          if (++od[i] < g->out[i]) break;                                                                     \
-          od[i] = 0;                                                                                          \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
+/* Flat row-major position within a plane -> column-major (storage_order = 1). */
+static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
+  int64_t cm = 0, cstride = 1, rstride = alma__numel(g->nsp, g->in);
+  for (int i = 0; i < g->nsp; i++) {
+    rstride /= g->in[i];
+    cm += (pos / rstride) * cstride;
+    pos %= rstride;
+    cstride *= g->in[i];
+  }
+  return cm;
+}
+
+/* is_max: y = first largest tap (and its flat index into idx when idx != NULL); else the average.
+ * A window with no tap inside the input gives 0 and index -1 for max, NaN for an average that
+ * counts only real taps. 2-D has its own loop nest; other ranks walk the taps with an odometer. */
+#define DEFINE_POOL(T, SFX)                                                                                   \
+  static void pool_##SFX(const pool_shape *ps, const pool_tables *tb, int is_max, int cip, int colmajor,     \
+                         const T *x, T *y, int64_t *idx) {                                                  \
+    const alma__nn_geom *g = &ps->g;                                                                        \
+    int nsp = g->nsp;                                                                                       \
+    int64_t kprod = alma__numel(nsp, g->k);                                                                 \
+    if (nsp == 2) {                                                                                         \
+      int64_t W = g->in[1], OH = g->out[0], OW = g->out[1], d0 = g->d[0], d1 = g->d[1];                     \
+      for (int64_t nc = 0; nc < ps->N * ps->C; nc++) {                                                      \
+        const T *xc = x + nc * ps->insp;                                                                    \
+        T *yc = y + nc * ps->outsp;                                                                         \
+        for (int64_t oh = 0; oh < OH; oh++) {                                                               \
+          int64_t hs = tb->st[0][oh], hl = tb->lo[0][oh], hh = tb->hi[0][oh];                               \
+          for (int64_t ow = 0; ow < OW; ow++) {                                                             \
+            int64_t ws = tb->st[1][ow], wl = tb->lo[1][ow], wh = tb->hi[1][ow];                             \
+            if (is_max) {                                                                                   \
+              T best = 0;                                                                                   \
+              int64_t bp = -1;                                                                              \
+              for (int64_t kh = hl; kh < hh; kh++) {                                                        \
+                int64_t rowp = (hs + kh * d0) * W + ws;                                                     \
+                for (int64_t kw = wl; kw < wh; kw++) {                                                      \
+                  T v = xc[rowp + kw * d1];                                                                 \
+                  if (bp < 0 || v > best) best = v, bp = rowp + kw * d1;                                    \
+                }                                                                                           \
+              }                                                                                             \
+              yc[oh * OW + ow] = best;                                                                      \
+              if (idx)                                                                                      \
+                idx[nc * ps->outsp + oh * OW + ow] =                                                        \
+                    bp < 0 ? -1 : nc * ps->insp + (colmajor ? to_colmajor(g, bp) : bp);                     \
+            } else {                                                                                        \
+              double sum = 0;                                                                               \
+              for (int64_t kh = hl; kh < hh; kh++) {                                                        \
+                const T *row = xc + (hs + kh * d0) * W + ws;                                                \
+                for (int64_t kw = wl; kw < wh; kw++) sum += row[kw * d1];                                   \
+              }                                                                                             \
+              int64_t div = cip ? kprod : (hh - hl) * (wh - wl);                                            \
+              yc[oh * OW + ow] = div ? (T)(sum / (double)div) : (T)NAN;                                     \
+            }                                                                                               \
+          }                                                                                                 \
+        }                                                                                                   \
+      }                                                                                                     \
+      return;                                                                                               \
+    }                                                                                                       \
+    int64_t istr[ALMA_MAX_RANK];                                                                            \
+    alma__strides(nsp, g->in, istr);                                                                        \
+    for (int64_t nc = 0; nc < ps->N * ps->C; nc++) {                                                        \
+      const T *xc = x + nc * ps->insp;                                                                      \
+      int64_t od[ALMA_MAX_RANK] = {0};                                                                      \
+      for (int64_t o = 0; o < ps->outsp; o++) {                                                             \
+        int64_t lo[ALMA_MAX_RANK], hi[ALMA_MAX_RANK], j[ALMA_MAX_RANK], base = 0;                           \
+        int empty = 0;                                                                                      \
+        for (int i = 0; i < nsp; i++) {                                                                     \
+          lo[i] = j[i] = tb->lo[i][od[i]], hi[i] = tb->hi[i][od[i]];                                        \
+          base += tb->st[i][od[i]] * istr[i];                                                               \
+          if (lo[i] == hi[i]) empty = 1;                                                                    \
+        }                                                                                                   \
+        T best = 0;                                                                                         \
+        double sum = 0;                                                                                     \
+        int64_t cnt = 0, bp = -1;                                                                           \
+        while (!empty) {                                                                                    \
+          int64_t off = base;                                                                               \
+          for (int i = 0; i < nsp; i++) off += j[i] * g->d[i] * istr[i];                                    \
+          T v = xc[off];                                                                                    \
+          if (is_max) {                                                                                     \
+            if (bp < 0 || v > best) best = v, bp = off;                                                     \
+          } else {                                                                                          \
+            sum += v;                                                                                       \
+          }                                                                                                 \
+          cnt++;                                                                                            \
+          int i = nsp - 1;                                                                                  \
+          for (; i >= 0; i--) {                                                                             \
+            if (++j[i] < hi[i]) break;                                                                      \
+            j[i] = lo[i];                                                                                   \
+          }                                                                                                 \
+          if (i < 0) break;                                                                                 \
+        }                                                                                                   \
+        int64_t yo = nc * ps->outsp + o;                                                                    \
+        if (is_max) {                                                                                       \
+          y[yo] = best;                                                                                     \
+          if (idx) idx[yo] = bp < 0 ? -1 : nc * ps->insp + (colmajor ? to_colmajor(g, bp) : bp);            \
+        } else {                                                                                            \
+          int64_t div = cip ? kprod : cnt;                                                                  \
+          y[yo] = div ? (T)(sum / (double)div) : (T)NAN;                                                    \
+        }                                                                                                   \
+        for (int i = nsp - 1; i >= 0; i--) {                                                                \
+          if (++od[i] < g->out[i]) break;                                                                   \
+          od[i] = 0;                                                                                        \
+        }                                                                                                   \
+      }                                                                                                     \
+    }                                                                                                       \
   }
 DEFINE_POOL(float, f32)
 DEFINE_POOL(double, f64)
 
 static alma_status pool_run(const alma_node *n, const pool_shape *ps, int is_max, int cip, int colmajor,
                             const alma_tensor *x, alma_tensor *y, int64_t *idx) {
+  pool_tables tb;
+  ALMA_TRY(tables_make(n, &ps->g, &tb));
+  alma_status st = ALMA_OK;
   if (x->dtype == ALMA_DTYPE_FLOAT64) {
-    pool_f64(ps, is_max, cip, colmajor, x->data, y->data, idx);
-    return ALMA_OK;
-  }
-  int ox = 0;
-  const float *xf = alma__nn_as_f32(x, &ox);
-  if (!xf) return ALMA_ERR_NOMEM;
-  float *yf = y->dtype == ALMA_DTYPE_FLOAT32 ? y->data : alma__nn_alloc(n, (size_t)alma_tensor_numel(y), sizeof *yf);
-  if (!yf) {
+    pool_f64(ps, &tb, is_max, cip, colmajor, x->data, y->data, idx);
+  } else {
+    int ox = 0;
+    const float *xf = alma__nn_as_f32(x, &ox);
+    float *yf = !xf ? NULL
+                : y->dtype == ALMA_DTYPE_FLOAT32 ? y->data
+                                                 : alma__nn_alloc(n, (size_t)alma_tensor_numel(y), sizeof *yf);
+    if (xf && yf) {
+      pool_f32(ps, &tb, is_max, cip, colmajor, xf, yf, idx);
+      if (yf != y->data) alma__nn_store_f32(y, yf);
+    } else {
+      st = ALMA_ERR_NOMEM;
+    }
+    if (yf && yf != y->data) free(yf);
     if (ox) free((void *)xf);
-    return ALMA_ERR_NOMEM;
   }
-  pool_f32(ps, is_max, cip, colmajor, xf, yf, idx);
-  if (yf != y->data) {
-    alma__nn_store_f32(y, yf);
-    free(yf);
-  }
-  if (ox) free((void *)xf);
-  return ALMA_OK;
+  free(tb.buf);
+  return st;
 }
 
 /* ---- MaxPool / AveragePool ------------------------------------------------------------------- */

@@ -99,12 +99,17 @@ static void pack_a(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t
     float *dst = Ap + ip * kc;
     int mr = (int)min64(MR, mc - ip);
     if (!trans_a) {
-      if (mr < MR)
+      /* read MR row streams, write the panel contiguously */
+      const float *src[MR];
+      for (int r = 0; r < MR; r++) src[r] = A + (i0 + ip + (r < mr ? r : 0)) * lda + p0;
+      if (mr == MR) {
+        for (int64_t k = 0; k < kc; k++) {
+          float *d = dst + k * MR;
+          d[0] = src[0][k], d[1] = src[1][k], d[2] = src[2][k], d[3] = src[3][k], d[4] = src[4][k], d[5] = src[5][k];
+        }
+      } else {
         for (int64_t k = 0; k < kc; k++)
-          for (int r = mr; r < MR; r++) dst[k * MR + r] = 0.0f;
-      for (int r = 0; r < mr; r++) {
-        const float *src = A + (i0 + ip + r) * lda + p0;
-        for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+          for (int r = 0; r < MR; r++) dst[k * MR + r] = r < mr ? src[r][k] : 0.0f;
       }
     } else {
       for (int64_t k = 0; k < kc; k++) {
