@@ -117,7 +117,14 @@ static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
           int64_t hs = tb->st[0][oh], hl = tb->lo[0][oh], hh = tb->hi[0][oh];                               \
           for (int64_t ow = 0; ow < OW; ow++) {                                                             \
             int64_t ws = tb->st[1][ow], wl = tb->lo[1][ow], wh = tb->hi[1][ow];                             \
-            if (is_max) {                                                                                   \
+            if (is_max && !idx && hl < hh && wl < wh) { /* value only: no position bookkeeping */           \
+              T best = xc[(hs + hl * d0) * W + ws + wl * d1];                                               \
+              for (int64_t kh = hl; kh < hh; kh++) {                                                        \
+                const T *row = xc + (hs + kh * d0) * W + ws;                                                \
+                for (int64_t kw = wl; kw < wh; kw++) best = row[kw * d1] > best ? row[kw * d1] : best;      \
+              }                                                                                             \
+              yc[oh * OW + ow] = best;                                                                      \
+            } else if (is_max) {                                                                            \
               T best = 0;                                                                                   \
               int64_t bp = -1;                                                                              \
               for (int64_t kh = hl; kh < hh; kh++) {                                                        \

@@ -73,7 +73,14 @@ static void pack_b(int trans_b, const float *B, int64_t ldb, int64_t p0, int64_t
   for (int64_t jp = 0; jp < nc; jp += NR) {
     float *dst = Bp + jp * kc;
     int nr = (int)min64(NR, nc - jp);
-    if (!trans_b) {
+    if (!trans_b && nr == NR) {
+      /* two vector moves per row (a byte loop here becomes a memcpy call per 64 bytes) */
+      for (int64_t k = 0; k < kc; k++) {
+        const float *src = B + (p0 + k) * ldb + j0 + jp;
+        st8(dst + k * NR, ld8(src));
+        st8(dst + k * NR + 8, ld8(src + 8));
+      }
+    } else if (!trans_b) {
       for (int64_t k = 0; k < kc; k++) {
         const float *src = B + (p0 + k) * ldb + j0 + jp;
         float *d = dst + k * NR;
