@@ -8,6 +8,8 @@
 static const alma_preset presets[] = {
     {0, "EAGER", "reference kernels, no graph passes (the baseline every output is checked against)", NULL},
     {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER", NULL},
+    {10, "DNNL", "oneDNN primitives with post-op fusion and blocked layouts; other nodes on EAGER", "oneDNN library (libdnnl)"},
+    {11, "FOLD+DNNL", "constant folding, then oneDNN (DNNL)", "oneDNN library (libdnnl)"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */

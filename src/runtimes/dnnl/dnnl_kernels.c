@@ -1,0 +1,1171 @@
+/* DNNL runtime: which nodes run on oneDNN, and one builder/executor per kind of node.
+ *
+ * Every kernel first checks what it needs (float32, ranks, attribute values oneDNN can express);
+ * anything else declines (*done = 0) and the node runs on its EAGER kernel, so a declined case is
+ * never wrong, only slower. Primitives are built for the input layouts/shapes they see (the key)
+ * and rebuilt when those change. */
+#ifdef ALMA_HAVE_DNNL
+
+#include <float.h>
+#include <math.h>
+
+#include "ops/nn_util.h"
+#include "runtimes/dnnl/dnnl_rt.h"
+
+#define F32 ALMA_DTYPE_FLOAT32
+
+static int is_f32(const dn_val *v) { return v && v->live && v->t.dtype == F32; }
+static int is_op(const alma_node *n, const char *t) { return !n->domain[0] && !strcmp(n->op_type, t); }
+
+/* ---- classification --------------------------------------------------------------------------- */
+static int const_scalar_f32(const alma_graph *g, int v, float *out) {
+  const alma_tensor *t = alma__dn_const(g, v);
+  if (!t || t->dtype != F32 || alma_tensor_numel(t) != 1) return 0;
+  *out = *(const float *)t->data;
+  return 1;
+}
+
+/* Log and Softplus are left to EAGER: oneDNN's log loses absolute accuracy near 1 (log(1) gives
+ * -1.4e-6, and Softplus of very negative inputs is off by 1%), beyond ONNX's test tolerance. */
+int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *e) {
+#define ONE(a, al, be) (e[0].alg = (a), e[0].alpha = (float)(al), e[0].beta = (float)(be), 1)
+  if (n->domain[0]) return 0;
+  const char *op = n->op_type;
+  if (!strcmp(op, "Relu")) return ONE(dnnl_eltwise_relu, 0, 0);
+  if (!strcmp(op, "LeakyRelu")) return ONE(dnnl_eltwise_relu, alma__attr_f(n, "alpha", 0.01f), 0);
+  if (!strcmp(op, "Elu")) return ONE(dnnl_eltwise_elu, alma__attr_f(n, "alpha", 1.0f), 0);
+  if (!strcmp(op, "Sigmoid")) return ONE(dnnl_eltwise_logistic, 0, 0);
+  if (!strcmp(op, "Tanh")) return ONE(dnnl_eltwise_tanh, 0, 0);
+  if (!strcmp(op, "HardSwish")) return ONE(dnnl_eltwise_hardswish, 0, 0);
+  if (!strcmp(op, "Abs")) return ONE(dnnl_eltwise_abs, 0, 0);
+  if (!strcmp(op, "Sqrt")) return ONE(dnnl_eltwise_sqrt, 0, 0);
+  if (!strcmp(op, "Exp")) return ONE(dnnl_eltwise_exp, 0, 0);
+  if (!strcmp(op, "Neg")) return ONE(dnnl_eltwise_linear, -1, 0);
+  if (!strcmp(op, "Reciprocal")) return ONE(dnnl_eltwise_pow, 1, -1);
+  if (!strcmp(op, "Gelu")) {
+    const char *a = alma__attr_s(n, "approximate", "none");
+    if (!strcmp(a, "none")) return ONE(dnnl_eltwise_gelu_erf, 0, 0);
+    if (!strcmp(a, "tanh")) return ONE(dnnl_eltwise_gelu_tanh, 0, 0);
+    return 0;
+  }
+  if (!strcmp(op, "HardSigmoid")) { /* max(0, min(1, alpha x + beta)) */
+    e[0].alg = dnnl_eltwise_linear;
+    e[0].alpha = alma__attr_f(n, "alpha", 0.2f);
+    e[0].beta = alma__attr_f(n, "beta", 0.5f);
+    e[1].alg = dnnl_eltwise_clip_v2;
+    e[1].alpha = 0;
+    e[1].beta = 1;
+    return 2;
+  }
+  if (!strcmp(op, "Selu")) { /* gamma * elu_alpha(x) */
+    e[0].alg = dnnl_eltwise_elu;
+    e[0].alpha = alma__attr_f(n, "alpha", 1.67326319217681884765625f);
+    e[0].beta = 0;
+    e[1].alg = dnnl_eltwise_linear;
+    e[1].alpha = alma__attr_f(n, "gamma", 1.05070102214813232421875f);
+    e[1].beta = 0;
+    return 2;
+  }
+  if (!strcmp(op, "Clip")) {
+    float lo, hi;
+    if (n->since_version < 11) {
+      lo = alma__attr_f(n, "min", -FLT_MAX);
+      hi = alma__attr_f(n, "max", FLT_MAX);
+    } else {
+      lo = -INFINITY;
+      hi = INFINITY;
+      if (n->n_inputs > 1 && n->inputs[1] >= 0 && !const_scalar_f32(g, n->inputs[1], &lo)) return 0;
+      if (n->n_inputs > 2 && n->inputs[2] >= 0 && !const_scalar_f32(g, n->inputs[2], &hi)) return 0;
+    }
+    if (isnan(lo) || isnan(hi) || lo > hi) return 0; /* min > max: ONNX gives max everywhere */
+    return ONE(dnnl_eltwise_clip_v2, lo, hi);
+  }
+  if (!strcmp(op, "Pow")) {
+    float ex;
+    if (n->n_inputs != 2 || !const_scalar_f32(g, n->inputs[1], &ex)) return 0;
+    if (ex == 1.0f) return ONE(dnnl_eltwise_linear, 1, 0);
+    if (ex == 2.0f) return ONE(dnnl_eltwise_square, 0, 0);
+    if (ex == 0.5f) return ONE(dnnl_eltwise_sqrt, 0, 0);
+    return ONE(dnnl_eltwise_pow, 1, ex);
+  }
+  return 0;
+#undef ONE
+}
+
+static int output_wanted(const alma_node *n, int k) { return k < n->n_outputs && n->outputs[k] >= 0; }
+
+int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
+  *why = NULL;
+  if (n->domain[0] || !n->op) {
+    *why = "not an ai.onnx operator";
+    return DK_NONE;
+  }
+  if (n->n_outputs < 1 || n->outputs[0] < 0) return DK_NONE;
+  const char *op = n->op_type;
+  if (is_op(n, "Reshape") || is_op(n, "Flatten") || is_op(n, "Squeeze") || is_op(n, "Unsqueeze") ||
+      is_op(n, "Identity"))
+    return DK_VIEW;
+  if (is_op(n, "Dropout")) {
+    if (output_wanted(n, 1)) {
+      *why = "mask output";
+      return DK_NONE;
+    }
+    if (n->since_version < 7 && alma__attr_i(n, "is_test", 0) == 0) {
+      *why = "training mode";
+      return DK_NONE;
+    }
+    if (n->since_version >= 12 && n->n_inputs > 2 && n->inputs[2] >= 0) {
+      const alma_tensor *t = alma__dn_const(g, n->inputs[2]);
+      if (!t || t->dtype != ALMA_DTYPE_BOOL || alma_tensor_numel(t) != 1 || ((const uint8_t *)t->data)[0]) {
+        *why = "training_mode not constant false";
+        return DK_NONE;
+      }
+    }
+    return DK_VIEW;
+  }
+  alma_dtype dt = g->values[n->outputs[0]].dtype;
+  if (dt != F32 && dt != ALMA_DTYPE_UNDEFINED) {
+    *why = "not float32";
+    return DK_NONE;
+  }
+  if (!strcmp(op, "Conv")) return n->n_inputs >= 2 ? DK_CONV : DK_NONE;
+  if (!strcmp(op, "MaxPool")) {
+    if (output_wanted(n, 1)) {
+      *why = "Indices output";
+      return DK_NONE;
+    }
+    d->alg = dnnl_pooling_max;
+    return DK_POOL;
+  }
+  if (!strcmp(op, "GlobalMaxPool")) {
+    d->alg = dnnl_pooling_max;
+    return DK_POOL;
+  }
+  if (!strcmp(op, "AveragePool")) {
+    d->alg = alma__attr_i(n, "count_include_pad", 0) ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
+    return DK_POOL;
+  }
+  if (!strcmp(op, "GlobalAveragePool")) {
+    d->alg = dnnl_pooling_avg_exclude_padding;
+    return DK_POOL;
+  }
+  if ((d->n_elt = alma__dn_eltwise_steps(g, n, d->elt)) > 0) return DK_ELTWISE;
+  if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") || !strcmp(op, "Max") ||
+      !strcmp(op, "Min")) {
+    if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) {
+      *why = "not two inputs";
+      return DK_NONE;
+    }
+    if (n->since_version < 7 && (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))) {
+      *why = "legacy broadcast";
+      return DK_NONE;
+    }
+    d->alg = op[0] == 'A' ? dnnl_binary_add : op[0] == 'S' ? dnnl_binary_sub : op[0] == 'D' ? dnnl_binary_div
+             : !strcmp(op, "Mul") ? dnnl_binary_mul : !strcmp(op, "Max") ? dnnl_binary_max : dnnl_binary_min;
+    return DK_BINARY;
+  }
+  if (!strcmp(op, "BatchNormalization")) {
+    for (int k = 1; k < n->n_outputs; k++)
+      if (output_wanted(n, k)) {
+        *why = "training outputs";
+        return DK_NONE;
+      }
+    if (n->since_version < 7 || (n->since_version < 9 && alma__attr_i(n, "spatial", 1) != 1) ||
+        alma__attr_i(n, "training_mode", 0) != 0) {
+      *why = "training mode or non-spatial";
+      return DK_NONE;
+    }
+    return DK_BNORM;
+  }
+  if (!strcmp(op, "LayerNormalization")) {
+    if (output_wanted(n, 1) || output_wanted(n, 2)) {
+      *why = "Mean/InvStdDev outputs";
+      return DK_NONE;
+    }
+    if (alma__attr_i(n, "stash_type", 1) != 1) {
+      *why = "stash_type";
+      return DK_NONE;
+    }
+    return DK_LNORM;
+  }
+  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) return DK_SOFTMAX;
+  if (!strcmp(op, "MatMul")) return DK_MATMUL;
+  if (!strcmp(op, "Gemm")) {
+    if (n->since_version < 7) {
+      *why = "legacy broadcast";
+      return DK_NONE;
+    }
+    return DK_GEMM;
+  }
+  *why = "no oneDNN kernel";
+  return DK_NONE;
+}
+
+/* ---- primitive helpers ------------------------------------------------------------------------ */
+void alma__dn_prim_free(dn_prim *pr) {
+  if (pr->p) dnnl_primitive_destroy(pr->p);
+  if (pr->p2) dnnl_primitive_destroy(pr->p2);
+  if (pr->pd) dnnl_primitive_desc_destroy(pr->pd);
+  for (int i = 0; i < pr->nmem; i++)
+    if (pr->mem[i]) dnnl_memory_destroy(pr->mem[i]);
+  free(pr->wei);
+  memset(pr, 0, sizeof *pr);
+}
+
+static int key_match(const dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, const int64_t *ikey) {
+  if (!pr->valid || pr->nkey != nkey) return 0;
+  for (int k = 0; k < nkey; k++)
+    if (!dnnl_memory_desc_equal(&pr->key[k], &key[k])) return 0;
+  for (int k = 0; k < 8; k++)
+    if (pr->ikey[k] != ikey[k]) return 0;
+  return 1;
+}
+
+static void prim_begin(dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, const int64_t *ikey) {
+  alma__dn_prim_free(pr);
+  pr->valid = 1;
+  pr->nkey = nkey;
+  for (int k = 0; k < nkey; k++) pr->key[k] = key[k];
+  for (int k = 0; k < 8; k++) pr->ikey[k] = ikey[k];
+}
+
+/* Frees what was built and records why: the node runs on EAGER for this key. */
+static alma_status prim_decline(dn_prim *pr, const alma_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static alma_status prim_decline(dn_prim *pr, const alma_node *n, const char *fmt, ...) {
+  int nkey = pr->nkey;
+  dnnl_memory_desc_t key[DN_MAX_KEY];
+  int64_t ikey[8];
+  memcpy(key, pr->key, sizeof key);
+  memcpy(ikey, pr->ikey, sizeof ikey);
+  prim_begin(pr, nkey, key, ikey);
+  pr->declined = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pr->why, sizeof pr->why, fmt, ap);
+  va_end(ap);
+  ALMA_LOGD("DNNL: node '%s' (%s) runs on EAGER: %s", n->name, n->op_type, pr->why);
+  return ALMA_OK;
+}
+
+static int add_mem(dn_plan *p, dn_prim *pr, int arg, const dnnl_memory_desc_t *md) {
+  if (pr->nmem >= DN_MAX_MEM) return 0;
+  if (dnnl_memory_create(&pr->mem[pr->nmem], md, p->eng, DNNL_MEMORY_NONE) != dnnl_success) return 0;
+  pr->arg[pr->nmem++] = arg;
+  return 1;
+}
+
+/* Creates the primitive from pr->pd and the scratchpad slot (last). */
+static int prim_finish(dn_plan *p, dn_prim *pr) {
+  if (dnnl_primitive_create(&pr->p, pr->pd) != dnnl_success) return 0;
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_scratchpad_md, 0);
+  if (smd && smd->ndims > 0 && dnnl_memory_desc_get_size(smd) > 0) return add_mem(p, pr, DNNL_ARG_SCRATCHPAD, smd);
+  return 1;
+}
+
+dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc,
+                                 const_dnnl_primitive_attr_t attr, char *impl, size_t nimpl) {
+  *pd = NULL;
+  dnnl_status_t s = dnnl_primitive_desc_create(pd, op_desc, attr, p->eng, NULL);
+  if (s == dnnl_success && impl) {
+    const char *name = NULL;
+    if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success || !name) name = "?";
+    snprintf(impl, nimpl, "%s", name);
+  }
+  return s;
+}
+
+alma_status alma__dn_exec(dn_plan *p, dn_prim *pr, dnnl_primitive_t prim, void *const *ptrs, const alma_node *n) {
+  dnnl_exec_arg_t args[DN_MAX_MEM];
+  for (int i = 0; i < pr->nmem; i++) {
+    void *ptr = ptrs[i];
+    if (pr->arg[i] == DNNL_ARG_SCRATCHPAD) {
+      const dnnl_memory_desc_t *md = NULL;
+      dnnl_memory_get_memory_desc(pr->mem[i], &md);
+      ptr = alma__dn_scratch(p, md ? dnnl_memory_desc_get_size(md) : 0);
+      if (!ptr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
+    }
+    dnnl_memory_set_data_handle(pr->mem[i], ptr);
+    args[i].arg = pr->arg[i];
+    args[i].memory = pr->mem[i];
+  }
+  dnnl_status_t s = dnnl_primitive_execute(prim, p->strm, pr->nmem, args);
+  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", pr->impl, (int)s);
+  return ALMA_OK;
+}
+
+static dnnl_primitive_attr_t new_attr(void) {
+  dnnl_primitive_attr_t a = NULL;
+  if (dnnl_primitive_attr_create(&a) != dnnl_success) return NULL;
+  dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user);
+  return a;
+}
+
+/* Attribute with the group's eltwise and sum post-ops (bias and norm-relu are not post-ops). */
+static dnnl_primitive_attr_t post_attr(const dn_node *d, int fused, float out_scale, int extra_sum, float sum_scale) {
+  dnnl_primitive_attr_t a = new_attr();
+  if (!a) return NULL;
+  if (out_scale != 1.0f) dnnl_primitive_attr_set_output_scales(a, 1, 0, &out_scale);
+  dnnl_post_ops_t po = NULL;
+  if (dnnl_post_ops_create(&po) != dnnl_success) {
+    dnnl_primitive_attr_destroy(a);
+    return NULL;
+  }
+  if (extra_sum) dnnl_post_ops_append_sum(po, sum_scale);
+  for (int k = 0; fused && k < d->npost; k++) {
+    const dn_post *q = &d->post[k];
+    if (q->type == DP_ELT)
+      for (int e = 0; e < q->n_elt; e++) dnnl_post_ops_append_eltwise(po, 1.0f, q->elt[e].alg, q->elt[e].alpha, q->elt[e].beta);
+    else if (q->type == DP_SUM)
+      dnnl_post_ops_append_sum(po, 1.0f);
+  }
+  if (dnnl_post_ops_len(po) > 0) dnnl_primitive_attr_set_post_ops(a, po);
+  dnnl_post_ops_destroy(po);
+  return a;
+}
+
+static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
+
+static const dn_post *find_post(const dn_node *d, int type) {
+  for (int k = 0; k < d->npost; k++)
+    if (d->post[k].type == type) return &d->post[k];
+  return NULL;
+}
+
+static int same_dims(const alma_tensor *a, const alma_tensor *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+/* The residual of a fused sum: live, float32, exactly the output's shape. */
+static dn_val *sum_residual(dn_plan *p, const dn_node *d, const alma_tensor *os) {
+  const dn_post *q = find_post(d, DP_SUM);
+  if (!q) return NULL;
+  dn_val *r = &p->vals[q->other];
+  return is_f32(r) && same_dims(&r->t, os) ? r : NULL;
+}
+
+/* A buffer in layout md holding r's data: r's own when it can be taken over, else a copy. */
+static alma_status sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n) {
+  *out = alma__dn_val_steal(r, md);
+  if (*out) return ALMA_OK;
+  dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(md));
+  if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dnnl_memory_desc_t rmd;
+  alma__dn_val_md(r, &rmd);
+  alma_status st;
+  if (dnnl_memory_desc_equal(&rmd, md)) {
+    memcpy(b->ptr, r->has_blk ? r->bbuf->ptr : r->t.data, dnnl_memory_desc_get_size(md));
+    st = ALMA_OK;
+  } else {
+    st = alma__dn_reorder(p, &rmd, r->has_blk ? r->bbuf->ptr : r->t.data, md, b->ptr, n);
+    p->n_reorder_in++;
+  }
+  if (st != ALMA_OK) alma__dn_unref(p, b);
+  else *out = b;
+  return st;
+}
+
+/* Reorders constant weights (plain layout pmd) once into the primitive's layout. */
+static alma_status cache_weights(dn_plan *p, dn_prim *pr, const dnnl_memory_desc_t *pmd, const void *data,
+                                 const alma_node *n) {
+  size_t sz = dnnl_memory_desc_get_size(&pr->wei_md);
+  pr->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63);
+  if (!pr->wei) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  pr->wei_const = 1;
+  p->n_reorder_wei++;
+  return alma__dn_reorder(p, pmd, (void *)data, &pr->wei_md, pr->wei, n);
+}
+
+/* ---- Conv --------------------------------------------------------------------------------------- */
+static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                            int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
+  if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
+  int r = x->t.rank, nsp = r - 2;
+  if (r < 3 || r > 5 || w->t.rank != r) return ALMA_OK;
+  int64_t G = alma__attr_i(n, "group", 1), C = x->t.dims[1], OC = w->t.dims[0];
+  if (G < 1 || C % G || OC % G || w->t.dims[1] * G != C) return ALMA_OK;
+  if (b && alma__numel(b->t.rank, b->t.dims) != OC) return ALMA_OK;
+  alma__nn_geom gm;
+  if (alma__nn_geom_read(n, nsp, x->t.dims + 2, w->t.dims + 2, 1, &gm) != ALMA_OK ||
+      alma__nn_geom_forward(n, &gm, 0) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  for (int i = 0; i < nsp; i++)
+    if (gm.out[i] != os[0].dims[2 + i]) return ALMA_OK;
+  dn_val *res = NULL;
+  if (fused && find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+
+  const alma_tensor *wc = alma__dn_const(p->g, n->inputs[1]);
+  dnnl_memory_desc_t key[3];
+  int64_t ikey[8] = {wc != NULL, b != NULL};
+  alma__dn_val_md(x, &key[0]);
+  alma__dn_val_md(w, &key[1]);
+  memset(&key[2], 0, sizeof key[2]);
+  if (b) alma__dn_val_md(b, &key[2]);
+  int wnd = G > 1 ? r + 1 : r;
+  dnnl_dims_t wd;
+  int64_t wd64[DNNL_MAX_NDIMS];
+  if (G > 1) {
+    wd[0] = G;
+    wd[1] = OC / G;
+    wd[2] = C / G;
+    for (int i = 0; i < nsp; i++) wd[3 + i] = w->t.dims[2 + i];
+  } else {
+    for (int i = 0; i < r; i++) wd[i] = w->t.dims[i];
+  }
+  for (int i = 0; i < wnd; i++) wd64[i] = wd[i];
+  dnnl_memory_desc_t wplain;
+  alma__dn_plain_md(&wplain, wnd, wd64);
+
+  if (!key_match(pr, 3, key, ikey)) {
+    prim_begin(pr, 3, key, ikey);
+    dnnl_dims_t sd, dd, bd = {OC}, st, dl, pl, pe;
+    for (int i = 0; i < r; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
+    for (int i = 0; i < nsp; i++) {
+      st[i] = gm.s[i];
+      dl[i] = gm.d[i] - 1;
+      pl[i] = gm.pb[i];
+      pe[i] = gm.pe[i];
+    }
+    dnnl_memory_desc_t s_any, w_any, b_md, d_any;
+    dnnl_memory_desc_init_by_tag(&s_any, r, sd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_convolution_desc_t cd;
+    if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
+                                                   b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
+      return prim_decline(pr, n, "convolution descriptor rejected");
+    dnnl_primitive_attr_t attr = post_attr(d, fused, 1.0f, 0, 0);
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &cd, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no convolution implementation (status %d)", (int)s);
+    if (fused && impl_is_ref(pr->impl)) {
+      /* the post-ops would push the convolution onto a reference kernel: run the nodes apart */
+      dnnl_primitive_desc_t plain_pd = NULL;
+      dnnl_primitive_attr_t a0 = new_attr();
+      char impl0[48] = "";
+      if (alma__dn_pd_create(p, &plain_pd, &cd, a0, impl0, sizeof impl0) == dnnl_success && !impl_is_ref(impl0)) {
+        dnnl_primitive_desc_destroy(plain_pd);
+        dnnl_primitive_attr_destroy(a0);
+        return prim_decline(pr, n, "post-ops only on a reference kernel (%s)", pr->impl);
+      }
+      if (plain_pd) dnnl_primitive_desc_destroy(plain_pd);
+      dnnl_primitive_attr_destroy(a0);
+    }
+    pr->src_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_src_md, 0);
+    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
+    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
+        (b && !add_mem(p, pr, DNNL_ARG_BIAS, &b_md)) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) ||
+        !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+    if (wc) ALMA_TRY(cache_weights(p, pr, &wplain, wc->data, n));
+  }
+  if (pr->declined) return ALMA_OK;
+
+  alma_status st = ALMA_OK;
+  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL;
+  void *sp = NULL, *wp = pr->wei, *bp = NULL;
+  st = alma__dn_val_get(p, x, &pr->src_md, 1, &sp, &stmp, n);
+  if (st == ALMA_OK && !wp) {
+    if ((st = alma__dn_val_plain(p, w, n)) == ALMA_OK) {
+      if (dnnl_memory_desc_equal(&wplain, &pr->wei_md)) {
+        wp = w->t.data;
+      } else if (!(wtmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->wei_md)))) {
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      } else {
+        st = alma__dn_reorder(p, &wplain, w->t.data, &pr->wei_md, wtmp->ptr, n);
+        wp = wtmp->ptr;
+        p->n_reorder_wei++;
+      }
+    }
+  }
+  if (st == ALMA_OK && b && (st = alma__dn_val_plain(p, b, n)) == ALMA_OK) bp = b->t.data;
+  if (st == ALMA_OK) {
+    if (res) st = sum_dst(p, res, &pr->dst_md, &db, n);
+    else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  if (st == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {sp, wp};
+    int k = 2;
+    if (b) ptrs[k++] = bp;
+    ptrs[k++] = db->ptr;
+    st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, stmp);
+  alma__dn_unref(p, wtmp);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- pooling ------------------------------------------------------------------------------------ */
+static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0];
+  if (!is_f32(x) || os[0].dtype != F32) return ALMA_OK;
+  int r = x->t.rank, nsp = r - 2;
+  if (r < 3 || r > 5 || os[0].rank != r) return ALMA_OK;
+  int global = !strncmp(n->op_type, "Global", 6);
+  alma__nn_geom gm;
+  memset(&gm, 0, sizeof gm);
+  if (global) {
+    gm.nsp = nsp;
+    for (int i = 0; i < nsp; i++) {
+      gm.in[i] = gm.k[i] = x->t.dims[2 + i];
+      gm.s[i] = gm.d[i] = 1;
+      gm.out[i] = 1;
+    }
+  } else {
+    const int64_t *ks = NULL;
+    if (alma__attr_ints(n, "kernel_shape", &ks) != nsp) return ALMA_OK;
+    int is_max = d->alg == dnnl_pooling_max;
+    int with_dil = is_max ? n->since_version >= 10 : n->since_version >= 19;
+    int ceil_mode = n->since_version >= 10 ? alma__attr_i(n, "ceil_mode", 0) != 0 : 0;
+    if (alma__nn_geom_read(n, nsp, x->t.dims + 2, ks, with_dil, &gm) != ALMA_OK ||
+        alma__nn_geom_forward(n, &gm, ceil_mode) != ALMA_OK) {
+      alma__error_clear();
+      return ALMA_OK;
+    }
+  }
+  dnnl_dims_t st, kr, dl, pl, pe;
+  for (int i = 0; i < nsp; i++) {
+    if (gm.out[i] != os[0].dims[2 + i]) return ALMA_OK;
+    int64_t eff = (gm.k[i] - 1) * gm.d[i] + 1;
+    if (gm.pb[i] >= eff) return ALMA_OK; /* windows entirely in the padding */
+    st[i] = gm.s[i];
+    kr[i] = gm.k[i];
+    dl[i] = gm.d[i] - 1;
+    pl[i] = gm.pb[i];
+    /* oneDNN wants the end padding that gives exactly out windows (ceil_mode adds some) */
+    pe[i] = (gm.out[i] - 1) * gm.s[i] + eff - gm.in[i] - gm.pb[i];
+    if ((gm.in[i] + gm.pb[i] + gm.pe[i] - eff) / gm.s[i] + 1 == gm.out[i]) pe[i] = gm.pe[i];
+    if (pe[i] < 0 || pe[i] >= eff) return ALMA_OK;
+  }
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {0};
+  alma__dn_val_md(x, &key[0]);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    dnnl_dims_t dd;
+    for (int i = 0; i < r; i++) dd[i] = os[0].dims[i];
+    dnnl_memory_desc_t d_any;
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_pooling_v2_desc_t pdsc;
+    if (dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, d->alg, &key[0], &d_any, st, kr, dl, pl, pe) !=
+        dnnl_success)
+      return prim_decline(pr, n, "pooling descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &pdsc, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no pooling implementation (status %d)", (int)s);
+    pr->src_md = key[0];
+    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {sp, db->ptr};
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- eltwise ------------------------------------------------------------------------------------- */
+static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0];
+  if (!is_f32(x) || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {0};
+  alma__dn_val_md(x, &key[0]);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    for (int e = 0; e < d->n_elt; e++) {
+      dnnl_eltwise_desc_t ed;
+      dnnl_primitive_desc_t pd = NULL;
+      if (dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, d->elt[e].alg, &key[0], d->elt[e].alpha,
+                                         d->elt[e].beta) != dnnl_success)
+        return prim_decline(pr, n, "eltwise descriptor rejected");
+      dnnl_primitive_attr_t attr = new_attr();
+      dnnl_status_t s = alma__dn_pd_create(p, &pd, &ed, attr, e == 0 ? pr->impl : NULL, sizeof pr->impl);
+      dnnl_primitive_attr_destroy(attr);
+      if (s != dnnl_success) return prim_decline(pr, n, "no eltwise implementation (status %d)", (int)s);
+      if (e == 0) {
+        pr->pd = pd;
+      } else {
+        s = dnnl_primitive_create(&pr->p2, pd);
+        dnnl_primitive_desc_destroy(pd);
+        if (s != dnnl_success) return prim_decline(pr, n, "primitive creation failed");
+      }
+    }
+    pr->dst_md = key[0];
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+  dn_buf *db = alma__dn_val_steal(x, &pr->dst_md); /* in place when x dies here */
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {sp, db->ptr};
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s == ALMA_OK && pr->p2) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, pr->mem[1]}, {DNNL_ARG_DST, pr->mem[1]}};
+    if (dnnl_primitive_execute(pr->p2, p->strm, 2, args) != dnnl_success)
+      s = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN eltwise failed");
+  }
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- binary -------------------------------------------------------------------------------------- */
+static void ext_dims(const alma_tensor *t, int r, int64_t *dims) {
+  int off = r - t->rank;
+  for (int i = 0; i < r; i++) dims[i] = i < off ? 1 : t->dims[i - off];
+}
+
+static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *a = in[0], *b = in[1];
+  if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32) return ALMA_OK;
+  int r = os[0].rank > 0 ? os[0].rank : 1;
+  if (a->t.rank > r || b->t.rank > r) return ALMA_OK;
+  int64_t da[ALMA_MAX_RANK], db_[ALMA_MAX_RANK], dout[ALMA_MAX_RANK];
+  alma_tensor o1 = os[0];
+  if (o1.rank == 0) o1.rank = 1, o1.dims[0] = 1;
+  ext_dims(&a->t, r, da);
+  ext_dims(&b->t, r, db_);
+  ext_dims(&o1, r, dout);
+  int a_full = !memcmp(da, dout, sizeof(int64_t) * (size_t)r), b_full = !memcmp(db_, dout, sizeof(int64_t) * (size_t)r);
+  int commut = d->alg == dnnl_binary_add || d->alg == dnnl_binary_mul || d->alg == dnnl_binary_max || d->alg == dnnl_binary_min;
+  int swap;
+  if (a_full) swap = 0;
+  else if (b_full && commut) swap = 1;
+  else return ALMA_OK;
+  dn_val *s0 = swap ? b : a, *s1 = swap ? a : b;
+  int64_t *d1 = swap ? da : db_;
+  int s1_full = swap ? a_full : b_full;
+  /* src0 keeps its layout when it has the output's rank; src1 follows it or broadcasts plain */
+  dnnl_memory_desc_t m0, m1;
+  if (s0->t.rank == r && !(os[0].rank == 0)) alma__dn_val_md(s0, &m0);
+  else {
+    ALMA_TRY(alma__dn_val_plain(p, s0, n));
+    alma__dn_plain_md(&m0, r, dout);
+  }
+  if (s1_full && s1->t.rank == r) {
+    m1 = m0;
+  } else {
+    ALMA_TRY(alma__dn_val_plain(p, s1, n));
+    alma__dn_plain_md(&m1, r, d1);
+  }
+  dnnl_memory_desc_t key[2] = {m0, m1};
+  int64_t ikey[8] = {swap};
+  if (!key_match(pr, 2, key, ikey)) {
+    prim_begin(pr, 2, key, ikey);
+    dnnl_binary_desc_t bd;
+    if (dnnl_binary_desc_init(&bd, d->alg, &m0, &m1, &m0) != dnnl_success)
+      return prim_decline(pr, n, "binary descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &bd, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no binary implementation (status %d)", (int)s);
+    pr->src_md = m0;
+    pr->aux_md = m1;
+    pr->dst_md = m0;
+    if (!add_mem(p, pr, DNNL_ARG_SRC_0, &m0) || !add_mem(p, pr, DNNL_ARG_SRC_1, &m1) ||
+        !add_mem(p, pr, DNNL_ARG_DST, &m0) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  void *p0 = s0->has_blk && dnnl_memory_desc_equal(&s0->bmd, &m0) ? s0->bbuf->ptr : s0->t.data;
+  void *p1 = NULL;
+  dn_buf *tmp1 = NULL;
+  if (s1_full && s1->t.rank == r) ALMA_TRY(alma__dn_val_get(p, s1, &m1, 1, &p1, &tmp1, n));
+  else p1 = s1->t.data;
+  dn_buf *db = s0 != s1 ? alma__dn_val_steal(s0, &m0) : NULL;
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&m0)))) {
+    alma__dn_unref(p, tmp1);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  void *ptrs[DN_MAX_MEM] = {p0, p1, db->ptr};
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  alma__dn_unref(p, tmp1);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  if (os[0].rank == 0 || s0->t.rank != r) { /* plain data of the output's own shape */
+    dnnl_memory_desc_t pl;
+    alma__dn_plain_md(&pl, os[0].rank, os[0].dims);
+    alma__dn_val_set(out[0], &os[0], &pl, db);
+  } else {
+    alma__dn_val_set(out[0], &os[0], &m0, db);
+  }
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- batch normalization (inference) ------------------------------------------------------------- */
+static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                             int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = fused ? &d->fused : &d->single;
+  if (nin < 5) return ALMA_OK;
+  dn_val *x = in[0];
+  if (!is_f32(x) || x->t.rank < 2 || x->t.rank > 5 || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  int64_t C = x->t.dims[1];
+  for (int k = 1; k < 5; k++)
+    if (!is_f32(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != C) return ALMA_OK;
+  float eps = alma__attr_f(n, "epsilon", 1e-5f);
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {0};
+  alma__dn_val_md(x, &key[0]);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
+    if (fused && find_post(d, DP_NORM_RELU)) flags |= dnnl_fuse_norm_relu;
+    dnnl_batch_normalization_desc_t bd;
+    if (dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &key[0], eps, flags) != dnnl_success)
+      return prim_decline(pr, n, "batch normalization descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &bd, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no batch normalization implementation (status %d)", (int)s);
+    dnnl_memory_desc_t cmd;
+    int64_t cd = C;
+    alma__dn_plain_md(&cmd, 1, &cd);
+    pr->dst_md = key[0];
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) ||
+        !add_mem(p, pr, DNNL_ARG_SCALE, &cmd) || !add_mem(p, pr, DNNL_ARG_SHIFT, &cmd) ||
+        !add_mem(p, pr, DNNL_ARG_MEAN, &cmd) || !add_mem(p, pr, DNNL_ARG_VARIANCE, &cmd) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  for (int k = 1; k < 5; k++) ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+  void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+  dn_buf *db = alma__dn_val_steal(x, &pr->dst_md);
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {sp, db->ptr, in[1]->t.data, in[2]->t.data, in[3]->t.data, in[4]->t.data};
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- layer normalization ------------------------------------------------------------------------- */
+static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0], *sc = nin > 1 ? in[1] : NULL, *sh = nin > 2 ? in[2] : NULL;
+  if (!is_f32(x) || !is_f32(sc) || (sh && !is_f32(sh)) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  int axis;
+  if (alma__norm_axis(alma__attr_i(n, "axis", -1), x->t.rank, &axis) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  int64_t M = alma__numel(axis, x->t.dims), D = alma__numel(x->t.rank - axis, x->t.dims + axis);
+  if (alma__numel(sc->t.rank, sc->t.dims) != D || (sh && alma__numel(sh->t.rank, sh->t.dims) != D)) return ALMA_OK;
+  int64_t d2[2] = {M, D};
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {sh != NULL};
+  alma__dn_plain_md(&key[0], 2, d2);
+  float eps = alma__attr_f(n, "epsilon", 1e-5f);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    unsigned flags = dnnl_use_scale | (sh ? dnnl_use_shift : 0);
+    dnnl_layer_normalization_desc_t ld;
+    if (dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &key[0], NULL, eps, flags) != dnnl_success)
+      return prim_decline(pr, n, "layer normalization descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &ld, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no layer normalization implementation (status %d)", (int)s);
+    dnnl_memory_desc_t dmd;
+    alma__dn_plain_md(&dmd, 1, &D);
+    pr->dst_md = key[0];
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) ||
+        !add_mem(p, pr, DNNL_ARG_SCALE, &dmd) || (sh && !add_mem(p, pr, DNNL_ARG_SHIFT, &dmd)) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, x, n));
+  ALMA_TRY(alma__dn_val_plain(p, sc, n));
+  if (sh) ALMA_TRY(alma__dn_val_plain(p, sh, n));
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, x->t.rank, x->t.dims);
+  void *sp = x->t.data;
+  dn_buf *db = alma__dn_val_steal(x, &pl);
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {sp, db->ptr, sc->t.data, sh ? sh->t.data : NULL};
+  if (!sh) ptrs[3] = NULL;
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &pl, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- softmax / log-softmax ----------------------------------------------------------------------- */
+static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0];
+  if (!is_f32(x) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  int r = x->t.rank, axis;
+  int64_t dflt = n->since_version >= 13 ? -1 : 1;
+  if (alma__norm_axis(alma__attr_i(n, "axis", dflt), r, &axis) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {axis};
+  int sm_axis = axis;
+  if (n->since_version < 13) { /* coerced to 2-D at axis */
+    int64_t d2[2] = {alma__numel(axis, x->t.dims), alma__numel(r - axis, x->t.dims + axis)};
+    alma__dn_plain_md(&key[0], 2, d2);
+    sm_axis = 1;
+  } else {
+    alma__dn_plain_md(&key[0], r, x->t.dims);
+  }
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    dnnl_softmax_v2_desc_t sd;
+    dnnl_alg_kind_t alg = is_op(n, "LogSoftmax") ? dnnl_softmax_log : dnnl_softmax_accurate;
+    if (dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, alg, &key[0], &key[0], sm_axis) != dnnl_success)
+      return prim_decline(pr, n, "softmax descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &sd, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no softmax implementation (status %d)", (int)s);
+    pr->dst_md = key[0];
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, x, n));
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, r, x->t.dims);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {x->t.data, db->ptr};
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &pl, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- MatMul and Gemm through the matmul primitive ------------------------------------------------ */
+/* Output buffer of a matmul: the fused residual (taken over or copied), else a new one. */
+static alma_status mm_dst(dn_plan *p, dn_val *res, const alma_tensor *os, dn_buf **db, const alma_node *n) {
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, os->rank, os->dims);
+  if (res) return sum_dst(p, res, &pl, db, n);
+  *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
+  return *db ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+}
+
+static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const alma_tensor *os, dn_val **out,
+                              int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_val *a = in[0], *b = in[1];
+  if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32 || a->t.rank < 1 || b->t.rank < 1) return ALMA_OK;
+  int64_t ad[ALMA_MAX_RANK + 1], bd[ALMA_MAX_RANK + 1];
+  int ra = a->t.rank, rb = b->t.rank;
+  if (ra == 1) ad[0] = 1, ad[1] = a->t.dims[0], ra = 2;
+  else memcpy(ad, a->t.dims, sizeof(int64_t) * (size_t)ra);
+  if (rb == 1) bd[0] = b->t.dims[0], bd[1] = 1, rb = 2;
+  else memcpy(bd, b->t.dims, sizeof(int64_t) * (size_t)rb);
+  int64_t K = ad[ra - 1], N = bd[rb - 1];
+  if (bd[rb - 2] != K) return ALMA_OK;
+  const alma_tensor *bc = alma__dn_const(p->g, n->inputs[1]);
+  int collapse = rb == 2; /* [.., M, K] x [K, N]: one 2-D product over all rows of A */
+  int r = collapse ? 2 : (ra > rb ? ra : rb);
+  int64_t sa[DNNL_MAX_NDIMS], sb[DNNL_MAX_NDIMS], sd[DNNL_MAX_NDIMS];
+  if (collapse) {
+    sa[0] = alma__numel(ra, ad) / (K ? K : 1);
+    sa[1] = K;
+    sb[0] = K;
+    sb[1] = N;
+    sd[0] = sa[0];
+    sd[1] = N;
+  } else {
+    for (int i = 0; i < r; i++) {
+      sa[i] = i < r - ra ? 1 : ad[i - (r - ra)];
+      sb[i] = i < r - rb ? 1 : bd[i - (r - rb)];
+      sd[i] = i < r - 2 ? (sa[i] > sb[i] ? sa[i] : sb[i]) : 0;
+    }
+    sd[r - 2] = sa[r - 2];
+    sd[r - 1] = N;
+  }
+  if (alma__numel(r, sd) != alma__numel(os[0].rank, os[0].dims)) return ALMA_OK;
+  /* fused bias (a constant Add operand) and residual */
+  dn_val *res = NULL, *bias = NULL;
+  int64_t biasd[DNNL_MAX_NDIMS];
+  if (fused) {
+    const dn_post *q = find_post(d, DP_BIAS);
+    if (q) {
+      bias = &p->vals[q->other];
+      if (!is_f32(bias) || bias->t.rank > os[0].rank) return ALMA_OK;
+      int64_t ob[ALMA_MAX_RANK];
+      ext_dims(&bias->t, os[0].rank, ob);
+      for (int i = 0; i < os[0].rank; i++)
+        if (ob[i] != 1 && ob[i] != os[0].dims[i]) return ALMA_OK;
+      if (collapse) {
+        int64_t nb = alma__numel(bias->t.rank, bias->t.dims);
+        if (nb != N && nb != 1) return ALMA_OK;
+        if (nb == N && N != 1 && bias->t.rank > 0 && bias->t.dims[bias->t.rank - 1] != N) return ALMA_OK;
+        biasd[0] = 1;
+        biasd[1] = nb;
+      } else {
+        int off = r - os[0].rank; /* bias over the output's rank, extended like it */
+        for (int i = 0; i < r; i++) biasd[i] = i < off ? 1 : ob[i - off];
+        if (ra == 1 && rb > 1) return ALMA_OK; /* the dropped M axis would shift the bias */
+        for (int i = 0; i < r; i++)
+          if (biasd[i] != 1 && biasd[i] != sd[i]) return ALMA_OK;
+      }
+    }
+    if (find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+  }
+  dnnl_memory_desc_t amd, bmd_plain, dmd, biasmd;
+  alma__dn_plain_md(&amd, r, sa);
+  alma__dn_plain_md(&bmd_plain, r, sb);
+  alma__dn_plain_md(&dmd, r, sd);
+  memset(&biasmd, 0, sizeof biasmd);
+  if (bias) alma__dn_plain_md(&biasmd, r, biasd);
+  dnnl_memory_desc_t key[4] = {amd, bmd_plain, dmd, biasmd};
+  int64_t ikey[8] = {bc != NULL, collapse};
+  if (!key_match(pr, 4, key, ikey)) {
+    prim_begin(pr, 4, key, ikey);
+    dnnl_memory_desc_t wmd = bmd_plain;
+    if (bc && collapse) {
+      dnnl_dims_t wd = {K, N};
+      dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_f32, dnnl_format_tag_any);
+    }
+    dnnl_matmul_desc_t md;
+    if (dnnl_matmul_desc_init(&md, &amd, &wmd, bias ? &biasmd : NULL, &dmd) != dnnl_success)
+      return prim_decline(pr, n, "matmul descriptor rejected");
+    dnnl_primitive_attr_t attr = post_attr(d, fused, 1.0f, 0, 0);
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &md, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+    if (fused && impl_is_ref(pr->impl)) return prim_decline(pr, n, "post-ops only on a reference kernel (%s)", pr->impl);
+    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &amd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
+        (bias && !add_mem(p, pr, DNNL_ARG_BIAS, &biasmd)) || !add_mem(p, pr, DNNL_ARG_DST, &dmd) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+    if (bc && !dnnl_memory_desc_equal(&pr->wei_md, &bmd_plain)) ALMA_TRY(cache_weights(p, pr, &bmd_plain, bc->data, n));
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, a, n));
+  void *wp = pr->wei;
+  if (!wp) {
+    ALMA_TRY(alma__dn_val_plain(p, b, n));
+    wp = b->t.data;
+  }
+  if (bias) ALMA_TRY(alma__dn_val_plain(p, bias, n));
+  dn_buf *db = NULL;
+  ALMA_TRY(mm_dst(p, res, &os[0], &db, n));
+  void *ptrs[DN_MAX_MEM] = {a->t.data, wp};
+  int k = 2;
+  if (bias) ptrs[k++] = bias->t.data;
+  ptrs[k++] = db->ptr;
+  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, os[0].rank, os[0].dims);
+  alma__dn_val_set(out[0], &os[0], &pl, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                            int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_val *a = in[0], *b = in[1], *c = nin > 2 ? in[2] : NULL;
+  if (!is_f32(a) || !is_f32(b) || (c && !is_f32(c)) || a->t.rank != 2 || b->t.rank != 2 || os[0].rank != 2) return ALMA_OK;
+  int ta = alma__attr_i(n, "transA", 0) != 0, tb = alma__attr_i(n, "transB", 0) != 0;
+  float alpha = alma__attr_f(n, "alpha", 1.0f), beta = alma__attr_f(n, "beta", 1.0f);
+  int64_t M = ta ? a->t.dims[1] : a->t.dims[0], K = ta ? a->t.dims[0] : a->t.dims[1];
+  int64_t N = tb ? b->t.dims[0] : b->t.dims[1], Kb = tb ? b->t.dims[1] : b->t.dims[0];
+  if (K != Kb || os[0].dims[0] != M || os[0].dims[1] != N) return ALMA_OK;
+  if (c && beta == 0.0f) c = NULL;
+  int64_t cd[2] = {1, 1};
+  if (c) {
+    if (c->t.rank > 2) return ALMA_OK;
+    if (c->t.rank == 2) cd[0] = c->t.dims[0], cd[1] = c->t.dims[1];
+    else if (c->t.rank == 1) cd[1] = c->t.dims[0];
+    if ((cd[0] != 1 && cd[0] != M) || (cd[1] != 1 && cd[1] != N)) return ALMA_OK;
+  }
+  int as_bias = c && alpha == 1.0f && beta == 1.0f;
+  int prefill = c && !as_bias; /* dst = alpha A B + beta C through a sum post-op over C */
+  dn_val *res = NULL;
+  if (fused && find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+  if (res && prefill) return ALMA_OK;
+  const alma_tensor *bc = alma__dn_const(p->g, n->inputs[1]);
+  dnnl_dims_t dA = {M, K}, sA = {ta ? 1 : K, ta ? M : 1}, dB = {K, N}, sB = {tb ? 1 : N, tb ? K : 1};
+  dnnl_memory_desc_t amd, bmd, dmd, cmd;
+  dnnl_memory_desc_init_by_strides(&amd, 2, dA, dnnl_f32, sA);
+  dnnl_memory_desc_init_by_strides(&bmd, 2, dB, dnnl_f32, sB);
+  alma__dn_plain_md(&dmd, 2, (int64_t[]){M, N});
+  memset(&cmd, 0, sizeof cmd);
+  if (as_bias) alma__dn_plain_md(&cmd, 2, cd);
+  dnnl_memory_desc_t key[4] = {amd, bmd, dmd, cmd};
+  int64_t ikey[8] = {bc != NULL, prefill, cd[0], cd[1]};
+  if (!key_match(pr, 4, key, ikey)) {
+    prim_begin(pr, 4, key, ikey);
+    dnnl_memory_desc_t wmd = bmd;
+    if (bc) dnnl_memory_desc_init_by_tag(&wmd, 2, dB, dnnl_f32, dnnl_format_tag_any);
+    dnnl_matmul_desc_t md;
+    if (dnnl_matmul_desc_init(&md, &amd, &wmd, as_bias ? &cmd : NULL, &dmd) != dnnl_success)
+      return prim_decline(pr, n, "matmul descriptor rejected");
+    dnnl_primitive_attr_t attr = post_attr(d, fused, as_bias ? 1.0f : alpha, prefill, beta);
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &md, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+    if (fused && impl_is_ref(pr->impl)) return prim_decline(pr, n, "post-ops only on a reference kernel (%s)", pr->impl);
+    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &amd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
+        (as_bias && !add_mem(p, pr, DNNL_ARG_BIAS, &cmd)) || !add_mem(p, pr, DNNL_ARG_DST, &dmd) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+    if (bc) ALMA_TRY(cache_weights(p, pr, &bmd, bc->data, n));
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, a, n));
+  void *wp = pr->wei;
+  dn_buf *wtmp = NULL;
+  if (!wp) {
+    ALMA_TRY(alma__dn_val_plain(p, b, n));
+    wp = b->t.data;
+    if (!dnnl_memory_desc_equal(&pr->wei_md, &bmd)) { /* never expected: weights of a runtime B stay strided */
+      if (!(wtmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->wei_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      alma_status s = alma__dn_reorder(p, &bmd, wp, &pr->wei_md, wtmp->ptr, n);
+      if (s != ALMA_OK) {
+        alma__dn_unref(p, wtmp);
+        return s;
+      }
+      wp = wtmp->ptr;
+    }
+  }
+  if (c) ALMA_TRY(alma__dn_val_plain(p, c, n));
+  dn_buf *db = NULL;
+  alma_status s = mm_dst(p, res, &os[0], &db, n);
+  if (s == ALMA_OK && prefill) {
+    float *y = db->ptr;
+    const float *cv = c->t.data;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) y[i * N + j] = cv[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)];
+  }
+  if (s == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {a->t.data, wp};
+    int k = 2;
+    if (as_bias) ptrs[k++] = c->t.data;
+    ptrs[k++] = db->ptr;
+    s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, wtmp);
+  if (s != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return s;
+  }
+  alma__dn_val_set(out[0], &os[0], &dmd, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- views: the output shares the input's plain data --------------------------------------------- */
+static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_val *x = in[0], *y = out[0];
+  if (!x || !x->live || !y || os[0].dtype != x->t.dtype ||
+      alma__numel(os[0].rank, os[0].dims) != alma__numel(x->t.rank, x->t.dims))
+    return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, x, n));
+  memset(&y->t, 0, sizeof y->t);
+  y->t.dtype = os[0].dtype;
+  y->t.rank = os[0].rank;
+  memcpy(y->t.dims, os[0].dims, sizeof(int64_t) * (size_t)os[0].rank);
+  y->t.data = x->t.data;
+  y->t.nbytes = x->t.nbytes;
+  y->pbuf = x->pbuf;
+  if (y->pbuf) y->pbuf->refs++;
+  y->has_plain = 1;
+  y->live = 1;
+  *done = 1;
+  return ALMA_OK;
+}
+
+alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
+                         int nout, int *done) {
+  *done = 0;
+  if (nin < 1 || nout < 1 || !in[0] || !out[0]) return ALMA_OK;
+  switch (p->nodes[idx].kind) {
+    case DK_CONV: return run_conv(p, idx, fused, in, nin, outshape, out, done);
+    case DK_POOL: return run_pool(p, idx, in, outshape, out, done);
+    case DK_ELTWISE: return run_eltwise(p, idx, in, outshape, out, done);
+    case DK_BINARY: return nin == 2 && in[1] ? run_binary(p, idx, in, outshape, out, done) : ALMA_OK;
+    case DK_BNORM: return run_bnorm(p, idx, fused, in, nin, outshape, out, done);
+    case DK_LNORM: return run_lnorm(p, idx, in, nin, outshape, out, done);
+    case DK_SOFTMAX: return run_softmax(p, idx, in, outshape, out, done);
+    case DK_MATMUL: return nin == 2 && in[1] ? run_matmul(p, idx, fused, in, outshape, out, done) : ALMA_OK;
+    case DK_GEMM: return nin >= 2 && in[1] ? run_gemm(p, idx, fused, in, nin, outshape, out, done) : ALMA_OK;
+    case DK_VIEW: return run_view(p, idx, in, outshape, out, done);
+    default: return ALMA_OK;
+  }
+}
+
+#endif

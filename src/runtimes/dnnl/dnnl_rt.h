@@ -1,0 +1,184 @@
+/* DNNL runtime internals shared by dnnl_runtime.c (plan, executor, values, memory) and
+ * dnnl_kernels.c (one builder/executor per kind of node).
+ *
+ * Values live in one of two forms, or both: plain (the alma_tensor row-major data EAGER kernels
+ * and callers see) and blocked (a oneDNN memory descriptor chosen by a primitive, e.g. nChw8c).
+ * A value produced by a oneDNN primitive stays in the primitive's layout; it is reordered to plain
+ * only when an EAGER node or the caller needs it, and plain inputs are reordered to the layout a
+ * primitive asks for. Reorders are counted. */
+#ifndef ALMA_DNNL_RT_H
+#define ALMA_DNNL_RT_H
+
+#ifdef ALMA_HAVE_DNNL
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "ops/op.h"
+#include "runtimes/runtime.h"
+
+/* A reference-counted buffer. pooled: returned to the plan's pool when the last reference goes,
+ * otherwise free()d (EAGER kernels' outputs). Data of caller inputs and initializers has none. */
+typedef struct dn_buf {
+  void *ptr;
+  size_t size;
+  int refs;
+  int pooled;
+} dn_buf;
+
+typedef struct dn_val {
+  int live;
+  alma_tensor t;            /* dtype, rank, dims always; t.data = plain data when has_plain */
+  int has_plain;
+  dn_buf *pbuf;             /* NULL with has_plain: external data (input, initializer) */
+  int has_blk;
+  dnnl_memory_desc_t bmd;   /* layout of bbuf (never plain) */
+  dn_buf *bbuf;
+  int uses;                 /* consumers left in this run; graph outputs are pinned */
+} dn_val;
+
+/* One elementwise step: oneDNN eltwise algorithm and its parameters. */
+typedef struct dn_elt {
+  dnnl_alg_kind_t alg;
+  float alpha, beta;
+} dn_elt;
+
+enum { DN_MAX_ELT = 2, DN_MAX_POST = 6, DN_MAX_MEMBERS = 8, DN_MAX_KEY = 6, DN_MAX_MEM = 10 };
+
+enum dn_kind {
+  DK_NONE = 0,
+  DK_CONV,
+  DK_POOL,
+  DK_ELTWISE,
+  DK_BINARY,
+  DK_BNORM,
+  DK_LNORM,
+  DK_SOFTMAX,
+  DK_MATMUL,
+  DK_GEMM,
+  DK_VIEW,      /* Reshape/Flatten/Squeeze/Unsqueeze/Identity/Dropout: aliases plain data */
+  DK_COUNT
+};
+
+/* Post-ops of a fused group, applied by the head primitive in order. */
+enum { DP_ELT = 1, DP_SUM, DP_BIAS, DP_NORM_RELU };
+typedef struct dn_post {
+  int type;
+  int node;           /* the absorbed node */
+  int n_elt;
+  dn_elt elt[DN_MAX_ELT];
+  int other;          /* DP_SUM / DP_BIAS: the Add's other operand (value index) */
+} dn_post;
+
+/* A created primitive for one set of input layouts/shapes (the key). */
+typedef struct dn_prim {
+  int valid, declined;
+  int nkey;
+  dnnl_memory_desc_t key[DN_MAX_KEY];
+  int64_t ikey[8];                 /* extra integer key (e.g. Gemm C shape) */
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_t p, p2;          /* p2: second eltwise step (HardSigmoid) */
+  dnnl_memory_desc_t src_md, wei_md, dst_md, aux_md;
+  int nmem;
+  int arg[DN_MAX_MEM];
+  dnnl_memory_t mem[DN_MAX_MEM];
+  void *wei;                       /* reordered constant weights (owned) */
+  int wei_const;
+  int swap;                        /* binary: operands swapped */
+  int flags;                       /* kernel-specific */
+  int64_t m, n, k;                 /* matmul/gemm collapsed sizes */
+  char impl[48];
+  char why[160];                   /* why declined */
+} dn_prim;
+
+typedef struct dn_node {
+  int kind;
+  int head;                        /* -1; group members: index of the head (the head itself too) */
+  int last;                        /* heads: node index the group executes at */
+  int nmem;
+  int mem[DN_MAX_MEMBERS];         /* heads: members in order, head first */
+  int npost;
+  dn_post post[DN_MAX_POST];
+  int n_elt;                       /* DK_ELTWISE */
+  dn_elt elt[DN_MAX_ELT];
+  dnnl_alg_kind_t alg;             /* DK_BINARY / DK_POOL */
+  dn_prim single, fused;
+  const char *why;                 /* compile-time reason for EAGER */
+  int n_native, n_eager;           /* runs through each path (stats) */
+} dn_node;
+
+typedef struct dn_pool_ent {
+  void *ptr;
+  size_t size;
+} dn_pool_ent;
+
+typedef struct dn_reorder {
+  dnnl_memory_desc_t src, dst;
+  dnnl_primitive_t p;
+  dnnl_memory_t ms, md;
+} dn_reorder;
+
+typedef struct dn_plan {
+  const alma_graph *g;
+  int threads;
+  int hook_mode;                   /* graph has subgraph ops: shared executor with per-node hook */
+  dnnl_engine_t eng;
+  dnnl_stream_t strm;
+  dn_node *nodes;
+  int *static_uses;                /* consumers of each value (graph outputs pinned) */
+  dn_val *vals;                    /* per run */
+  dn_pool_ent *pool;
+  int npool, cappool;
+  size_t pool_bytes;
+  void *scratch;
+  size_t scratch_size;
+  dn_reorder *reorders;
+  int nreorders, capreorders;
+  /* stats of the last run */
+  int runs;
+  int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;
+} dn_plan;
+
+/* ---- dnnl_runtime.c: memory and values ---------------------------------------------------- */
+dn_buf *alma__dn_alloc(dn_plan *p, size_t size);
+void alma__dn_unref(dn_plan *p, dn_buf *b);
+/* Plain row-major md for (rank, dims); rank 0 becomes [1]. */
+void alma__dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
+int alma__dn_is_plain(const dnnl_memory_desc_t *md);
+/* The layout a value currently has (blocked if it has one, else plain). */
+void alma__dn_val_md(const dn_val *v, dnnl_memory_desc_t *md);
+/* Makes the value available plain (reorder from blocked). */
+alma_status alma__dn_val_plain(dn_plan *p, dn_val *v, const alma_node *n);
+/* Data of v in layout want (same dims): v's own buffer when it has that layout, else a reorder
+ * into a new buffer that is kept on v (cache) when keep, else returned in *tmp (caller unrefs). */
+alma_status alma__dn_val_get(dn_plan *p, dn_val *v, const dnnl_memory_desc_t *want, int keep, void **ptr,
+                             dn_buf **tmp, const alma_node *n);
+/* v's buffer in layout md if v is its only holder and this is v's last use: taken over. */
+dn_buf *alma__dn_val_steal(dn_val *v, const dnnl_memory_desc_t *md);
+/* Sets an output value's data: plain when md is plain, else blocked. Takes the reference. */
+void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_desc_t *md, dn_buf *b);
+/* Reorders src (md, ptr) to dst (md, ptr) with a cached reorder primitive. */
+alma_status alma__dn_reorder(dn_plan *p, const dnnl_memory_desc_t *smd, void *sptr, const dnnl_memory_desc_t *dmd,
+                             void *dptr, const alma_node *n);
+/* The plan's scratchpad, grown to at least size. */
+void *alma__dn_scratch(dn_plan *p, size_t size);
+/* Constant tensor behind value v (initializer or Constant node), or NULL. */
+const alma_tensor *alma__dn_const(const alma_graph *g, int v);
+
+/* ---- dnnl_kernels.c ---------------------------------------------------------------------- */
+/* Static classification at compile: the kind, filling eltwise/binary parameters; DK_NONE with
+ * *why set when the node runs on EAGER. */
+int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why);
+/* Eltwise steps a fusable consumer node applies (Relu, Clip...), 0 if none. */
+int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *elt);
+/* Runs node (or group, when fused) natively. in/out: values. *done = 0 declines (EAGER runs it
+ * then); errors are real failures. outshape: the inferred output shapes. */
+alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape,
+                         dn_val **out, int nout, int *done);
+void alma__dn_prim_free(dn_prim *pr);
+/* Creates a primitive from an op descriptor with the plan's attributes and fills impl. */
+dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_attr_t attr,
+                                 char *impl, size_t nimpl);
+alma_status alma__dn_exec(dn_plan *p, dn_prim *pr, dnnl_primitive_t prim, void *const *ptrs, const alma_node *n);
+
+#endif
+#endif

@@ -1,0 +1,811 @@
+/* DNNL: oneDNN (Debian's libdnnl 2.x, C API) as an alma runtime.
+ *
+ * compile() classifies every node (a oneDNN primitive or EAGER) and groups a Conv/MatMul/Gemm or
+ * BatchNormalization with the chain of single-consumer nodes after it that oneDNN can apply as
+ * post-ops (eltwise activations, a residual Add as a `sum`, a constant bias Add). run() walks the
+ * nodes in order with its own executor: values produced by primitives stay in the layout the
+ * primitive picked (blocked nChw8c for convolutions on AVX2) across consecutive DNNL nodes, and
+ * are reordered to plain only for EAGER nodes and graph outputs. Primitives are created on first
+ * use for the concrete shapes and layouts and cached per node (re-created when they change);
+ * constant weights are reordered once into the primitive's layout and kept. Activation buffers come
+ * from a per-plan pool so that steady-state runs neither map nor fault pages.
+ *
+ * Graphs with subgraph operators (If, Loop) run through the shared executor (exec.h) with a hook
+ * that takes the nodes oneDNN supports one by one, in plain layout and without fusion.
+ *
+ * Threads: Debian builds oneDNN with OpenMP; the plan sets the OpenMP thread count
+ * (omp_set_num_threads, looked up in the process) before creating and running primitives. */
+#ifdef ALMA_HAVE_DNNL
+
+#include <dlfcn.h>
+#include <math.h>
+
+#include "runtimes/dnnl/dnnl_rt.h"
+#include "runtimes/exec.h"
+
+/* ---- threads ------------------------------------------------------------------------------- */
+static int set_threads(int n) {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  static void (*fn)(int);
+  static int looked;
+  if (!looked) {
+    void *sym = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+    memcpy(&fn, &sym, sizeof fn);
+    looked = 1;
+  }
+  if (fn) fn(n);
+  return fn != NULL;
+#else
+  (void)n;
+  return 0;
+#endif
+}
+
+static const char *threading_name(void) {
+#if DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP
+  return "OpenMP";
+#elif DNNL_CPU_RUNTIME == DNNL_RUNTIME_TBB
+  return "TBB";
+#elif DNNL_CPU_RUNTIME == DNNL_RUNTIME_SEQ
+  return "sequential";
+#else
+  return "threadpool";
+#endif
+}
+
+/* ---- memory pool ---------------------------------------------------------------------------- */
+dn_buf *alma__dn_alloc(dn_plan *p, size_t size) {
+  size = (size + 63) & ~(size_t)63;
+  if (!size) size = 64;
+  dn_buf *b = malloc(sizeof *b);
+  if (!b) return NULL;
+  int best = -1;
+  for (int i = 0; i < p->npool; i++) /* best fit, within 25% so big buffers are not wasted */
+    if (p->pool[i].size >= size && p->pool[i].size - size <= size / 4 &&
+        (best < 0 || p->pool[i].size < p->pool[best].size))
+      best = i;
+  if (best >= 0) {
+    b->ptr = p->pool[best].ptr;
+    b->size = p->pool[best].size;
+    p->pool_bytes -= b->size;
+    p->pool[best] = p->pool[--p->npool];
+  } else {
+    b->ptr = aligned_alloc(64, size);
+    b->size = size;
+    if (!b->ptr) {
+      free(b);
+      return NULL;
+    }
+  }
+  b->refs = 1;
+  b->pooled = 1;
+  return b;
+}
+
+void alma__dn_unref(dn_plan *p, dn_buf *b) {
+  if (!b || --b->refs > 0) return;
+  if (b->pooled && b->ptr) {
+    if (p->npool == p->cappool) {
+      int cap = p->cappool ? p->cappool * 2 : 64;
+      dn_pool_ent *np = realloc(p->pool, (size_t)cap * sizeof *np);
+      if (!np) {
+        free(b->ptr);
+        free(b);
+        return;
+      }
+      p->pool = np;
+      p->cappool = cap;
+    }
+    p->pool[p->npool].ptr = b->ptr;
+    p->pool[p->npool++].size = b->size;
+    p->pool_bytes += b->size;
+  } else {
+    free(b->ptr);
+  }
+  free(b);
+}
+
+void *alma__dn_scratch(dn_plan *p, size_t size) {
+  if (size <= p->scratch_size) return p->scratch;
+  free(p->scratch);
+  size = (size + 4095) & ~(size_t)4095;
+  p->scratch = aligned_alloc(64, size);
+  p->scratch_size = p->scratch ? size : 0;
+  return p->scratch;
+}
+
+/* ---- layouts and values --------------------------------------------------------------------- */
+void alma__dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
+  dnnl_dims_t d, s;
+  int nd = rank > 0 ? rank : 1;
+  if (rank <= 0) {
+    d[0] = 1;
+  } else {
+    for (int i = 0; i < rank; i++) d[i] = dims[i];
+  }
+  s[nd - 1] = 1;
+  for (int i = nd - 2; i >= 0; i--) s[i] = s[i + 1] * (d[i + 1] > 0 ? d[i + 1] : 1);
+  dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
+}
+
+int alma__dn_is_plain(const dnnl_memory_desc_t *md) {
+  if (md->format_kind != dnnl_blocked || md->format_desc.blocking.inner_nblks != 0 || md->offset0 != 0) return 0;
+  dnnl_memory_desc_t pl;
+  int64_t dims[DNNL_MAX_NDIMS];
+  for (int i = 0; i < md->ndims; i++) dims[i] = md->dims[i];
+  alma__dn_plain_md(&pl, md->ndims, dims);
+  return dnnl_memory_desc_equal(&pl, md);
+}
+
+void alma__dn_val_md(const dn_val *v, dnnl_memory_desc_t *md) {
+  if (v->has_blk) *md = v->bmd;
+  else alma__dn_plain_md(md, v->t.rank, v->t.dims);
+}
+
+alma_status alma__dn_reorder(dn_plan *p, const dnnl_memory_desc_t *smd, void *sptr, const dnnl_memory_desc_t *dmd,
+                             void *dptr, const alma_node *n) {
+  dn_reorder *r = NULL;
+  for (int i = 0; i < p->nreorders && !r; i++)
+    if (dnnl_memory_desc_equal(&p->reorders[i].src, smd) && dnnl_memory_desc_equal(&p->reorders[i].dst, dmd))
+      r = &p->reorders[i];
+  if (!r) {
+    if (p->nreorders == p->capreorders) {
+      int cap = p->capreorders ? p->capreorders * 2 : 16;
+      dn_reorder *nr = realloc(p->reorders, (size_t)cap * sizeof *nr);
+      if (!nr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      p->reorders = nr;
+      p->capreorders = cap;
+    }
+    dn_reorder tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.src = *smd;
+    tmp.dst = *dmd;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, smd, p->eng, dmd, p->eng, NULL);
+    if (s == dnnl_success) s = dnnl_primitive_create(&tmp.p, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s == dnnl_success) s = dnnl_memory_create(&tmp.ms, smd, p->eng, DNNL_MEMORY_NONE);
+    if (s == dnnl_success) s = dnnl_memory_create(&tmp.md, dmd, p->eng, DNNL_MEMORY_NONE);
+    if (s != dnnl_success) {
+      if (tmp.p) dnnl_primitive_destroy(tmp.p);
+      if (tmp.ms) dnnl_memory_destroy(tmp.ms);
+      if (tmp.md) dnnl_memory_destroy(tmp.md);
+      return n ? alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN reorder creation failed (status %d)", (int)s)
+               : alma__errorf(ALMA_ERR_INTERNAL, "oneDNN reorder creation failed (status %d)", (int)s);
+    }
+    p->reorders[p->nreorders] = tmp;
+    r = &p->reorders[p->nreorders++];
+  }
+  dnnl_memory_set_data_handle(r->ms, sptr);
+  dnnl_memory_set_data_handle(r->md, dptr);
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, r->ms}, {DNNL_ARG_TO, r->md}};
+  dnnl_status_t s = dnnl_primitive_execute(r->p, p->strm, 2, args);
+  if (s != dnnl_success)
+    return n ? alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN reorder failed (status %d)", (int)s)
+             : alma__errorf(ALMA_ERR_INTERNAL, "oneDNN reorder failed (status %d)", (int)s);
+  return ALMA_OK;
+}
+
+alma_status alma__dn_val_plain(dn_plan *p, dn_val *v, const alma_node *n) {
+  if (v->has_plain) return ALMA_OK;
+  if (!v->has_blk) return n ? alma__op_error(n, ALMA_ERR_INTERNAL, "value has no data") : ALMA_ERR_INTERNAL;
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+  dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
+  if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = alma__dn_reorder(p, &v->bmd, v->bbuf->ptr, &pl, b->ptr, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, b);
+    return st;
+  }
+  p->n_reorder_out++;
+  v->pbuf = b;
+  v->t.data = b->ptr;
+  v->has_plain = 1;
+  return ALMA_OK;
+}
+
+alma_status alma__dn_val_get(dn_plan *p, dn_val *v, const dnnl_memory_desc_t *want, int keep, void **ptr,
+                             dn_buf **tmp, const alma_node *n) {
+  *ptr = NULL;
+  if (tmp) *tmp = NULL;
+  if (v->has_blk && dnnl_memory_desc_equal(&v->bmd, want)) {
+    *ptr = v->bbuf->ptr;
+    return ALMA_OK;
+  }
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+  int want_plain = dnnl_memory_desc_equal(&pl, want);
+  if (v->has_plain && want_plain) {
+    *ptr = v->t.data;
+    return ALMA_OK;
+  }
+  dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(want));
+  if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = v->has_blk ? alma__dn_reorder(p, &v->bmd, v->bbuf->ptr, want, b->ptr, n)
+                              : alma__dn_reorder(p, &pl, v->t.data, want, b->ptr, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, b);
+    return st;
+  }
+  if (want_plain) p->n_reorder_out++;
+  else p->n_reorder_in++;
+  *ptr = b->ptr;
+  if (keep && want_plain && !v->has_plain) {
+    v->pbuf = b;
+    v->t.data = b->ptr;
+    v->has_plain = 1;
+  } else if (keep && !want_plain && !v->has_blk) {
+    v->bmd = *want;
+    v->bbuf = b;
+    v->has_blk = 1;
+  } else if (tmp) {
+    *tmp = b;
+  } else {
+    alma__dn_unref(p, b);
+    return alma__errorf(ALMA_ERR_INTERNAL, "reorder result dropped");
+  }
+  return ALMA_OK;
+}
+
+dn_buf *alma__dn_val_steal(dn_val *v, const dnnl_memory_desc_t *md) {
+  if (v->uses != 1) return NULL;
+  if (v->has_blk && v->bbuf->refs == 1 && dnnl_memory_desc_equal(&v->bmd, md)) {
+    dn_buf *b = v->bbuf;
+    v->bbuf = NULL;
+    v->has_blk = 0;
+    return b;
+  }
+  if (v->has_plain && v->pbuf && v->pbuf->refs == 1) {
+    dnnl_memory_desc_t pl;
+    alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+    if (!dnnl_memory_desc_equal(&pl, md)) return NULL;
+    dn_buf *b = v->pbuf;
+    v->pbuf = NULL;
+    v->has_plain = 0;
+    v->t.data = NULL;
+    return b;
+  }
+  return NULL;
+}
+
+void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_desc_t *md, dn_buf *b) {
+  memset(&v->t, 0, sizeof v->t);
+  v->t.dtype = shape->dtype;
+  v->t.rank = shape->rank;
+  for (int i = 0; i < shape->rank; i++) v->t.dims[i] = shape->dims[i];
+  v->t.nbytes = (size_t)alma__numel(shape->rank, shape->dims) * alma_dtype_size(shape->dtype);
+  v->live = 1;
+  dnnl_memory_desc_t pl;
+  alma__dn_plain_md(&pl, shape->rank, shape->dims);
+  if (dnnl_memory_desc_equal(&pl, md)) {
+    v->pbuf = b;
+    v->t.data = b->ptr;
+    v->has_plain = 1;
+  } else {
+    v->bmd = *md;
+    v->bbuf = b;
+    v->has_blk = 1;
+  }
+}
+
+const alma_tensor *alma__dn_const(const alma_graph *g, int v) {
+  if (v < 0 || v >= g->n_values) return NULL;
+  const alma_value *val = &g->values[v];
+  if (val->init) return val->init;
+  if (val->producer >= 0 && val->producer < g->n_nodes) {
+    const alma_node *n = &g->nodes[val->producer];
+    if (!strcmp(n->op_type, "Constant") && !n->domain[0]) {
+      const alma_attr *a = alma__node_attr(n, "value");
+      if (a && a->type == ALMA_ATTR_TENSOR && a->t && a->t->data) return a->t;
+    }
+  }
+  return NULL;
+}
+
+static void val_release(dn_plan *p, dn_val *v) {
+  alma__dn_unref(p, v->pbuf);
+  alma__dn_unref(p, v->bbuf);
+  v->pbuf = v->bbuf = NULL;
+  v->has_plain = v->has_blk = 0;
+  v->t.data = NULL;
+  v->live = 0;
+}
+
+static void val_use_done(dn_plan *p, int v) {
+  if (v < 0) return;
+  dn_val *x = &p->vals[v];
+  if (--x->uses <= 0 && x->live) val_release(p, x);
+}
+
+/* ---- the executor --------------------------------------------------------------------------- */
+static int is_shape_only(const alma_node *n) {
+  return !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+static alma_status run_eager(dn_plan *p, int idx) {
+  const alma_node *n = &p->g->nodes[idx];
+  const alma_tensor *in[1024];
+  alma_tensor out[64];
+  if (n->n_inputs > 1024 || n->n_outputs > 64) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "too many inputs or outputs");
+  for (int k = 0; k < n->n_inputs; k++) {
+    int v = n->inputs[k];
+    in[k] = NULL;
+    if (v < 0) continue;
+    dn_val *x = &p->vals[v];
+    if (!x->live) return alma__op_error(n, ALMA_ERR_INTERNAL, "input '%s' has no value", p->g->values[v].name);
+    if (!is_shape_only(n)) ALMA_TRY(alma__dn_val_plain(p, x, n));
+    in[k] = &x->t;
+  }
+  ALMA_TRY(alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
+  for (int k = 0; k < n->n_outputs; k++) {
+    int v = n->outputs[k];
+    if (v < 0) {
+      alma_tensor_free_data(&out[k]);
+      continue;
+    }
+    dn_val *y = &p->vals[v];
+    dn_buf *b = malloc(sizeof *b);
+    if (!b) {
+      for (int j = k; j < n->n_outputs; j++) alma_tensor_free_data(&out[j]);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    b->ptr = out[k].data;
+    b->size = out[k].nbytes;
+    b->refs = 1;
+    b->pooled = 0;
+    y->t = out[k];
+    y->t.owns_data = 0;
+    y->pbuf = b;
+    y->has_plain = 1;
+    y->live = 1;
+  }
+  p->n_eager++;
+  p->nodes[idx].n_eager++;
+  return ALMA_OK;
+}
+
+/* Infers the output shapes of node idx from its live inputs (plain data where a shape needs it). */
+static alma_status infer_node(dn_plan *p, const alma_node *n, dn_val **in, alma_tensor *outshape) {
+  const alma_tensor *tin[64];
+  for (int k = 0; k < n->n_inputs; k++) tin[k] = in[k] ? &in[k]->t : NULL;
+  for (int k = 0; k < n->n_outputs; k++) memset(&outshape[k], 0, sizeof outshape[k]);
+  alma_status st = n->op->infer(n, tin, n->n_inputs, outshape, n->n_outputs);
+  if (st == ALMA_ERR_DYNAMIC) {
+    for (int k = 0; k < n->n_inputs; k++)
+      if (in[k]) ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+    for (int k = 0; k < n->n_outputs; k++) memset(&outshape[k], 0, sizeof outshape[k]);
+    st = n->op->infer(n, tin, n->n_inputs, outshape, n->n_outputs);
+    if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
+  }
+  return st;
+}
+
+static int has_empty(const dn_val *const *in, int nin, const alma_tensor *out, int nout) {
+  for (int k = 0; k < nin; k++)
+    if (in[k] && in[k]->t.rank > 0 && alma__numel(in[k]->t.rank, in[k]->t.dims) == 0) return 1;
+  for (int k = 0; k < nout; k++)
+    if (out[k].rank > 0 && alma__numel(out[k].rank, out[k].dims) == 0) return 1;
+  return 0;
+}
+
+static alma_status run_single(dn_plan *p, int idx) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  int done = 0;
+  if (d->kind != DK_NONE && n->n_inputs <= 64 && n->n_outputs <= 8) {
+    dn_val *in[64], *out[8];
+    alma_tensor outshape[8];
+    int ok = 1;
+    for (int k = 0; k < n->n_inputs; k++) {
+      in[k] = n->inputs[k] >= 0 ? &p->vals[n->inputs[k]] : NULL;
+      if (in[k] && !in[k]->live) ok = 0;
+    }
+    for (int k = 0; k < n->n_outputs; k++) out[k] = n->outputs[k] >= 0 ? &p->vals[n->outputs[k]] : NULL;
+    if (ok) {
+      ALMA_TRY(infer_node(p, n, in, outshape));
+      if (!has_empty((const dn_val *const *)in, n->n_inputs, outshape, n->n_outputs))
+        ALMA_TRY(alma__dn_run(p, idx, 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
+    }
+    if (done) {
+      p->n_native++;
+      d->n_native++;
+    }
+  }
+  if (!done) ALMA_TRY(run_eager(p, idx));
+  for (int k = 0; k < n->n_inputs; k++) val_use_done(p, n->inputs[k]);
+  for (int k = 0; k < n->n_outputs; k++) {
+    int v = n->outputs[k];
+    if (v >= 0 && p->vals[v].uses <= 0 && p->vals[v].live) val_release(p, &p->vals[v]);
+  }
+  return ALMA_OK;
+}
+
+static int member_of(const dn_node *h, int node) {
+  for (int m = 0; m < h->nmem; m++)
+    if (h->mem[m] == node) return 1;
+  return 0;
+}
+
+static alma_status run_group(dn_plan *p, int h) {
+  const alma_graph *g = p->g;
+  dn_node *d = &p->nodes[h];
+  const alma_node *hn = &g->nodes[h];
+  int done = 0;
+  {
+    dn_val *in[16];
+    alma_tensor outshape[8];
+    int ok = hn->n_inputs <= 16 && hn->n_outputs <= 8;
+    for (int k = 0; ok && k < hn->n_inputs; k++) {
+      in[k] = hn->inputs[k] >= 0 ? &p->vals[hn->inputs[k]] : NULL;
+      if (in[k] && !in[k]->live) ok = 0;
+    }
+    if (ok) {
+      ALMA_TRY(infer_node(p, hn, in, outshape));
+      const alma_node *ln = &g->nodes[d->mem[d->nmem - 1]];
+      dn_val *out = &p->vals[ln->outputs[0]];
+      if (!has_empty((const dn_val *const *)in, hn->n_inputs, outshape, 1))
+        ALMA_TRY(alma__dn_run(p, h, 1, in, hn->n_inputs, outshape, &out, 1, &done));
+    }
+  }
+  if (!done) { /* declined: each member on its own */
+    for (int m = 0; m < d->nmem; m++) ALMA_TRY(run_single(p, d->mem[m]));
+    return ALMA_OK;
+  }
+  p->n_native += d->nmem;
+  p->n_fused++;
+  d->n_native++;
+  for (int m = 0; m < d->nmem; m++) {
+    const alma_node *mn = &g->nodes[d->mem[m]];
+    for (int k = 0; k < mn->n_inputs; k++) {
+      int v = mn->inputs[k];
+      if (v < 0) continue;
+      int prod = g->values[v].producer;
+      if (prod >= 0 && prod != d->mem[m] && member_of(d, prod)) continue; /* internal, never materialized */
+      val_use_done(p, v);
+    }
+  }
+  int lv = g->nodes[d->mem[d->nmem - 1]].outputs[0];
+  if (p->vals[lv].uses <= 0 && p->vals[lv].live) val_release(p, &p->vals[lv]);
+  return ALMA_OK;
+}
+
+static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  const alma_graph *g = p->g;
+  int nv = g->n_values;
+  alma_status st = ALMA_OK;
+  memset(p->vals, 0, (size_t)nv * sizeof *p->vals);
+  for (int v = 0; v < nv; v++) {
+    p->vals[v].uses = p->static_uses[v];
+    if (g->values[v].init) {
+      p->vals[v].t = alma__tensor_view(g->values[v].init);
+      p->vals[v].has_plain = p->vals[v].live = 1;
+    }
+  }
+  for (int i = 0; i < n_inputs; i++) {
+    dn_val *x = &p->vals[g->inputs[i]];
+    x->t = alma__tensor_view(&inputs[i]);
+    x->has_plain = x->live = 1;
+  }
+  for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
+    const dn_node *d = &p->nodes[i];
+    if (d->head >= 0) {
+      if (i == p->nodes[d->head].last) st = run_group(p, d->head);
+      continue;
+    }
+    st = run_single(p, i);
+  }
+  for (int i = 0; i < n_outputs && st == ALMA_OK; i++) {
+    int v = g->outputs[i];
+    dn_val *x = &p->vals[v];
+    if (!x->live) {
+      st = alma__errorf(ALMA_ERR_INTERNAL, "graph output '%s' was not computed", g->values[v].name);
+      break;
+    }
+    if ((st = alma__dn_val_plain(p, x, NULL)) != ALMA_OK) break;
+    int dup = 0;
+    for (int k = i + 1; k < n_outputs; k++) dup |= g->outputs[k] == v;
+    if (!dup && x->pbuf && x->pbuf->refs == 1) { /* hand the buffer over */
+      outputs[i] = x->t;
+      outputs[i].data = x->pbuf->ptr;
+      outputs[i].nbytes = (size_t)alma__numel(x->t.rank, x->t.dims) * alma_dtype_size(x->t.dtype);
+      outputs[i].owns_data = 1;
+      free(x->pbuf);
+      x->pbuf = NULL;
+      x->has_plain = 0;
+      x->t.data = NULL;
+    } else if ((st = alma__tensor_copy(&outputs[i], &x->t)) != ALMA_OK) {
+      break;
+    }
+  }
+  if (st != ALMA_OK)
+    for (int i = 0; i < n_outputs; i++) alma_tensor_free_data(&outputs[i]);
+  for (int v = 0; v < nv; v++) val_release(p, &p->vals[v]);
+  return st;
+}
+
+/* Hook mode: one node at a time in plain layout, results copied into the executor's outputs. */
+static alma_status hook(void *user, int idx, const alma_node *n, const alma_tensor *const *in, int nin,
+                        alma_tensor *out, int nout, int *handled) {
+  dn_plan *p = user;
+  dn_node *d = &p->nodes[idx];
+  *handled = 0;
+  if (d->kind == DK_NONE || d->kind == DK_VIEW || nin > 64 || nout > 8) return ALMA_OK;
+  dn_val iv[64], ov[8];
+  dn_val *ip[64], *op[8];
+  memset(iv, 0, sizeof(dn_val) * (size_t)nin);
+  memset(ov, 0, sizeof(dn_val) * (size_t)nout);
+  for (int k = 0; k < nin; k++) {
+    ip[k] = NULL;
+    if (!in[k]) continue;
+    iv[k].t = alma__tensor_view(in[k]);
+    iv[k].has_plain = iv[k].live = 1;
+    iv[k].uses = 2; /* never taken over */
+    ip[k] = &iv[k];
+  }
+  for (int k = 0; k < nout; k++) op[k] = n->outputs[k] >= 0 ? &ov[k] : NULL;
+  if (has_empty((const dn_val *const *)ip, nin, out, nout)) return ALMA_OK;
+  int done = 0;
+  alma_status st = alma__dn_run(p, idx, 0, ip, nin, out, op, nout, &done);
+  for (int k = 0; k < nout && st == ALMA_OK && done; k++) {
+    if (!op[k] || !ov[k].live) continue;
+    if ((st = alma__dn_val_plain(p, &ov[k], n)) == ALMA_OK && out[k].data)
+      memcpy(out[k].data, ov[k].t.data, out[k].nbytes);
+  }
+  for (int k = 0; k < nout; k++) val_release(p, &ov[k]);
+  for (int k = 0; k < nin; k++) val_release(p, &iv[k]);
+  if (st == ALMA_OK && done) {
+    *handled = 1;
+    p->n_native++;
+    d->n_native++;
+  }
+  return st;
+}
+
+/* ---- compile: classification and fusion ------------------------------------------------------ */
+static void plan_fuse(dn_plan *p) {
+  const alma_graph *g = p->g;
+  int nv = g->n_values;
+  int *consumer = malloc(sizeof(int) * (size_t)(nv + 1));
+  if (!consumer) return;
+  for (int v = 0; v < nv; v++) consumer[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] >= 0) consumer[g->nodes[i].inputs[k]] = i;
+  for (int i = 0; i < g->n_nodes; i++) {
+    dn_node *d = &p->nodes[i];
+    const alma_node *n = &g->nodes[i];
+    if (d->head >= 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+    int kind = d->kind;
+    if (kind != DK_CONV && kind != DK_MATMUL && kind != DK_GEMM && kind != DK_BNORM) continue;
+    if (kind == DK_GEMM && (alma__attr_f(n, "alpha", 1.0f) != 1.0f || alma__attr_f(n, "beta", 1.0f) != 1.0f)) continue;
+    int outv = n->outputs[0], has_sum = 0, has_bias = kind == DK_GEMM, nelt = 0;
+    d->nmem = 1;
+    d->mem[0] = i;
+    d->npost = 0;
+    while (d->nmem < DN_MAX_MEMBERS && d->npost < DN_MAX_POST) {
+      if (p->static_uses[outv] != 1 || consumer[outv] < 0) break;
+      int c = consumer[outv];
+      dn_node *dc = &p->nodes[c];
+      const alma_node *nc = &g->nodes[c];
+      if (dc->head >= 0 || dc->kind == DK_NONE || nc->n_outputs != 1 || nc->outputs[0] < 0) break;
+      dn_post *po = &d->post[d->npost];
+      memset(po, 0, sizeof *po);
+      po->node = c;
+      if (kind == DK_BNORM) {
+        if (dc->kind != DK_ELTWISE || dc->n_elt != 1 || dc->elt[0].alg != dnnl_eltwise_relu || dc->elt[0].alpha != 0) break;
+        po->type = DP_NORM_RELU;
+      } else if (dc->kind == DK_ELTWISE) {
+        if (nelt + dc->n_elt > 4) break;
+        po->type = DP_ELT;
+        po->n_elt = dc->n_elt;
+        memcpy(po->elt, dc->elt, sizeof po->elt);
+        nelt += dc->n_elt;
+      } else if (dc->kind == DK_BINARY && !strcmp(nc->op_type, "Add") && nc->n_inputs == 2) {
+        int other = nc->inputs[0] == outv ? nc->inputs[1] : nc->inputs[0];
+        if (other == outv || other < 0) break;
+        if (kind == DK_MATMUL && !has_bias && d->npost == 0 && alma__dn_const(g, other)) {
+          po->type = DP_BIAS;
+          has_bias = 1;
+        } else if (!has_sum) {
+          po->type = DP_SUM;
+          has_sum = 1;
+        } else {
+          break;
+        }
+        po->other = other;
+      } else {
+        break;
+      }
+      d->npost++;
+      d->mem[d->nmem++] = c;
+      outv = nc->outputs[0];
+      if (po->type == DP_NORM_RELU) break;
+    }
+    if (d->nmem > 1) {
+      d->last = d->mem[d->nmem - 1];
+      for (int m = 0; m < d->nmem; m++) p->nodes[d->mem[m]].head = i;
+    } else {
+      d->nmem = 0;
+      d->npost = 0;
+    }
+  }
+  free(consumer);
+}
+
+static alma_status dn_init(void) {
+  dnnl_engine_t e = NULL;
+  if (dnnl_engine_get_count(dnnl_cpu) < 1) return alma__errorf(ALMA_ERR_UNAVAILABLE, "oneDNN reports no CPU engine");
+  dnnl_status_t s = dnnl_engine_create(&e, dnnl_cpu, 0);
+  if (s != dnnl_success) return alma__errorf(ALMA_ERR_UNAVAILABLE, "oneDNN CPU engine creation failed (status %d)", (int)s);
+  dnnl_engine_destroy(e);
+  return ALMA_OK;
+}
+
+static int dn_supports(const alma_graph *g, const alma_node *n) {
+  dn_node d;
+  memset(&d, 0, sizeof d);
+  const char *why = NULL;
+  return alma__dn_classify(g, n, &d, &why) != DK_NONE;
+}
+
+static void dn_free(void *plan);
+
+static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
+  *plan_out = NULL;
+  dn_plan *p = calloc(1, sizeof *p);
+  if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->g = g;
+  p->threads = opts && opts->threads > 0 ? opts->threads : 1;
+  set_threads(p->threads);
+  if (dnnl_engine_create(&p->eng, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&p->strm, p->eng, dnnl_stream_default_flags) != dnnl_success) {
+    dn_free(p);
+    return alma__errorf(ALMA_ERR_UNAVAILABLE, "oneDNN CPU engine/stream creation failed");
+  }
+  int nv = g->n_values;
+  p->nodes = calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
+  p->static_uses = calloc((size_t)nv + 1, sizeof(int));
+  p->vals = calloc((size_t)nv + 1, sizeof *p->vals);
+  if (!p->nodes || !p->static_uses || !p->vals) {
+    dn_free(p);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->op && (n->op->flags & (ALMA_OP_HAS_SUBGRAPH | ALMA_OP_ALLOCS_OUTPUTS))) p->hook_mode = 1;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) p->static_uses[n->inputs[k]]++;
+    for (int k = 0; k < n->n_implicit; k++) p->static_uses[n->implicit_inputs[k]]++;
+  }
+  for (int i = 0; i < g->n_outputs; i++) p->static_uses[g->outputs[i]] += 1 << 20;
+  for (int i = 0; i < g->n_nodes; i++) {
+    dn_node *d = &p->nodes[i];
+    d->head = -1;
+    d->kind = alma__dn_classify(g, &g->nodes[i], d, &d->why);
+  }
+  if (!p->hook_mode) plan_fuse(p);
+  *plan_out = p;
+  return ALMA_OK;
+}
+
+static alma_status dn_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  dn_plan *p = plan;
+  set_threads(p->threads);
+  p->n_reorder_in = p->n_reorder_out = p->n_reorder_wei = p->n_native = p->n_eager = p->n_fused = 0;
+  alma_status st = p->hook_mode ? alma__exec_graph(p->g, hook, p, inputs, n_inputs, outputs, n_outputs)
+                                : run_own(p, inputs, n_inputs, outputs, n_outputs);
+  dnnl_stream_wait(p->strm);
+  p->runs++;
+  ALMA_LOGD("DNNL run: %lld nodes on oneDNN (%lld fused groups), %lld on EAGER; reorders: %lld to blocked, %lld to "
+            "plain, %lld weights; pool %zu bytes",
+            (long long)p->n_native, (long long)p->n_fused, (long long)p->n_eager, (long long)p->n_reorder_in,
+            (long long)p->n_reorder_out, (long long)p->n_reorder_wei, p->pool_bytes);
+  return st;
+}
+
+static void dn_free(void *plan) {
+  dn_plan *p = plan;
+  if (!p) return;
+  if (p->nodes)
+    for (int i = 0; i < p->g->n_nodes; i++) {
+      alma__dn_prim_free(&p->nodes[i].single);
+      alma__dn_prim_free(&p->nodes[i].fused);
+    }
+  for (int i = 0; i < p->nreorders; i++) {
+    dnnl_primitive_destroy(p->reorders[i].p);
+    dnnl_memory_destroy(p->reorders[i].ms);
+    dnnl_memory_destroy(p->reorders[i].md);
+  }
+  free(p->reorders);
+  for (int i = 0; i < p->npool; i++) free(p->pool[i].ptr);
+  free(p->pool);
+  free(p->scratch);
+  if (p->strm) dnnl_stream_destroy(p->strm);
+  if (p->eng) dnnl_engine_destroy(p->eng);
+  free(p->nodes);
+  free(p->static_uses);
+  free(p->vals);
+  free(p);
+}
+
+static const char *kind_name(int k) {
+  static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
+                                        "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view"};
+  return k >= 0 && k < DK_COUNT ? names[k] : "?";
+}
+
+static const char *post_name(int t) {
+  return t == DP_ELT ? "eltwise" : t == DP_SUM ? "sum" : t == DP_BIAS ? "bias" : t == DP_NORM_RELU ? "fused relu" : "?";
+}
+
+static void dn_describe(void *plan, FILE *f) {
+  dn_plan *p = plan;
+  const alma_graph *g = p->g;
+  int native = 0, groups = 0, to_plain = 0, from_eager = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    const dn_node *d = &p->nodes[i];
+    native += d->kind != DK_NONE;
+    if (d->head == i) groups++;
+    if (d->head >= 0 && d->head != i) {
+      const alma_node *hn = &g->nodes[d->head];
+      const dn_node *hd = &p->nodes[d->head];
+      const char *pn = "?";
+      for (int k = 0; k < hd->npost; k++)
+        if (hd->post[k].node == i) pn = post_name(hd->post[k].type);
+      fprintf(f, "  %-40s %-20s DNNL  fused into '%s' (%s) as %s post-op\n", n->name, n->op_type, hn->name,
+              hn->op_type, pn);
+      continue;
+    }
+    if (d->kind == DK_NONE) {
+      fprintf(f, "  %-40s %-20s EAGER%s%s%s\n", n->name, n->op_type, d->why ? "  (" : "", d->why ? d->why : "",
+              d->why ? ")" : "");
+      continue;
+    }
+    const dn_prim *pr = d->head == i ? &d->fused : &d->single;
+    fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type, kind_name(d->kind));
+    if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
+    if (pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
+    if (pr->declined) fprintf(f, " [declined at run time: %s]", pr->why);
+    fputc('\n', f);
+    /* boundaries: DNNL values read by EAGER nodes or the caller need a reorder to plain */
+    for (int k = 0; k < n->n_outputs; k++) {
+      int v = n->outputs[k];
+      if (v < 0) continue;
+      if (g->values[v].is_output) to_plain++;
+      for (int j = 0; j < g->n_nodes; j++)
+        for (int q = 0; q < g->nodes[j].n_inputs; q++)
+          if (g->nodes[j].inputs[q] == v && p->nodes[j].kind == DK_NONE) to_plain++;
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v >= 0 && g->values[v].producer >= 0 && p->nodes[g->values[v].producer].kind == DK_NONE) from_eager++;
+    }
+  }
+  fprintf(f,
+          "  DNNL: oneDNN %d.%d.%d, ISA %d, threads %d (%s%s), %d of %d nodes on oneDNN, %d fused groups%s; "
+          "layout boundaries: %d DNNL->plain edges, %d EAGER->DNNL edges\n",
+          dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, (int)dnnl_get_effective_cpu_isa(),
+          p->threads, threading_name(), set_threads(p->threads) ? "" : ", thread count not settable", native,
+          g->n_nodes, groups, p->hook_mode ? " (subgraph ops: one node at a time, plain layout)" : "", to_plain,
+          from_eager);
+  if (p->runs)
+    fprintf(f, "  DNNL last run: %lld nodes on oneDNN, %lld on EAGER; reorders %lld to blocked, %lld to plain, %lld weights\n",
+            (long long)p->n_native, (long long)p->n_eager, (long long)p->n_reorder_in, (long long)p->n_reorder_out,
+            (long long)p->n_reorder_wei);
+}
+
+const alma_runtime alma__runtime_dnnl = {
+    .name = "DNNL",
+    .description = "oneDNN primitives (C API): convolution, matmul, pooling, eltwise, binary, normalization, softmax; "
+                   "post-op fusion, blocked layouts kept between oneDNN nodes",
+    .init = dn_init,
+    .supports_node = dn_supports,
+    .compile = dn_compile,
+    .run = dn_run,
+    .free = dn_free,
+    .describe = dn_describe,
+};
+
+#endif
