@@ -216,23 +216,79 @@ static void out_shape(const conv_shape *cs, alma_dtype dt, alma_tensor *out) {
 DEFINE_IM2COL(float, f32)
 DEFINE_IM2COL(double, f64)
 
+/* C = op(A) op(B) + rbias[i] (rbias may be NULL; C's contents are ignored) */
 static alma_status gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                            const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return alma__sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+                            const float *B, int64_t ldb, float *C, int64_t ldc, const float *rbias) {
+  return alma__sgemm_bias(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, rbias, NULL);
 }
 static alma_status gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
-                            const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
-  alma__dgemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+                            const double *B, int64_t ldb, double *C, int64_t ldc, const double *rbias) {
+  if (rbias)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = rbias[i];
+  alma__dgemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, rbias ? 1.0 : 0.0, C, ldc);
   return ALMA_OK;
 }
 
-/* Depthwise 2-D float32: y[n,m] = b[m] + sum_kh,kw w[m,0,kh,kw] * x[n, m / Mg] (shifted). Rows of
- * the output accumulate contiguous (stride 1) or strided input rows; borders clipped per tap. */
+/* One output row of a depthwise 2-D convolution: yr[ow] += sum_kw wr[kw] * xr[ow*sw - pw + kw*dw]
+ * over the taps inside [0, W). Columns whose taps are all inside run eight at a time (stride 2
+ * loads 16 floats and keeps the even lanes); the borders and other strides run scalar. */
+ALMA_MULTIVERSION
+static void dw_row(float *restrict yr, const float *restrict xr, const float *restrict wr, int64_t KW, int64_t W,
+                   int64_t OW, int64_t sw, int64_t dw, int64_t pw) {
+  int64_t span = (KW - 1) * dw;
+  int64_t ilo = cdiv(pw, sw), ihi = fdiv(W - 1 + pw - span, sw) + 1;
+  if (ilo > OW) ilo = OW;
+  if (ihi > OW) ihi = OW;
+  if (ihi < ilo) ihi = ilo;
+  int64_t ow = 0;
+  for (; ow < ilo; ow++) { /* left border */
+    float acc = 0;
+    for (int64_t kw = 0; kw < KW; kw++) {
+      int64_t iw = ow * sw - pw + kw * dw;
+      if (iw >= 0 && iw < W) acc += wr[kw] * xr[iw];
+    }
+    yr[ow] += acc;
+  }
+  if (sw == 1) {
+    for (; ow + 8 <= ihi; ow += 8) {
+      alma__v8f acc = ALMA_LD8(yr + ow);
+      for (int64_t kw = 0; kw < KW; kw++) acc += wr[kw] * ALMA_LD8(xr + ow - pw + kw * dw);
+      ALMA_ST8(yr + ow, acc);
+    }
+  } else if (sw == 2) {
+    int64_t vlast = fdiv(W - 2 + pw - span, 2) - 7; /* the 16-float loads stay inside the row */
+    for (; ow + 8 <= ihi && ow <= vlast; ow += 8) {
+      alma__v8f acc = ALMA_LD8(yr + ow);
+      for (int64_t kw = 0; kw < KW; kw++) {
+        const float *p = xr + 2 * ow - pw + kw * dw;
+        alma__v8f lo = ALMA_LD8(p), hi = ALMA_LD8(p + 8);
+        acc += wr[kw] * __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+      }
+      ALMA_ST8(yr + ow, acc);
+    }
+  }
+  for (; ow < ihi; ow++) { /* interior remainder */
+    float acc = 0;
+    for (int64_t kw = 0; kw < KW; kw++) acc += wr[kw] * xr[ow * sw - pw + kw * dw];
+    yr[ow] += acc;
+  }
+  for (; ow < OW; ow++) { /* right border */
+    float acc = 0;
+    for (int64_t kw = 0; kw < KW; kw++) {
+      int64_t iw = ow * sw - pw + kw * dw;
+      if (iw >= 0 && iw < W) acc += wr[kw] * xr[iw];
+    }
+    yr[ow] += acc;
+  }
+}
+
+/* Depthwise 2-D float32: y[n,m] = b[m] + sum_kh,kw w[m,0,kh,kw] * x[n, m / Mg] (shifted), one
+ * output row at a time from the input rows its taps touch. */
 static void depthwise2d_f32(const conv_shape *cs, const float *x, const float *w, const float *b, float *y) {
   const alma__nn_geom *g = &cs->g;
   int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
-  int64_t KH = g->k[0], KW = g->k[1], sh = g->s[0], sw = g->s[1], dh = g->d[0], dw = g->d[1];
-  int64_t ph = g->pb[0], pw = g->pb[1];
+  int64_t KH = g->k[0], KW = g->k[1], sh = g->s[0], dh = g->d[0], ph = g->pb[0];
   for (int64_t nimg = 0; nimg < cs->N; nimg++)
     for (int64_t m = 0; m < cs->M; m++) {
       const float *xc = x + (nimg * cs->C + m / cs->Mg) * H * W;
@@ -240,26 +296,11 @@ static void depthwise2d_f32(const conv_shape *cs, const float *x, const float *w
       float *yc = y + (nimg * cs->M + m) * OH * OW;
       float bias = b ? b[m] : 0.0f;
       for (int64_t i = 0; i < OH * OW; i++) yc[i] = bias;
-      for (int64_t oh = 0; oh < OH; oh++) {
-        float *restrict yr = yc + oh * OW;
+      for (int64_t oh = 0; oh < OH; oh++)
         for (int64_t kh = 0; kh < KH; kh++) {
           int64_t ih = oh * sh - ph + kh * dh;
-          if (ih < 0 || ih >= H) continue;
-          const float *xr = xc + ih * W;
-          for (int64_t kw = 0; kw < KW; kw++) {
-            float wv = wm[kh * KW + kw];
-            int64_t base = kw * dw - pw;
-            int64_t lo = cdiv(-base, sw), hi = fdiv(W - 1 - base, sw) + 1;
-            if (lo < 0) lo = 0;
-            if (hi > OW) hi = OW;
-            const float *restrict src = xr + base;
-            if (sw == 1) {
-              if (hi > lo) alma__saxpy(hi - lo, wv, src + lo, yr + lo);
-            } else
-              for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * src[ow * sw];
-          }
+          if (ih >= 0 && ih < H) dw_row(yc + oh * OW, xc + ih * W, wm + kh * KW, KW, W, OW, g->s[1], g->d[1], g->pb[1]);
         }
-      }
     }
 }
 
@@ -278,16 +319,13 @@ static void depthwise2d_f32(const conv_shape *cs, const float *x, const float *w
       for (int64_t gi = 0; gi < cs->group && st == ALMA_OK; gi++) {                                         \
         const T *xg = x + (ni * cs->C + gi * cs->Cg) * cs->insp;                                            \
         T *yg = y + (ni * cs->M + gi * cs->Mg) * cs->outsp;                                                 \
-        if (b)                                                                                              \
-          for (int64_t m = 0; m < cs->Mg; m++)                                                              \
-            for (int64_t p = 0; p < cs->outsp; p++) yg[m * cs->outsp + p] = b[gi * cs->Mg + m];             \
         const T *bmat = xg;                                                                                 \
         if (!pointwise) {                                                                                   \
           im2col_##SFX(0, (T *)xg, cs->Cg, g, g->in, g->out, col);                                          \
           bmat = col;                                                                                       \
         }                                                                                                   \
-        st = gemm_##SFX(0, 0, cs->Mg, cs->outsp, kdim, w + gi * cs->Mg * kdim, kdim, bmat, cs->outsp,       \
-                        b ? 1 : 0, yg, cs->outsp);                                                          \
+        st = gemm_##SFX(0, 0, cs->Mg, cs->outsp, kdim, w + gi * cs->Mg * kdim, kdim, bmat, cs->outsp, yg,   \
+                        cs->outsp, b ? b + gi * cs->Mg : NULL);                                             \
       }                                                                                                     \
     free(col);                                                                                              \
     return st;                                                                                              \
@@ -303,8 +341,8 @@ static void depthwise2d_f32(const conv_shape *cs, const float *x, const float *w
       for (int64_t gi = 0; gi < cs->group && st == ALMA_OK; gi++) {                                         \
         const T *xg = x + (ni * cs->C + gi * cs->Cg) * cs->insp;                                            \
         T *yg = y + (ni * cs->M + gi * cs->Mg) * cs->outsp;                                                 \
-        st = gemm_##SFX(1, 0, rows, cs->insp, cs->Cg, w + gi * cs->Cg * rows, rows, xg, cs->insp, 0, col,   \
-                        cs->insp);                                                                          \
+        st = gemm_##SFX(1, 0, rows, cs->insp, cs->Cg, w + gi * cs->Cg * rows, rows, xg, cs->insp, col,      \
+                        cs->insp, NULL);                                                                    \
         if (st != ALMA_OK) break;                                                                           \
         /* the output is the "image" and the input positions are the window positions */                  \
         im2col_##SFX(1, yg, cs->Mg, g, g->out, g->in, col);                                                 \

@@ -107,10 +107,20 @@ static alma_status gemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
     if (!y && bf) y = alma__nn_alloc(n, (size_t)(M * N), sizeof *y);
     alma_status st = ALMA_ERR_NOMEM;
     if (af && bf && (cf || !c) && y) {
-      if (cf)
+      /* a bias row [N] / [1,N] or column [M,1] folds into the GEMM's stores */
+      const float *rb = NULL, *cb = NULL;
+      if (cf && beta == 1.0f) {
+        int64_t cn = alma_tensor_numel(c);
+        if (c->rank >= 1 && cn == N && c->dims[c->rank - 1] == N)
+          cb = cf;
+        else if (c->rank == 2 && cn == M && c->dims[0] == M)
+          rb = cf;
+      }
+      if (cf && !rb && !cb)
         for (int64_t i = 0; i < M; i++)
           for (int64_t j = 0; j < N; j++) y[i * N + j] = beta * cf[c_index(c, i, j)];
-      st = alma__sgemm(gs.ta, gs.tb, M, N, K, alpha, af, lda, bf, ldb, c ? 1.0f : 0.0f, y, N);
+      st = alma__sgemm_bias(gs.ta, gs.tb, M, N, K, alpha, af, lda, bf, ldb, (c && !rb && !cb) ? 1.0f : 0.0f, y, N,
+                            rb, cb);
       if (st == ALMA_OK && y != out->data) alma__nn_store_f32(out, y);
     }
     if (oa) free((void *)af);

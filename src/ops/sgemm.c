@@ -15,27 +15,24 @@
 #define MC 120 /* multiple of MR */
 #define NC 2048 /* multiple of NR */
 
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(ALMA_NO_MULTIVERSION)
-#define ALMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
-#endif
-#ifndef ALMA_MULTIVERSION
-#define ALMA_MULTIVERSION
-#endif
-
-typedef float v8f __attribute__((vector_size(32)));
-/* unaligned, aliasing view of 8 floats (memory is float arrays) */
-typedef float v8fu __attribute__((vector_size(32), aligned(4), may_alias));
-#define ld8(p) (*(const v8fu *)(p))
-#define st8(p, v) (*(v8fu *)(p) = (v))
+typedef alma__v8f v8f;
+#define ld8 ALMA_LD8
+#define st8 ALMA_ST8
 
 static inline __attribute__((always_inline)) int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* C[mr x nr] += alpha * Ap(panel, kc x MR) * Bp(panel, kc x NR) */
+/* Epilogue of a C tile: what the first K block does with C and the biases. */
+typedef struct tile_ep {
+  int load_c;         /* add to C's contents (0: overwrite, beta == 0 on the first K block) */
+  const float *rbias; /* per-row bias of this tile, or NULL */
+  const float *cbias; /* per-column bias of this tile, or NULL */
+} tile_ep;
+
+/* C[mr x nr] = (load_c ? C : 0) + alpha * Ap(panel, kc x MR) * Bp(panel, kc x NR) + biases */
 static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *restrict a,
                                                           const float *restrict b, float *restrict c,
-                                                          int64_t ldc, int mr, int nr, float alpha) {
+                                                          int64_t ldc, int mr, int nr, float alpha,
+                                                          tile_ep ep) {
   v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
   v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
   for (int64_t k = 0; k < kc; k++) {
@@ -52,10 +49,15 @@ static inline __attribute__((always_inline)) void ukernel(int64_t kc, const floa
   }
   v8f acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (mr == MR && nr == NR) {
+    v8f cb0 = {0}, cb1 = {0};
+    if (ep.cbias) cb0 = ld8(ep.cbias), cb1 = ld8(ep.cbias + 8);
     for (int r = 0; r < MR; r++) {
       float *cr = c + r * ldc;
-      st8(cr, ld8(cr) + alpha * acc[r][0]);
-      st8(cr + 8, ld8(cr + 8) + alpha * acc[r][1]);
+      v8f b0 = cb0, b1 = cb1;
+      if (ep.rbias) b0 += ep.rbias[r], b1 += ep.rbias[r];
+      if (ep.load_c) b0 += ld8(cr), b1 += ld8(cr + 8);
+      st8(cr, b0 + alpha * acc[r][0]);
+      st8(cr + 8, b1 + alpha * acc[r][1]);
     }
   } else {
     float t[MR][NR];
@@ -64,7 +66,12 @@ static inline __attribute__((always_inline)) void ukernel(int64_t kc, const floa
       st8(&t[r][8], acc[r][1]);
     }
     for (int r = 0; r < mr; r++)
-      for (int j = 0; j < nr; j++) c[r * ldc + j] += alpha * t[r][j];
+      for (int j = 0; j < nr; j++) {
+        float v = alpha * t[r][j];
+        if (ep.rbias) v += ep.rbias[r];
+        if (ep.cbias) v += ep.cbias[j];
+        c[r * ldc + j] = ep.load_c ? c[r * ldc + j] + v : v;
+      }
   }
 }
 
@@ -130,9 +137,11 @@ static void pack_a(int trans_a, const float *A, int64_t lda, int64_t i0, int64_t
   }
 }
 
+/* load_c: whether the first K block adds to C (beta != 0) or overwrites it (beta == 0). */
 ALMA_MULTIVERSION
 static void sgemm_blocked(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                          int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *Ap, float *Bp) {
+                          int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, int load_c,
+                          const float *rbias, const float *cbias, float *Ap, float *Bp) {
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = min64(NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += KC) {
@@ -145,7 +154,13 @@ static void sgemm_blocked(int trans_a, int trans_b, int64_t M, int64_t N, int64_
           int nr = (int)min64(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR) {
             int mr = (int)min64(MR, mc - ir);
-            ukernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, mr, nr, alpha);
+            tile_ep ep = {1, NULL, NULL};
+            if (pc == 0) { /* the first K block applies beta (0 or 1 here) and the biases */
+              ep.load_c = load_c;
+              ep.rbias = rbias ? rbias + ic + ir : NULL;
+              ep.cbias = cbias ? cbias + jc + jr : NULL;
+            }
+            ukernel(kc, Ap + ir * kc, Bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, mr, nr, alpha, ep);
           }
         }
       }
@@ -220,23 +235,32 @@ static void sgemm_few_cols(int trans_a, int trans_b, int64_t M, int64_t N, int64
   }
 }
 
-static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
-  if (beta == 1.0f) return;
+/* C = beta * C (beta == 0 ignores C's contents) plus the biases. */
+static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc, const float *rbias,
+                    const float *cbias) {
+  if (beta == 1.0f && !rbias && !cbias) return;
   for (int64_t i = 0; i < M; i++) {
     float *c = C + i * ldc;
-    if (beta == 0.0f)
-      memset(c, 0, (size_t)N * sizeof *c);
-    else
-      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    float rb = rbias ? rbias[i] : 0.0f;
+    for (int64_t j = 0; j < N; j++) {
+      float v = beta == 0.0f ? 0.0f : beta == 1.0f ? c[j] : beta * c[j];
+      c[j] = v + rb + (cbias ? cbias[j] : 0.0f);
+    }
   }
 }
 
 alma_status alma__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  return alma__sgemm_bias(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+}
+
+alma_status alma__sgemm_bias(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                             int64_t ldc, const float *row_bias, const float *col_bias) {
   if (M <= 0 || N <= 0) return ALMA_OK;
-  scale_c(M, N, beta, C, ldc);
-  if (K <= 0 || alpha == 0.0f) return ALMA_OK;
-  if (M < 4 || N < 4) {
+  if (K <= 0 || alpha == 0.0f || M < 4 || N < 4) {
+    scale_c(M, N, beta, C, ldc, row_bias, col_bias);
+    if (K <= 0 || alpha == 0.0f) return ALMA_OK;
     float *tmp = malloc((size_t)(K + M) * sizeof *tmp);
     if (!tmp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (%lld floats)", (long long)(K + M));
     if (M < 4)
@@ -246,13 +270,15 @@ alma_status alma__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t 
     free(tmp);
     return ALMA_OK;
   }
+  int load_c = beta != 0.0f;
+  if (beta != 0.0f && beta != 1.0f) scale_c(M, N, beta, C, ldc, NULL, NULL); /* then add as beta = 1 */
   int64_t kc = min64(KC, K);
   int64_t nc = (min64(NC, N) + NR - 1) / NR * NR;
   int64_t mc = (min64(MC, M) + MR - 1) / MR * MR;
   size_t na = (size_t)(mc * kc), nb = (size_t)(nc * kc);
   float *buf = aligned_alloc(64, ((na + nb) * sizeof(float) + 63) / 64 * 64);
   if (!buf) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (packing buffers)");
-  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, buf, buf + na);
+  sgemm_blocked(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, load_c, row_bias, col_bias, buf, buf + na);
   free(buf);
   return ALMA_OK;
 }

@@ -12,9 +12,32 @@
 
 #include "core/core.h"
 
+/* Vector helpers for float32 kernels: 8-float GCC/Clang vectors (lowered to SSE pairs without
+ * AVX) and function multiversioning, an AVX2+FMA clone beside the baseline one chosen at load
+ * time on x86-64, so the library needs no -march flags. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(ALMA_NO_MULTIVERSION)
+#define ALMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef ALMA_MULTIVERSION
+#define ALMA_MULTIVERSION
+#endif
+typedef float alma__v8f __attribute__((vector_size(32)));
+/* unaligned, aliasing view of 8 floats in a float array */
+typedef float alma__v8fu __attribute__((vector_size(32), aligned(4), may_alias));
+#define ALMA_LD8(p) (*(const alma__v8fu *)(p))
+#define ALMA_ST8(p, v) (*(alma__v8fu *)(p) = (v))
+
 alma_status alma__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                         int64_t ldc);
+
+/* Same, plus optional biases broadcast along the product: C[i,j] += row_bias[i] + col_bias[j]
+ * (either may be NULL). They fold into the kernel's first store, sparing a pass over C. */
+alma_status alma__sgemm_bias(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                             int64_t ldc, const float *row_bias, const float *col_bias);
 
 /* y[0..n) += a * x[0..n) and the dot product of x and y, vectorized (AVX2 where available). */
 void alma__saxpy(int64_t n, float a, const float *x, float *y);

@@ -105,9 +105,13 @@ static void test_sgemm_shapes(void **state) {
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++)
-        for (int ab = 0; ab < 3; ab++) {
+        for (int ab = 0; ab < 6; ab++) { /* alpha/beta variants, the last three with biases */
           int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-          float alpha = ab == 2 ? -0.5f : 1.0f, beta = ab == 0 ? 0.0f : ab == 1 ? 1.0f : 2.0f;
+          int with_bias = ab >= 3;
+          float alpha = ab % 3 == 2 ? -0.5f : 1.0f, beta = ab % 3 == 0 ? 0.0f : ab % 3 == 1 ? 1.0f : 2.0f;
+          float *rb = malloc(sizeof(float) * (size_t)(M + 1)), *cb = malloc(sizeof(float) * (size_t)(N + 1));
+          for (int64_t i = 0; i < M; i++) rb[i] = (float)urand();
+          for (int64_t j = 0; j < N; j++) cb[j] = (float)urand();
           int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2; /* padded strides */
           float *A = malloc(sizeof(float) * (size_t)((ta ? K : M) * lda + 1));
           float *B = malloc(sizeof(float) * (size_t)((tb ? N : K) * ldb + 1));
@@ -121,9 +125,13 @@ static void test_sgemm_shapes(void **state) {
               double acc = 0;
               for (int64_t k = 0; k < K; k++)
                 acc += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
-              R[i * N + j] = alpha * acc + (beta == 0.0f ? 0.0 : beta * (double)C[i * ldc + j]);
+              R[i * N + j] = alpha * acc + (beta == 0.0f ? 0.0 : beta * (double)C[i * ldc + j]) +
+                             (with_bias ? (double)rb[i] + cb[j] : 0.0);
             }
-          assert_int_equal(alma__sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), ALMA_OK);
+          if (with_bias)
+            assert_int_equal(alma__sgemm_bias(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, rb, cb), ALMA_OK);
+          else
+            assert_int_equal(alma__sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), ALMA_OK);
           for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++)
               if (!(fabs(C[i * ldc + j] - R[i * N + j]) <= 1e-4 * (1 + sqrt((double)K)))) {
@@ -132,7 +140,7 @@ static void test_sgemm_shapes(void **state) {
                             R[i * N + j]);
                 fail();
               }
-          free(A), free(B), free(C), free(R);
+          free(A), free(B), free(C), free(R), free(rb), free(cb);
         }
 }
 
@@ -238,6 +246,10 @@ static void test_conv_vs_naive(void **state) {
       {2, 1, 2, 3, 1, {7, 8}, {3, 4}, {2, 3}, {1, 1}, {0}, {0}, "SAME_LOWER", 0},
       {2, 1, 2, 3, 1, {7, 8}, {3, 4}, {2, 3}, {1, 1}, {0}, {0}, "VALID", 1},
       {2, 1, 70, 20, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, 1},   /* K over a block edge */
+      {2, 1, 4, 4, 4, {9, 45}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, 1},    /* depthwise, vector rows */
+      {2, 1, 4, 4, 4, {9, 47}, {3, 5}, {2, 2}, {1, 1}, {1, 2}, {1, 2}, NULL, 1},    /* ... stride 2 */
+      {2, 1, 2, 2, 2, {6, 50}, {3, 3}, {2, 2}, {1, 2}, {0, 3}, {1, 0}, NULL, 0},    /* ... dilated, stride 2 */
+      {2, 1, 2, 2, 2, {5, 40}, {2, 3}, {1, 3}, {1, 1}, {0, 1}, {0, 1}, NULL, 1},    /* ... stride 3 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_conv_case(&cases[i], ALMA_DTYPE_FLOAT32);
   run_conv_case(&cases[1], ALMA_DTYPE_FLOAT64);
