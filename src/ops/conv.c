@@ -230,78 +230,117 @@ static alma_status gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, con
   return ALMA_OK;
 }
 
-/* One output row of a depthwise 2-D convolution: yr[ow] += sum_kw wr[kw] * xr[ow*sw - pw + kw*dw]
- * over the taps inside [0, W). Columns whose taps are all inside run eight at a time (stride 2
- * loads 16 floats and keeps the even lanes); the borders and other strides run scalar. */
+/* Eight depthwise outputs yr[ow..ow+8) = bias + taps, all inside the row; stride 1 or 2 (stride 2
+ * loads 16 floats and keeps the even lanes). k3 != NULL: the 3x3 window with weights in k3. */
+#define DW_EVEN(p) __builtin_shufflevector(ALMA_LD8(p), ALMA_LD8((p) + 8), 0, 2, 4, 6, 8, 10, 12, 14)
+static inline __attribute__((always_inline)) void dw_block(float *yr, const float *const *xr,
+                                                           const float *const *wr, int nr, const alma__v8f *k3,
+                                                           float bias, int64_t KW, int64_t ow, int64_t sw,
+                                                           int64_t dw, int64_t pw) {
+  alma__v8f acc = (alma__v8f){0} + bias;
+  if (k3) {
+    const float *x0 = xr[0] - pw + sw * ow, *x1 = xr[1] - pw + sw * ow, *x2 = xr[2] - pw + sw * ow;
+    if (sw == 1) {
+      acc += k3[0] * ALMA_LD8(x0) + k3[1] * ALMA_LD8(x0 + 1) + k3[2] * ALMA_LD8(x0 + 2);
+      acc += k3[3] * ALMA_LD8(x1) + k3[4] * ALMA_LD8(x1 + 1) + k3[5] * ALMA_LD8(x1 + 2);
+      acc += k3[6] * ALMA_LD8(x2) + k3[7] * ALMA_LD8(x2 + 1) + k3[8] * ALMA_LD8(x2 + 2);
+    } else {
+      acc += k3[0] * DW_EVEN(x0) + k3[1] * DW_EVEN(x0 + 1) + k3[2] * DW_EVEN(x0 + 2);
+      acc += k3[3] * DW_EVEN(x1) + k3[4] * DW_EVEN(x1 + 1) + k3[5] * DW_EVEN(x1 + 2);
+      acc += k3[6] * DW_EVEN(x2) + k3[7] * DW_EVEN(x2 + 1) + k3[8] * DW_EVEN(x2 + 2);
+    }
+  } else {
+    for (int r = 0; r < nr; r++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        const float *p = xr[r] + sw * ow - pw + kw * dw;
+        if (sw == 1)
+          acc += wr[r][kw] * ALMA_LD8(p);
+        else
+          acc += wr[r][kw] * DW_EVEN(p);
+      }
+  }
+  ALMA_ST8(yr + ow, acc);
+}
+#undef DW_EVEN
+
+/* One output row of a depthwise 2-D convolution from the nr input rows its taps touch:
+ * yr[ow] = bias + sum_r sum_kw wr[r][kw] * xr[r][ow*sw - pw + kw*dw] over the taps inside [0, W).
+ * Interior columns (every tap inside) run eight at a time, the last block overlapping the one
+ * before (it rewrites the same values) so short rows stay vectorized; borders run scalar. */
 ALMA_MULTIVERSION
-static void dw_row(float *restrict yr, const float *restrict xr, const float *restrict wr, int64_t KW, int64_t W,
-                   int64_t OW, int64_t sw, int64_t dw, int64_t pw) {
+static void dw_row(float *restrict yr, const float *const *xr, const float *const *wr, int nr, float bias,
+                   int64_t KW, int64_t W, int64_t OW, int64_t sw, int64_t dw, int64_t pw) {
   int64_t span = (KW - 1) * dw;
   int64_t ilo = cdiv(pw, sw), ihi = fdiv(W - 1 + pw - span, sw) + 1;
   if (ilo > OW) ilo = OW;
   if (ihi > OW) ihi = OW;
   if (ihi < ilo) ihi = ilo;
+  alma__v8f k3[9];
+  int is3 = KW == 3 && nr == 3 && dw == 1;
+  if (is3)
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 3; k++) k3[r * 3 + k] = (alma__v8f){0} + wr[r][k];
   int64_t ow = 0;
-  for (; ow < ilo; ow++) { /* left border */
-    float acc = 0;
-    for (int64_t kw = 0; kw < KW; kw++) {
-      int64_t iw = ow * sw - pw + kw * dw;
-      if (iw >= 0 && iw < W) acc += wr[kw] * xr[iw];
-    }
-    yr[ow] += acc;
-  }
-  if (sw == 1) {
-    for (; ow + 8 <= ihi; ow += 8) {
-      alma__v8f acc = ALMA_LD8(yr + ow);
-      for (int64_t kw = 0; kw < KW; kw++) acc += wr[kw] * ALMA_LD8(xr + ow - pw + kw * dw);
-      ALMA_ST8(yr + ow, acc);
-    }
-  } else if (sw == 2) {
-    int64_t vlast = fdiv(W - 2 + pw - span, 2) - 7; /* the 16-float loads stay inside the row */
-    for (; ow + 8 <= ihi && ow <= vlast; ow += 8) {
-      alma__v8f acc = ALMA_LD8(yr + ow);
-      for (int64_t kw = 0; kw < KW; kw++) {
-        const float *p = xr + 2 * ow - pw + kw * dw;
-        alma__v8f lo = ALMA_LD8(p), hi = ALMA_LD8(p + 8);
-        acc += wr[kw] * __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+  for (; ow < OW; ow++) {
+    if (ow == ilo) { /* interior columns */
+      int64_t vmax = -1; /* the last column a vector block may start at */
+      if (sw == 1) vmax = ihi - 8;
+      if (sw == 2) { /* the 16-float loads stay inside the row */
+        vmax = fdiv(W - 2 + pw - span, 2) - 7;
+        if (vmax > ihi - 8) vmax = ihi - 8;
       }
-      ALMA_ST8(yr + ow, acc);
+      if (vmax >= ilo) {
+        for (; ow <= vmax; ow += 8) dw_block(yr, xr, wr, nr, is3 ? k3 : NULL, bias, KW, ow, sw, dw, pw);
+        if (ow < vmax + 8) {
+          dw_block(yr, xr, wr, nr, is3 ? k3 : NULL, bias, KW, vmax, sw, dw, pw);
+          ow = vmax + 8;
+        }
+      }
+      for (; ow < ihi; ow++) {
+        float acc = bias;
+        for (int r = 0; r < nr; r++)
+          for (int64_t kw = 0; kw < KW; kw++) acc += wr[r][kw] * xr[r][ow * sw - pw + kw * dw];
+        yr[ow] = acc;
+      }
+      if (ow >= OW) break;
     }
-  }
-  for (; ow < ihi; ow++) { /* interior remainder */
-    float acc = 0;
-    for (int64_t kw = 0; kw < KW; kw++) acc += wr[kw] * xr[ow * sw - pw + kw * dw];
-    yr[ow] += acc;
-  }
-  for (; ow < OW; ow++) { /* right border */
-    float acc = 0;
-    for (int64_t kw = 0; kw < KW; kw++) {
-      int64_t iw = ow * sw - pw + kw * dw;
-      if (iw >= 0 && iw < W) acc += wr[kw] * xr[iw];
-    }
-    yr[ow] += acc;
+    float acc = bias; /* border column */
+    for (int r = 0; r < nr; r++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        int64_t iw = ow * sw - pw + kw * dw;
+        if (iw >= 0 && iw < W) acc += wr[r][kw] * xr[r][iw];
+      }
+    yr[ow] = acc;
   }
 }
 
 /* Depthwise 2-D float32: y[n,m] = b[m] + sum_kh,kw w[m,0,kh,kw] * x[n, m / Mg] (shifted), one
- * output row at a time from the input rows its taps touch. */
-static void depthwise2d_f32(const conv_shape *cs, const float *x, const float *w, const float *b, float *y) {
+ * output row at a time. */
+static alma_status depthwise2d_f32(const alma_node *n, const conv_shape *cs, const float *x, const float *w,
+                                   const float *b, float *y) {
   const alma__nn_geom *g = &cs->g;
   int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
   int64_t KH = g->k[0], KW = g->k[1], sh = g->s[0], dh = g->d[0], ph = g->pb[0];
+  const float **rows = alma__nn_alloc(n, (size_t)(2 * KH), sizeof *rows);
+  if (!rows) return ALMA_ERR_NOMEM;
+  const float **wrs = rows + KH;
   for (int64_t nimg = 0; nimg < cs->N; nimg++)
     for (int64_t m = 0; m < cs->M; m++) {
       const float *xc = x + (nimg * cs->C + m / cs->Mg) * H * W;
       const float *wm = w + m * KH * KW;
       float *yc = y + (nimg * cs->M + m) * OH * OW;
       float bias = b ? b[m] : 0.0f;
-      for (int64_t i = 0; i < OH * OW; i++) yc[i] = bias;
-      for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t oh = 0; oh < OH; oh++) {
+        int nr = 0;
         for (int64_t kh = 0; kh < KH; kh++) {
           int64_t ih = oh * sh - ph + kh * dh;
-          if (ih >= 0 && ih < H) dw_row(yc + oh * OW, xc + ih * W, wm + kh * KW, KW, W, OW, g->s[1], g->d[1], g->pb[1]);
+          if (ih >= 0 && ih < H) rows[nr] = xc + ih * W, wrs[nr++] = wm + kh * KW;
         }
+        dw_row(yc + oh * OW, rows, wrs, nr, bias, KW, W, OW, g->s[1], g->d[1], g->pb[1]);
+      }
     }
+  free(rows);
+  return ALMA_OK;
 }
 
 #define DEFINE_CONV_RUN(T, SFX)                                                                              \
@@ -376,7 +415,7 @@ static alma_status conv_dispatch(const alma_node *n, const conv_shape *cs, const
     if (transpose)
       st = convt_run_f32(n, cs, xf, wf, bf, yf);
     else if (cs->g.nsp == 2 && cs->Cg == 1 && cs->group > 1)
-      depthwise2d_f32(cs, xf, wf, bf, yf), st = ALMA_OK;
+      st = depthwise2d_f32(n, cs, xf, wf, bf, yf);
     else
       st = conv_run_f32(n, cs, xf, wf, bf, yf);
     if (st == ALMA_OK && yf != out->data) alma__nn_store_f32(out, yf);
