@@ -78,6 +78,9 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
       if (v >= 0 && info[v].rank < 0) known = 0;
       if (v >= 0 && !info[v].data) all_data = 0;
     }
+    /* Shape and Size read only their input's dims, so they evaluate without its data: that is what
+     * lets shape subgraphs (Shape -> Gather -> Concat -> Reshape) resolve statically. */
+    if (!n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size")) && known) all_data = 1;
     if (n->n_implicit) all_data = 0; /* subgraph ops are not evaluated statically */
     memset(outs, 0, sizeof outs);
     alma_status st = known ? n->op->infer(n, in, n->n_inputs, outs, n->n_outputs) : ALMA_ERR_DYNAMIC;
@@ -91,6 +94,7 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
       }
     }
     if (st == ALMA_ERR_DYNAMIC) {
+      if (known) ALMA_LOGD("static inference: node '%s' (%s) has a data-dependent output shape", n->name, n->op_type);
       for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) {
           info[n->outputs[k]].rank = -1;

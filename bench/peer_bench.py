@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""alma beside its peers, in one run on one machine: ONNX Runtime (PyPI, intra-op threads = N, all
+graph optimizations) and PyTorch (TorchScript, frozen, N threads) against alma's conversions, on
+the same models, shapes and thread count. Prints (and with --markdown writes) p50 latency,
+throughput, the ratio alma-best / ONNX Runtime, and GFLOP/s with the percentage of the machine's
+peak measured here with a large SGEMM.
+
+usage: bench/run.sh [--quick] [--threads N] [--markdown OUT.md] [--conversions LIST]
+(bench/run.sh makes the virtual environment with onnxruntime; this script needs python3 with
+torch, onnx, numpy and onnxruntime, and the alma binary.)
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+# ---- models (random weights, fixed seed) -----------------------------------------------------
+
+def mnist_cnn():
+    nn = torch.nn
+
+    class Net(nn.Module):  # conv32-conv64-fc128, as in issue 4
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(1, 32, 3)
+            self.c2 = nn.Conv2d(32, 64, 3)
+            self.fc1 = nn.Linear(64 * 12 * 12, 128)
+            self.fc2 = nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = torch.relu(self.c1(x))
+            x = torch.max_pool2d(torch.relu(self.c2(x)), 2)
+            x = torch.flatten(x, 1)
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    return Net(), (1, 28, 28)
+
+
+def resnet18():
+    import torchvision
+    return torchvision.models.resnet18(), (3, 224, 224)
+
+
+def mobilenet_v2():
+    import torchvision
+    return torchvision.models.mobilenet_v2(), (3, 224, 224)
+
+
+def transformer():
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=4), (128, 256)
+
+
+MODELS = [  # name, builder, batch sizes (1 and the larger batch of issue 4)
+    ("resnet18", resnet18, (1, 32)),
+    ("mobilenet_v2", mobilenet_v2, (1, 32)),
+    ("transformer", transformer, (1, 8)),
+    ("mnist_cnn", mnist_cnn, (1, 32)),
+]
+
+
+def calibrate_bn(model, shape):
+    """Random weights give degenerate BatchNorm statistics; run a few random batches in train mode
+    so outputs stay in a sane range (matters for int8 calibration, harmless for fp32)."""
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        return
+    model.train()
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(8, *shape))
+
+
+def export(name, builder, outdir):
+    torch.manual_seed(0)
+    model, shape = builder()
+    calibrate_bn(model, shape)
+    model.eval()
+    path = os.path.join(outdir, name + ".onnx")
+    x = torch.randn(1, *shape)
+    # Not under no_grad: there PyTorch 1.13 takes the fused transformer fast path, which has no export.
+    torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"], opset_version=14,
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    return model, shape, path
+
+
+# ---- timing helpers -------------------------------------------------------------------------
+
+def time_fn(fn, min_runs, min_time):
+    for _ in range(3):
+        fn()
+    t_end = time.perf_counter() + min_time
+    samples = []
+    while len(samples) < min_runs or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+        if len(samples) > 100000:
+            break
+    return statistics.median(samples), len(samples)
+
+
+def bench_ort(path, x, threads, args):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    feed = {"input": x}
+    return time_fn(lambda: sess.run(None, feed), args.min_runs, args.min_time)
+
+
+def bench_torch(model, x, threads, args):
+    torch.set_num_threads(threads)
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        ts = torch.jit.freeze(torch.jit.trace(model, xt).eval())
+        return time_fn(lambda: ts(xt), args.min_runs, args.min_time)
+
+
+def bench_alma(path, batch, threads, args):
+    with tempfile.TemporaryDirectory() as td:
+        out = os.path.join(td, "r.json")
+        cmd = [args.alma, "bench", path, "-b", str(batch), "--threads", str(threads), "--keep-going", "-q",
+               "-n", str(args.min_runs * batch), "--min-time", str(args.min_time), "--json", out]
+        if args.conversions:
+            cmd += ["-c", args.conversions]
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not os.path.exists(out):
+            return []
+        with open(out) as f:
+            res = json.load(f)["results"]
+    rows = []
+    for r in res:
+        if r.get("status") == "ok" and r.get("latency_ms"):
+            check = r.get("check") or {}
+            rows.append((r["conversion"], r["latency_ms"]["p50"], check.get("passed", None)))
+        else:
+            rows.append((r["conversion"], None, (r.get("error") or r.get("status") or "")[:60]))
+    return rows
+
+
+def sgemm_peak(threads):
+    """GFLOP/s of a 2048^3 SGEMM: alma's bench/sgemm_peak (OpenBLAS) if built, else numpy's BLAS."""
+    exe = os.path.join(os.path.dirname(os.path.abspath(ARGS.alma)), "sgemm_peak")
+    if os.path.exists(exe):
+        try:
+            out = subprocess.run([exe, str(threads)], capture_output=True, text=True, timeout=300).stdout
+            for line in out.splitlines():
+                if "GFLOP/s" in line and f"threads={threads}" in line.replace(" ", ""):
+                    return float(line.split("GFLOP/s")[0].split()[-1]), "bench/sgemm_peak (OpenBLAS)"
+        except Exception:
+            pass
+    n = 2048
+    a = np.random.rand(n, n).astype(np.float32)
+    b = np.random.rand(n, n).astype(np.float32)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+    med, _ = time_fn(lambda: a @ b, 5, 2.0)
+    return 2 * n ** 3 / (med * 1e-3) / 1e9, "numpy matmul (its BLAS)"
+
+
+def flops_per_sample(alma, path):
+    out = subprocess.run([alma, "info", path, "--json"], capture_output=True, text=True).stdout
+    try:
+        info = json.loads(out)
+        return float(info.get("flops") or info.get("flops_per_sample") or 0)
+    except Exception:
+        return 0.0
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--alma", default=os.path.join(ROOT, "build", "alma"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--conversions", default="")
+    ap.add_argument("--min-runs", type=int, default=20)
+    ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--quick", action="store_true", help="fewer runs (smoke test)")
+    ap.add_argument("--models", default="", help="comma list of model names")
+    ap.add_argument("--markdown", default="")
+    ARGS = args = ap.parse_args()
+    if args.quick:
+        args.min_runs, args.min_time = 3, 0.2
+    import onnxruntime as ort
+    peak, peak_src = sgemm_peak(args.threads)
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except Exception:
+        pass
+    header = (f"machine: {cpu}, {os.cpu_count()} logical CPUs; threads {args.threads}; "
+              f"onnxruntime {ort.__version__}; torch {torch.__version__}; "
+              f"SGEMM 2048^3 peak {peak:.0f} GFLOP/s ({peak_src})")
+    print(header)
+    rows = []
+    with tempfile.TemporaryDirectory() as td:
+        for name, builder, batches in MODELS:
+            if args.models and name not in args.models.split(","):
+                continue
+            model, shape, path = export(name, builder, td)
+            fps = flops_per_sample(args.alma, path)
+            for b in batches:
+                x = np.random.RandomState(0).randn(b, *shape).astype(np.float32)
+                ort_p50, _ = bench_ort(path, x, args.threads, args)
+                pt_p50, _ = bench_torch(model, x, args.threads, args)
+                alma_rows = bench_alma(path, b, args.threads, args)
+                ok = [(c, p) for c, p, chk in alma_rows if p is not None and chk is not False]
+                best = min(ok, key=lambda r: r[1]) if ok else ("-", float("nan"))
+                gflops = fps * b / (best[1] * 1e-3) / 1e9 if ok and fps else float("nan")
+                row = dict(model=name, batch=b, ort=ort_p50, torch=pt_p50, best=best[0], alma=best[1],
+                           ratio=best[1] / ort_p50, gflops=gflops, pct=100 * gflops / peak,
+                           all=alma_rows)
+                rows.append(row)
+                print(f"{name:13s} b={b:<3d} ORT {ort_p50:9.3f} ms  PyTorch {pt_p50:9.3f} ms  "
+                      f"alma {best[1]:9.3f} ms ({best[0]})  alma/ORT {row['ratio']:.2f}x  "
+                      f"{gflops:.0f} GFLOP/s ({row['pct']:.0f}% of peak)", flush=True)
+                for c, p, chk in alma_rows:
+                    print(f"    {c:28s} " + (f"{p:9.3f} ms  check {'ok' if chk else 'FAILED'}" if p is not None
+                                             else f"   -  {chk}"))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("| model | batch | ONNX Runtime p50 ms | PyTorch p50 ms | alma best | alma p50 ms | "
+                    "alma / ORT | GFLOP/s | % of SGEMM peak |\n|---|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                f.write(f"| {r['model']} | {r['batch']} | {r['ort']:.3f} | {r['torch']:.3f} | {r['best']} | "
+                        f"{r['alma']:.3f} | {r['ratio']:.2f}x | {r['gflops']:.0f} | {r['pct']:.0f}% |\n")
+            f.write("\nEvery alma conversion (p50 ms; outputs checked against EAGER):\n\n")
+            for r in rows:
+                cells = ", ".join(f"{c} {p:.3f}" if p is not None else f"{c} ({chk})" for c, p, chk in r["all"])
+                f.write(f"- {r['model']} b={r['batch']}: {cells}\n")
+            f.write(f"\n{header}\n")
+
+
+if __name__ == "__main__":
+    main()
