@@ -26,9 +26,9 @@ typedef struct bn_shape {
 
 static alma_status bn_setup(const alma_node *n, const alma_tensor *const *in, int nin, int nout, bn_shape *bs) {
   const alma_tensor *x = in[0];
-  for (int i = 1; i < 5; i++)
+  for (int i = 0; i < 5; i++)
     if (!alma__nn_in(in, nin, i))
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input %d (scale, B, mean, var) is required", i);
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input %d (X, scale, B, mean, var) is required", i);
   if (!float_dtype(x->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   for (int i = 1; i < 5; i++)
@@ -157,14 +157,14 @@ static alma_status bn_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_te
 static void norm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                       int64_t *macs, int64_t *flops) {
   *macs = 0;
-  *flops = 2 * alma_tensor_numel(in[0]);
+  *flops = nin > 0 && in[0] ? 2 * alma_tensor_numel(in[0]) : -1;
 }
 
 /* ---- InstanceNormalization ------------------------------------------------------------------- */
 
 static alma_status in_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   const alma_tensor *x = in[0], *sc = alma__nn_in(in, nin, 1), *b = alma__nn_in(in, nin, 2);
-  if (!sc || !b) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scale and B are required");
+  if (!x || !sc || !b) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X, scale and B are required");
   if (!float_dtype(x->dtype)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (sc->dtype != x->dtype || b->dtype != x->dtype)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scale and B must have X's dtype %s", alma_dtype_name(x->dtype));
@@ -207,7 +207,7 @@ typedef struct ln_shape {
 
 static alma_status ln_setup(const alma_node *n, const alma_tensor *const *in, int nin, ln_shape *ls) {
   const alma_tensor *x = in[0], *sc = alma__nn_in(in, nin, 1), *b = alma__nn_in(in, nin, 2);
-  if (!sc) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "Scale is required");
+  if (!x || !sc) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X and Scale are required");
   if (!float_dtype(x->dtype)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (sc->dtype != x->dtype || (b && b->dtype != x->dtype))
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "Scale and B must have X's dtype %s", alma_dtype_name(x->dtype));
@@ -306,6 +306,7 @@ static alma_status ln_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_te
 
 static alma_status lrn_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   const alma_tensor *x = in[0];
+  if (!x) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input X is required");
   if (!float_dtype(x->dtype)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (x->rank < 2) return alma__op_error(n, ALMA_ERR_SHAPE, "X must have rank >= 2 (N, C, ...), got %d", x->rank);
   const alma_attr *sz = alma__node_attr(n, "size");

@@ -29,6 +29,7 @@ static int pool_dtype_ok(alma_dtype t, int allow_int8) {
 
 static alma_status pool_setup(const alma_node *n, const alma_tensor *x, int is_max, pool_shape *ps) {
   memset(ps, 0, sizeof *ps);
+  if (!x) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input X is required");
   if (!pool_dtype_ok(x->dtype, is_max))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (x->rank < 3) return alma__op_error(n, ALMA_ERR_SHAPE, "X must have rank >= 3 (N, C, spatial...), got %d", x->rank);
@@ -273,6 +274,7 @@ static alma_status avgpool_exec(alma_exec_ctx *ctx, const alma_node *n, const al
 static alma_status global_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                 int nout) {
   const alma_tensor *x = in[0];
+  if (!x) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input X is required");
   if (!pool_dtype_ok(x->dtype, 0))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   if (x->rank < 2) return alma__op_error(n, ALMA_ERR_SHAPE, "X must have rank >= 2 (N, C, ...), got %d", x->rank);
@@ -332,7 +334,7 @@ static void pool_cost(const alma_node *n, const alma_tensor *const *in, int nin,
 static void global_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                         int64_t *macs, int64_t *flops) {
   *macs = 0;
-  *flops = alma_tensor_numel(in[0]);
+  *flops = nin > 0 && in[0] ? alma_tensor_numel(in[0]) : -1;
 }
 
 const alma_op_def alma__op_MaxPool = {.name = "MaxPool", .domain = "", .versions = {1, 8, 10, 11, 12, 22},

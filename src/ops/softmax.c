@@ -11,6 +11,7 @@ typedef struct sm_shape {
 } sm_shape;
 
 static alma_status sm_setup(const alma_node *n, const alma_tensor *x, sm_shape *ss) {
+  if (!x) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "the input is required");
   if (!alma__dtype_is_float(x->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   int legacy = n->since_version < 13;
@@ -105,7 +106,7 @@ static alma_status logsoftmax_exec(alma_exec_ctx *ctx, const alma_node *n, const
 static void sm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                     int64_t *macs, int64_t *flops) {
   *macs = 0;
-  *flops = 4 * alma_tensor_numel(in[0]); /* max, exp, sum, scale */
+  *flops = nin > 0 && in[0] ? 4 * alma_tensor_numel(in[0]) : -1; /* max, exp, sum, scale */
 }
 
 const alma_op_def alma__op_Softmax = {.name = "Softmax", .domain = "", .versions = {1, 11, 13},
