@@ -1,0 +1,79 @@
+/* sgemm_peak: the float32 GEMM peak this machine reaches through the BLAS runtime's library, with
+ * the same kernel choice (vendor.c), the reference the performance docs compare against.
+ *
+ *   sgemm_peak [-n SIZE] [-r REPEATS] [-t THREADS,...]     (defaults: 2048, 10, 1,2)
+ *
+ * Times C = A * B (row-major, SIZE^3, 2 * SIZE^3 flops) REPEATS times per thread count after two
+ * warm-up calls, using the library's own threading, and prints the best and median GFLOP/s. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtimes/blas/internal.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  int n = 2048, reps = 10;
+  const char *tlist = "1,2";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-t") && i + 1 < argc) tlist = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [-n SIZE] [-r REPEATS] [-t THREADS,...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n < 1 || n > 16384 || reps < 1 || reps > 10000) {
+    fprintf(stderr, "sgemm_peak: SIZE must be 1..16384 and REPEATS 1..10000\n");
+    return 2;
+  }
+  if (alma__blas_load() != ALMA_OK) {
+    fprintf(stderr, "sgemm_peak: %s\n", alma_last_error());
+    return 1;
+  }
+  const alma__blas_info *in = alma__blas_info_get();
+  printf("library   %s\nkernels   %s (%s)\nthreading %s\nsize      %d^3, %d repeats\n", in->config, in->core,
+         in->choice, in->threading, n, reps);
+  size_t cnt = (size_t)n * (size_t)n;
+  float *a = NULL, *b = NULL, *c = NULL;
+  double *t = malloc((size_t)reps * sizeof *t);
+  if (posix_memalign((void **)&a, 64, cnt * sizeof *a) || posix_memalign((void **)&b, 64, cnt * sizeof *b) ||
+      posix_memalign((void **)&c, 64, cnt * sizeof *c) || !t) {
+    fprintf(stderr, "sgemm_peak: out of memory\n");
+    return 1;
+  }
+  unsigned s = 12345;
+  for (size_t i = 0; i < cnt; i++) {
+    s = s * 1103515245u + 12345u;
+    a[i] = (float)((s >> 16) & 0x7fff) / 32768.0f - 0.5f;
+    s = s * 1103515245u + 12345u;
+    b[i] = (float)((s >> 16) & 0x7fff) / 32768.0f - 0.5f;
+  }
+  double flops = 2.0 * n * (double)n * n;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", tlist);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int th = atoi(tok);
+    if (th < 1) continue;
+    alma__blas_set_threads(th);
+    for (int w = 0; w < 2; w++) alma__blas_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    for (int r = 0; r < reps; r++) {
+      double t0 = alma__now_s();
+      alma__blas_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+      t[r] = alma__now_s() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    printf("threads %d: best %.1f GFLOP/s (%.2f ms), median %.1f GFLOP/s (%.2f ms)\n", th, flops / t[0] / 1e9,
+           t[0] * 1e3, flops / t[reps / 2] / 1e9, t[reps / 2] * 1e3);
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(t);
+  return 0;
+}

@@ -1,0 +1,127 @@
+/* BLAS runtime internals: the loaded CBLAS library (vendor.c), alma's thread pool (pool.c) and the
+ * float32 kernels with their fused epilogues (kernels.c). Only compiled with ALMA_HAVE_BLAS. */
+#ifndef ALMA_RUNTIMES_BLAS_INTERNAL_H
+#define ALMA_RUNTIMES_BLAS_INTERNAL_H
+
+#include "core/core.h"
+#include "runtimes/blas/blas.h"
+
+/* ---- the library ------------------------------------------------------------------------------ */
+
+typedef struct alma__blas_info {
+  const char *vendor;     /* "OpenBLAS" or "BLIS" */
+  char library[256];      /* the shared object loaded (dlopen name or path) */
+  char config[256];       /* openblas_get_config() or "BLIS 0.9.0" */
+  char core[64];          /* kernel set in use: openblas_get_corename() / bli_arch_string() */
+  char choice[256];       /* how that kernel set was chosen */
+  const char *threading;  /* the library's own threading: "pthreads", "OpenMP", "sequential" */
+} alma__blas_info;
+
+/* Loads the library once (thread-safe). Before loading OpenBLAS it picks the kernel set for this
+ * CPU (see vendor.c). ALMA_ERR_UNAVAILABLE with the reason if it cannot be loaded. */
+alma_status alma__blas_load(void);
+/* NULL until alma__blas_load succeeded. */
+const alma__blas_info *alma__blas_info_get(void);
+/* Row-major C[m,n] = alpha * op(A) * op(B) + beta * C through cblas_sgemm. Sizes must fit in int
+ * (callers check) and be >= 1 except k, which may be 0 (then C = beta * C). */
+void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc);
+/* The library's own thread count (process-wide). */
+void alma__blas_set_threads(int n);
+
+/* ---- thread pool ------------------------------------------------------------------------------- */
+
+/* A job runs fn(arg, tid, nt) on nt threads at once (tid 0 is the caller); fn splits the work by
+ * tid. Workers spin briefly after a job, then sleep. */
+typedef struct alma__blas_pool alma__blas_pool;
+typedef void (*alma__blas_task)(void *arg, int tid, int nt);
+
+/* nthreads includes the calling thread; NULL with a message on failure. */
+alma__blas_pool *alma__blas_pool_new(int nthreads);
+void alma__blas_pool_free(alma__blas_pool *p);
+int alma__blas_pool_size(const alma__blas_pool *p);
+/* Runs the job on min(nt, pool size) threads and returns when all are done. p may be NULL (serial). */
+void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int nt);
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+
+enum { ALMA__BLAS_ACT_NONE, ALMA__BLAS_ACT_RELU, ALMA__BLAS_ACT_CLIP, ALMA__BLAS_ACT_LEAKY,
+       ALMA__BLAS_ACT_SIGMOID, ALMA__BLAS_ACT_TANH };
+
+typedef struct alma__blas_act {
+  int kind;
+  float lo, hi;   /* Clip bounds */
+  float alpha;    /* LeakyRelu slope */
+} alma__blas_act;
+
+/* Per-thread scratch, grown on demand by the thread that owns it. */
+typedef struct alma__blas_scratch {
+  float *p;
+  size_t cap; /* floats */
+} alma__blas_scratch;
+
+/* What runs a kernel: the pool (NULL = serial), its size, and one scratch per thread. */
+typedef struct alma__blas_ctx {
+  alma__blas_pool *pool;
+  int threads;
+  alma__blas_scratch *scratch; /* [threads] */
+} alma__blas_ctx;
+
+/* Everything after the GEMM, applied while the result is in cache:
+ *   y = act(acc + row_bias[row] + col_bias[col] + res)
+ * row_bias is per output channel (Conv) or per row (Gemm's C of shape [M,1] or scalar); col_bias is
+ * per column (Gemm's C of shape [N], a fused bias Add); res has the output's shape (fused residual
+ * Add). res may be the output buffer itself (the residual's buffer taken over): then the GEMM
+ * accumulates onto it (beta = 1) and res is not read again. */
+typedef struct alma__blas_epi {
+  const float *row_bias;
+  const float *col_bias;
+  const float *res;
+  alma__blas_act act;
+} alma__blas_epi;
+
+/* Convolution geometry for float32 NCHW (any number of spatial dims), with its work split. */
+typedef struct alma__blas_conv {
+  int nsp;
+  int64_t N, C, M, G, Cg, Mg, K, kprod, insp, outsp;
+  int64_t in[ALMA_MAX_RANK], out[ALMA_MAX_RANK], k[ALMA_MAX_RANK], s[ALMA_MAX_RANK], d[ALMA_MAX_RANK],
+      pb[ALMA_MAX_RANK];
+  int pointwise;  /* 1x1, stride 1, no pads: the input planes already are the GEMM's B */
+  int depthwise;  /* 2-D, one input channel per group: direct loop instead of a 1-row GEMM */
+  /* work items: (group, column chunk, row block) */
+  int whole_images;   /* chunks are runs of whole images (small planes) or pieces of one image */
+  int64_t chunk;      /* columns per chunk (pieces) or images per chunk (whole images) */
+  int64_t chunks_per_group;
+  int64_t mblocks;    /* row blocks per chunk: > 1 when there are too few chunks for the threads */
+  int64_t items;
+} alma__blas_conv;
+
+/* Fills the work split of cv (geometry already set) for `threads` threads. */
+void alma__blas_conv_plan(alma__blas_conv *cv, int threads);
+/* y [N, M, out...] = conv(x, w) with the epilogue (row_bias per output channel). */
+alma_status alma__blas_conv_run(const alma__blas_ctx *ctx, const alma__blas_conv *cv, const float *x,
+                                const float *w, float *y, const alma__blas_epi *epi);
+
+/* Row-major GEMM on a whole matrix with its epilogue, split over threads by rows or columns:
+ * y[M,N] = alpha * op(A) * op(B) (+ y when y holds a prefilled addend: accumulate = 1). */
+typedef struct alma__blas_gemm {
+  int ta, tb;
+  int64_t M, N, K, lda, ldb;
+  float alpha;
+  int accumulate;
+} alma__blas_gemm;
+alma_status alma__blas_gemm_run(const alma__blas_ctx *ctx, const alma__blas_gemm *g, const float *a, const float *b,
+                                float *y, const alma__blas_epi *epi);
+
+/* Batched MatMul: batch products of [M,K] x [K,N]; a_off/b_off give each product's operand
+ * offsets in elements. Split over threads by batch entries (or inside each when batch < threads). */
+alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                  const float *a, const int64_t *a_off, const float *b, const int64_t *b_off,
+                                  float *y, const alma__blas_epi *epi);
+
+/* Applies the epilogue to one row segment: dst[i] = act(src[i] + rb + cb[i] + res[i]) (cb, res may
+ * be NULL; src may equal dst). */
+void alma__blas_epi_row(float *dst, const float *src, int64_t len, float rb, const float *cb, const float *res,
+                        const alma__blas_act *act);
+
+#endif

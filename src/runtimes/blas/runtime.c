@@ -1,0 +1,780 @@
+/* BLAS: Conv (im2col + SGEMM, grouped as per-group GEMMs, depthwise as a direct loop), Gemm and
+ * MatMul in float32 through a CBLAS library (OpenBLAS, or BLIS when built so), everything else on
+ * EAGER kernels.
+ *
+ * compile() groups each Conv/Gemm/MatMul with what follows it when every intermediate has a single
+ * consumer: an Add of a constant bias, an Add of a residual of the same shape, and one activation
+ * (Relu, Clip, LeakyRelu, Sigmoid, Tanh), in that order. A group runs as one kernel whose epilogue
+ * applies them while each output block is in cache; it runs at its last node's place in the
+ * topological order, when every input (a residual computed by another branch, too) is ready. A
+ * residual whose only remaining use is that Add gives its buffer to the output: the GEMM
+ * accumulates onto it (beta = 1) instead of reading it in a separate pass.
+ *
+ * run() walks the graph itself (allocating outputs unzeroed, freeing each value after its last use,
+ * EAGER's alma__op_run_node for the rest). Graphs with If/Loop/Scan go through the shared executor
+ * (alma__exec_graph), whose subgraph scoping only it can do, with native nodes unfused.
+ *
+ * Shapes are checked again at run time: what the plan assumed and the tensors disagree on (dtype,
+ * a bias or residual that would broadcast) runs unfused, or on EAGER kernels, never wrongly. */
+#ifdef ALMA_HAVE_BLAS
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <strings.h>
+
+#include "ops/nn_util.h"
+#include "runtimes/blas/internal.h"
+#include "runtimes/exec.h"
+#include "runtimes/runtime.h"
+
+enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL };
+enum { ROLE_EAGER, ROLE_MEMBER, ROLE_TAIL };
+
+#define MAX_CHAIN 4
+
+typedef struct group {
+  int kind;
+  int nodes[MAX_CHAIN], n; /* head, [bias Add], [residual Add], [activation] */
+  int bias_value;          /* constant added per channel (Conv) or column (Gemm/MatMul), or -1 */
+  int res_value;           /* residual addend, or -1 */
+  int act_node;            /* node index of the activation, or -1 */
+  alma__blas_act act;
+  char stop[96];           /* why the chain stops where it does (describe) */
+  /* per-shape state, recomputed when the input shapes change */
+  int have_cv;
+  int64_t xdims[ALMA_MAX_RANK], wdims[ALMA_MAX_RANK];
+  int xrank, wrank;
+  alma__blas_conv cv;
+  float *buf;              /* merged biases */
+  size_t buf_cap;
+  int64_t *off;            /* MatMul operand offsets */
+  size_t off_cap;
+  /* counters */
+  long runs, unfused, eager, stolen;
+} group;
+
+typedef struct blas_plan {
+  const alma_graph *g;
+  int threads;
+  int library_threads;     /* ALMA_BLAS_THREADING=library: the library's threads instead of the pool */
+  int hooked;              /* subgraph ops: shared executor, no fusion */
+  int *role, *group_of;    /* per node */
+  group *groups;
+  int n_groups;
+  int *uses0;              /* per value: input slots reading it (+ 1<<20 for graph outputs) */
+  alma__blas_pool *pool;
+  alma__blas_scratch *scratch;
+  alma__blas_ctx ctx;
+} blas_plan;
+
+static int is_ai_onnx(const alma_node *n) { return !n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx"); }
+
+static int float_or_unknown(const alma_graph *g, int v) {
+  return v >= 0 && (g->values[v].dtype == ALMA_DTYPE_FLOAT32 || g->values[v].dtype == ALMA_DTYPE_UNDEFINED);
+}
+
+static int native_kind(const alma_graph *g, const alma_node *n) {
+  if (!n->op || !is_ai_onnx(n) || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 2) return KIND_NONE;
+  if (!float_or_unknown(g, n->outputs[0])) return KIND_NONE;
+  if (!strcmp(n->op_type, "Conv")) return KIND_CONV;
+  if (!strcmp(n->op_type, "Gemm")) return KIND_GEMM;
+  if (!strcmp(n->op_type, "MatMul")) return KIND_MATMUL;
+  return KIND_NONE;
+}
+
+static const alma_tensor *init_of(const alma_graph *g, int v) { return v >= 0 ? g->values[v].init : NULL; }
+
+/* Activation node -> epilogue activation; 0 if n is none we fuse. */
+static int parse_act(const alma_graph *g, const alma_node *n, alma__blas_act *a) {
+  memset(a, 0, sizeof *a);
+  const char *t = n->op_type;
+  if (!strcmp(t, "Relu")) a->kind = ALMA__BLAS_ACT_RELU;
+  else if (!strcmp(t, "Sigmoid")) a->kind = ALMA__BLAS_ACT_SIGMOID;
+  else if (!strcmp(t, "Tanh")) a->kind = ALMA__BLAS_ACT_TANH;
+  else if (!strcmp(t, "LeakyRelu")) a->kind = ALMA__BLAS_ACT_LEAKY, a->alpha = alma__attr_f(n, "alpha", 0.01f);
+  else if (!strcmp(t, "Clip")) {
+    a->kind = ALMA__BLAS_ACT_CLIP;
+    if (n->since_version < 11) {
+      a->lo = alma__attr_f(n, "min", -FLT_MAX);
+      a->hi = alma__attr_f(n, "max", FLT_MAX);
+    } else {
+      a->lo = -INFINITY;
+      a->hi = INFINITY;
+      for (int i = 1; i < n->n_inputs && i < 3; i++) {
+        if (n->inputs[i] < 0) continue;
+        const alma_tensor *b = init_of(g, n->inputs[i]);
+        if (!b || b->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(b) != 1) return 0; /* bounds must be constant */
+        *(i == 1 ? &a->lo : &a->hi) = ((const float *)b->data)[0];
+      }
+    }
+  } else
+    return 0;
+  return n->n_inputs >= 1 && n->n_outputs == 1;
+}
+
+/* Rank of the head's output if known statically, else -1. */
+static int head_out_rank(const alma_graph *g, const alma_node *h, int kind) {
+  if (kind == KIND_GEMM) return 2;
+  int r = g->values[h->outputs[0]].rank;
+  if (r >= 0) return r;
+  if (kind == KIND_CONV) {
+    int rw = g->values[h->inputs[1]].rank;
+    return rw >= 0 ? rw : g->values[h->inputs[0]].rank;
+  }
+  return -1;
+}
+
+/* A constant that adds one value per output channel (Conv: axis 1; Gemm/MatMul: last axis) or a
+ * single value, without changing the output's shape. out_rank < 0: unknown. */
+static int bias_shape_ok(const alma_tensor *t, int kind, int out_rank) {
+  if (!t || t->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(t) < 1) return 0;
+  int r = t->rank;
+  if (out_rank < 0 && kind == KIND_MATMUL && r <= 1) out_rank = 1; /* a vector never adds a dim */
+  if (out_rank < 0 || r > out_rank) return 0;
+  int axis = kind == KIND_CONV ? 1 : out_rank - 1;
+  int jc = axis - (out_rank - r); /* t's axis aligned with the channel axis */
+  for (int j = 0; j < r; j++)
+    if (j != jc && t->dims[j] != 1) return 0;
+  return 1;
+}
+
+/* The value's single consumer (node index), or -1. */
+static int sole_consumer(const blas_plan *p, int v, int after) {
+  if (p->uses0[v] != 1) return -1;
+  const alma_graph *g = p->g;
+  for (int i = after + 1; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] == v) return i;
+  return -1;
+}
+
+static void build_chain(blas_plan *p, group *gr) {
+  const alma_graph *g = p->g;
+  const alma_node *h = &g->nodes[gr->nodes[0]];
+  int cur = h->outputs[0], stage = 0, at = gr->nodes[0];
+  int out_rank = head_out_rank(g, h, gr->kind);
+  while (gr->n < MAX_CHAIN && stage < 3) {
+    int c = p->uses0[cur] >= (1 << 20) ? -1 : sole_consumer(p, cur, at);
+    if (c < 0) {
+      snprintf(gr->stop, sizeof gr->stop, p->uses0[cur] >= (1 << 20) ? "output is a graph output"
+                                          : p->uses0[cur] == 0         ? "output unused"
+                                                                       : "output has %d consumers",
+               p->uses0[cur]);
+      return;
+    }
+    const alma_node *n = &g->nodes[c];
+    if (p->role[c] != ROLE_EAGER) {
+      snprintf(gr->stop, sizeof gr->stop, "next node '%s' already fused into another kernel", n->name);
+      return;
+    }
+    if (!n->op || !is_ai_onnx(n) || n->n_outputs != 1 || n->outputs[0] < 0 || !float_or_unknown(g, n->outputs[0])) {
+      snprintf(gr->stop, sizeof gr->stop, "next node '%s' (%s) not fusable", n->name, n->op_type);
+      return;
+    }
+    alma__blas_act act;
+    if (!strcmp(n->op_type, "Add") && n->since_version >= 7 && n->n_inputs == 2) {
+      int other = n->inputs[0] == cur ? n->inputs[1] : n->inputs[0];
+      if (other == cur || other < 0) break;
+      const alma_tensor *t = init_of(g, other);
+      if (t) {
+        if (stage >= 1 || !bias_shape_ok(t, gr->kind, out_rank)) {
+          snprintf(gr->stop, sizeof gr->stop, "Add '%s': constant is not a per-channel bias", n->name);
+          return;
+        }
+        gr->bias_value = other;
+        stage = 1;
+      } else {
+        if (stage >= 2 || !float_or_unknown(g, other)) {
+          snprintf(gr->stop, sizeof gr->stop, "Add '%s' not fusable", n->name);
+          return;
+        }
+        gr->res_value = other;
+        stage = 2;
+      }
+    } else if (parse_act(g, n, &act)) {
+      gr->act = act;
+      gr->act_node = c;
+      stage = 3;
+    } else {
+      snprintf(gr->stop, sizeof gr->stop, "next node '%s' (%s) not fusable", n->name, n->op_type);
+      return;
+    }
+    gr->nodes[gr->n++] = c;
+    cur = n->outputs[0];
+    at = c;
+  }
+}
+
+/* ---- runtime vtable ----------------------------------------------------------------------------- */
+
+static alma_status blas_init(void) { return alma__blas_load(); }
+
+static int blas_supports(const alma_graph *g, const alma_node *n) { return native_kind(g, n) != KIND_NONE; }
+
+static void blas_free(void *plan) {
+  blas_plan *p = plan;
+  if (!p) return;
+  alma__blas_pool_free(p->pool);
+  for (int i = 0; p->scratch && i < p->threads; i++) free(p->scratch[i].p);
+  for (int i = 0; i < p->n_groups; i++) {
+    free(p->groups[i].buf);
+    free(p->groups[i].off);
+  }
+  free(p->scratch);
+  free(p->groups);
+  free(p->role);
+  free(p->group_of);
+  free(p->uses0);
+  free(p);
+}
+
+static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
+  ALMA_TRY(alma__blas_load());
+  blas_plan *p = calloc(1, sizeof *p);
+  if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->g = g;
+  p->threads = opts && opts->threads > 0 ? opts->threads : 1;
+  if (p->threads > 256) p->threads = 256;
+  const char *mode = getenv("ALMA_BLAS_THREADING");
+  p->library_threads = mode && !strcasecmp(mode, "library");
+  int nn = g->n_nodes, nv = g->n_values;
+  p->role = calloc((size_t)nn + 1, sizeof *p->role);
+  p->group_of = calloc((size_t)nn + 1, sizeof *p->group_of);
+  p->groups = calloc((size_t)nn + 1, sizeof *p->groups);
+  p->uses0 = calloc((size_t)nv + 1, sizeof *p->uses0);
+  p->scratch = calloc((size_t)p->threads, sizeof *p->scratch);
+  if (!p->role || !p->group_of || !p->groups || !p->uses0 || !p->scratch) {
+    blas_free(p);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < nn; i++) {
+    const alma_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) p->uses0[n->inputs[k]]++;
+    for (int k = 0; k < n->n_implicit; k++) p->uses0[n->implicit_inputs[k]]++;
+    if ((n->op && (n->op->flags & ALMA_OP_HAS_SUBGRAPH)) || n->n_implicit) p->hooked = 1;
+  }
+  for (int i = 0; i < g->n_outputs; i++) p->uses0[g->outputs[i]] += 1 << 20;
+  for (int i = 0; i < nn; i++) p->group_of[i] = -1;
+  for (int i = 0; i < nn; i++) {
+    if (p->role[i] != ROLE_EAGER) continue;
+    int kind = native_kind(g, &g->nodes[i]);
+    if (kind == KIND_NONE) continue;
+    group *gr = &p->groups[p->n_groups];
+    gr->kind = kind;
+    gr->nodes[0] = i;
+    gr->n = 1;
+    gr->bias_value = gr->res_value = gr->act_node = -1;
+    if (!p->hooked) build_chain(p, gr);
+    else snprintf(gr->stop, sizeof gr->stop, "graph has subgraphs: no fusion");
+    for (int k = 0; k < gr->n; k++) {
+      p->role[gr->nodes[k]] = ROLE_MEMBER;
+      p->group_of[gr->nodes[k]] = p->n_groups;
+    }
+    p->role[gr->nodes[gr->n - 1]] = ROLE_TAIL;
+    p->n_groups++;
+  }
+  if (!p->library_threads && p->threads > 1 && !(p->pool = alma__blas_pool_new(p->threads))) {
+    blas_free(p);
+    return ALMA_ERR_UNAVAILABLE;
+  }
+  p->ctx.pool = p->pool;
+  p->ctx.threads = p->library_threads ? 1 : p->threads;
+  p->ctx.scratch = p->scratch;
+  *plan_out = p;
+  return ALMA_OK;
+}
+
+/* ---- running one group ------------------------------------------------------------------------- */
+
+/* What the kernel adds after the GEMM, resolved against the actual tensors. */
+typedef struct fusion {
+  const alma_tensor *bias;  /* constant per-channel bias, or NULL */
+  const alma_tensor *res;   /* residual of the output's shape, or NULL (may be the output itself) */
+  alma__blas_act act;
+} fusion;
+
+static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+static float *group_buf(group *gr, size_t n) {
+  if (gr->buf_cap >= n) return gr->buf;
+  float *b = realloc(gr->buf, (n ? n : 1) * sizeof *b);
+  if (!b) return NULL;
+  gr->buf = b;
+  gr->buf_cap = n;
+  return b;
+}
+
+/* Value of a per-channel bias tensor at channel i (it is a scalar or has `len` channel values). */
+static float bias_at(const alma_tensor *t, int64_t i) {
+  return alma_tensor_numel(t) == 1 ? ((const float *)t->data)[0] : ((const float *)t->data)[i];
+}
+
+/* ALMA_ERR_UNSUPPORTED (quietly, no message needed) when the kernel cannot take these tensors; the
+ * caller then runs the node on EAGER kernels. */
+#define DECLINE ALMA_ERR_UNSUPPORTED
+
+static alma_status run_conv(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, const fusion *f) {
+  const alma_tensor *x = in[0], *w = in[1], *b = nin > 2 ? in[2] : NULL;
+  int same = gr->have_cv && gr->xrank == x->rank && gr->wrank == w->rank &&
+             !memcmp(gr->xdims, x->dims, sizeof(int64_t) * (size_t)x->rank) &&
+             !memcmp(gr->wdims, w->dims, sizeof(int64_t) * (size_t)w->rank);
+  alma__blas_conv *cv = &gr->cv;
+  if (!same) {
+    alma__nn_geom geo;
+    int nsp = x->rank - 2;
+    ALMA_TRY(alma__nn_geom_read(n, nsp, x->dims + 2, w->dims + 2, 1, &geo));
+    ALMA_TRY(alma__nn_geom_forward(n, &geo, 0));
+    memset(cv, 0, sizeof *cv);
+    cv->nsp = nsp;
+    cv->N = x->dims[0];
+    cv->C = x->dims[1];
+    cv->M = w->dims[0];
+    cv->G = alma__attr_i(n, "group", 1);
+    cv->Cg = cv->C / cv->G;
+    cv->Mg = cv->M / cv->G;
+    cv->kprod = alma__numel(nsp, w->dims + 2);
+    cv->K = cv->Cg * cv->kprod;
+    cv->insp = alma__numel(nsp, x->dims + 2);
+    cv->outsp = alma__numel(nsp, geo.out);
+    cv->pointwise = 1;
+    for (int i = 0; i < nsp; i++) {
+      cv->in[i] = geo.in[i];
+      cv->out[i] = geo.out[i];
+      cv->k[i] = geo.k[i];
+      cv->s[i] = geo.s[i];
+      cv->d[i] = geo.d[i];
+      cv->pb[i] = geo.pb[i];
+      if (geo.k[i] != 1 || geo.s[i] != 1 || geo.pb[i] || geo.pe[i]) cv->pointwise = 0;
+    }
+    cv->depthwise = nsp == 2 && cv->Cg == 1 && cv->G > 1;
+    if (!fits_int(cv->K) || !fits_int(cv->insp) || !fits_int(cv->outsp) || !fits_int(cv->Mg) ||
+        !fits_int(cv->K * 8192))
+      return DECLINE;
+    alma__blas_conv_plan(cv, p->ctx.threads);
+    gr->xrank = x->rank;
+    gr->wrank = w->rank;
+    memcpy(gr->xdims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    memcpy(gr->wdims, w->dims, sizeof(int64_t) * (size_t)w->rank);
+    gr->have_cv = 1;
+  }
+  alma__blas_epi epi = {.act = f ? f->act : (alma__blas_act){0}, .res = f && f->res ? f->res->data : NULL};
+  const alma_tensor *fb = f ? f->bias : NULL;
+  if (b || fb) {
+    float *rb = group_buf(gr, (size_t)cv->M);
+    if (!rb) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    for (int64_t m = 0; m < cv->M; m++)
+      rb[m] = (b ? ((const float *)b->data)[m] : 0.0f) + (fb ? bias_at(fb, m) : 0.0f);
+    epi.row_bias = rb;
+  }
+  return alma__blas_conv_run(&p->ctx, cv, x->data, w->data, out->data, &epi);
+}
+
+static alma_status run_gemm(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, const fusion *f) {
+  const alma_tensor *a = in[0], *b = in[1], *c = nin > 2 ? in[2] : NULL;
+  alma__blas_gemm gm = {.ta = alma__attr_i(n, "transA", 0) != 0, .tb = alma__attr_i(n, "transB", 0) != 0,
+                        .M = out->dims[0], .N = out->dims[1], .lda = a->dims[1], .ldb = b->dims[1],
+                        .alpha = alma__attr_f(n, "alpha", 1.0f)};
+  gm.K = a->dims[gm.ta ? 0 : 1];
+  if (!fits_int(gm.M) || !fits_int(gm.N) || !fits_int(gm.K) || !fits_int(gm.lda) || !fits_int(gm.ldb)) return DECLINE;
+  float beta = alma__attr_f(n, "beta", 1.0f);
+  int64_t M = gm.M, N = gm.N;
+  alma__blas_epi epi = {.act = f ? f->act : (alma__blas_act){0}, .res = f && f->res ? f->res->data : NULL};
+  const alma_tensor *fb = f ? f->bias : NULL;
+  /* C broadcasts to [M, N]: a scalar or row vector joins the column bias, a column vector is a
+   * row bias, a full matrix is prefilled (beta * C) and accumulated onto */
+  int c_rows = 0, c_full = 0;
+  if (c) {
+    int64_t cr = c->rank == 2 ? c->dims[0] : 1, cc = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+    c_full = cr == M && M > 1 && cc == N && N > 1;
+    c_rows = !c_full && cr == M && M > 1;
+  }
+  if (c_full && epi.res == out->data) return DECLINE; /* caller never steals then; keep it an invariant */
+  if ((c && !c_full) || fb) {
+    float *buf = group_buf(gr, (size_t)(N + M));
+    if (!buf) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    float *cb = buf, *rb = buf + N;
+    const float *cd = c ? c->data : NULL;
+    for (int64_t j = 0; j < N; j++) {
+      float v = fb ? bias_at(fb, j) : 0.0f;
+      if (c && !c_full && !c_rows) v += beta * (alma_tensor_numel(c) == 1 ? cd[0] : cd[j]);
+      cb[j] = v;
+    }
+    epi.col_bias = cb;
+    if (c_rows) { /* C is [M, 1] */
+      for (int64_t i = 0; i < M; i++) rb[i] = beta * cd[i];
+      epi.row_bias = rb;
+    }
+  }
+  if (c_full) {
+    float *y = out->data;
+    const float *cd = c->data;
+    for (int64_t i = 0; i < M * N; i++) y[i] = beta * cd[i];
+    gm.accumulate = 1;
+  }
+  return alma__blas_gemm_run(&p->ctx, &gm, a->data, b->data, out->data, &epi);
+}
+
+static alma_status run_matmul(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in,
+                              alma_tensor *out, const fusion *f) {
+  const alma_tensor *a = in[0], *b = in[1];
+  int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], K = a->dims[a->rank - 1];
+  int64_t N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  int ar = a->rank > 2 ? a->rank - 2 : 0, br = b->rank > 2 ? b->rank - 2 : 0, orank;
+  int64_t odims[ALMA_MAX_RANK];
+  ALMA_TRY(alma__broadcast_shape(ar, a->dims, br, b->dims, &orank, odims));
+  int64_t batch = alma__numel(orank, odims), abatch = alma__numel(ar, a->dims), bbatch = alma__numel(br, b->dims);
+  if (!fits_int(M) || !fits_int(N) || !fits_int(K)) return DECLINE;
+  alma__blas_epi epi = {.act = f ? f->act : (alma__blas_act){0}, .res = f && f->res ? f->res->data : NULL};
+  if (f && f->bias) {
+    float *cb = group_buf(gr, (size_t)N);
+    if (!cb) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < N; j++) cb[j] = bias_at(f->bias, j);
+    epi.col_bias = cb;
+  }
+  if (bbatch == 1 && abatch == batch) {
+    /* weights shared by every product: one tall GEMM over all of A's rows */
+    if (!fits_int(batch * M)) return DECLINE;
+    alma__blas_gemm gm = {.M = batch * M, .N = N, .K = K, .lda = K, .ldb = N, .alpha = 1.0f};
+    return alma__blas_gemm_run(&p->ctx, &gm, a->data, b->data, out->data, &epi);
+  }
+  if ((size_t)batch * 2 > gr->off_cap) {
+    int64_t *o = realloc(gr->off, (size_t)batch * 2 * sizeof *o);
+    if (!o) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    gr->off = o;
+    gr->off_cap = (size_t)batch * 2;
+  }
+  for (int64_t i = 0; i < batch; i++) {
+    gr->off[i] = alma__broadcast_index(i, orank, odims, ar, a->dims) * M * K;
+    gr->off[batch + i] = alma__broadcast_index(i, orank, odims, br, b->dims) * K * N;
+  }
+  return alma__blas_matmul_run(&p->ctx, batch, M, N, K, a->data, gr->off, b->data, gr->off + batch, out->data, &epi);
+}
+
+/* Inputs a native kernel needs in float32: Conv X, W, B; Gemm A, B, C; MatMul A, B. */
+static int inputs_float(const alma_node *n, const alma_tensor *const *in, int nin) {
+  for (int i = 0; i < nin; i++)
+    if (in[i] && in[i]->dtype != ALMA_DTYPE_FLOAT32) return 0;
+  return nin >= 2 && in[0] && in[1];
+}
+
+/* Runs the head natively into `out` (allocated with the inferred shape); DECLINE if it cannot. */
+static alma_status run_head(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, const fusion *f) {
+  if (!inputs_float(n, in, nin) || out->dtype != ALMA_DTYPE_FLOAT32) return DECLINE;
+  switch (gr->kind) {
+    case KIND_CONV: return run_conv(p, gr, n, in, nin, out, f);
+    case KIND_GEMM: return run_gemm(p, gr, n, in, nin, out, f);
+    case KIND_MATMUL: return run_matmul(p, gr, n, in, out, f);
+    default: return DECLINE;
+  }
+}
+
+/* Output buffer of the inferred shape, not zeroed (every kernel writes all of it). */
+static alma_status alloc_out(alma_tensor *t, const alma_tensor *shape) {
+  int64_t cnt = alma__numel(shape->rank, shape->dims);
+  size_t esz = alma_dtype_size(shape->dtype);
+  if (cnt < 0 || esz == 0 || (uint64_t)cnt > ((uint64_t)1 << 46) / esz)
+    return alma__tensor_alloc(t, shape->dtype, shape->rank, shape->dims); /* its error message */
+  void *d = malloc(cnt ? (size_t)cnt * esz : 1);
+  if (!d) return alma__errorf(ALMA_ERR_NOMEM, "out of memory allocating %lld bytes", (long long)(cnt * (int64_t)esz));
+  *t = *shape;
+  t->data = d;
+  t->nbytes = (size_t)cnt * esz;
+  t->owns_data = 1;
+  return ALMA_OK;
+}
+
+typedef struct run_state {
+  alma_tensor *env;
+  int *uses;
+} run_state;
+
+static alma_status gather_inputs(const blas_plan *p, run_state *rs, const alma_node *n, const alma_tensor **in) {
+  for (int k = 0; k < n->n_inputs; k++) {
+    int v = n->inputs[k];
+    in[k] = v >= 0 ? &rs->env[v] : NULL;
+    if (v >= 0 && !rs->env[v].data && alma__numel(rs->env[v].rank, rs->env[v].dims) != 0 && rs->env[v].rank != 0)
+      return alma__op_error(n, ALMA_ERR_INTERNAL, "input '%s' has no value", p->g->values[v].name);
+  }
+  return ALMA_OK;
+}
+
+static void release_inputs(run_state *rs, const alma_node *n) {
+  for (int k = 0; k < n->n_inputs; k++) {
+    int v = n->inputs[k];
+    if (v >= 0 && --rs->uses[v] == 0) alma_tensor_free_data(&rs->env[v]);
+  }
+}
+
+static void store_outputs(run_state *rs, const alma_node *n, alma_tensor *outs) {
+  for (int k = 0; k < n->n_outputs; k++) {
+    int v = n->outputs[k];
+    if (v >= 0) {
+      rs->env[v] = outs[k];
+      if (rs->uses[v] == 0) alma_tensor_free_data(&rs->env[v]);
+    } else {
+      alma_tensor_free_data(&outs[k]);
+    }
+  }
+}
+
+/* One node on EAGER kernels. */
+static alma_status run_eager_node(blas_plan *p, run_state *rs, const alma_node *n) {
+  const alma_tensor *in[1024];
+  alma_tensor outs[64];
+  if (n->n_inputs > 1024 || n->n_outputs > 64) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "too many inputs or outputs");
+  ALMA_TRY(gather_inputs(p, rs, n, in));
+  ALMA_TRY(alma__op_run_node(NULL, n, in, n->n_inputs, outs, n->n_outputs));
+  store_outputs(rs, n, outs);
+  release_inputs(rs, n);
+  return ALMA_OK;
+}
+
+/* The head natively (or on EAGER when it declines), no fusion. */
+static alma_status run_head_alone(blas_plan *p, run_state *rs, group *gr, const alma_node *n) {
+  const alma_tensor *in[8];
+  if (n->n_inputs > 8) return run_eager_node(p, rs, n);
+  ALMA_TRY(gather_inputs(p, rs, n, in));
+  alma_tensor shape, out;
+  memset(&shape, 0, sizeof shape);
+  ALMA_TRY(n->op->infer(n, in, n->n_inputs, &shape, 1));
+  ALMA_TRY(alloc_out(&out, &shape));
+  alma_status st = run_head(p, gr, n, in, n->n_inputs, &out, NULL);
+  if (st == DECLINE) {
+    alma_tensor_free_data(&out);
+    alma__error_clear();
+    gr->eager++;
+    return run_eager_node(p, rs, n);
+  }
+  if (st != ALMA_OK) {
+    alma_tensor_free_data(&out);
+    return st;
+  }
+  store_outputs(rs, n, &out);
+  release_inputs(rs, n);
+  return ALMA_OK;
+}
+
+static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
+  const alma_graph *g = p->g;
+  const alma_node *h = &g->nodes[gr->nodes[0]];
+  gr->runs++;
+  if (gr->n == 1) return run_head_alone(p, rs, gr, h);
+  const alma_tensor *in[8];
+  if (h->n_inputs > 8) return alma__op_error(h, ALMA_ERR_INTERNAL, "too many inputs");
+  ALMA_TRY(gather_inputs(p, rs, h, in));
+  alma_tensor shape, out;
+  memset(&shape, 0, sizeof shape);
+  ALMA_TRY(h->op->infer(h, in, h->n_inputs, &shape, 1));
+  /* what the plan assumed, checked against the tensors */
+  fusion f = {.act = gr->act};
+  int ok = inputs_float(h, in, h->n_inputs) && shape.dtype == ALMA_DTYPE_FLOAT32;
+  int axis = gr->kind == KIND_CONV ? 1 : shape.rank - 1;
+  if (ok && gr->bias_value >= 0) {
+    f.bias = g->values[gr->bias_value].init;
+    int64_t len = alma_tensor_numel(f.bias);
+    ok = f.bias->rank <= shape.rank && axis >= 0 && (len == 1 || len == shape.dims[axis]);
+  }
+  alma_tensor *res = NULL;
+  if (ok && gr->res_value >= 0) {
+    res = &rs->env[gr->res_value];
+    ok = res->dtype == ALMA_DTYPE_FLOAT32 && alma__same_shape(res, &shape) && (res->data || !alma_tensor_numel(res));
+  }
+  if (!ok) {
+    /* run the chain node by node */
+    gr->unfused++;
+    ALMA_TRY(run_head_alone(p, rs, gr, h));
+    for (int k = 1; k < gr->n; k++) ALMA_TRY(run_eager_node(p, rs, &g->nodes[gr->nodes[k]]));
+    return ALMA_OK;
+  }
+  /* take over the residual's buffer when this Add is its last use */
+  int steal = res && res->owns_data && rs->uses[gr->res_value] == 1 &&
+              !(gr->kind == KIND_GEMM && h->n_inputs > 2 && h->inputs[2] >= 0);
+  if (steal) {
+    out = *res;
+    out.owns_data = 1;
+    res->owns_data = 0; /* the output owns it now; release below frees nothing */
+    f.res = &out;
+    gr->stolen++;
+  } else {
+    ALMA_TRY(alloc_out(&out, &shape));
+    f.res = res;
+  }
+  alma_status st = run_head(p, gr, h, in, h->n_inputs, &out, &f);
+  if (st == DECLINE) {
+    /* only size limits decline here, before anything is written */
+    alma__error_clear();
+    if (steal) {
+      res->owns_data = 1;
+    } else {
+      alma_tensor_free_data(&out);
+    }
+    gr->unfused++;
+    gr->eager++;
+    for (int k = 0; k < gr->n; k++) ALMA_TRY(run_eager_node(p, rs, &g->nodes[gr->nodes[k]]));
+    return ALMA_OK;
+  }
+  if (st != ALMA_OK) {
+    if (steal) res->data = NULL;
+    alma_tensor_free_data(&out);
+    return st;
+  }
+  if (steal) res->data = NULL;
+  const alma_node *tail = &g->nodes[gr->nodes[gr->n - 1]];
+  store_outputs(rs, tail, &out);
+  for (int k = 0; k < gr->n; k++) release_inputs(rs, &g->nodes[gr->nodes[k]]);
+  return ALMA_OK;
+}
+
+/* Graphs with subgraphs: the shared executor calls this for every node. */
+static alma_status hook(void *user, int idx, const alma_node *n, const alma_tensor *const *in, int nin,
+                        alma_tensor *out, int nout, int *handled) {
+  blas_plan *p = user;
+  if (idx < 0 || idx >= p->g->n_nodes || p->role[idx] != ROLE_TAIL || nout != 1) return ALMA_OK;
+  group *gr = &p->groups[p->group_of[idx]];
+  gr->runs++;
+  alma_status st = run_head(p, gr, n, in, nin, &out[0], NULL);
+  if (st == DECLINE) {
+    alma__error_clear();
+    gr->eager++;
+    return ALMA_OK;
+  }
+  if (st == ALMA_OK) *handled = 1;
+  return st;
+}
+
+static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  blas_plan *p = plan;
+  const alma_graph *g = p->g;
+  /* process-wide: another plan may have changed it */
+  alma__blas_set_threads(p->library_threads ? p->threads : 1);
+  if (p->hooked) return alma__exec_graph(g, hook, p, inputs, n_inputs, outputs, n_outputs);
+  if (n_inputs != g->n_inputs)
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, n_inputs);
+  if (n_outputs != g->n_outputs)
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' has %d outputs, %d requested", g->name, g->n_outputs,
+                        n_outputs);
+  int nv = g->n_values;
+  run_state rs = {.env = calloc((size_t)nv + 1, sizeof(alma_tensor)), .uses = malloc(((size_t)nv + 1) * sizeof(int))};
+  alma_status st = ALMA_OK;
+  if (!rs.env || !rs.uses) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  memcpy(rs.uses, p->uses0, (size_t)nv * sizeof(int));
+  for (int v = 0; v < nv; v++) {
+    rs.env[v].rank = -1;
+    if (g->values[v].init) rs.env[v] = alma__tensor_view(g->values[v].init);
+  }
+  for (int i = 0; i < n_inputs; i++) rs.env[g->inputs[i]] = alma__tensor_view(&inputs[i]);
+  for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
+    if (p->role[i] == ROLE_MEMBER) continue;
+    if (p->role[i] == ROLE_TAIL) st = run_group(p, &rs, &p->groups[p->group_of[i]]);
+    else st = run_eager_node(p, &rs, &g->nodes[i]);
+  }
+  if (st == ALMA_OK) {
+    for (int i = 0; i < n_outputs; i++) {
+      alma_tensor *t = &rs.env[g->outputs[i]];
+      if (t->owns_data) {
+        outputs[i] = *t;
+        t->owns_data = 0; /* moved; a repeated output below copies from it */
+      } else if ((st = alma__tensor_copy(&outputs[i], t)) != ALMA_OK) {
+        for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
+        break;
+      }
+    }
+  }
+out:
+  if (rs.env)
+    for (int v = 0; v < nv; v++) alma_tensor_free_data(&rs.env[v]);
+  free(rs.env);
+  free(rs.uses);
+  return st;
+}
+
+/* ---- describe ----------------------------------------------------------------------------------- */
+
+static const char *act_name(int k) {
+  switch (k) {
+    case ALMA__BLAS_ACT_RELU: return "Relu";
+    case ALMA__BLAS_ACT_CLIP: return "Clip";
+    case ALMA__BLAS_ACT_LEAKY: return "LeakyRelu";
+    case ALMA__BLAS_ACT_SIGMOID: return "Sigmoid";
+    case ALMA__BLAS_ACT_TANH: return "Tanh";
+    default: return "";
+  }
+}
+
+static void blas_describe(void *plan, FILE *f) {
+  blas_plan *p = plan;
+  const alma_graph *g = p->g;
+  const alma__blas_info *in = alma__blas_info_get();
+  if (in) {
+    fprintf(f, "  BLAS library: %s (%s)\n", in->config, in->library);
+    fprintf(f, "  kernels: %s — %s\n", in->core, in->choice);
+  }
+  if (p->library_threads)
+    fprintf(f, "  threads: %d, the library's own (%s; ALMA_BLAS_THREADING=library)\n", p->threads,
+            in ? in->threading : "?");
+  else
+    fprintf(f, "  threads: %d (alma's pool; the library runs single-threaded inside each task)\n", p->threads);
+  fprintf(f, "  layout: NCHW / row-major throughout: 0 reorders%s\n",
+          p->hooked ? "; graph has subgraphs: shared executor, no fusion" : "");
+  int native = 0, fused = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (p->role[i] == ROLE_EAGER) {
+      fprintf(f, "  %-40s %-20s EAGER\n", n->name, n->op_type);
+      continue;
+    }
+    const group *gr = &p->groups[p->group_of[i]];
+    native++;
+    if (i != gr->nodes[0]) {
+      fused++;
+      fprintf(f, "  %-40s %-20s BLAS (fused into '%s')\n", n->name, n->op_type, g->nodes[gr->nodes[0]].name);
+      continue;
+    }
+    char what[256];
+    int o = snprintf(what, sizeof what, "%s", gr->kind == KIND_CONV ? "im2col+sgemm" : "sgemm");
+    if (gr->bias_value >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +bias");
+    if (gr->res_value >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +residual");
+    if (gr->act_node >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +%s", act_name(gr->act.kind));
+    if (gr->have_cv) {
+      const alma__blas_conv *cv = &gr->cv;
+      if (cv->depthwise) snprintf(what + o, sizeof what - (size_t)o, " [depthwise direct loop]");
+      else
+        snprintf(what + o, sizeof what - (size_t)o, " [%s%lld items of %lld %s%s]", cv->pointwise ? "1x1 no im2col, " : "",
+                 (long long)cv->items, (long long)cv->chunk, cv->whole_images ? "images" : "columns",
+                 cv->mblocks > 1 ? ", rows split" : "");
+    }
+    fprintf(f, "  %-40s %-20s BLAS %s%s%s\n", n->name, n->op_type, what, gr->stop[0] ? "; stops: " : "", gr->stop);
+    if (gr->unfused || gr->eager)
+      fprintf(f, "  %-40s %-20s   (ran unfused %ld, on EAGER %ld of %ld runs)\n", "", "", gr->unfused, gr->eager,
+              gr->runs);
+  }
+  fprintf(f, "  %d of %d nodes on BLAS (%d fused into %d kernels), %d on EAGER\n", native, g->n_nodes, fused,
+          p->n_groups, g->n_nodes - native);
+}
+
+const alma_runtime alma__runtime_blas = {
+    .name = "BLAS",
+    .description = "Conv (im2col+SGEMM), Gemm and MatMul in float32 through "
+#if defined(ALMA_BLAS_BLIS)
+                   "BLIS"
+#else
+                   "OpenBLAS"
+#endif
+                   ", with bias/residual/activation fused into the GEMM epilogue; other nodes on EAGER kernels",
+    .init = blas_init,
+    .supports_node = blas_supports,
+    .compile = blas_compile,
+    .run = blas_run,
+    .free = blas_free,
+    .describe = blas_describe,
+};
+
+#endif /* ALMA_HAVE_BLAS */

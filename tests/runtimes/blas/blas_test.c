@@ -1,0 +1,517 @@
+/* The BLAS runtime against EAGER on hand-built graphs: Conv in every shape class the kernels split
+ * differently (1x1 without im2col, chunks inside an image, runs of whole images, row blocks,
+ * grouped, depthwise, 1-D/3-D, pads/strides/dilations/auto_pad), Gemm with every form of C, MatMul
+ * flattened/batched/broadcast/1-D, and the fused chains (bias Add, residual Add taken over or not,
+ * each activation), each on 1, 2 and 3 threads. Also the cases that must not fuse or must fall
+ * back (graph outputs inside a chain, a broadcasting residual, float64). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/op.h"
+#include "runtimes/blas/internal.h"
+#include "runtimes/runtime.h"
+
+/* ---- graph building ----------------------------------------------------------------------------- */
+
+static uint64_t rng = 88172645463325252ull;
+static float urand(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+typedef struct gb {
+  alma_graph *g;
+  int opset;
+  int in[8], nin, out[8], nout;
+  alma_tensor feeds[8]; /* data for the graph inputs */
+} gb;
+
+static void gb_init(gb *b, int opset) {
+  memset(b, 0, sizeof *b);
+  b->g = alma__graph_new(NULL);
+  assert_non_null(b->g);
+  b->opset = opset;
+  alma_opset_import *imp = alma__arena_alloc(b->g->arena, sizeof *imp);
+  imp->domain = "";
+  imp->version = opset;
+  b->g->opsets = imp;
+  b->g->n_opsets = 1;
+}
+
+static alma_tensor rand_tensor(alma_dtype dt, int rank, const int64_t *dims) {
+  alma_tensor t;
+  assert_int_equal(alma__tensor_alloc(&t, dt, rank, dims), ALMA_OK);
+  for (int64_t i = 0; i < alma_tensor_numel(&t); i++) alma__set_f64(t.data, dt, i, urand());
+  return t;
+}
+
+static int value(gb *b, const char *name) {
+  int v = alma__graph_add_value(b->g, name);
+  assert_true(v >= 0);
+  return v;
+}
+
+/* A graph input fed with random data of this shape. */
+static int input(gb *b, const char *name, alma_dtype dt, int rank, const int64_t *dims) {
+  int v = value(b, name);
+  alma_value *val = &b->g->values[v];
+  val->dtype = dt;
+  val->rank = rank;
+  memcpy(val->dims, dims, sizeof(int64_t) * (size_t)rank);
+  val->is_input = 1;
+  b->feeds[b->nin] = rand_tensor(dt, rank, dims);
+  b->in[b->nin++] = v;
+  return v;
+}
+
+static int constant(gb *b, const char *name, alma_dtype dt, int rank, const int64_t *dims) {
+  int v = value(b, name);
+  alma_value *val = &b->g->values[v];
+  val->init = alma__arena_alloc(b->g->arena, sizeof(alma_tensor));
+  *val->init = rand_tensor(dt, rank, dims);
+  val->dtype = dt;
+  val->rank = rank;
+  if (rank) memcpy(val->dims, dims, sizeof(int64_t) * (size_t)rank);
+  return v;
+}
+
+static int scalar_const(gb *b, const char *name, float x) {
+  int v = constant(b, name, ALMA_DTYPE_FLOAT32, 0, NULL);
+  ((float *)b->g->values[v].init->data)[0] = x;
+  return v;
+}
+
+typedef struct kv {
+  const char *name;
+  alma_attr_type type;
+  int64_t i;
+  float f;
+  const char *s;
+  const int64_t *ints;
+  int n;
+} kv;
+#define AI(k, v) ((kv){.name = (k), .type = ALMA_ATTR_INT, .i = (v)})
+#define AF(k, v) ((kv){.name = (k), .type = ALMA_ATTR_FLOAT, .f = (v)})
+#define AS(k, v) ((kv){.name = (k), .type = ALMA_ATTR_STRING, .s = (v)})
+#define AINTS(k, ...) \
+  ((kv){.name = (k), .type = ALMA_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, .n = sizeof((int64_t[]){__VA_ARGS__}) / 8})
+
+/* Adds a node with one fresh output value named out; returns the output value. */
+static int node(gb *b, const char *op, const char *out, const int *ins, int nin, const kv *attrs, int nattrs) {
+  int o = value(b, out);
+  int idx = alma__graph_add_node(b->g, op, "", out, ins, nin, &o, 1);
+  assert_true(idx >= 0);
+  alma_node *n = &b->g->nodes[idx];
+  if (nattrs) {
+    n->attrs = alma__arena_alloc(b->g->arena, sizeof(alma_attr) * (size_t)nattrs);
+    for (int i = 0; i < nattrs; i++) {
+      alma_attr *a = &n->attrs[i];
+      a->name = attrs[i].name;
+      a->type = attrs[i].type;
+      a->i = attrs[i].i;
+      a->f = attrs[i].f;
+      a->s = attrs[i].s;
+      a->s_len = a->s ? strlen(a->s) : 0;
+      a->ints = (int64_t *)attrs[i].ints;
+      a->n = attrs[i].n;
+    }
+    n->n_attrs = nattrs;
+  }
+  assert_int_equal(alma__op_resolve(n, b->opset), ALMA_OK);
+  return o;
+}
+#define NODE(b, op, out, attrs_, ...) \
+  node(b, op, out, (const int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int), attrs_, attrs_##_n)
+static const kv *noattrs = NULL;
+static const int noattrs_n = 0;
+
+static void output(gb *b, int v) {
+  b->out[b->nout++] = v;
+  b->g->values[v].is_output = 1;
+}
+
+static void gb_finish(gb *b) {
+  b->g->inputs = malloc(sizeof(int) * 8);
+  b->g->outputs = malloc(sizeof(int) * 8);
+  memcpy(b->g->inputs, b->in, sizeof(int) * (size_t)b->nin);
+  memcpy(b->g->outputs, b->out, sizeof(int) * (size_t)b->nout);
+  b->g->n_inputs = b->nin;
+  b->g->n_outputs = b->nout;
+}
+
+static void gb_free(gb *b) {
+  for (int i = 0; i < b->nin; i++) alma_tensor_free_data(&b->feeds[i]);
+  alma__graph_free(b->g);
+}
+
+/* ---- running and comparing ------------------------------------------------------------------------ */
+
+static char plan_text[1 << 16];
+
+/* Runs g on EAGER and on BLAS with `threads`; outputs must agree. The BLAS plan's description is
+ * left in plan_text. Runs BLAS twice to exercise the per-shape caches. */
+static void check(gb *b, int threads) {
+  const alma_runtime *blas = alma__runtime_find("BLAS");
+  assert_non_null(blas);
+  assert_int_equal(blas->init(), ALMA_OK);
+  alma_runtime_opts opts = {.threads = threads};
+  void *pe = NULL, *pb = NULL;
+  assert_int_equal(alma__runtime_eager.compile(b->g, &opts, &pe), ALMA_OK);
+  if (blas->compile(b->g, &opts, &pb) != ALMA_OK) fail_msg("compile: %s", alma_last_error());
+  alma_tensor want[8], got[8];
+  if (alma__runtime_eager.run(pe, b->feeds, b->nin, want, b->nout) != ALMA_OK) fail_msg("eager: %s", alma_last_error());
+  for (int rep = 0; rep < 2; rep++) {
+    if (blas->run(pb, b->feeds, b->nin, got, b->nout) != ALMA_OK) fail_msg("blas: %s", alma_last_error());
+    for (int o = 0; o < b->nout; o++) {
+      assert_int_equal(got[o].dtype, want[o].dtype);
+      assert_int_equal(got[o].rank, want[o].rank);
+      for (int k = 0; k < want[o].rank; k++) assert_int_equal(got[o].dims[k], want[o].dims[k]);
+      int64_t n = alma_tensor_numel(&want[o]);
+      double maxabs = 0;
+      for (int64_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs(alma__get_f64(want[o].data, want[o].dtype, i)));
+      for (int64_t i = 0; i < n; i++) {
+        double a = alma__get_f64(got[o].data, got[o].dtype, i), e = alma__get_f64(want[o].data, want[o].dtype, i);
+        if (!(fabs(a - e) <= 1e-5 * (1 + maxabs) + 1e-5 * fabs(e)) && !(isnan(a) && isnan(e)))
+          fail_msg("threads %d, output %d, element %lld of %lld: BLAS %.9g, EAGER %.9g", threads, o, (long long)i,
+                   (long long)n, a, e);
+      }
+      alma_tensor_free_data(&got[o]);
+    }
+  }
+  FILE *f = fmemopen(plan_text, sizeof plan_text - 1, "w");
+  blas->describe(pb, f);
+  fclose(f);
+  for (int o = 0; o < b->nout; o++) alma_tensor_free_data(&want[o]);
+  blas->free(pb);
+  alma__runtime_eager.free(pe);
+}
+
+static void check_threads(gb *b) {
+  for (int t = 1; t <= 3; t++) check(b, t);
+}
+
+static void expect_plan(const char *needle) {
+  if (!strstr(plan_text, needle)) fail_msg("plan lacks '%s':\n%s", needle, plan_text);
+}
+
+/* ---- Conv ----------------------------------------------------------------------------------------- */
+
+typedef struct conv_case {
+  int nsp;
+  int64_t N, C, M, group, in[3], k[3], s[3], d[3], p[6];
+  const char *auto_pad;
+  int bias;
+} conv_case;
+
+static void run_conv_case(const conv_case *c) {
+  gb b;
+  gb_init(&b, 17);
+  int64_t xd[5] = {c->N, c->C}, wd[5] = {c->M, c->C / c->group}, bd[1] = {c->M};
+  for (int i = 0; i < c->nsp; i++) xd[2 + i] = c->in[i], wd[2 + i] = c->k[i];
+  int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 2 + c->nsp, xd);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 2 + c->nsp, wd);
+  int bi = c->bias ? constant(&b, "b", ALMA_DTYPE_FLOAT32, 1, bd) : -1;
+  kv at[6];
+  int na = 0;
+  at[na++] = AI("group", c->group);
+  kv ks = {.name = "strides", .type = ALMA_ATTR_INTS, .ints = c->s, .n = c->nsp};
+  kv kd = {.name = "dilations", .type = ALMA_ATTR_INTS, .ints = c->d, .n = c->nsp};
+  kv kp = {.name = "pads", .type = ALMA_ATTR_INTS, .ints = c->p, .n = 2 * c->nsp};
+  at[na++] = ks;
+  at[na++] = kd;
+  if (c->auto_pad) at[na++] = AS("auto_pad", c->auto_pad);
+  else at[na++] = kp;
+  int ins[3] = {x, w, bi};
+  int y = node(&b, "Conv", "y", ins, c->bias ? 3 : 2, at, na);
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  gb_free(&b);
+}
+
+static void test_conv_shapes(void **state) {
+  (void)state;
+  static const conv_case cases[] = {
+      /* 1x1 stride 1: B is the input itself, chunks inside each image */
+      {2, 1, 64, 96, 1, {56, 56}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, 1},
+      {2, 3, 32, 40, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, 0}, /* whole images, copied */
+      /* 3x3 pad 1: im2col pieces of one image */
+      {2, 1, 16, 32, 1, {40, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 2, 64, 64, 1, {56, 56}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      /* small planes, several images per chunk */
+      {2, 5, 64, 128, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 9, 8, 24, 1, {5, 6}, {3, 2}, {2, 1}, {1, 1}, {1, 0, 1, 1}, NULL, 1},
+      /* batch 1, small plane, many channels: row blocks */
+      {2, 1, 256, 512, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 1, 32, 64, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, 0},
+      /* strides, asymmetric pads, dilations, 7x7 stem */
+      {2, 2, 3, 16, 1, {32, 30}, {7, 7}, {2, 2}, {1, 1}, {3, 3, 3, 3}, NULL, 1},
+      {2, 1, 5, 7, 1, {17, 19}, {3, 4}, {2, 3}, {2, 1}, {0, 2, 1, 0}, NULL, 1},
+      {2, 2, 4, 6, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {0}, "SAME_UPPER", 0},
+      {2, 2, 4, 6, 1, {10, 9}, {2, 3}, {2, 2}, {1, 1}, {0}, "SAME_LOWER", 1},
+      {2, 1, 3, 5, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {0}, "VALID", 1},
+      /* 1x1 stride 2 (not pointwise) and 1x1 with pads */
+      {2, 2, 16, 32, 1, {14, 14}, {1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}, NULL, 1},
+      {2, 1, 4, 4, 1, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {1, 0, 0, 1}, NULL, 1},
+      /* grouped */
+      {2, 2, 16, 32, 4, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 3, 6, 9, 3, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, 0},
+      /* depthwise (and with a channel multiplier), strided, padded, dilated */
+      {2, 2, 32, 32, 32, {28, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 1, 16, 16, 16, {15, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
+      {2, 2, 8, 16, 8, {11, 9}, {5, 3}, {2, 1}, {2, 2}, {2, 0, 1, 3}, NULL, 0},
+      /* 1-D and 3-D */
+      {1, 2, 8, 12, 1, {50}, {5}, {2}, {1}, {2, 1}, NULL, 1},
+      {1, 3, 4, 4, 4, {9}, {3}, {1}, {2}, {2, 2}, NULL, 1},
+      {3, 2, 3, 4, 1, {6, 7, 5}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 1, 1, 0}, NULL, 1},
+      /* kernel larger than the padded plane in one dim: whole rows of zeros */
+      {2, 1, 2, 3, 1, {3, 8}, {3, 3}, {1, 1}, {1, 1}, {2, 0, 2, 0}, NULL, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_conv_case(&cases[i]);
+}
+
+/* ---- fused chains --------------------------------------------------------------------------------- */
+
+/* x -> Conv -> Add(bias) -> Add(residual) -> act, with the residual from another Conv (its buffer
+ * taken over) or the graph input (read). */
+static void conv_chain(const char *act, int res_from_conv, int64_t N) {
+  gb b;
+  gb_init(&b, 17);
+  int64_t xd[4] = {N, 16, 20, 20}, wd[4] = {16, 16, 3, 3}, w1d[4] = {16, 16, 1, 1}, bd[3] = {16, 1, 1},
+          bcd[1] = {16};
+  int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  int cb = constant(&b, "cb", ALMA_DTYPE_FLOAT32, 1, bcd);
+  int w1 = constant(&b, "w1", ALMA_DTYPE_FLOAT32, 4, w1d);
+  int bias = constant(&b, "bias", ALMA_DTYPE_FLOAT32, 3, bd);
+  const kv pads1[] = {AINTS("pads", 1, 1, 1, 1)};
+  static const int pads1_n = 1;
+  int r = x;
+  if (res_from_conv) r = NODE(&b, "Conv", "res", noattrs, x, w1);
+  int c = NODE(&b, "Conv", "c", pads1, x, w, cb);
+  int a1 = NODE(&b, "Add", "a1", noattrs, bias, c);
+  int a2 = NODE(&b, "Add", "a2", noattrs, a1, r);
+  int y = a2;
+  if (act) {
+    if (!strcmp(act, "Clip")) {
+      int lo = scalar_const(&b, "lo", -0.5f), hi = scalar_const(&b, "hi", 0.75f);
+      y = NODE(&b, "Clip", "y", noattrs, a2, lo, hi);
+    } else if (!strcmp(act, "LeakyRelu")) {
+      const kv al[] = {AF("alpha", 0.1f)};
+      static const int al_n = 1;
+      y = NODE(&b, "LeakyRelu", "y", al, a2);
+    } else {
+      y = node(&b, act, "y", &a2, 1, NULL, 0);
+    }
+  }
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  /* a residual produced by a conv earlier in the order takes the residual Add into its kernel */
+  expect_plan(res_from_conv ? "+bias" : "+bias +residual");
+  expect_plan("+residual");
+  expect_plan("fused into 'c'");
+  gb_free(&b);
+}
+
+static void test_conv_fused(void **state) {
+  (void)state;
+  const char *acts[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh"};
+  for (int a = 0; a < 6; a++)
+    for (int rc = 0; rc < 2; rc++) {
+      conv_chain(acts[a], rc, 1);
+      conv_chain(acts[a], rc, 3);
+    }
+}
+
+/* Add(Conv(x), x) with x produced inside the graph (owned): x is still the conv's input when the
+ * Add runs, so its buffer must not be taken over. Also a depthwise conv's residual taken over. */
+static void test_residual_aliasing(void **state) {
+  (void)state;
+  for (int dw = 0; dw < 2; dw++) {
+    gb b;
+    gb_init(&b, 17);
+    int64_t xd[4] = {2, 8, 9, 9}, wd[4] = {8, dw ? 1 : 8, 3, 3};
+    int x0 = input(&b, "x0", ALMA_DTYPE_FLOAT32, 4, xd);
+    int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+    int x = NODE(&b, "Relu", "x", noattrs, x0);
+    kv at[2] = {AINTS("pads", 1, 1, 1, 1), AI("group", dw ? 8 : 1)};
+    int ins[2] = {x, w};
+    int c = node(&b, "Conv", "c", ins, 2, at, 2);
+    int s = NODE(&b, "Add", "s", noattrs, c, x);
+    int y = NODE(&b, "Relu", "y", noattrs, s);
+    output(&b, y);
+    gb_finish(&b);
+    check_threads(&b);
+    expect_plan("+residual +Relu");
+    gb_free(&b);
+    /* the same with a separate producer whose last use is the Add: taken over */
+    gb_init(&b, 17);
+    x0 = input(&b, "x0", ALMA_DTYPE_FLOAT32, 4, xd);
+    w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+    x = NODE(&b, "Relu", "x", noattrs, x0);
+    int x2 = NODE(&b, "Sigmoid", "x2", noattrs, x0);
+    ins[0] = x;
+    c = node(&b, "Conv", "c", ins, 2, at, 2);
+    s = NODE(&b, "Add", "s", noattrs, x2, c);
+    output(&b, s);
+    gb_finish(&b);
+    check_threads(&b);
+    gb_free(&b);
+  }
+}
+
+/* Chains that must stop or run unfused. */
+static void test_not_fused(void **state) {
+  (void)state;
+  gb b;
+  /* the conv output is also a graph output: no fusion */
+  gb_init(&b, 17);
+  int64_t xd[4] = {1, 4, 6, 6}, wd[4] = {4, 4, 3, 3}, rd[4] = {1, 4, 1, 1};
+  int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  int c = NODE(&b, "Conv", "c", noattrs, x, w);
+  int y = NODE(&b, "Relu", "y", noattrs, c);
+  output(&b, c);
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  expect_plan("output is a graph output");
+  gb_free(&b);
+  /* a residual that broadcasts ([1,4,1,1] onto [1,4,4,4]): planned, but run unfused */
+  gb_init(&b, 17);
+  x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+  int r = input(&b, "r", ALMA_DTYPE_FLOAT32, 4, rd);
+  w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  c = NODE(&b, "Conv", "c", noattrs, x, w);
+  int s = NODE(&b, "Add", "s", noattrs, c, r);
+  y = NODE(&b, "Tanh", "y", noattrs, s);
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  expect_plan("ran unfused");
+  gb_free(&b);
+  /* a constant that is not per-channel ([4,4] would broadcast over H, W): not a bias */
+  gb_init(&b, 17);
+  int64_t k2[2] = {4, 4};
+  x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+  w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  int k = constant(&b, "k", ALMA_DTYPE_FLOAT32, 2, k2);
+  c = NODE(&b, "Conv", "c", noattrs, x, w);
+  s = NODE(&b, "Add", "s", noattrs, c, k);
+  output(&b, s);
+  gb_finish(&b);
+  check_threads(&b);
+  expect_plan("not a per-channel bias");
+  gb_free(&b);
+  /* float64: EAGER */
+  gb_init(&b, 17);
+  x = input(&b, "x", ALMA_DTYPE_FLOAT64, 4, xd);
+  w = constant(&b, "w", ALMA_DTYPE_FLOAT64, 4, wd);
+  c = NODE(&b, "Conv", "c", noattrs, x, w);
+  output(&b, c);
+  gb_finish(&b);
+  check_threads(&b);
+  gb_free(&b);
+}
+
+/* ---- Gemm ------------------------------------------------------------------------------------------ */
+
+static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, float alpha, float beta, int crank,
+                      const int64_t *cdims, const char *act, int fused_bias) {
+  gb b;
+  gb_init(&b, 13);
+  int64_t ad[2] = {ta ? K : M, ta ? M : K}, bd[2] = {tb ? N : K, tb ? K : N}, fbd[1] = {N};
+  int a = input(&b, "a", ALMA_DTYPE_FLOAT32, 2, ad);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 2, bd);
+  int c = crank >= 0 ? constant(&b, "c", ALMA_DTYPE_FLOAT32, crank, cdims) : -1;
+  kv at[4] = {AI("transA", ta), AI("transB", tb), AF("alpha", alpha), AF("beta", beta)};
+  int ins[3] = {a, w, c};
+  int y = node(&b, "Gemm", "g", ins, crank >= 0 ? 3 : 2, at, 4);
+  if (fused_bias) {
+    int fb = constant(&b, "fb", ALMA_DTYPE_FLOAT32, 1, fbd);
+    y = NODE(&b, "Add", "gb", noattrs, y, fb);
+  }
+  if (act) y = node(&b, act, "y", &y, 1, NULL, 0);
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  gb_free(&b);
+}
+
+static void test_gemm(void **state) {
+  (void)state;
+  static const int64_t sizes[][3] = {{1, 10, 9216}, {1, 128, 64}, {32, 1000, 512}, {37, 5, 19},
+                                     {300, 200, 3}, {7, 7, 0},    {2, 3, 4},        {64, 64, 64}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+    int64_t cn[1] = {N}, c1n[2] = {1, N}, cm1[2] = {M, 1}, cmn[2] = {M, N}, c11[2] = {1, 1};
+    for (int t = 0; t < 4; t++) {
+      int ta = t & 1, tb = t >> 1;
+      gemm_case(M, N, K, ta, tb, 1.0f, 1.0f, -1, NULL, NULL, 0);
+      gemm_case(M, N, K, ta, tb, 0.5f, 2.0f, 1, cn, "Relu", 0);
+      gemm_case(M, N, K, ta, tb, 1.0f, -1.0f, 2, c1n, NULL, 1);
+      gemm_case(M, N, K, ta, tb, 1.5f, 0.25f, 2, cm1, "Sigmoid", 1);
+      gemm_case(M, N, K, ta, tb, 1.0f, 3.0f, 2, cmn, "Relu", 1);
+      gemm_case(M, N, K, ta, tb, -1.0f, 1.0f, 0, NULL, NULL, 0);
+      gemm_case(M, N, K, ta, tb, 1.0f, 0.5f, 2, c11, "Tanh", 0);
+    }
+  }
+}
+
+/* ---- MatMul ----------------------------------------------------------------------------------------- */
+
+static void matmul_case(int ra, const int64_t *da, int rb, const int64_t *db, int a_const_b, int fuse) {
+  gb b;
+  gb_init(&b, 13);
+  int a = input(&b, "a", ALMA_DTYPE_FLOAT32, ra, da);
+  int w = a_const_b ? constant(&b, "w", ALMA_DTYPE_FLOAT32, rb, db) : input(&b, "w", ALMA_DTYPE_FLOAT32, rb, db);
+  int y = NODE(&b, "MatMul", "m", noattrs, a, w);
+  if (fuse) {
+    int64_t N = rb == 1 ? 1 : db[rb - 1];
+    int64_t bd[2] = {1, N};
+    int bias = constant(&b, "bias", ALMA_DTYPE_FLOAT32, fuse > 1 ? 2 : 1, fuse > 1 ? bd : bd + 1);
+    y = NODE(&b, "Add", "mb", noattrs, bias, y);
+    int r = NODE(&b, "Neg", "r", noattrs, a); /* residual: only meaningful when shapes agree */
+    if (ra >= 2 && rb >= 2 && da[ra - 1] == db[rb - 1] && ra >= rb) y = NODE(&b, "Add", "mr", noattrs, y, r);
+    else output(&b, r);
+    y = NODE(&b, "Relu", "y", noattrs, y);
+  }
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  gb_free(&b);
+}
+
+static void test_matmul(void **state) {
+  (void)state;
+  const int64_t a2[] = {64, 256}, b2[] = {256, 256}, a3[] = {4, 128, 256}, b3[] = {4, 256, 64};
+  const int64_t a4[] = {2, 4, 33, 16}, b4[] = {2, 4, 16, 33}, b4s[] = {1, 4, 16, 16}, a4b[] = {3, 1, 5, 7};
+  const int64_t b3b[] = {2, 7, 6}, v7[] = {7}, m75[] = {7, 5}, a1x[] = {3, 2, 7}, s1[] = {1, 1, 300, 256};
+  for (int fuse = 0; fuse < 3; fuse++) {
+    matmul_case(2, a2, 2, b2, 1, fuse);
+    matmul_case(3, a3, 2, b2, 1, fuse);   /* weights shared: one tall GEMM */
+    matmul_case(3, a3, 3, b3, 0, fuse);   /* batched */
+    matmul_case(4, a4, 4, b4, 0, fuse);   /* attention-like */
+    matmul_case(4, a4, 4, b4s, 0, fuse);  /* B broadcast over the first batch dim */
+    matmul_case(4, a4b, 3, b3b, 0, fuse); /* both broadcast */
+    matmul_case(1, v7, 2, m75, 1, fuse);  /* 1-D A */
+    matmul_case(3, a1x, 1, v7, 1, fuse);  /* 1-D B */
+    matmul_case(4, s1, 2, b2, 1, fuse);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_shapes), cmocka_unit_test(test_conv_fused), cmocka_unit_test(test_residual_aliasing),
+      cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
