@@ -94,13 +94,93 @@ int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *e) {
 
 static int output_wanted(const alma_node *n, int k) { return k < n->n_outputs && n->outputs[k] >= 0; }
 
+/* The activation epilogue of an alma.Fused* node (attributes activation, activation_params; see
+ * src/ops/fused.h) as eltwise steps; -1 if oneDNN has no match. */
+static int fused_act_steps(const alma_node *n, dn_elt *e) {
+  const alma_attr *a = alma__node_attr(n, "activation");
+  if (!a) return 0;
+  if (a->type != ALMA_ATTR_STRING || !a->s) return -1;
+  const float *pp = NULL;
+  int np = alma__attr_floats(n, "activation_params", &pp);
+  float p0 = np > 0 ? pp[0] : NAN, p1 = np > 1 ? pp[1] : NAN;
+  const char *s = a->s;
+#define SET(i, a_, al, be) (e[i].alg = (a_), e[i].alpha = (float)(al), e[i].beta = (float)(be))
+  if (!strcmp(s, "Relu")) return SET(0, dnnl_eltwise_relu, 0, 0), 1;
+  if (!strcmp(s, "LeakyRelu")) return SET(0, dnnl_eltwise_relu, np > 0 ? p0 : 0.01f, 0), 1;
+  if (!strcmp(s, "Sigmoid")) return SET(0, dnnl_eltwise_logistic, 0, 0), 1;
+  if (!strcmp(s, "Tanh")) return SET(0, dnnl_eltwise_tanh, 0, 0), 1;
+  if (!strcmp(s, "HardSwish")) return SET(0, dnnl_eltwise_hardswish, 0, 0), 1;
+  if (!strcmp(s, "SiLU")) return SET(0, dnnl_eltwise_swish, 1, 0), 1;
+  if (!strcmp(s, "Gelu")) {
+    if (np > 0 && p0 != 0 && p0 != 1) return -1;
+    return SET(0, np > 0 && p0 == 1 ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf, 0, 0), 1;
+  }
+  if (!strcmp(s, "Clip")) {
+    float lo = np > 0 ? p0 : -INFINITY, hi = np > 1 ? p1 : INFINITY;
+    if (isnan(lo) || isnan(hi) || lo > hi) return -1;
+    return SET(0, dnnl_eltwise_clip_v2, lo, hi), 1;
+  }
+  if (!strcmp(s, "HardSigmoid")) {
+    SET(0, dnnl_eltwise_linear, np > 0 ? p0 : 0.2f, np > 1 ? p1 : 0.5f);
+    SET(1, dnnl_eltwise_clip_v2, 0, 1);
+    return 2;
+  }
+#undef SET
+  return -1;
+}
+
+/* alma.FusedConv / FusedGemm / FusedMatMul: the base kind with the node's own post-ops. */
+static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
+  int kind = !strcmp(n->op_type, "FusedConv")   ? DK_CONV
+             : !strcmp(n->op_type, "FusedGemm") ? DK_GEMM
+             : !strcmp(n->op_type, "FusedMatMul") ? DK_MATMUL
+                                                  : DK_NONE;
+  if (kind == DK_NONE) {
+    *why = "no oneDNN kernel";
+    return DK_NONE;
+  }
+  dn_elt e[DN_MAX_ELT];
+  int ne = fused_act_steps(n, e);
+  if (ne < 0) {
+    *why = "activation without a oneDNN eltwise";
+    return DK_NONE;
+  }
+  d->npost = 0;
+  int addend = kind == DK_CONV ? 3 : kind == DK_MATMUL ? 2 : -1;
+  if (addend > 0 && n->n_inputs > addend && n->inputs[addend] >= 0) {
+    dn_post *q = &d->post[d->npost++];
+    memset(q, 0, sizeof *q);
+    q->type = kind == DK_CONV ? DP_SUM : DP_BIAS;
+    q->node = -1;
+    q->other = n->inputs[addend];
+  }
+  if (ne > 0) {
+    dn_post *q = &d->post[d->npost++];
+    memset(q, 0, sizeof *q);
+    q->type = DP_ELT;
+    q->node = -1;
+    q->n_elt = ne;
+    memcpy(q->elt, e, sizeof(dn_elt) * (size_t)ne);
+  }
+  d->self_fused = 1;
+  return kind;
+}
+
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
   *why = NULL;
-  if (n->domain[0] || !n->op) {
+  if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
+  if (!strcmp(n->domain, "alma")) {
+    alma_dtype dt = g->values[n->outputs[0]].dtype;
+    if (dt != F32 && dt != ALMA_DTYPE_UNDEFINED) {
+      *why = "not float32";
+      return DK_NONE;
+    }
+    return classify_fused(n, d, why);
+  }
+  if (n->domain[0]) {
     *why = "not an ai.onnx operator";
     return DK_NONE;
   }
-  if (n->n_outputs < 1 || n->outputs[0] < 0) return DK_NONE;
   const char *op = n->op_type;
   if (is_op(n, "Reshape") || is_op(n, "Flatten") || is_op(n, "Squeeze") || is_op(n, "Unsqueeze") ||
       is_op(n, "Identity"))
@@ -150,6 +230,13 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     return DK_POOL;
   }
   if ((d->n_elt = alma__dn_eltwise_steps(g, n, d->elt)) > 0) return DK_ELTWISE;
+  if (!strcmp(op, "Clip") && n->since_version >= 11) { /* bounds read when the node runs */
+    d->n_elt = 1;
+    d->elt[0].alg = dnnl_eltwise_clip_v2;
+    d->rt_clip = 1;
+    return DK_ELTWISE;
+  }
+  if (!strcmp(op, "ConvTranspose")) return n->n_inputs >= 2 ? DK_DECONV : DK_NONE;
   if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") || !strcmp(op, "Max") ||
       !strcmp(op, "Min")) {
     if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) {
@@ -512,6 +599,131 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   return ALMA_OK;
 }
 
+/* ---- ConvTranspose (oneDNN deconvolution) ------------------------------------------------------- */
+static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
+  if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
+  int r = x->t.rank, nsp = r - 2;
+  if (r < 3 || r > 5 || w->t.rank != r || os[0].rank != r) return ALMA_OK;
+  int64_t G = alma__attr_i(n, "group", 1), C = x->t.dims[1];
+  if (G < 1 || C % G || w->t.dims[0] != C) return ALMA_OK;
+  int64_t OCg = w->t.dims[1], OC = OCg * G, ICg = C / G;
+  if (os[0].dims[1] != OC || (b && alma__numel(b->t.rank, b->t.dims) != OC)) return ALMA_OK;
+  alma__nn_geom gm;
+  if (alma__nn_geom_read(n, nsp, x->t.dims + 2, w->t.dims + 2, 1, &gm) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  /* begin pads as the EAGER kernel places the window; the end pad follows from the output size */
+  const int64_t *ops = NULL, *pads = NULL;
+  int nos = alma__attr_ints(n, "output_shape", &ops), have_pads = alma__attr_ints(n, "pads", &pads) > 0;
+  int same = gm.auto_pad == ALMA__PAD_SAME_UPPER || gm.auto_pad == ALMA__PAD_SAME_LOWER;
+  const int64_t *opad = NULL;
+  int nop = alma__attr_ints(n, "output_padding", &opad);
+  dnnl_dims_t st, dl, pl, pe;
+  for (int i = 0; i < nsp; i++) {
+    int64_t eff = (gm.k[i] - 1) * gm.d[i] + 1, outi = os[0].dims[2 + i];
+    int64_t natural = gm.s[i] * (gm.in[i] - 1) + (nop == nsp ? opad[i] : 0) + eff;
+    int64_t pb = gm.pb[i];
+    if ((nos || same) && !(nos && have_pads && gm.auto_pad == ALMA__PAD_NOTSET)) {
+      int64_t total = natural - outi, half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pb = gm.auto_pad == ALMA__PAD_SAME_UPPER ? half : total - half;
+    } else if (gm.auto_pad == ALMA__PAD_VALID) {
+      pb = 0;
+    }
+    st[i] = gm.s[i];
+    dl[i] = gm.d[i] - 1;
+    pl[i] = pb;
+    pe[i] = (gm.in[i] - 1) * gm.s[i] + eff - pb - outi;
+    if (pb < 0 || pe[i] < 0) return ALMA_OK; /* oneDNN takes no negative padding */
+  }
+  const alma_tensor *wc = alma__dn_const(p->g, n->inputs[1]);
+  dnnl_memory_desc_t key[3];
+  int64_t ikey[8] = {wc != NULL, b != NULL};
+  for (int i = 0; i < nsp; i++) ikey[2 + i] = pl[i] * 4096 + pe[i];
+  alma__dn_val_md(x, &key[0]);
+  alma__dn_val_md(w, &key[1]);
+  memset(&key[2], 0, sizeof key[2]);
+  if (b) alma__dn_val_md(b, &key[2]);
+  /* ONNX weights are [C, M/group, k...]: oneDNN's (g)oihw dims with i before o in memory */
+  int wnd = G > 1 ? r + 1 : r;
+  dnnl_dims_t wd, ws;
+  int64_t K = alma__numel(nsp, w->t.dims + 2);
+  int o = G > 1 ? 1 : 0;
+  if (G > 1) wd[0] = G, ws[0] = ICg * OCg * K;
+  wd[o] = OCg;
+  ws[o] = K;
+  wd[o + 1] = ICg;
+  ws[o + 1] = OCg * K;
+  for (int i = 0; i < nsp; i++) wd[o + 2 + i] = w->t.dims[2 + i];
+  if (nsp > 0) ws[wnd - 1] = 1;
+  for (int i = wnd - 2; i >= o + 2; i--) ws[i] = ws[i + 1] * wd[i + 1];
+  dnnl_memory_desc_t wsrc;
+  dnnl_memory_desc_init_by_strides(&wsrc, wnd, wd, dnnl_f32, ws);
+  if (!key_match(pr, 3, key, ikey)) {
+    prim_begin(pr, 3, key, ikey);
+    dnnl_dims_t sd, dd, bd = {OC};
+    for (int i = 0; i < r; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
+    dnnl_memory_desc_t s_any, w_any, b_md, d_any;
+    dnnl_memory_desc_init_by_tag(&s_any, r, sd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_deconvolution_desc_t dc;
+    if (dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct, &s_any,
+                                                     &w_any, b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
+      return prim_decline(pr, n, "deconvolution descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &dc, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no deconvolution implementation (status %d)", (int)s);
+    pr->src_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_src_md, 0);
+    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
+    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
+        (b && !add_mem(p, pr, DNNL_ARG_BIAS, &b_md)) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) ||
+        !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+    if (wc) ALMA_TRY(cache_weights(p, pr, &wsrc, wc->data, n));
+  }
+  if (pr->declined) return ALMA_OK;
+  alma_status stt = ALMA_OK;
+  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL;
+  void *sp = NULL, *wp = pr->wei;
+  stt = alma__dn_val_get(p, x, &pr->src_md, 1, &sp, &stmp, n);
+  if (stt == ALMA_OK && !wp && (stt = alma__dn_val_plain(p, w, n)) == ALMA_OK) {
+    if (!(wtmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->wei_md)))) {
+      stt = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    } else {
+      stt = alma__dn_reorder(p, &wsrc, w->t.data, &pr->wei_md, wtmp->ptr, n);
+      wp = wtmp->ptr;
+      p->n_reorder_wei++;
+    }
+  }
+  if (stt == ALMA_OK && b) stt = alma__dn_val_plain(p, b, n);
+  if (stt == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    stt = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (stt == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {sp, wp};
+    int k = 2;
+    if (b) ptrs[k++] = b->t.data;
+    ptrs[k++] = db->ptr;
+    stt = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, stmp);
+  alma__dn_unref(p, wtmp);
+  if (stt != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return stt;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
 /* ---- pooling ------------------------------------------------------------------------------------ */
 static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
@@ -595,22 +807,39 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
 }
 
 /* ---- eltwise ------------------------------------------------------------------------------------- */
-static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                               int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
   dn_prim *pr = &d->single;
   dn_val *x = in[0];
   if (!is_f32(x) || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
-  dnnl_memory_desc_t key[1];
+  dn_elt elt[DN_MAX_ELT];
+  memcpy(elt, d->elt, sizeof elt);
   int64_t ikey[8] = {0};
+  if (d->rt_clip) { /* scalar float32 bounds from the inputs, as EAGER reads them */
+    float b[2] = {-INFINITY, INFINITY};
+    for (int k = 1; k < 3 && k < nin; k++) {
+      if (!in[k]) continue;
+      if (!is_f32(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != 1) return ALMA_OK;
+      ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+      b[k - 1] = *(const float *)in[k]->t.data;
+    }
+    if (isnan(b[0]) || isnan(b[1]) || b[0] > b[1]) return ALMA_OK;
+    elt[0].alpha = b[0];
+    elt[0].beta = b[1];
+    memcpy(&ikey[0], &b[0], sizeof(float));
+    memcpy(&ikey[1], &b[1], sizeof(float));
+  }
+  dnnl_memory_desc_t key[1];
   alma__dn_val_md(x, &key[0]);
   if (!key_match(pr, 1, key, ikey)) {
     prim_begin(pr, 1, key, ikey);
     for (int e = 0; e < d->n_elt; e++) {
       dnnl_eltwise_desc_t ed;
       dnnl_primitive_desc_t pd = NULL;
-      if (dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, d->elt[e].alg, &key[0], d->elt[e].alpha,
-                                         d->elt[e].beta) != dnnl_success)
+      if (dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, elt[e].alg, &key[0], elt[e].alpha,
+                                         elt[e].beta) != dnnl_success)
         return prim_decline(pr, n, "eltwise descriptor rejected");
       dnnl_primitive_attr_t attr = new_attr();
       dnnl_status_t s = alma__dn_pd_create(p, &pd, &ed, attr, e == 0 ? pr->impl : NULL, sizeof pr->impl);
@@ -1156,12 +1385,13 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
   switch (p->nodes[idx].kind) {
     case DK_CONV: return run_conv(p, idx, fused, in, nin, outshape, out, done);
     case DK_POOL: return run_pool(p, idx, in, outshape, out, done);
-    case DK_ELTWISE: return run_eltwise(p, idx, in, outshape, out, done);
+    case DK_ELTWISE: return run_eltwise(p, idx, in, nin, outshape, out, done);
+    case DK_DECONV: return run_deconv(p, idx, in, nin, outshape, out, done);
     case DK_BINARY: return nin == 2 && in[1] ? run_binary(p, idx, in, outshape, out, done) : ALMA_OK;
     case DK_BNORM: return run_bnorm(p, idx, fused, in, nin, outshape, out, done);
     case DK_LNORM: return run_lnorm(p, idx, in, nin, outshape, out, done);
     case DK_SOFTMAX: return run_softmax(p, idx, in, outshape, out, done);
-    case DK_MATMUL: return nin == 2 && in[1] ? run_matmul(p, idx, fused, in, outshape, out, done) : ALMA_OK;
+    case DK_MATMUL: return nin >= 2 && in[1] ? run_matmul(p, idx, fused, in, outshape, out, done) : ALMA_OK;
     case DK_GEMM: return nin >= 2 && in[1] ? run_gemm(p, idx, fused, in, nin, outshape, out, done) : ALMA_OK;
     case DK_VIEW: return run_view(p, idx, in, outshape, out, done);
     default: return ALMA_OK;

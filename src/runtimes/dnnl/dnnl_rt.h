@@ -56,6 +56,7 @@ enum dn_kind {
   DK_MATMUL,
   DK_GEMM,
   DK_VIEW,      /* Reshape/Flatten/Squeeze/Unsqueeze/Identity/Dropout: aliases plain data */
+  DK_DECONV,    /* ConvTranspose */
   DK_COUNT
 };
 
@@ -101,6 +102,8 @@ typedef struct dn_node {
   int n_elt;                       /* DK_ELTWISE */
   dn_elt elt[DN_MAX_ELT];
   dnnl_alg_kind_t alg;             /* DK_BINARY / DK_POOL */
+  int self_fused;                  /* alma.Fused* node: post[] comes from its own attributes */
+  int rt_clip;                     /* Clip whose bounds are only known at run time */
   dn_prim single, fused;
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */

@@ -289,16 +289,21 @@ void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_des
   }
 }
 
+/* Follows Identity nodes (PyTorch exports shared weights as Identity of one initializer). */
 const alma_tensor *alma__dn_const(const alma_graph *g, int v) {
-  if (v < 0 || v >= g->n_values) return NULL;
-  const alma_value *val = &g->values[v];
-  if (val->init) return val->init;
-  if (val->producer >= 0 && val->producer < g->n_nodes) {
+  for (int hops = 0; hops < 16; hops++) {
+    if (v < 0 || v >= g->n_values) return NULL;
+    const alma_value *val = &g->values[v];
+    if (val->init) return val->init;
+    if (val->producer < 0 || val->producer >= g->n_nodes) return NULL;
     const alma_node *n = &g->nodes[val->producer];
-    if (!strcmp(n->op_type, "Constant") && !n->domain[0]) {
+    if (n->domain[0]) return NULL;
+    if (!strcmp(n->op_type, "Constant")) {
       const alma_attr *a = alma__node_attr(n, "value");
-      if (a && a->type == ALMA_ATTR_TENSOR && a->t && a->t->data) return a->t;
+      return a && a->type == ALMA_ATTR_TENSOR && a->t && a->t->data ? a->t : NULL;
     }
+    if (strcmp(n->op_type, "Identity") || n->n_inputs != 1) return NULL;
+    v = n->inputs[0];
   }
   return NULL;
 }
@@ -405,7 +410,7 @@ static alma_status run_single(dn_plan *p, int idx) {
     if (ok) {
       ALMA_TRY(infer_node(p, n, in, outshape));
       if (!has_empty((const dn_val *const *)in, n->n_inputs, outshape, n->n_outputs))
-        ALMA_TRY(alma__dn_run(p, idx, 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
+        ALMA_TRY(alma__dn_run(p, idx, d->self_fused, in, n->n_inputs, outshape, out, n->n_outputs, &done));
     }
     if (done) {
       p->n_native++;
@@ -530,7 +535,7 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   dn_plan *p = user;
   dn_node *d = &p->nodes[idx];
   *handled = 0;
-  if (d->kind == DK_NONE || d->kind == DK_VIEW || nin > 64 || nout > 8) return ALMA_OK;
+  if (d->kind == DK_NONE || d->kind == DK_VIEW || d->self_fused || nin > 64 || nout > 8) return ALMA_OK;
   dn_val iv[64], ov[8];
   dn_val *ip[64], *op[8];
   memset(iv, 0, sizeof(dn_val) * (size_t)nin);
@@ -575,7 +580,7 @@ static void plan_fuse(dn_plan *p) {
   for (int i = 0; i < g->n_nodes; i++) {
     dn_node *d = &p->nodes[i];
     const alma_node *n = &g->nodes[i];
-    if (d->head >= 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+    if (d->head >= 0 || d->self_fused || n->n_outputs < 1 || n->outputs[0] < 0) continue;
     int kind = d->kind;
     if (kind != DK_CONV && kind != DK_MATMUL && kind != DK_GEMM && kind != DK_BNORM) continue;
     if (kind == DK_GEMM && (alma__attr_f(n, "alpha", 1.0f) != 1.0f || alma__attr_f(n, "beta", 1.0f) != 1.0f)) continue;
@@ -593,9 +598,11 @@ static void plan_fuse(dn_plan *p) {
       memset(po, 0, sizeof *po);
       po->node = c;
       if (kind == DK_BNORM) {
-        if (dc->kind != DK_ELTWISE || dc->n_elt != 1 || dc->elt[0].alg != dnnl_eltwise_relu || dc->elt[0].alpha != 0) break;
+        if (dc->kind != DK_ELTWISE || dc->rt_clip || dc->n_elt != 1 || dc->elt[0].alg != dnnl_eltwise_relu ||
+            dc->elt[0].alpha != 0)
+          break;
         po->type = DP_NORM_RELU;
-      } else if (dc->kind == DK_ELTWISE) {
+      } else if (dc->kind == DK_ELTWISE && !dc->rt_clip) {
         if (nelt + dc->n_elt > 4) break;
         po->type = DP_ELT;
         po->n_elt = dc->n_elt;
@@ -731,7 +738,7 @@ static void dn_free(void *plan) {
 
 static const char *kind_name(int k) {
   static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
-                                        "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view"};
+                                        "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 
