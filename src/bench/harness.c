@@ -298,6 +298,7 @@ static void worker(void *arg, alma__chan *ch) {
   alma_status st = ALMA_OK;
   double t;
   char chain[256] = "";
+  int convert_failed = 0;
 
 #define STEP(name)                                 \
   do {                                             \
@@ -340,6 +341,7 @@ static void worker(void *arg, alma__chan *ch) {
   t = alma__bench_now();
   st = alma_session_create(m, conv->name, &so, &s);
   r->convert_s = alma__bench_now() - t;
+  convert_failed = st != ALMA_OK;
   if (st != ALMA_OK) goto fail;
 
   /* The first inference (batch 0) is timed on its own: it pays lazy initialization. Its outputs
@@ -460,7 +462,8 @@ static void worker(void *arg, alma__chan *ch) {
   goto done;
 
 fail:
-  r->status = ALMA_RESULT_ERROR;
+  /* A runtime that turns out unusable when it compiles is unavailable, not broken. */
+  r->status = st == ALMA_ERR_UNAVAILABLE && convert_failed ? ALMA_RESULT_UNAVAILABLE : ALMA_RESULT_ERROR;
   r->error_status = st;
   {
     const char *msg = alma_last_error();
@@ -831,6 +834,9 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       if (!strcmp(alma_status_name((alma_status)s), es->valuestring)) code = (alma_status)s;
     st = alma__errorf(code, "%s", cJSON_GetObjectItemCaseSensitive(pr, "error")->valuestring);
   }
+  /* The library's own warnings while loading the model (newer opset, ...) would otherwise stay in
+   * the probe's captured stderr: they go to every result. */
+  char *load_warnings = st == ALMA_OK && oc.stderr_tail ? alma__strdup(oc.stderr_tail) : NULL;
   alma__job_outcome_free(&oc);
   if (st != ALMA_OK) {
     cJSON_Delete(pr);
@@ -908,6 +914,11 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     if (pc.phase[0] || config->progress) on_line(&pc, "step done", 0);
     const cJSON *w;
     cJSON_ArrayForEach(w, sweep_warnings) if (cJSON_IsString(w)) alma__result_warn(r, "%s", w->valuestring);
+    for (const char *p = load_warnings; p && (p = strstr(p, "alma: warning: ")); p++) {
+      const char *e = strchr(p, '\n');
+      int len = e ? (int)(e - p) : (int)strlen(p);
+      alma__result_warn(r, "model: %.*s", len - 15, p + 15);
+    }
     if (strcmp(r->device, config->device) && r->status == ALMA_RESULT_OK)
       alma__result_warn(r, "ran on %s although device is %s (allow_device_override)", r->device, config->device);
     if (r->status != ALMA_RESULT_OK) {
@@ -916,6 +927,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     }
   }
   cJSON_Delete(pr);
+  free(load_warnings);
   remove_tmpdir(tmpdir, ref);
   free(conv);
   rs->total_s = alma__bench_now() - t_sweep;

@@ -127,7 +127,10 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
     const char *chk = "-";
     if (x->status == ALMA_RESULT_OK) {
       snprintf(tp, sizeof tp, "%.4g", x->throughput);
-      if (base) snprintf(su, sizeof su, "%.2fx", x->throughput / base->throughput);
+      if (base) {
+        double ratio = x->throughput / base->throughput;
+        snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
+      }
       chk = !x->check.performed ? "not run" : x->check.passed ? "ok" : "FAILED";
     }
     fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", id, width, x->conversion ? x->conversion : "",
