@@ -154,10 +154,11 @@ static void out_shape(const conv_shape *cs, alma_dtype dt, alma_tensor *out) {
 /* im2col (gather, Conv) and col2im (scatter-add, ConvTranspose) between an image of `channels`
  * planes with spatial sizes img[] and a matrix [channels * kprod, prod(cols[])], where cols[] are
  * the window positions. Row (c, kidx) column p holds image element
- * position(p) * stride - pad_begin + kernel_offset(kidx) * dilation, or 0 outside the image. */
+ * position(p) * stride - pad_begin + kernel_offset(kidx) * dilation, or 0 outside the image.
+ * o0 shifts the window positions along spatial dim 0 (a slab of output rows; 0 if nsp == 1). */
 #define DEFINE_IM2COL(T, SFX)                                                                              \
   static void im2col_##SFX(int scatter, T *img_data, const int64_t channels, const alma__nn_geom *g,        \
-                           const int64_t *img, const int64_t *cols, T *col) {                              \
+                           const int64_t *img, const int64_t *cols, int64_t o0, T *col) {                  \
     int nsp = g->nsp, last = nsp - 1;                                                                      \
     int64_t kprod = alma__numel(nsp, g->k), colsp = alma__numel(nsp, cols), imgsp = alma__numel(nsp, img); \
     int64_t OW = cols[last], IW = img[last], sw = g->s[last];                                              \
@@ -184,7 +185,7 @@ static void out_shape(const conv_shape *cs, alma_dtype dt, alma_tensor *out) {
           int64_t off = 0;                                                                                 \
           int valid = 1;                                                                                   \
           for (int i = 0; i < last; i++) {                                                                 \
-            int64_t ii = od[i] * g->s[i] - g->pb[i] + kk[i] * g->d[i];                                     \
+            int64_t ii = (od[i] + (i ? 0 : o0)) * g->s[i] - g->pb[i] + kk[i] * g->d[i];                    \
             if (ii < 0 || ii >= img[i]) valid = 0;                                                         \
             off += ii * istride[i];                                                                        \
           }                                                                                                \
@@ -343,6 +344,10 @@ static alma_status depthwise2d_f32(const alma_node *n, const conv_shape *cs, con
   return ALMA_OK;
 }
 
+#ifndef CONV_COL_LIMIT
+#define CONV_COL_LIMIT ((int64_t)1 << 24) /* elements of the im2col buffer (64 MiB of float32) */
+#endif
+
 #define DEFINE_CONV_RUN(T, SFX)                                                                              \
   static alma_status conv_run_##SFX(const alma_node *n, const conv_shape *cs, const T *x, const T *w,       \
                                     const T *b, T *y) {                                                     \
@@ -351,20 +356,33 @@ static alma_status depthwise2d_f32(const alma_node *n, const conv_shape *cs, con
     for (int i = 0; i < g->nsp; i++)                                                                        \
       if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] || g->pe[i]) pointwise = 0;                              \
     int64_t kdim = cs->Cg * cs->kprod;                                                                      \
+    /* the unfolded matrix is built a slab of output rows (spatial dim 0) at a time, so it stays         \
+     * under CONV_COL_LIMIT elements however large the image */                                          \
+    int64_t rows0 = g->nsp >= 2 ? g->out[0] : 1, inner = rows0 ? cs->outsp / rows0 : 0, slab = rows0;       \
+    if (!pointwise && g->nsp >= 2 && kdim * cs->outsp > CONV_COL_LIMIT) {                                   \
+      slab = CONV_COL_LIMIT / (kdim * (inner ? inner : 1));                                                 \
+      if (slab < 1) slab = 1;                                                                               \
+    }                                                                                                       \
     T *col = NULL;                                                                                          \
-    if (!pointwise && !(col = alma__nn_alloc(n, (size_t)(kdim * cs->outsp), sizeof(T)))) return ALMA_ERR_NOMEM; \
+    if (!pointwise && !(col = alma__nn_alloc(n, (size_t)(kdim * slab * inner), sizeof(T)))) return ALMA_ERR_NOMEM; \
     alma_status st = ALMA_OK;                                                                               \
     for (int64_t ni = 0; ni < cs->N && st == ALMA_OK; ni++)                                                 \
       for (int64_t gi = 0; gi < cs->group && st == ALMA_OK; gi++) {                                         \
         const T *xg = x + (ni * cs->C + gi * cs->Cg) * cs->insp;                                            \
         T *yg = y + (ni * cs->M + gi * cs->Mg) * cs->outsp;                                                 \
-        const T *bmat = xg;                                                                                 \
-        if (!pointwise) {                                                                                   \
-          im2col_##SFX(0, (T *)xg, cs->Cg, g, g->in, g->out, col);                                          \
-          bmat = col;                                                                                       \
+        const T *wg = w + gi * cs->Mg * kdim, *bg = b ? b + gi * cs->Mg : NULL;                              \
+        if (pointwise) {                                                                                    \
+          st = gemm_##SFX(0, 0, cs->Mg, cs->outsp, kdim, wg, kdim, xg, cs->outsp, yg, cs->outsp, bg);      \
+          continue;                                                                                         \
         }                                                                                                   \
-        st = gemm_##SFX(0, 0, cs->Mg, cs->outsp, kdim, w + gi * cs->Mg * kdim, kdim, bmat, cs->outsp, yg,   \
-                        cs->outsp, b ? b + gi * cs->Mg : NULL);                                             \
+        for (int64_t r0 = 0; r0 < rows0 && st == ALMA_OK; r0 += slab) {                                    \
+          int64_t cols[ALMA_MAX_RANK];                                                                      \
+          memcpy(cols, g->out, sizeof cols);                                                                \
+          if (g->nsp >= 2) cols[0] = rows0 - r0 < slab ? rows0 - r0 : slab;                                 \
+          int64_t ncol = alma__numel(g->nsp, cols);                                                         \
+          im2col_##SFX(0, (T *)xg, cs->Cg, g, g->in, cols, r0, col);                                        \
+          st = gemm_##SFX(0, 0, cs->Mg, ncol, kdim, wg, kdim, col, ncol, yg + r0 * inner, cs->outsp, bg);  \
+        }                                                                                                   \
       }                                                                                                     \
     free(col);                                                                                              \
     return st;                                                                                              \
@@ -384,7 +402,7 @@ static alma_status depthwise2d_f32(const alma_node *n, const conv_shape *cs, con
                         cs->insp, NULL);                                                                    \
         if (st != ALMA_OK) break;                                                                           \
         /* the output is the "image" and the input positions are the window positions */                  \
-        im2col_##SFX(1, yg, cs->Mg, g, g->out, g->in, col);                                                 \
+        im2col_##SFX(1, yg, cs->Mg, g, g->out, g->in, 0, col);                                              \
         if (b)                                                                                              \
           for (int64_t m = 0; m < cs->Mg; m++)                                                              \
             for (int64_t p = 0; p < cs->outsp; p++) yg[m * cs->outsp + p] += b[gi * cs->Mg + m];           \

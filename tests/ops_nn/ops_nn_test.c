@@ -250,6 +250,8 @@ static void test_conv_vs_naive(void **state) {
       {2, 1, 4, 4, 4, {9, 47}, {3, 5}, {2, 2}, {1, 1}, {1, 2}, {1, 2}, NULL, 1},    /* ... stride 2 */
       {2, 1, 2, 2, 2, {6, 50}, {3, 3}, {2, 2}, {1, 2}, {0, 3}, {1, 0}, NULL, 0},    /* ... dilated, stride 2 */
       {2, 1, 2, 2, 2, {5, 40}, {2, 3}, {1, 3}, {1, 1}, {0, 1}, {0, 1}, NULL, 1},    /* ... stride 3 */
+      /* im2col beyond 2^24 elements: built in slabs of output rows */
+      {2, 1, 64, 2, 1, {345, 200}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_conv_case(&cases[i], ALMA_DTYPE_FLOAT32);
   run_conv_case(&cases[1], ALMA_DTYPE_FLOAT64);
