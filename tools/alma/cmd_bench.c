@@ -106,8 +106,10 @@ static void progress(void *user, int index, int count, const char *conversion, c
     p->active = 0;
     return;
   }
-  if (total > 0)
-    fprintf(stderr, "\r\033[K[%d/%d] %s: %s %lld/%lld batches, %.1f s", index, count, conversion, phase,
+  if (index == 0)
+    fprintf(stderr, "\r\033[Kexamining the model: %s, %.1f s", phase, elapsed);
+  else if (total > 0)
+    fprintf(stderr, "\r\033[K[%d/%d] %s: %s, %lld batches (at least %lld), %.1f s", index, count, conversion, phase,
             (long long)done, (long long)total, elapsed);
   else
     fprintf(stderr, "\r\033[K[%d/%d] %s: %s, %.1f s", index, count, conversion, phase, elapsed);
