@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""Writes small ONNX models that exercise the DNNL runtime's paths beyond single-op conformance:
+post-op fusion (conv+relu, conv+add+relu with the residual from a graph input or from a later
+branch, matmul+bias+relu, matmul+residual), blocked layouts crossing EAGER nodes and view ops,
+values read by several consumers, graph outputs that are also intermediates, ConvTranspose,
+pooling variants, Gemm alpha/beta, LayerNormalization and attention-like batched MatMul.
+dnnl_vs_eager runs each through DNNL and EAGER at two batch sizes and compares.
+
+usage: make_models.py OUTDIR"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(7)
+
+
+def w(name, *shape, scale=0.2):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def c(name, value):
+    return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
+
+
+def save(outdir, name, nodes, inputs, outputs, inits, opset=13):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="alma-tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(outdir, name + ".onnx"))
+
+
+def x_in(name, *dims):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", *dims])
+
+
+def y_out(name, rank):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, [f"{name}_{i}" for i in range(rank)])
+
+
+def N(op, ins, outs, **kw):
+    return helper.make_node(op, ins, outs, **kw)
+
+
+def resblock(d):
+    nodes = [
+        N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Relu", ["c1"], ["r1"]),
+        N("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        N("Add", ["c2", "x"], ["a2"]),  # residual from the graph input: copied, not taken over
+        N("Relu", ["a2"], ["r2"]),
+        N("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+        N("Add", ["r2", "c3"], ["a3"]),  # residual r2 dies here: its buffer becomes the output
+        N("Relu", ["a3"], ["r3"]),
+        N("Conv", ["r3", "wd"], ["cd"], strides=[2, 2]),
+        N("MaxPool", ["cd"], ["mp"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("GlobalAveragePool", ["mp"], ["gap"]),
+        N("Flatten", ["gap"], ["fl"]),
+        N("Gemm", ["fl", "wf", "bf"], ["logits"], transB=1),
+        N("Softmax", ["logits"], ["y"], axis=1),
+    ]
+    inits = [w("w1", 16, 16, 3, 3), w("b1", 16), w("w2", 16, 16, 3, 3), w("b2", 16), w("w3", 16, 16, 3, 3),
+             w("b3", 16), w("wd", 32, 16, 1, 1), w("wf", 10, 32), w("bf", 10)]
+    save(d, "resblock", nodes, [x_in("x", 16, 9, 9)], [y_out("y", 2), y_out("r2", 4)], inits)
+
+
+def downsample(d):
+    # the Add's other operand is produced after the fused conv in file order
+    nodes = [
+        N("Conv", ["x", "wa"], ["ca"], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("Relu", ["ca"], ["ra"]),
+        N("Conv", ["ra", "wb"], ["cb"], pads=[1, 1, 1, 1]),
+        N("Conv", ["x", "wdn"], ["cdn"], strides=[2, 2]),
+        N("Add", ["cb", "cdn"], ["s"]),
+        N("Relu", ["s"], ["y"]),
+    ]
+    inits = [w("wa", 24, 8, 3, 3), w("wb", 24, 24, 3, 3), w("wdn", 24, 8, 1, 1)]
+    save(d, "downsample", nodes, [x_in("x", 8, 10, 10)], [y_out("y", 4)], inits)
+
+
+def depthwise(d):
+    nodes = [
+        N("Conv", ["x", "we", "be"], ["e"]),
+        N("Clip", ["e", "lo", "hi"], ["e6"]),
+        N("Conv", ["e6", "wdw", "bdw"], ["dw"], group=24, pads=[1, 1, 1, 1], strides=[2, 2]),
+        N("HardSwish", ["dw"], ["hs"]),
+        N("Conv", ["hs", "wp"], ["pj"]),
+        N("HardSigmoid", ["pj"], ["hsg"], alpha=0.25, beta=0.4),
+        N("Conv", ["hsg", "wq"], ["q"], dilations=[2, 2], pads=[2, 2, 2, 2], auto_pad="NOTSET"),
+        N("LeakyRelu", ["q"], ["lr"], alpha=0.1),
+        N("Conv", ["lr", "wr"], ["rr"], auto_pad="SAME_UPPER", strides=[2, 2], kernel_shape=[3, 3]),
+        N("Sigmoid", ["rr"], ["sg"]),
+        N("Elu", ["sg"], ["y"]),
+    ]
+    inits = [w("we", 24, 4, 1, 1), w("be", 24), c("lo", 0.0), c("hi", 6.0), w("wdw", 24, 1, 3, 3), w("bdw", 24),
+             w("wp", 12, 24, 1, 1), w("wq", 12, 12, 3, 3), w("wr", 6, 12, 3, 3)]
+    save(d, "depthwise", nodes, [x_in("x", 4, 11, 11)], [y_out("y", 4)], inits, opset=14)
+
+
+def boundaries(d):
+    # blocked conv outputs read by EAGER nodes (Transpose, Reshape->Conv), by two convs, and
+    # returned as a graph output while also used inside
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Conv", ["c1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        N("Conv", ["c1", "w3"], ["c3"]),
+        N("Mul", ["c2", "c3"], ["m"]),
+        N("Transpose", ["m"], ["t"], perm=[0, 1, 3, 2]),
+        N("Reshape", ["t", "shp"], ["rs"]),
+        N("Conv", ["rs", "w4"], ["c4"]),
+        N("Sub", ["c4", "bias4"], ["s4"]),
+        N("Div", ["s4", "two"], ["y"]),
+        N("Max", ["c1", "c2"], ["mx"]),
+        N("Min", ["mx", "c3"], ["mn"]),
+    ]
+    inits = [w("w1", 8, 3, 3, 3), w("w2", 8, 8, 3, 3), w("w3", 8, 8, 1, 1), w("w4", 4, 8, 1, 1),
+             numpy_helper.from_array(np.array([0, 8, 6, 6], dtype=np.int64), "shp"), w("bias4", 1, 4, 1, 1),
+             c("two", 2.0)]
+    save(d, "boundaries", nodes, [x_in("x", 3, 6, 6)], [y_out("y", 4), y_out("c1", 4), y_out("mn", 4)], inits)
+
+
+def transformer(d):
+    D, F, S = 32, 64, 6
+    nodes = [
+        N("MatMul", ["x", "w1"], ["h1"]),
+        N("Add", ["h1", "b1"], ["h1b"]),
+        N("Relu", ["h1b"], ["h1r"]),
+        N("MatMul", ["h1r", "w2"], ["h2"]),
+        N("Add", ["h2", "b2"], ["h2b"]),
+        N("Add", ["h2b", "x"], ["res"]),
+        N("LayerNormalization", ["res", "g", "beta"], ["ln"], axis=-1, epsilon=1e-5),
+        N("Transpose", ["ln"], ["lnT"], perm=[0, 2, 1]),
+        N("MatMul", ["ln", "lnT"], ["sc"]),
+        N("Div", ["sc", "scale"], ["scs"]),
+        N("Softmax", ["scs"], ["p"], axis=-1),
+        N("MatMul", ["p", "ln"], ["ctx"]),
+        N("Tanh", ["ctx"], ["th"]),
+        N("Sigmoid", ["th"], ["ge"]),
+        N("Mul", ["ge", "g"], ["y0"]),
+        N("ReduceMean", ["y0"], ["y"], axes=[1], keepdims=0),
+    ]
+    inits = [w("w1", D, F), w("b1", F), w("w2", F, D), w("b2", D), w("g", D, scale=1.0), w("beta", D),
+             c("scale", float(np.sqrt(D)))]
+    save(d, "transformer", nodes, [x_in("x", S, D)], [y_out("y", 2), y_out("p", 3)], inits, opset=17)
+
+
+def gemms(d):
+    nodes = [
+        N("Gemm", ["x", "wa", "ca"], ["ga"], transB=1, alpha=0.5, beta=2.0),
+        N("Gemm", ["ga", "wb", "cb"], ["gb"], transA=0, alpha=1.0, beta=1.0),
+        N("Relu", ["gb"], ["gr"]),
+        N("Gemm", ["gr", "wc"], ["gc"], alpha=1.5),
+        N("Gemm", ["gc", "wd", "cd"], ["y"], beta=0.5),
+        N("Gemm", ["wt", "wz"], ["z"], transA=1, transB=1),  # both operands transposed, no C
+        N("LogSoftmax", ["y"], ["ls"], axis=1),
+    ]
+    inits = [w("wa", 12, 20), w("ca", 1, 12), w("wb", 12, 16), w("cb", 16), w("wc", 16, 8), w("wd", 8, 5),
+             w("cd", 5), w("wt", 3, 7), w("wz", 4, 3)]
+    save(d, "gemms", nodes, [x_in("x", 20)], [y_out("ls", 2), y_out("z", 2)], inits)
+
+
+def pools(d):
+    nodes = [
+        N("AveragePool", ["x"], ["a1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, count_include_pad=1,
+          pads=[1, 1, 1, 1]),
+        N("AveragePool", ["x"], ["a2"], kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 0]),
+        N("MaxPool", ["x"], ["m1"], kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2], ceil_mode=1),
+        N("GlobalMaxPool", ["m1"], ["gm"]),
+        N("Conv", ["x1d", "w1d"], ["c1d"], pads=[2, 1], strides=[2]),
+        N("MaxPool", ["c1d"], ["p1d"], kernel_shape=[2], strides=[2]),
+        N("BatchNormalization", ["x", "sc", "bi", "mu", "var"], ["bn"], epsilon=1e-3),
+        N("Relu", ["bn"], ["bnr"]),
+        N("ConvTranspose", ["bnr", "wt", "bt"], ["ct"], strides=[2, 2], pads=[1, 1, 1, 1], group=2),
+        N("Exp", ["ct"], ["ex"]),
+        N("Sqrt", ["ex"], ["sq"]),
+        N("Abs", ["a2"], ["ab"]),
+        N("Neg", ["ab"], ["ng"]),
+        N("Reciprocal", ["gm"], ["rc"]),
+    ]
+    C = 6
+    inits = [w("w1d", 5, 3, 4), w("sc", C, scale=1.0), w("bi", C), w("mu", C),
+             numpy_helper.from_array((rng.random(C) + 0.5).astype(np.float32), "var"), w("wt", C, 4, 3, 3),
+             w("bt", 8)]
+    save(d, "pools", nodes, [x_in("x", C, 9, 10), x_in("x1d", 3, 17)],
+         [y_out("a1", 4), y_out("ng", 4), y_out("rc", 4), y_out("p1d", 3), y_out("sq", 4)], inits, opset=19)
+
+
+def main():
+    d = sys.argv[1]
+    os.makedirs(d, exist_ok=True)
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools):
+        f(d)
+
+
+if __name__ == "__main__":
+    main()
