@@ -165,6 +165,7 @@ typedef struct alma_system_info {
   char alma_version[32], protobuf_c_version[32], cjson_version[32], openssl_version[64];
   char libc_version[32], compiler[96], build_flags[256];
   char runtimes[256];           /* runtimes built in, "EAGER DNNL(unavailable) ..." */
+  double load_average[3];       /* 1, 5 and 15 minute load averages when the info was taken */
 } alma_system_info;
 
 /* Fills the description of this machine (no model needed). */

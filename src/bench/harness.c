@@ -440,6 +440,13 @@ static void worker(void *arg, alma__chan *ch) {
   raw = NULL;
   alma__latency_stats(r->raw_ms, r->n_raw, &r->latency);
   alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
+  /* Other processes competing for the CPU: the 1-minute load average (which counts this run's own
+   * threads too) above the number of CPUs this process may use. */
+  double load;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (getloadavg(&load, 1) == 1 && ncpu > 0 && load > (double)ncpu + 0.5)
+    alma__result_warn(r, "system load average %.1f on %ld CPUs during the run: other processes competed for the CPU",
+                      load, ncpu);
   if (isfinite(r->latency.min) && r->timer_overhead_ns * 1e-6 > 0.01 * r->latency.min)
     alma__result_warn(r, "timer overhead %.0f ns is more than 1%% of the fastest batch (%.4g ms): use a larger batch",
                       r->timer_overhead_ns, r->latency.min);

@@ -168,6 +168,7 @@ void alma__system_info_basic(alma_system_info *s) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   s->logical_cores = logical > 0 ? logical : (int)(online > 0 ? online : 1);
   cpu_topology(&s->physical_cores, &s->sockets);
+  if (getloadavg(s->load_average, 3) != 3) s->load_average[0] = s->load_average[1] = s->load_average[2] = -1;
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   s->memory_bytes = pages > 0 && psz > 0 ? (int64_t)pages * psz : -1;
 

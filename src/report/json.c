@@ -195,6 +195,8 @@ cJSON *alma__system_to_cjson(const alma_system_info *s) {
   cJSON_AddStringToObject(o, "kernel", s->kernel);
   cJSON_AddStringToObject(o, "machine", s->machine);
   cJSON_AddStringToObject(o, "governor", s->governor);
+  cJSON *la = cJSON_AddArrayToObject(o, "load_average");
+  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(la, s->load_average[i] >= 0 ? cJSON_CreateNumber(s->load_average[i]) : cJSON_CreateNull());
   cJSON *lib = cJSON_AddObjectToObject(o, "libraries");
   cJSON_AddStringToObject(lib, "alma", s->alma_version);
   cJSON_AddStringToObject(lib, "protobuf-c", s->protobuf_c_version);

@@ -33,8 +33,9 @@ static void print_header(const alma_results *r, FILE *f) {
     fprintf(f, "input    %s %s %s%s%s\n", r->inputs[i].name, r->inputs[i].dtype, shp,
             r->inputs[i].declared[0] ? "  declared " : "", r->inputs[i].declared);
   }
-  fprintf(f, "machine  %s, %d cores (%d logical), %s, governor %s\n", s->cpu_model[0] ? s->cpu_model : "unknown CPU",
-          s->physical_cores, s->logical_cores, mib(s->memory_bytes, b1, sizeof b1), s->governor);
+  fprintf(f, "machine  %s, %d cores (%d logical), %s, governor %s, load %.2f\n",
+          s->cpu_model[0] ? s->cpu_model : "unknown CPU", s->physical_cores, s->logical_cores,
+          mib(s->memory_bytes, b1, sizeof b1), s->governor, s->load_average[0]);
   fprintf(f, "settings batch %lld, n_samples %lld, min_time %gs, warm-up %lld batches/%gs, seed %llu, data %s, %s\n",
           (long long)c->batch_size, (long long)c->n_samples, c->min_time_s, (long long)c->warmup, c->warmup_s,
           (unsigned long long)c->seed, r->data_desc ? r->data_desc : "random",
