@@ -11,5 +11,5 @@ for t in test_conv_with_strides_padding test_gather_0 test_gather_elements_0 tes
   [ -f "$node/$t/model.onnx" ] && cp "$node/$t/model.onnx" "$out/$t.onnx"
 done
 [ -d "$e2e" ] && for f in "$e2e"/*.onnx; do [ -f "$f" ] && cp "$f" "$out/e2e_$(basename "$f")"; done
-[ -d "$reg" ] && for f in "$reg"/*; do [ -f "$f" ] && cp "$f" "$out/"; done
+[ -d "$reg" ] && for f in "$reg"/*.onnx; do [ -f "$f" ] && cp "$f" "$out/"; done
 echo "fuzz corpus: $(ls "$out" | wc -l) seeds in $out"
