@@ -245,6 +245,10 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f);
 alma_status alma_results_save_json(const alma_results *r, const char *path, int include_raw);
 /* malloc'd JSON text (free with free()). */
 alma_status alma_results_to_json(const alma_results *r, int include_raw, char **json_out);
+/* Reads a file written by alma_results_save_json back (for comparisons): system, model, config
+ * and every result with its latencies when saved with raw. ALMA_ERR_PARSE naming what is wrong. */
+alma_status alma_results_load_json(const char *path, alma_results **results_out);
+alma_status alma_results_from_json(const char *json, alma_results **results_out);
 /* One row per conversion, header first (docs/json.md lists the columns). */
 alma_status alma_results_save_csv(const alma_results *r, const char *path);
 alma_status alma_results_write_csv(const alma_results *r, FILE *f);

@@ -8,6 +8,8 @@
 static const alma_preset presets[] = {
     {0, "EAGER", "reference kernels, no graph passes (the baseline every output is checked against)", NULL},
     {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER", NULL},
+    {2, "FUSE+EAGER", "Conv/Gemm/MatMul epilogue fusion (BatchNorm, bias, residual, activation), LayerNorm/GELU/attention subgraphs, then EAGER", NULL},
+    {3, "FOLD+FUSE+EAGER", "constant folding, then FUSE, then EAGER", NULL},
     {20, "BLAS", "im2col+SGEMM Conv, Gemm, MatMul through OpenBLAS with fused bias/residual/activation; other nodes on EAGER", "CBLAS library (OpenBLAS or BLIS)"},
     {21, "FOLD+BLAS", "constant folding, then OpenBLAS (BLAS)", "CBLAS library (OpenBLAS or BLIS)"},
     {10, "DNNL", "oneDNN primitives with post-op fusion and blocked layouts; other nodes on EAGER", "oneDNN library (libdnnl)"},

@@ -290,3 +290,149 @@ alma_status alma_results_save_json(const alma_results *r, const char *path, int 
   free(text);
   return ok ? ALMA_OK : alma__errorf(ALMA_ERR_IO, "error writing '%s'", path);
 }
+
+/* ---- whole files back ------------------------------------------------------------------------ */
+static void get_into(const cJSON *o, const char *key, char *dst, size_t n) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (cJSON_IsString(v)) snprintf(dst, n, "%.*s", (int)(n - 1), v->valuestring);
+}
+
+static void join_strings(const cJSON *arr, char *dst, size_t n) {
+  const cJSON *it;
+  size_t len = 0;
+  dst[0] = 0;
+  cJSON_ArrayForEach(it, arr) {
+    if (!cJSON_IsString(it)) continue;
+    int w = snprintf(dst + len, n - len, "%s%s", len ? " " : "", it->valuestring);
+    if (w < 0 || (size_t)w >= n - len) break;
+    len += (size_t)w;
+  }
+}
+
+static void system_from_cjson(const cJSON *o, alma_system_info *s) {
+  memset(s, 0, sizeof *s);
+  s->load_average[0] = s->load_average[1] = s->load_average[2] = -1;
+  if (!cJSON_IsObject(o)) return;
+  get_into(o, "cpu_model", s->cpu_model, sizeof s->cpu_model);
+  s->logical_cores = (int)get_i64(o, "logical_cores", 0);
+  s->physical_cores = (int)get_i64(o, "physical_cores", 0);
+  s->sockets = (int)get_i64(o, "sockets", 0);
+  join_strings(cJSON_GetObjectItemCaseSensitive(o, "isa"), s->isa, sizeof s->isa);
+  s->memory_bytes = get_i64(o, "memory_bytes", -1);
+  get_into(o, "os", s->os, sizeof s->os);
+  get_into(o, "kernel", s->kernel, sizeof s->kernel);
+  get_into(o, "machine", s->machine, sizeof s->machine);
+  get_into(o, "governor", s->governor, sizeof s->governor);
+  const cJSON *la = cJSON_GetObjectItemCaseSensitive(o, "load_average");
+  for (int i = 0; i < 3 && cJSON_IsArray(la); i++) {
+    const cJSON *v = cJSON_GetArrayItem(la, i);
+    if (cJSON_IsNumber(v)) s->load_average[i] = v->valuedouble;
+  }
+  const cJSON *lib = cJSON_GetObjectItemCaseSensitive(o, "libraries");
+  get_into(lib, "alma", s->alma_version, sizeof s->alma_version);
+  get_into(lib, "protobuf-c", s->protobuf_c_version, sizeof s->protobuf_c_version);
+  get_into(lib, "cjson", s->cjson_version, sizeof s->cjson_version);
+  get_into(lib, "openssl", s->openssl_version, sizeof s->openssl_version);
+  get_into(lib, "libc", s->libc_version, sizeof s->libc_version);
+  get_into(o, "compiler", s->compiler, sizeof s->compiler);
+  get_into(o, "build_flags", s->build_flags, sizeof s->build_flags);
+  join_strings(cJSON_GetObjectItemCaseSensitive(o, "runtimes"), s->runtimes, sizeof s->runtimes);
+}
+
+static alma_status io_from_cjson(const cJSON *arr, alma__model_io **out, int *n_out) {
+  int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+  *n_out = 0;
+  *out = calloc(n > 0 ? (size_t)n : 1, sizeof **out);
+  if (!*out) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  const cJSON *it;
+  cJSON_ArrayForEach(it, arr) {
+    alma__model_io *io = &(*out)[(*n_out)++];
+    get_into(it, "name", io->name, sizeof io->name);
+    get_into(it, "dtype", io->dtype, sizeof io->dtype);
+    get_into(it, "declared_shape", io->declared, sizeof io->declared);
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+    io->rank = cJSON_IsArray(sh) ? 0 : -1;
+    cJSON_ArrayForEach(d, sh) if (io->rank < ALMA_MAX_RANK) io->dims[io->rank++] = cJSON_IsNumber(d) ? (int64_t)d->valuedouble : -1;
+  }
+  return ALMA_OK;
+}
+
+alma_status alma_results_from_json(const char *json, alma_results **out) {
+  if (!json || !out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_from_json: NULL argument");
+  *out = NULL;
+  cJSON *root = cJSON_Parse(json);
+  if (!root) return alma__errorf(ALMA_ERR_PARSE, "not JSON (error near offset %ld)", (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0));
+  const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "results");
+  if (!cJSON_IsObject(root) || !cJSON_IsArray(res) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "alma_version"))) {
+    cJSON_Delete(root);
+    return alma__errorf(ALMA_ERR_PARSE, "not an alma results file (no \"alma_version\" and \"results\")");
+  }
+  alma_results *rs = calloc(1, sizeof *rs);
+  alma_status st = rs ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) {
+    system_from_cjson(cJSON_GetObjectItemCaseSensitive(root, "system"), &rs->system);
+    alma_config_init(&rs->config);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config"), *kv;
+    /* Known keys only (files from newer versions may have more); values through alma_config_set. */
+    cJSON_ArrayForEach(kv, cfg) {
+      if (!alma_config_key_doc(kv->string)) continue;
+      char val[64];
+      if (cJSON_IsBool(kv)) snprintf(val, sizeof val, "%s", cJSON_IsTrue(kv) ? "true" : "false");
+      else if (cJSON_IsString(kv)) snprintf(val, sizeof val, "%.63s", kv->valuestring);
+      else if (cJSON_IsNumber(kv)) snprintf(val, sizeof val, "%.17g", kv->valuedouble);
+      else continue;
+      if (!strcmp(kv->string, "seed") && cJSON_IsNumber(kv)) snprintf(val, sizeof val, "%llu", (unsigned long long)kv->valuedouble);
+      if (alma_config_set(&rs->config, kv->string, val) != ALMA_OK) {
+        st = alma__error_prefix(ALMA_ERR_PARSE, "results file config: ");
+        break;
+      }
+    }
+    alma__error_clear();
+  }
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (st == ALMA_OK) {
+    char *p = get_str(m, "path");
+    rs->model_path = p ? p : alma__strdup("");
+    get_into(m, "hash", rs->model_hash, sizeof rs->model_hash);
+    get_into(m, "file_sha256", rs->model_file_sha256, sizeof rs->model_file_sha256);
+    rs->model_file_bytes = get_i64(m, "file_bytes", 0);
+    rs->data_desc = get_str(root, "data");
+    rs->total_s = get_num(root, "total_s");
+    st = io_from_cjson(cJSON_GetObjectItemCaseSensitive(m, "inputs"), &rs->inputs, &rs->n_inputs);
+    if (st == ALMA_OK) st = io_from_cjson(cJSON_GetObjectItemCaseSensitive(m, "outputs"), &rs->outputs, &rs->n_outputs);
+  }
+  const cJSON *it;
+  int i = 0;
+  cJSON_ArrayForEach(it, res) {
+    if (st != ALMA_OK) break;
+    alma_result *r = alma__results_add(rs);
+    if (!r) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    else if ((st = alma__result_from_cjson(it, r)) != ALMA_OK) alma__error_prefix(st, "results[%d]: ", i);
+    i++;
+  }
+  cJSON_Delete(root);
+  if (st != ALMA_OK) {
+    alma_results_free(rs);
+    return st;
+  }
+  *out = rs;
+  return ALMA_OK;
+}
+
+alma_status alma_results_load_json(const char *path, alma_results **out) {
+  if (!path || !out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_load_json: NULL argument");
+  *out = NULL;
+  uint8_t *buf;
+  size_t n;
+  ALMA_TRY(alma__read_file(path, &buf, &n));
+  char *text = realloc(buf, n + 1);
+  if (!text) {
+    free(buf);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading '%s'", path);
+  }
+  text[n] = 0;
+  alma_status st = alma_results_from_json(text, out);
+  free(text);
+  if (st != ALMA_OK) alma__error_prefix(st, "%s: ", path);
+  return st;
+}

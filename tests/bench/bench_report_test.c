@@ -264,9 +264,44 @@ static void test_text(void **state) {
   alma_results_free(rs);
 }
 
+static void test_json_load_back(void **state) {
+  (void)state;
+  alma_results *rs = sample();
+  rs->config.batch_size = 4;
+  rs->config.seed = 12345;
+  rs->config.multiprocessing = 0;
+  char *a, *b;
+  assert_int_equal(alma_results_to_json(rs, 1, &a), ALMA_OK);
+  alma_results *back;
+  assert_int_equal(alma_results_from_json(a, &back), ALMA_OK);
+  assert_int_equal(alma_results_count(back), 4);
+  assert_int_equal(alma_results_config(back)->batch_size, 4);
+  assert_true(alma_results_config(back)->seed == 12345);
+  assert_int_equal(alma_results_config(back)->multiprocessing, 0);
+  assert_string_equal(alma_results_system(back)->cpu_model, rs->system.cpu_model);
+  assert_string_equal(alma_results_model_hash(back), rs->model_hash);
+  assert_int_equal(alma_result_n_raw(alma_results_get(back, 1)), 4);
+  /* writing what was read gives the same document (but for the time it was written) */
+  assert_int_equal(alma_results_to_json(back, 1, &b), ALMA_OK);
+  cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
+  cJSON_DeleteItemFromObject(ja, "created");
+  cJSON_DeleteItemFromObject(jb, "created");
+  if (!cJSON_Compare(ja, jb, 1)) fail_msg("round trip differs:\n%s\n---\n%s", a, b);
+  cJSON_Delete(ja);
+  cJSON_Delete(jb);
+  free(a);
+  free(b);
+  alma_results_free(back);
+  assert_int_equal(alma_results_from_json("{\"results\": []}", &back), ALMA_ERR_PARSE);
+  assert_int_equal(alma_results_from_json("[1, 2", &back), ALMA_ERR_PARSE);
+  assert_null(back);
+  alma_results_free(rs);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_schema),
+      cmocka_unit_test(test_json_load_back),
       cmocka_unit_test(test_csv),
       cmocka_unit_test(test_text),
   };
