@@ -11,7 +11,7 @@ static inline const alma_tensor *alma__nn_in(const alma_tensor *const *in, int n
 }
 /* Whether optional output k is wanted by the graph. */
 static inline int alma__nn_out_wanted(const alma_node *n, int nout, int k) {
-  return k < nout && (!n->outputs || k >= n->n_outputs || n->outputs[k] >= 0);
+  return k < nout && (!n->outputs || (k < n->n_outputs && n->outputs[k] >= 0));
 }
 
 enum { ALMA__PAD_NOTSET = 0, ALMA__PAD_SAME_UPPER, ALMA__PAD_SAME_LOWER, ALMA__PAD_VALID };
