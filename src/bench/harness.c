@@ -19,6 +19,7 @@
 #include "conversions/conversions.h"
 
 #define MAX_CONVERSIONS 256
+#define MAX_TIMED_BATCHES 1000000
 
 /* ---- the job arguments ----------------------------------------------------------------------- */
 typedef struct {
@@ -397,6 +398,14 @@ static void worker(void *arg, alma__chan *ch) {
     if (t1 - last_progress >= 0.25) {
       alma__chan_line(ch, "progress timed %lld %lld", (long long)n_raw, (long long)min_batches);
       last_progress = t1;
+    }
+    if (n_raw >= MAX_TIMED_BATCHES && n_raw >= min_batches) {
+      /* Every latency is kept and shipped as JSON: bound that for microsecond models. */
+      snprintf(whybuf, sizeof whybuf, "stopped at %d batches, the cap on kept samples", MAX_TIMED_BATCHES);
+      alma__result_warn(r, "%s: batches are very short (%.3g ms); a larger batch measures more per batch", whybuf,
+                        1e3 * infer / (double)n_raw);
+      why = whybuf;
+      break;
     }
     if (cfg->max_time_s > 0 && el >= cfg->max_time_s) {
       if (n_raw < min_batches || el < cfg->min_time_s) {
