@@ -129,9 +129,12 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   if (!external) {
     if (tp->has_raw_data) {
       have = tp->raw_data.len;
-      if (have != nbytes)
+      if (have != nbytes) {
+        char shp[256];
         return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape %s of %s needs %zu",
-                            tname, have, "given", alma_dtype_name(out->dtype), nbytes);
+                            tname, have, alma__shape_str(out->rank, out->dims, shp, sizeof shp),
+                            alma_dtype_name(out->dtype), nbytes);
+      }
     } else {
       switch (dt) {
         case ALMA_DTYPE_FLOAT32: have = tp->n_float_data; field = "float_data"; break;
@@ -429,7 +432,7 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
     g->nodes[ni].attrs = attrs;
     for (size_t k = 0; k < np->n_attribute; k++) {
       alma_status st = parse_attr(c, g, np->attribute[k], &attrs[k], nname);
-      g->nodes[ni].n_attrs = (int)k + (st == ALMA_OK); /* so cleanup frees parsed subgraphs */
+      g->nodes[ni].n_attrs = (int)k + 1; /* so cleanup frees parsed subgraphs, even a half-parsed one */
       if (st != ALMA_OK) return st;
       if (attrs[k].g) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].g));
       for (int q = 0; q < attrs[k].n && attrs[k].graphs; q++) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].graphs[q]));

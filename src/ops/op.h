@@ -36,6 +36,7 @@ typedef void (*alma_cost_fn)(const alma_node *n, const alma_tensor *const *in, i
 enum {
   ALMA_OP_ALLOCS_OUTPUTS = 1 << 0, /* exec allocates its outputs (If, Loop) */
   ALMA_OP_HAS_SUBGRAPH = 1 << 1,   /* has graph attributes */
+  ALMA_OP_EMPTY_INPUTS_OK = 1 << 2, /* inputs below min_inputs may be empty names (Loop's M, cond) */
 };
 
 #define ALMA_OP_MAX_VERSIONS 16

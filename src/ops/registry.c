@@ -51,6 +51,12 @@ alma_status alma__op_resolve(alma_node *n, int64_t opset) {
   if (n->n_outputs < d->min_outputs || (d->max_outputs >= 0 && n->n_outputs > d->max_outputs))
     return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): %d outputs given, expected %d to %d", n->name,
                         n->op_type, n->n_outputs, d->min_outputs, d->max_outputs);
+  /* Kernels may rely on inputs below min_inputs being present. */
+  if (!(d->flags & ALMA_OP_EMPTY_INPUTS_OK))
+    for (int i = 0; i < d->min_inputs; i++)
+      if (n->inputs[i] < 0)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): required input %d is empty", n->name, n->op_type,
+                            i);
   n->op = d;
   n->since_version = best;
   return ALMA_OK;
