@@ -352,7 +352,10 @@ int alma_cmd_run(int argc, char **argv) {
   st = alma_session_run(s, in, n_in, out, n_out);
   double dt = alma__now_s() - t0;
   if (st != ALMA_OK) {
+    /* Options were valid: a failure while running is the model's or the data's (e.g. an index out
+     * of range), not a usage error. */
     rc = alma_cli_fail(st, NULL);
+    if (rc == ALMA_EXIT_USAGE) rc = ALMA_EXIT_INPUT;
     goto done;
   }
   printf("ran %s in %.3f ms\n", conversion, dt * 1e3);
