@@ -131,6 +131,7 @@ static int fused_act_steps(const alma_node *n, dn_elt *e) {
 
 /* alma.FusedConv / FusedGemm / FusedMatMul: the base kind with the node's own post-ops. */
 static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
+  if (!strcmp(n->op_type, "Attention")) return DK_ATTN;
   int kind = !strcmp(n->op_type, "FusedConv")   ? DK_CONV
              : !strcmp(n->op_type, "FusedGemm") ? DK_GEMM
              : !strcmp(n->op_type, "FusedMatMul") ? DK_MATMUL
@@ -1378,6 +1379,168 @@ static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor 
   return ALMA_OK;
 }
 
+/* ---- alma.Attention: softmax(scale Q K^T + mask) V ------------------------------------------------ */
+/* Plain md of dims with the last two axes swapped in memory (K [.., Sk, D] read as [.., D, Sk]). */
+static void md_last2_swapped(dnnl_memory_desc_t *md, int r, const int64_t *stored) {
+  dnnl_dims_t d, st;
+  int64_t s = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= stored[i] > 0 ? stored[i] : 1;
+  }
+  for (int i = 0; i < r; i++) d[i] = stored[i];
+  d[r - 2] = stored[r - 1];
+  d[r - 1] = stored[r - 2];
+  dnnl_dim_t t = st[r - 2];
+  st[r - 2] = st[r - 1];
+  st[r - 1] = t;
+  dnnl_memory_desc_init_by_strides(md, r, d, dnnl_f32, st);
+}
+
+static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_val *q = in[0], *k = nin > 1 ? in[1] : NULL, *v = nin > 2 ? in[2] : NULL, *m = nin > 3 ? in[3] : NULL;
+  if (!is_f32(q) || !is_f32(k) || !is_f32(v) || (m && !is_f32(m)) || os[0].dtype != F32) return ALMA_OK;
+  int r = q->t.rank;
+  if (k->t.rank > r) r = k->t.rank;
+  if (v->t.rank > r) r = v->t.rank;
+  if (q->t.rank < 2 || k->t.rank < 2 || v->t.rank < 2 || os[0].rank != r || (m && m->t.rank > r)) return ALMA_OK;
+  int kt = alma__attr_i(n, "k_transposed", 0) != 0;
+  int64_t qd[ALMA_MAX_RANK], kd[ALMA_MAX_RANK], vd[ALMA_MAX_RANK], sd[ALMA_MAX_RANK], md_[ALMA_MAX_RANK];
+  ext_dims(&q->t, r, qd);
+  ext_dims(&k->t, r, kd);
+  ext_dims(&v->t, r, vd);
+  int64_t Sq = qd[r - 2], D = qd[r - 1], Sk = kt ? kd[r - 1] : kd[r - 2];
+  if ((kt ? kd[r - 2] : kd[r - 1]) != D || vd[r - 2] != Sk) return ALMA_OK;
+  for (int i = 0; i < r - 2; i++) sd[i] = qd[i] > kd[i] ? qd[i] : kd[i];
+  sd[r - 2] = Sq;
+  sd[r - 1] = Sk;
+  if (m) {
+    ext_dims(&m->t, r, md_);
+    for (int i = 0; i < r; i++)
+      if (md_[i] != 1 && md_[i] != sd[i]) return ALMA_OK;
+  }
+  const alma_attr *sa = alma__node_attr(n, "scale");
+  float scale = sa ? alma__attr_f(n, "scale", 1.0f) : (float)(1.0 / sqrt((double)(D > 0 ? D : 1)));
+  dnnl_memory_desc_t qmd, kmd, vmd, smd, mmd, omd;
+  alma__dn_plain_md(&qmd, r, qd);
+  if (kt) alma__dn_plain_md(&kmd, r, kd);
+  else md_last2_swapped(&kmd, r, kd);
+  alma__dn_plain_md(&vmd, r, vd);
+  alma__dn_plain_md(&smd, r, sd);
+  alma__dn_plain_md(&omd, os[0].rank, os[0].dims);
+  memset(&mmd, 0, sizeof mmd);
+  if (m) alma__dn_plain_md(&mmd, r, md_);
+  dnnl_memory_desc_t key[5] = {qmd, kmd, vmd, mmd, omd};
+  int64_t ikey[8] = {kt};
+  memcpy(&ikey[1], &scale, sizeof scale);
+  dn_prim *pr = &d->single;
+  if (!d->aux && !(d->aux = calloc(3, sizeof *d->aux))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_prim *sm = &d->aux[0], *mm2 = &d->aux[1], *bin = &d->aux[2];
+  if (!key_match(pr, 5, key, ikey)) {
+    prim_begin(pr, 5, key, ikey);
+    alma__dn_prim_free(sm);
+    alma__dn_prim_free(mm2);
+    alma__dn_prim_free(bin);
+    dnnl_matmul_desc_t m1;
+    if (dnnl_matmul_desc_init(&m1, &qmd, &kmd, NULL, &smd) != dnnl_success)
+      return prim_decline(pr, n, "matmul descriptor rejected");
+    /* the mask as a binary post-op when a real kernel takes it, else a binary primitive after */
+    for (int try_post = m ? 1 : 0; try_post >= 0; try_post--) {
+      dnnl_primitive_attr_t attr = new_attr();
+      dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
+      if (try_post) {
+        dnnl_post_ops_t po = NULL;
+        dnnl_post_ops_create(&po);
+        dnnl_post_ops_append_binary(po, dnnl_binary_add, &mmd);
+        dnnl_primitive_attr_set_post_ops(attr, po);
+        dnnl_post_ops_destroy(po);
+      }
+      dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &m1, attr, pr->impl, sizeof pr->impl);
+      dnnl_primitive_attr_destroy(attr);
+      if (s == dnnl_success && try_post && impl_is_ref(pr->impl)) {
+        dnnl_primitive_desc_destroy(pr->pd);
+        pr->pd = NULL;
+        continue;
+      }
+      if (s != dnnl_success) {
+        if (try_post) continue;
+        return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+      }
+      pr->flags = try_post; /* 1: mask applied by the post-op */
+      break;
+    }
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &qmd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &kmd) ||
+        !add_mem(p, pr, DNNL_ARG_DST, &smd) ||
+        (pr->flags && !add_mem(p, pr, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &mmd)) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+    if (m && !pr->flags) {
+      dnnl_binary_desc_t bd;
+      dnnl_primitive_attr_t a = new_attr();
+      dnnl_status_t s = dnnl_binary_desc_init(&bd, dnnl_binary_add, &smd, &mmd, &smd);
+      if (s == dnnl_success) s = alma__dn_pd_create(p, &bin->pd, &bd, a, bin->impl, sizeof bin->impl);
+      dnnl_primitive_attr_destroy(a);
+      if (s != dnnl_success || !add_mem(p, bin, DNNL_ARG_SRC_0, &smd) || !add_mem(p, bin, DNNL_ARG_SRC_1, &mmd) ||
+          !add_mem(p, bin, DNNL_ARG_DST, &smd) || !prim_finish(p, bin))
+        return prim_decline(pr, n, "mask add not available");
+    }
+    dnnl_softmax_v2_desc_t sdsc;
+    dnnl_primitive_attr_t a = new_attr();
+    dnnl_status_t s = dnnl_softmax_v2_forward_desc_init(&sdsc, dnnl_forward_inference, dnnl_softmax_accurate, &smd, &smd, r - 1);
+    if (s == dnnl_success) s = alma__dn_pd_create(p, &sm->pd, &sdsc, a, sm->impl, sizeof sm->impl);
+    dnnl_primitive_attr_destroy(a);
+    if (s != dnnl_success || !add_mem(p, sm, DNNL_ARG_SRC, &smd) || !add_mem(p, sm, DNNL_ARG_DST, &smd) ||
+        !prim_finish(p, sm))
+      return prim_decline(pr, n, "softmax not available");
+    dnnl_dims_t od;
+    for (int i = 0; i < r; i++) od[i] = os[0].dims[i];
+    dnnl_memory_desc_t o2;
+    dnnl_memory_desc_init_by_strides(&o2, r, od, dnnl_f32, omd.format_desc.blocking.strides);
+    dnnl_matmul_desc_t m2;
+    a = new_attr();
+    s = dnnl_matmul_desc_init(&m2, &smd, &vmd, NULL, &o2);
+    if (s == dnnl_success) s = alma__dn_pd_create(p, &mm2->pd, &m2, a, mm2->impl, sizeof mm2->impl);
+    dnnl_primitive_attr_destroy(a);
+    if (s != dnnl_success || !add_mem(p, mm2, DNNL_ARG_SRC, &smd) || !add_mem(p, mm2, DNNL_ARG_WEIGHTS, &vmd) ||
+        !add_mem(p, mm2, DNNL_ARG_DST, &o2) || !prim_finish(p, mm2))
+      return prim_decline(pr, n, "second matmul not available");
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, q, n));
+  ALMA_TRY(alma__dn_val_plain(p, k, n));
+  ALMA_TRY(alma__dn_val_plain(p, v, n));
+  if (m) ALMA_TRY(alma__dn_val_plain(p, m, n));
+  dn_buf *sb = alma__dn_alloc(p, dnnl_memory_desc_get_size(&smd));
+  dn_buf *ob = sb ? alma__dn_alloc(p, dnnl_memory_desc_get_size(&omd)) : NULL;
+  if (!ob) {
+    alma__dn_unref(p, sb);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  void *p1[DN_MAX_MEM] = {q->t.data, k->t.data, sb->ptr, m ? m->t.data : NULL};
+  alma_status st = alma__dn_exec(p, pr, pr->p, p1, n);
+  if (st == ALMA_OK && m && !pr->flags) {
+    void *pb[DN_MAX_MEM] = {sb->ptr, m->t.data, sb->ptr};
+    st = alma__dn_exec(p, bin, bin->p, pb, n);
+  }
+  if (st == ALMA_OK) {
+    void *ps[DN_MAX_MEM] = {sb->ptr, sb->ptr};
+    st = alma__dn_exec(p, sm, sm->p, ps, n);
+  }
+  if (st == ALMA_OK) {
+    void *p2[DN_MAX_MEM] = {sb->ptr, v->t.data, ob->ptr};
+    st = alma__dn_exec(p, mm2, mm2->p, p2, n);
+  }
+  alma__dn_unref(p, sb);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, ob);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &omd, ob);
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -1387,6 +1550,7 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_POOL: return run_pool(p, idx, in, outshape, out, done);
     case DK_ELTWISE: return run_eltwise(p, idx, in, nin, outshape, out, done);
     case DK_DECONV: return run_deconv(p, idx, in, nin, outshape, out, done);
+    case DK_ATTN: return run_attn(p, idx, in, nin, outshape, out, done);
     case DK_BINARY: return nin == 2 && in[1] ? run_binary(p, idx, in, outshape, out, done) : ALMA_OK;
     case DK_BNORM: return run_bnorm(p, idx, fused, in, nin, outshape, out, done);
     case DK_LNORM: return run_lnorm(p, idx, in, nin, outshape, out, done);

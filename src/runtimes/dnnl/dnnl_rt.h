@@ -57,6 +57,7 @@ enum dn_kind {
   DK_GEMM,
   DK_VIEW,      /* Reshape/Flatten/Squeeze/Unsqueeze/Identity/Dropout: aliases plain data */
   DK_DECONV,    /* ConvTranspose */
+  DK_ATTN,      /* alma.Attention: matmul (+mask) -> softmax -> matmul */
   DK_COUNT
 };
 
@@ -105,6 +106,7 @@ typedef struct dn_node {
   int self_fused;                  /* alma.Fused* node: post[] comes from its own attributes */
   int rt_clip;                     /* Clip whose bounds are only known at run time */
   dn_prim single, fused;
+  dn_prim *aux;                    /* DK_ATTN: softmax, second matmul, mask add (allocated on use) */
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
 } dn_node;

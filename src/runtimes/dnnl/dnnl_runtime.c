@@ -718,6 +718,9 @@ static void dn_free(void *plan) {
     for (int i = 0; i < p->g->n_nodes; i++) {
       alma__dn_prim_free(&p->nodes[i].single);
       alma__dn_prim_free(&p->nodes[i].fused);
+      if (p->nodes[i].aux)
+        for (int k = 0; k < 3; k++) alma__dn_prim_free(&p->nodes[i].aux[k]);
+      free(p->nodes[i].aux);
     }
   for (int i = 0; i < p->nreorders; i++) {
     dnnl_primitive_destroy(p->reorders[i].p);
@@ -738,7 +741,8 @@ static void dn_free(void *plan) {
 
 static const char *kind_name(int k) {
   static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
-                                        "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution"};
+                                        "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution",
+                                        "attention (matmul, softmax, matmul)"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 

@@ -1,9 +1,10 @@
 /* DNNL against EAGER on the models make_models.py writes (and any other *.onnx in the directory):
- * for batch sizes 1 and 3, thread counts 1 and 2, conversions DNNL and FOLD+DNNL, every output must
- * match EAGER's within rtol 1e-4 / atol 1e-5, on a first run (primitives created, weights
- * reordered) and a second (cached primitives, pooled buffers, in-place post-ops). The runtime is
- * also driven through its vtable to check that oneDNN really ran nodes and fused groups (a test
- * that silently fell back to EAGER everywhere would prove nothing).
+ * for batch sizes 1 and 3, thread counts 1 and 2, conversions DNNL, FOLD+DNNL (and FOLD+FUSE+DNNL
+ * when the FUSE pass is built), every output must match EAGER's within rtol 1e-4 / atol 1e-5, on a
+ * first run (primitives created, weights reordered) and a second (cached primitives, pooled
+ * buffers, in-place post-ops). The runtime is also driven through its vtable to check that oneDNN
+ * really ran nodes and fused groups (a test that silently fell back to EAGER everywhere would prove
+ * nothing).
  *
  * usage: dnnl_vs_eager DIR [MODEL.onnx...]   (exit 1 on any mismatch) */
 #ifdef ALMA_HAVE_DNNL
@@ -13,6 +14,7 @@
 #include "alma/alma.h"
 #include "core/core.h"
 #include "graph/model.h"
+#include "passes/pass.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -107,7 +109,9 @@ static int test_model(const char *path) {
     alma_model_free(m);
     return 0;
   }
-  static const char *convs[] = {"DNNL", "FOLD+DNNL"};
+  /* FOLD+FUSE+DNNL also when this build has the FUSE pass (alma.Fused* and alma.Attention nodes) */
+  static const char *convs[] = {"DNNL", "FOLD+DNNL", "FOLD+FUSE+DNNL"};
+  int nconv = alma__pass_find("FUSE") ? 3 : 2;
   for (int batch = 1; batch <= 3 && ok; batch += 2) {
     alma_tensor in[16], want[16], got[16];
     memset(in, 0, sizeof in);
@@ -117,7 +121,7 @@ static int test_model(const char *path) {
       break;
     }
     ok = run_session(m, "EAGER", 1, in, nin, want, nout, 1);
-    for (int c = 0; c < 2 && ok; c++)
+    for (int c = 0; c < nconv && ok; c++)
       for (int threads = 1; threads <= 2 && ok; threads++) {
         if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
           ok = 0;

@@ -188,10 +188,40 @@ def pools(d):
          [y_out("a1", 4), y_out("ng", 4), y_out("rc", 4), y_out("p1d", 3), y_out("sq", 4)], inits, opset=19)
 
 
+def attention(d):
+    # two heads of scaled dot-product attention with an additive mask, as FUSE turns it into
+    # alma.Attention (DNNL runs that as matmul + softmax + matmul)
+    S, D, H = 5, 16, 2
+    nodes = [
+        N("MatMul", ["x", "wq"], ["q0"]),
+        N("MatMul", ["x", "wk"], ["k0"]),
+        N("MatMul", ["x", "wv"], ["v0"]),
+        N("Reshape", ["q0", "shp"], ["q1"]),
+        N("Reshape", ["k0", "shp"], ["k1"]),
+        N("Reshape", ["v0", "shp"], ["v1"]),
+        N("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+        N("Transpose", ["k1"], ["kT"], perm=[0, 2, 3, 1]),
+        N("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
+        N("MatMul", ["q", "kT"], ["sc"]),
+        N("Div", ["sc", "scale"], ["scs"]),
+        N("Add", ["scs", "mask"], ["scm"]),
+        N("Softmax", ["scm"], ["p"], axis=-1),
+        N("MatMul", ["p", "v"], ["ctx"]),
+        N("Transpose", ["ctx"], ["ctxT"], perm=[0, 2, 1, 3]),
+        N("Reshape", ["ctxT", "shp2"], ["y"]),
+    ]
+    mask = np.triu(np.full((S, S), -1e4, np.float32), 1).reshape(1, 1, S, S)
+    inits = [w("wq", D, D), w("wk", D, D), w("wv", D, D),
+             numpy_helper.from_array(np.array([0, S, H, D // H], np.int64), "shp"),
+             numpy_helper.from_array(np.array([0, S, D], np.int64), "shp2"),
+             c("scale", float(np.sqrt(D // H))), numpy_helper.from_array(mask, "mask")]
+    save(d, "attention", nodes, [x_in("x", S, D)], [y_out("y", 3)], inits)
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools):
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention):
         f(d)
 
 
