@@ -45,14 +45,14 @@ static void sm_rows_f32(const float *x, float *y, int64_t rows, int64_t n, int i
     float m = -INFINITY;
     for (int64_t j = 0; j < n; j++) m = xr[j] > m ? xr[j] : m;
     if (m == -INFINITY) m = 0; /* all -inf: exp gives 0s and the division NaNs, as the reference */
-    float sum = 0;
+    double sum = 0; /* double: rows can be long (vocabularies) */
     if (is_log) {
       for (int64_t j = 0; j < n; j++) sum += expf(xr[j] - m);
-      float ls = logf(sum);
+      float ls = (float)log(sum);
       for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - m - ls;
     } else {
       for (int64_t j = 0; j < n; j++) sum += (yr[j] = expf(xr[j] - m));
-      float inv = 1.0f / sum;
+      float inv = (float)(1.0 / sum);
       for (int64_t j = 0; j < n; j++) yr[j] *= inv;
     }
   }
