@@ -5,14 +5,10 @@
 
 extern const alma_pass alma__pass_fold;
 extern const alma_pass alma__pass_fuse;
-extern const alma_pass alma__pass_int8_dynamic;
-extern const alma_pass alma__pass_int8_static;
 
 static const alma_pass *const passes[] = {
     &alma__pass_fold,
     &alma__pass_fuse,
-    &alma__pass_int8_dynamic,
-    &alma__pass_int8_static,
 };
 
 int alma__pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
