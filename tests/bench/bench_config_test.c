@@ -121,9 +121,9 @@ static void expect_parse_error(const char *spec, const char *needle) {
 static void test_conversion_errors(void **state) {
   (void)state;
   expect_parse_error("EAGR", "did you mean EAGER?");
-  expect_parse_error("FOLD+EAGR", "did you mean FOLD+EAGER?");
+  expect_parse_error("FOLD+EAGR", "did you mean FOLD+EAGER");
   expect_parse_error("FLOD+EAGER", "unknown step 'FLOD'");
-  expect_parse_error("FLOD+EAGER", "did you mean FOLD+EAGER?");
+  expect_parse_error("FLOD+EAGER", "did you mean FOLD+EAGER");
   expect_parse_error("FOLD", "must end with a runtime");
   expect_parse_error("EAGER+FOLD", "must end with a runtime");
   expect_parse_error("EAGER+EAGER", "must be the last step");
