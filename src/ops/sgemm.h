@@ -16,6 +16,11 @@
  * AVX) and function multiversioning, an AVX2+FMA clone beside the baseline one chosen at load
  * time on x86-64, so the library needs no -march flags. */
 #if defined(__x86_64__) && defined(__has_attribute)
+/* clang < 15 emits no callable symbol for a target_clones function used from another file, so
+ * there the portable version is the only one. */
+#if defined(__clang__) && __clang_major__ < 15 && !defined(ALMA_NO_MULTIVERSION)
+#define ALMA_NO_MULTIVERSION
+#endif
 #if __has_attribute(target_clones) && !defined(ALMA_NO_MULTIVERSION)
 #define ALMA_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
