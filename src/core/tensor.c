@@ -253,7 +253,7 @@ double alma__get_f64(const void *d, alma_dtype t, int64_t i) {
 /* Float -> int follows C conversion (truncation), as ONNX Cast does; out-of-range values are
  * clamped first so the conversion is defined behaviour. */
 #define ALMA__CLAMP_CAST(T, lo, hi, v) \
-  ((T)((v) != (v) ? 0 : (v) <= (double)(lo) ? (lo) : (v) >= (double)(hi) ? (hi) : (v)))
+  ((v) != (v) ? (T)0 : (v) <= (double)(lo) ? (T)(lo) : (v) >= (double)(hi) ? (T)(hi) : (T)(v))
 
 void alma__set_f64(void *d, alma_dtype t, int64_t i, double v) {
   switch (t) {
