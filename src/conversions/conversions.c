@@ -14,6 +14,8 @@ static const alma_preset presets[] = {
     {21, "FOLD+BLAS", "constant folding, then OpenBLAS (BLAS)", "CBLAS library (OpenBLAS or BLIS)"},
     {10, "DNNL", "oneDNN primitives with post-op fusion and blocked layouts; other nodes on EAGER", "oneDNN library (libdnnl)"},
     {11, "FOLD+DNNL", "constant folding, then oneDNN (DNNL)", "oneDNN library (libdnnl)"},
+    {30, "XNNPACK", "XNNPACK subgraphs (NHWC, own thread pool) for connected float32 conv/pool/fc/elementwise nodes; other nodes on EAGER", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
+    {31, "FOLD+XNNPACK", "constant folding, then XNNPACK", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */

@@ -16,4 +16,12 @@ typedef alma_status (*alma_node_hook)(void *user, int node_index, const alma_nod
 alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *user, const alma_tensor *inputs,
                              int n_inputs, alma_tensor *outputs, int n_outputs);
 
+/* Like alma__exec_graph, for runtimes that run a group of nodes at once (XNNPACK partitions). The
+ * executor neither infers nor allocates the outputs of a node i with defer[i] != 0: the hook gets
+ * out[] zeroed (data NULL) and must set *handled = 1; an output it allocates (alma__tensor_alloc)
+ * becomes the value, one it leaves empty has no data and only deferred nodes may read it. Inputs
+ * of deferred nodes are not checked for data. defer: one flag per g->nodes (NULL: none). */
+alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
+                                      const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
+
 #endif

@@ -40,8 +40,22 @@ static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user,
   return st;
 }
 
+/* A deferred node (alma__exec_graph_deferred): the hook computes or postpones it and allocates
+ * only the outputs others read. */
+static alma_status run_deferred(alma_node_hook hook, void *user, int idx, const alma_node *n, const alma_tensor *const *in,
+                                alma_tensor *out) {
+  for (int i = 0; i < n->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+  int handled = 0;
+  alma_status st = hook(user, idx, n, in, n->n_inputs, out, n->n_outputs, &handled);
+  if (st == ALMA_OK && !handled) st = alma__op_error(n, ALMA_ERR_INTERNAL, "deferred node not handled by its runtime");
+  if (st != ALMA_OK)
+    for (int i = 0; i < n->n_outputs; i++) alma_tensor_free_data(&out[i]);
+  return st;
+}
+
 static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g, alma_node_hook hook, void *user,
-                                     const alma_tensor *inputs, int nin, alma_tensor *outputs, int nout) {
+                                     const unsigned char *defer, const alma_tensor *inputs, int nin,
+                                     alma_tensor *outputs, int nout) {
   if (nin != g->n_inputs)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, nin);
   if (nout != g->n_outputs)
@@ -81,16 +95,17 @@ static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g,
       st = alma__op_error(n, ALMA_ERR_UNSUPPORTED, "too many inputs or outputs");
       break;
     }
+    int deferred = hook && defer && defer[i];
     for (int k = 0; k < n->n_inputs; k++) {
       int v = n->inputs[k];
       in[k] = v >= 0 ? &ctx.env[v] : NULL;
-      if (v >= 0 && !ctx.env[v].data && alma__numel(ctx.env[v].rank, ctx.env[v].dims) != 0 && ctx.env[v].rank != 0) {
+      if (v >= 0 && !deferred && !ctx.env[v].data && alma__numel(ctx.env[v].rank, ctx.env[v].dims) != 0 && ctx.env[v].rank != 0) {
         st = alma__op_error(n, ALMA_ERR_INTERNAL, "input '%s' has no value", g->values[v].name);
         break;
       }
     }
     if (st != ALMA_OK) break;
-    st = run_node(&ctx, hook, user, i, n, in, outs);
+    st = deferred ? run_deferred(hook, user, i, n, in, outs) : run_node(&ctx, hook, user, i, n, in, outs);
     if (st != ALMA_OK) break;
     for (int k = 0; k < n->n_outputs; k++) {
       if (n->outputs[k] >= 0) ctx.env[n->outputs[k]] = outs[k];
@@ -126,12 +141,17 @@ out:
 
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs, int n_inputs,
                                 alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(ctx, g, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(ctx, g, NULL, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 
 alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *user, const alma_tensor *inputs,
                              int n_inputs, alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(NULL, g, hook, user, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(NULL, g, hook, user, NULL, inputs, n_inputs, outputs, n_outputs);
+}
+
+alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
+                                      const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  return exec_graph_hooked(NULL, g, hook, user, defer, inputs, n_inputs, outputs, n_outputs);
 }
 
 /* ---- the runtime ------------------------------------------------------------------------------ */

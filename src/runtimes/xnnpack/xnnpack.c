@@ -1,0 +1,883 @@
+/* XNNPACK runtime: Debian's XNNPACK (2022-02-16 snapshot) through its subgraph API.
+ *
+ * compile: each node is checked against what XNNPACK can do in float32 (static shapes from
+ * alma__graph_infer with the symbolic dims bound twice, to tell static dims from dynamic ones);
+ * connected sets of such nodes become partitions (xnn_rt.h), split where a node outside the set
+ * reads a partition value before the partition's last node runs, so that running the whole
+ * partition at its last node is always in order. Activations (Relu, Clip) are folded into the
+ * output clamp of the op producing their input; weights are laid out for XNNPACK once.
+ *
+ * run: the shared executor walks the graph; its hook records the shapes of the partition's values
+ * and skips the partition's nodes until the last one, where the partition runs: the XNNPACK
+ * runtime for this signature of input shapes (built at its first use and cached) reads the
+ * external inputs (reordered to NHWC for rank 4 in NHWC mode) and writes the exported values into
+ * the tensors the executor allocated for them. A shape XNNPACK rejects runs the partition's nodes
+ * on EAGER kernels instead (describe() says why). */
+#ifdef ALMA_HAVE_XNNPACK
+#include <math.h>
+#include <pthread.h>
+
+#include "runtimes/xnnpack/xnn_rt.h"
+
+/* ---- static analysis: which nodes XNNPACK takes ----------------------------------------------- */
+typedef struct actx {
+  const alma_graph *g;
+  const alma_tensor *i2, *i3; /* static inference with symbolic dims bound to 2 and to 3 */
+} actx;
+
+static int f32(const actx *a, int v) { return v >= 0 && a->i2[v].rank >= 0 && a->i2[v].dtype == ALMA_DTYPE_FLOAT32; }
+static int rank_of(const actx *a, int v) { return v >= 0 ? a->i2[v].rank : -1; }
+/* dim d of v when it does not depend on the symbolic dims, else -1 */
+static int64_t sdim(const actx *a, int v, int d) {
+  if (v < 0 || a->i2[v].rank <= d || a->i3[v].rank != a->i2[v].rank) return -1;
+  return a->i2[v].dims[d] == a->i3[v].dims[d] ? a->i2[v].dims[d] : -1;
+}
+static const alma_tensor *cst(const actx *a, const alma_node *n, int k) {
+  return k < n->n_inputs ? alma__xrt_const(a->g, n->inputs[k]) : NULL;
+}
+static int cst_f32_scalar(const actx *a, const alma_node *n, int k, float *out) {
+  const alma_tensor *t = cst(a, n, k);
+  if (!t || t->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(t) != 1) return 0;
+  *out = *(const float *)t->data;
+  return 1;
+}
+/* NCHW order equals NHWC order for rank-4 value v whatever the symbolic dims are */
+static int static_layout_free(const actx *a, int v) {
+  if (rank_of(a, v) != 4) return 1;
+  int64_t c = sdim(a, v, 1), h = sdim(a, v, 2), w = sdim(a, v, 3);
+  return c == 1 || (h == 1 && w == 1);
+}
+
+static int set(xrt_node *xn, int kind, int sub, int can_plain, int can_nhwc) {
+  xn->kind = kind;
+  xn->sub = sub;
+  xn->can_plain = can_plain;
+  xn->can_nhwc = can_nhwc;
+  return 1;
+}
+
+/* Fills xn (kind, modes, parameters) when XNNPACK can run n; returns 0 otherwise. */
+static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
+  if (!n->op || n->domain[0] || n->n_implicit || n->n_outputs < 1 || n->outputs[0] < 0) return 0;
+  const char *t = n->op_type;
+  int x = n->n_inputs > 0 ? n->inputs[0] : -1, y = n->outputs[0];
+  for (int k = 1; k < n->n_outputs; k++)
+    if (n->outputs[k] >= 0) return 0; /* optional outputs (MaxPool Indices, BN statistics) */
+  if (!f32(a, y)) return 0;
+  /* a constant data input (not a binary op's operand) would be a value XNNPACK never computes */
+  if (x >= 0 && alma__xrt_const(a->g, x) && strcmp(t, "Add") && strcmp(t, "Sub") && strcmp(t, "Mul") &&
+      strcmp(t, "Div") && strcmp(t, "Max") && strcmp(t, "Min"))
+    return 0;
+  int ry = rank_of(a, y);
+  if (ry < 1 || ry > XNN_MAX_TENSOR_DIMS) return 0;
+  xn->out_rank = ry;
+  xn->out_min = -INFINITY;
+  xn->out_max = INFINITY;
+
+  if (!strcmp(t, "Conv")) {
+    const alma_tensor *W = cst(a, n, 1), *B = n->n_inputs > 2 && n->inputs[2] >= 0 ? cst(a, n, 2) : NULL;
+    if (!f32(a, x) || rank_of(a, x) != 4 || !W || W->dtype != ALMA_DTYPE_FLOAT32 || W->rank != 4) return 0;
+    if (n->n_inputs > 2 && n->inputs[2] >= 0 && (!B || B->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(B) != W->dims[0]))
+      return 0;
+    int64_t G = alma__attr_i(n, "group", 1);
+    if (G < 1 || W->dims[0] % G || W->dims[0] <= 0 || W->dims[1] <= 0) return 0;
+    const int64_t *ks = NULL;
+    int nk = alma__attr_ints(n, "kernel_shape", &ks);
+    if (nk && (nk != 2 || ks[0] != W->dims[2] || ks[1] != W->dims[3])) return 0;
+    int dw = W->dims[1] == 1 && G > 1;
+    return set(xn, dw ? XK_DWCONV : XK_CONV, 0, 0, 1);
+  }
+  if (!strcmp(t, "Gemm") || !strcmp(t, "MatMul")) {
+    int gemm = t[0] == 'G';
+    const alma_tensor *W = cst(a, n, 1);
+    if (!f32(a, x) || !W || W->dtype != ALMA_DTYPE_FLOAT32 || W->rank != 2) return 0;
+    int rx = rank_of(a, x);
+    if (gemm) {
+      if (n->since_version < 7 || alma__attr_i(n, "transA", 0) || rx != 2) return 0;
+      int64_t N = alma__attr_i(n, "transB", 0) ? W->dims[0] : W->dims[1];
+      if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+        const alma_tensor *C = cst(a, n, 2);
+        if (!C || C->dtype != ALMA_DTYPE_FLOAT32) return 0;
+        int64_t cn = alma_tensor_numel(C);
+        /* a bias: one value, or N values along the last axis */
+        if (cn != 1 && !(cn == N && C->rank >= 1 && C->dims[C->rank - 1] == N)) return 0;
+      }
+      return set(xn, XK_FC, 0, 1, 1);
+    }
+    if (rx < 2) return 0;
+    return set(xn, XK_FC, 0, 1, rx != 4);
+  }
+  if (!strcmp(t, "MaxPool") || !strcmp(t, "AveragePool")) {
+    int is_max = t[0] == 'M';
+    if (!f32(a, x) || rank_of(a, x) != 4) return 0;
+    const int64_t *ks = NULL, *d = NULL, *p = NULL;
+    if (alma__attr_ints(n, "kernel_shape", &ks) != 2 || ks[0] * ks[1] <= 1) return 0; /* XNNPACK rejects 1x1 */
+    int nd = alma__attr_ints(n, "dilations", &d), np = alma__attr_ints(n, "pads", &p);
+    int dil = nd == 2 && (d[0] != 1 || d[1] != 1), pads = np == 4 && (p[0] | p[1] | p[2] | p[3]);
+    if (is_max) {
+      if (dil && pads) return 0;
+    } else {
+      if (dil || (pads && alma__attr_i(n, "count_include_pad", 0))) return 0;
+    }
+    return set(xn, is_max ? XK_MAXPOOL : XK_AVGPOOL, 0, 0, 1);
+  }
+  if (!strcmp(t, "GlobalAveragePool")) {
+    if (!f32(a, x) || rank_of(a, x) != 4) return 0;
+    return set(xn, XK_GAP, 0, 0, 1);
+  }
+  static const struct { const char *name; int sub; } binops[] = {
+      {"Add", XB_ADD}, {"Sub", XB_SUB}, {"Mul", XB_MUL}, {"Div", XB_DIV}, {"Max", XB_MAX}, {"Min", XB_MIN}};
+  for (size_t i = 0; i < sizeof binops / sizeof binops[0]; i++) {
+    if (strcmp(t, binops[i].name)) continue;
+    if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
+    xn->cst_slot = -1;
+    int dyn_not4 = 0, ndyn = 0;
+    for (int k = 0; k < 2; k++) {
+      int v = n->inputs[k];
+      if (!f32(a, v) || rank_of(a, v) > ry) return 0;
+      if (cst(a, n, k)) {
+        if (xn->cst_slot >= 0) return 0; /* both constant: nothing to run */
+        xn->cst_slot = k;
+      } else {
+        ndyn++;
+        dyn_not4 |= rank_of(a, v) != 4;
+      }
+    }
+    if (!ndyn) return 0;
+    /* in NHWC mode a rank-4 result needs rank-4 dynamic operands (constants are reordered) */
+    return set(xn, XK_BINARY, binops[i].sub, 1, ry != 4 || !dyn_not4);
+  }
+  static const struct { const char *name; int sub; } unops[] = {
+      {"Abs", XU_ABS}, {"Neg", XU_NEG}, {"Floor", XU_FLOOR}, {"Ceil", XU_CEIL}, {"Sqrt", XU_SQRT},
+      {"Round", XU_ROUND}, {"Sigmoid", XU_SIGMOID}, {"HardSwish", XU_HARDSWISH}};
+  for (size_t i = 0; i < sizeof unops / sizeof unops[0]; i++)
+    if (!strcmp(t, unops[i].name)) return f32(a, x) && n->n_inputs == 1 ? set(xn, XK_UNARY, unops[i].sub, 1, 1) : 0;
+  if (!strcmp(t, "Relu")) {
+    if (!f32(a, x)) return 0;
+    xn->out_min = 0;
+    return set(xn, XK_CLAMP, 0, 1, 1);
+  }
+  if (!strcmp(t, "Clip")) {
+    if (!f32(a, x)) return 0;
+    float lo = -INFINITY, hi = INFINITY;
+    if (n->since_version < 11) {
+      lo = alma__attr_f(n, "min", -3.402823e+38f);
+      hi = alma__attr_f(n, "max", 3.402823e+38f);
+    } else {
+      if (n->n_inputs > 1 && n->inputs[1] >= 0 && !cst_f32_scalar(a, n, 1, &lo)) return 0;
+      if (n->n_inputs > 2 && n->inputs[2] >= 0 && !cst_f32_scalar(a, n, 2, &hi)) return 0;
+    }
+    if (isnan(lo) || isnan(hi) || lo > hi) return 0;
+    xn->out_min = lo;
+    xn->out_max = hi;
+    return set(xn, XK_CLAMP, 0, 1, 1);
+  }
+  if (!strcmp(t, "LeakyRelu") || !strcmp(t, "Elu")) {
+    if (!f32(a, x)) return 0;
+    int leaky = t[0] == 'L';
+    xn->alpha = alma__attr_f(n, "alpha", leaky ? 0.01f : 1.0f);
+    if (!isfinite(xn->alpha)) return 0;
+    return set(xn, leaky ? XK_LEAKY : XK_ELU, 0, 1, 1);
+  }
+  if (!strcmp(t, "Softmax")) {
+    if (!f32(a, x)) return 0;
+    int64_t axis = alma__attr_i(n, "axis", n->since_version >= 13 ? -1 : 1);
+    if (axis < 0) axis += ry;
+    if (axis < 0 || axis >= ry) return 0;
+    int last = axis == ry - 1;
+    /* NHWC: channels are innermost, so axis 1 of a rank-4 tensor is XNNPACK's last axis; before
+     * opset 13 axis 1 meant C*H*W, which is C alone when H = W = 1 */
+    int nhwc_ok = ry != 4 ? last
+                          : axis == 1 && (n->since_version >= 13 || (sdim(a, x, 2) == 1 && sdim(a, x, 3) == 1));
+    return set(xn, XK_SOFTMAX, 0, last, nhwc_ok);
+  }
+  if (!strcmp(t, "Flatten") || !strcmp(t, "Reshape")) {
+    if (!f32(a, x) || rank_of(a, x) < 1 || rank_of(a, x) > XNN_MAX_TENSOR_DIMS) return 0;
+    if (t[0] == 'R' && (n->n_inputs < 2 || !cst(a, n, 1))) return 0;
+    return set(xn, XK_RESHAPE, 0, 1, static_layout_free(a, x) && static_layout_free(a, y));
+  }
+  if (!strcmp(t, "PRelu")) {
+    const alma_tensor *S = cst(a, n, 1);
+    int64_t C = sdim(a, x, 1);
+    if (!f32(a, x) || rank_of(a, x) != 4 || !S || S->dtype != ALMA_DTYPE_FLOAT32 || C <= 0) return 0;
+    int64_t sn = alma_tensor_numel(S);
+    /* per-channel slopes: [C,1,1] or [1,C,1,1] (or one slope for all) */
+    int per_c = sn == C && S->rank >= 3 && S->dims[S->rank - 3] == C && S->dims[S->rank - 2] == 1 && S->dims[S->rank - 1] == 1;
+    if (sn != 1 && !per_c) return 0;
+    xn->chans = C;
+    return set(xn, XK_PRELU, 0, 0, 1);
+  }
+  if (!strcmp(t, "Pad")) {
+    if (!f32(a, x) || strcmp(alma__attr_s(n, "mode", "constant"), "constant")) return 0;
+    int rx = rank_of(a, x);
+    const int64_t *pads = NULL;
+    int np = 0;
+    if (n->since_version < 11) {
+      np = alma__attr_ints(n, "pads", &pads);
+      xn->alpha = alma__attr_f(n, "value", 0.0f);
+    } else {
+      const alma_tensor *P = cst(a, n, 1);
+      if (!P || P->dtype != ALMA_DTYPE_INT64) return 0;
+      pads = P->data;
+      np = (int)alma_tensor_numel(P);
+      xn->alpha = 0;
+      if (n->n_inputs > 2 && n->inputs[2] >= 0 && !cst_f32_scalar(a, n, 2, &xn->alpha)) return 0;
+      if (n->n_inputs > 3 && n->inputs[3] >= 0) return 0; /* axes (opset 18) */
+    }
+    if (np != 2 * rx || rx != ry) return 0;
+    for (int i = 0; i < rx; i++) {
+      if (pads[i] < 0 || pads[i + rx] < 0) return 0; /* negative pads crop: not a pad in XNNPACK */
+      xn->pad_pre[i] = pads[i];
+      xn->pad_post[i] = pads[i + rx];
+    }
+    return set(xn, XK_PAD, 0, 1, 1);
+  }
+  if (!strcmp(t, "BatchNormalization")) {
+    if (n->since_version < 9 || alma__attr_i(n, "training_mode", 0) || n->n_inputs != 5 || !f32(a, x) || ry < 2) return 0;
+    int64_t C = sdim(a, x, 1);
+    if (C <= 0) return 0;
+    for (int k = 1; k < 5; k++) {
+      const alma_tensor *s = cst(a, n, k);
+      if (!s || s->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(s) != C) return 0;
+    }
+    xn->chans = C;
+    return set(xn, XK_BN, 0, 1, 1);
+  }
+  return 0;
+}
+
+/* ---- partitioning ------------------------------------------------------------------------------ */
+typedef struct uses_t {
+  int *off, *list;        /* consumers of value v: list[off[v] .. off[v+1]) (node indices) */
+  unsigned char *is_out;  /* graph outputs */
+} uses_t;
+
+static alma_status uses_build(const alma_graph *g, uses_t *u) {
+  int nv = g->n_values, total = 0;
+  u->off = calloc((size_t)nv + 2, sizeof(int));
+  u->is_out = calloc((size_t)nv + 1, 1);
+  if (!u->off || !u->is_out) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) u->off[n->inputs[k] + 1]++, total++;
+    for (int k = 0; k < n->n_implicit; k++) u->off[n->implicit_inputs[k] + 1]++, total++;
+  }
+  for (int v = 0; v < nv; v++) u->off[v + 1] += u->off[v];
+  u->list = malloc(sizeof(int) * ((size_t)total + 1));
+  int *fill = calloc((size_t)nv + 1, sizeof(int));
+  if (!u->list || !fill) {
+    free(fill);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs + n->n_implicit; k++) {
+      int v = k < n->n_inputs ? n->inputs[k] : n->implicit_inputs[k - n->n_inputs];
+      if (v >= 0) u->list[u->off[v] + fill[v]++] = i;
+    }
+  }
+  free(fill);
+  for (int i = 0; i < g->n_outputs; i++) u->is_out[g->outputs[i]] = 1;
+  return ALMA_OK;
+}
+
+static void uses_free(uses_t *u) {
+  free(u->off);
+  free(u->list);
+  free(u->is_out);
+}
+
+static int uf_find(int *par, int i) {
+  while (par[i] != i) i = par[i] = par[par[i]];
+  return i;
+}
+
+/* Appends partition nodes[0..n) to the plan (nodes ascending). */
+static alma_status add_part(xrt_plan *p, const int *nodes, int n, int *cap) {
+  if (p->n_parts == *cap) {
+    int nc = *cap ? 2 * *cap : 8;
+    xrt_part *np = realloc(p->parts, sizeof *np * (size_t)nc);
+    if (!np) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    p->parts = np;
+    *cap = nc;
+  }
+  xrt_part *P = &p->parts[p->n_parts];
+  memset(P, 0, sizeof *P);
+  P->nodes = malloc(sizeof(int) * (size_t)n);
+  if (!P->nodes) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  memcpy(P->nodes, nodes, sizeof(int) * (size_t)n);
+  P->n_nodes = n;
+  P->anchor = nodes[n - 1];
+  for (int k = 0; k < n; k++) p->xn[nodes[k]].part = p->n_parts;
+  p->n_parts++;
+  return ALMA_OK;
+}
+
+/* Splits the ascending node list L (all marked in `mark` with stamp) where a node outside it reads
+ * one of its values before its last node, and appends the pieces. */
+static alma_status split_and_add(xrt_plan *p, const uses_t *u, int *L, int n, int *mark, int stamp, int *cap) {
+  const alma_graph *g = p->g;
+  while (n > 0) {
+    int anchor = L[n - 1], cut = INT32_MAX;
+    for (int k = 0; k < n; k++) {
+      const alma_node *nd = &g->nodes[L[k]];
+      for (int o = 0; o < nd->n_outputs; o++) {
+        int v = nd->outputs[o];
+        if (v < 0) continue;
+        for (int j = u->off[v]; j < u->off[v + 1]; j++) {
+          int c = u->list[j];
+          if (mark[c] != stamp && c < anchor && c < cut) cut = c;
+        }
+      }
+    }
+    if (cut == INT32_MAX) return add_part(p, L, n, cap);
+    int lo = 0;
+    while (lo < n && L[lo] < cut) lo++;
+    ALMA_TRY(add_part(p, L, lo, cap));
+    for (int k = 0; k < lo; k++) mark[L[k]] = -1;
+    L += lo;
+    n -= lo;
+  }
+  return ALMA_OK;
+}
+
+static int is_fusable_producer(int kind, int sub) {
+  switch (kind) {
+    case XK_CONV: case XK_DWCONV: case XK_FC: case XK_MAXPOOL: case XK_AVGPOOL: case XK_GAP: case XK_BN:
+      return 1;
+    case XK_BINARY:
+      return sub == XB_ADD || sub == XB_SUB || sub == XB_MUL || sub == XB_DIV;
+    default:
+      return 0;
+  }
+}
+
+static alma_status partition(xrt_plan *p, const uses_t *u) {
+  const alma_graph *g = p->g;
+  int nn = g->n_nodes, cap = 0;
+  int *cand = calloc((size_t)nn + 1, sizeof(int)), *par = malloc(sizeof(int) * ((size_t)nn + 1));
+  int *order = malloc(sizeof(int) * ((size_t)nn + 1)), *mark = malloc(sizeof(int) * ((size_t)nn + 1));
+  alma_status st = ALMA_OK;
+  if (!cand || !par || !order || !mark) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < nn; i++) cand[i] = p->xn[i].kind != XK_NONE;
+  for (;;) {
+    /* connected components of candidates, then the order split */
+    for (int i = 0; i < p->n_parts; i++) free(p->parts[i].nodes);
+    p->n_parts = 0;
+    for (int i = 0; i < nn; i++) {
+      par[i] = i;
+      p->xn[i].part = -1;
+      mark[i] = -1;
+    }
+    for (int i = 0; i < nn; i++) {
+      if (!cand[i]) continue;
+      const alma_node *n = &g->nodes[i];
+      for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k], pr = v >= 0 ? g->values[v].producer : -1;
+        if (pr >= 0 && pr < nn && cand[pr]) par[uf_find(par, pr)] = uf_find(par, i);
+      }
+    }
+    for (int r = 0; r < nn && st == ALMA_OK; r++) {
+      if (!cand[r] || uf_find(par, r) != r) continue;
+      int m = 0;
+      for (int i = 0; i < nn; i++)
+        if (cand[i] && uf_find(par, i) == r) order[m++] = i, mark[i] = r;
+      st = split_and_add(p, u, order, m, mark, r, &cap);
+    }
+    if (st != ALMA_OK) goto out;
+    /* mode per partition; drop nodes the mode cannot take and start over */
+    int changed = 0;
+    for (int q = 0; q < p->n_parts; q++) {
+      xrt_part *P = &p->parts[q];
+      P->nhwc = 0;
+      for (int k = 0; k < P->n_nodes; k++) P->nhwc |= !p->xn[P->nodes[k]].can_plain;
+      if (!P->nhwc) continue;
+      for (int k = 0; k < P->n_nodes; k++)
+        if (!p->xn[P->nodes[k]].can_nhwc) cand[P->nodes[k]] = 0, changed = 1;
+    }
+    if (!changed) break;
+  }
+  /* activations folded into their producer's output clamp */
+  for (int i = 0; i < nn; i++) {
+    xrt_node *a = &p->xn[i];
+    a->fused_into = a->fused_act = -1;
+  }
+  for (int i = 0; i < nn; i++) {
+    xrt_node *a = &p->xn[i];
+    if (a->part < 0 || a->kind != XK_CLAMP) continue;
+    int x = g->nodes[i].inputs[0], pr = g->values[x].producer;
+    if (pr < 0 || p->xn[pr].part != a->part || p->xn[pr].fused_act >= 0 || p->xn[pr].fused_into >= 0) continue;
+    if (!is_fusable_producer(p->xn[pr].kind, p->xn[pr].sub) || u->is_out[x] || u->off[x + 1] - u->off[x] != 1) continue;
+    p->xn[pr].fused_act = i;
+    p->xn[pr].out_min = a->out_min;
+    p->xn[pr].out_max = a->out_max;
+    a->fused_into = pr;
+  }
+  /* boundaries */
+  int *seen = calloc((size_t)g->n_values + 1, sizeof(int));
+  int *last_use = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  if (!seen || !last_use) {
+    free(seen);
+    free(last_use);
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    last_use[v] = -1;
+    for (int j = u->off[v]; j < u->off[v + 1]; j++)
+      if (u->list[j] > last_use[v]) last_use[v] = u->list[j];
+  }
+  for (int q = 0; q < p->n_parts && st == ALMA_OK; q++) {
+    xrt_part *P = &p->parts[q];
+    int cap_in = 0, cap_out = 0;
+    for (int k = 0; k < P->n_nodes; k++) {
+      const alma_node *n = &g->nodes[P->nodes[k]];
+      cap_in += n->n_inputs;
+      cap_out += n->n_outputs;
+    }
+    P->in = malloc(sizeof(int) * ((size_t)cap_in + 1));
+    P->in_copy = calloc((size_t)cap_in + 1, 1);
+    P->out = malloc(sizeof(int) * ((size_t)cap_out + 1));
+    if (!P->in || !P->in_copy || !P->out) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      break;
+    }
+    int stamp = q + 1;
+    for (int k = 0; k < P->n_nodes && st == ALMA_OK; k++) {
+      int ni = P->nodes[k];
+      const alma_node *n = &g->nodes[ni];
+      xrt_node *xn = &p->xn[ni];
+      xn->ext_slot = malloc(sizeof(int) * ((size_t)n->n_inputs + 1));
+      if (!xn->ext_slot) {
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+        break;
+      }
+      for (int j = 0; j < n->n_inputs; j++) {
+        int v = n->inputs[j], pr = v >= 0 ? g->values[v].producer : -1;
+        xn->ext_slot[j] = -1;
+        if (v < 0 || alma__xrt_const(g, v) || (pr >= 0 && p->xn[pr].part == q)) continue;
+        if (seen[v] != stamp) {
+          seen[v] = stamp;
+          int is_in = g->values[v].is_input;
+          /* the executor frees a value after its last reader: copy it if that is before the anchor */
+          P->in_copy[P->n_in] = !is_in && !u->is_out[v] && last_use[v] < P->anchor;
+          P->in[P->n_in++] = v;
+        }
+        for (int e = 0; e < P->n_in; e++)
+          if (P->in[e] == v) xn->ext_slot[j] = e;
+      }
+      for (int o = 0; o < n->n_outputs; o++) {
+        int v = n->outputs[o], ext = 0;
+        if (v < 0) continue;
+        ext = u->is_out[v];
+        for (int j = u->off[v]; j < u->off[v + 1] && !ext; j++) ext = p->xn[u->list[j]].part != q;
+        if (ext) P->out[P->n_out++] = v, p->exported[v] = 1;
+      }
+    }
+    if (st != ALMA_OK) break;
+    for (int k = 0; k < P->n_nodes && st == ALMA_OK; k++) st = alma__xrt_prepare_statics(p, P->nodes[k]);
+  }
+  free(seen);
+  free(last_use);
+out:
+  free(cand);
+  free(par);
+  free(order);
+  free(mark);
+  return st;
+}
+
+/* ---- the runtime ------------------------------------------------------------------------------- */
+static pthread_once_t xnn_once = PTHREAD_ONCE_INIT;
+static enum xnn_status xnn_init_status;
+static void xnn_init_once(void) { xnn_init_status = xnn_initialize(NULL); }
+
+static alma_status xrt_init(void) {
+  pthread_once(&xnn_once, xnn_init_once);
+  if (xnn_init_status == xnn_status_unsupported_hardware)
+    return alma__errorf(ALMA_ERR_UNAVAILABLE, "XNNPACK does not support this CPU (xnn_initialize: unsupported hardware)");
+  if (xnn_init_status != xnn_status_success)
+    return alma__errorf(ALMA_ERR_UNAVAILABLE, "xnn_initialize failed (status %d)", (int)xnn_init_status);
+  return ALMA_OK;
+}
+
+static int xrt_supports(const alma_graph *g, const alma_node *n) {
+  /* without shapes: the node is of a kind XNNPACK runs (its shapes decide at compile) */
+  alma_infer_result r;
+  if (alma__graph_infer(g, NULL, 1, 1 << 16, &r) != ALMA_OK) return 0;
+  actx a = {g, r.info, r.info};
+  xrt_node xn;
+  memset(&xn, 0, sizeof xn);
+  int ok = analyze(&a, n, &xn);
+  alma__infer_result_free(&r);
+  return ok;
+}
+
+static void plan_free(xrt_plan *p) {
+  if (!p) return;
+  for (int q = 0; q < p->n_parts; q++) {
+    xrt_part *P = &p->parts[q];
+    for (xrt_build *b = P->builds, *nb; b; b = nb) {
+      nb = b->next;
+      alma__xrt_build_free(b);
+      free(b);
+    }
+    free(P->nodes);
+    free(P->in);
+    free(P->in_copy);
+    free(P->out);
+  }
+  free(p->parts);
+  if (p->xn)
+    for (int i = 0; i < p->g->n_nodes; i++) {
+      alma__xrt_static_free(&p->xn[i].w);
+      alma__xrt_static_free(&p->xn[i].b);
+      free(p->xn[i].ext_slot);
+    }
+  free(p->xn);
+  free(p->defer);
+  free(p->exported);
+  if (p->pool) pthreadpool_destroy(p->pool);
+  free(p);
+}
+
+static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
+  *plan_out = NULL;
+  xrt_plan *p = calloc(1, sizeof *p);
+  if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->g = g;
+  p->threads = opts && opts->threads > 0 ? opts->threads : 1;
+  p->xn = calloc((size_t)g->n_nodes + 1, sizeof *p->xn);
+  p->defer = calloc((size_t)g->n_nodes + 1, 1);
+  p->exported = calloc((size_t)g->n_values + 1, 1);
+  if (!p->xn || !p->defer || !p->exported) {
+    free(p->xn);
+    free(p->defer);
+    free(p->exported);
+    free(p);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) p->xn[i].part = p->xn[i].fused_into = p->xn[i].fused_act = -1;
+  alma_infer_result r2 = {0}, r3 = {0};
+  /* constant propagation of small values resolves shape subgraphs (Shape -> Gather -> Reshape) */
+  alma_status st = alma__graph_infer(g, NULL, 2, 1 << 16, &r2);
+  if (st == ALMA_OK) st = alma__graph_infer(g, NULL, 3, 1 << 16, &r3);
+  if (st != ALMA_OK) {
+    /* no static shapes: nothing is planned for XNNPACK, every node runs on EAGER */
+    snprintf(p->why_none, sizeof p->why_none, "static shape inference failed: %s", alma_last_error());
+    alma__error_clear();
+  } else {
+    actx a = {g, r2.info, r3.info};
+    for (int i = 0; i < g->n_nodes; i++) {
+      xrt_node *xn = &p->xn[i];
+      if (!analyze(&a, &g->nodes[i], xn)) {
+        int part = xn->part;
+        memset(xn, 0, sizeof *xn);
+        xn->part = part;
+      }
+      xn->cst_slot = xn->kind == XK_BINARY ? xn->cst_slot : -1;
+    }
+  }
+  uses_t u = {0};
+  st = uses_build(g, &u);
+  if (st == ALMA_OK) st = partition(p, &u);
+  for (int i = 0; i < g->n_nodes; i++) p->defer[i] = p->xn[i].part >= 0;
+  /* Constant, or Identity of a constant, read only as a weight by partitions (directly or through
+   * more such Identities): the partitions baked the constant in, so the node need not run */
+  for (int i = g->n_nodes - 1; st == ALMA_OK && i >= 0; i--) {
+    const alma_node *n = &g->nodes[i];
+    int v = n->n_outputs == 1 ? n->outputs[0] : -1;
+    if (p->xn[i].part >= 0 || (strcmp(n->op_type, "Identity") && strcmp(n->op_type, "Constant")) || n->domain[0] || v < 0 || u.is_out[v] ||
+        !alma__xrt_const(g, v) || u.off[v + 1] == u.off[v])
+      continue;
+    int all = 1;
+    for (int j = u.off[v]; j < u.off[v + 1] && all; j++) all = p->defer[u.list[j]];
+    p->defer[i] = (unsigned char)all;
+  }
+  uses_free(&u);
+  /* rank-4 boundary values of NHWC partitions are reordered on every run */
+  for (int q = 0; st == ALMA_OK && r2.info && q < p->n_parts; q++) {
+    xrt_part *P = &p->parts[q];
+    for (int e = 0; P->nhwc && e < P->n_in + P->n_out; e++)
+      P->reorders += r2.info[e < P->n_in ? P->in[e] : P->out[e - P->n_in]].rank == 4;
+  }
+  alma__infer_result_free(&r2);
+  alma__infer_result_free(&r3);
+  if (st == ALMA_OK && p->threads > 1 && !(p->pool = pthreadpool_create((size_t)p->threads)))
+    st = alma__errorf(ALMA_ERR_NOMEM, "could not create a thread pool of %d threads", p->threads);
+  if (st != ALMA_OK) {
+    plan_free(p);
+    return st;
+  }
+  *plan_out = p;
+  return ALMA_OK;
+}
+
+/* ---- running ------------------------------------------------------------------------------------ */
+typedef struct xrt_run {
+  xrt_plan *p;
+  alma_tensor *shape;    /* per value: the partition values' tensors as the executor gave them (views) */
+  alma_tensor **cap;     /* per partition: captured external inputs (views or owned copies) */
+  unsigned char **have;  /* per partition, per external input: captured in this run */
+} xrt_run;
+
+static int nhwc4(const xrt_part *P, const alma_tensor *t) { return P->nhwc && t->rank == 4; }
+
+/* Runs the partition's nodes with EAGER kernels (a shape XNNPACK rejected). */
+static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
+  const alma_graph *g = rs->p->g;
+  alma_tensor *loc = calloc((size_t)g->n_values + 1, sizeof(alma_tensor));
+  if (!loc) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = ALMA_OK;
+  for (int k = 0; k < P->n_nodes && st == ALMA_OK; k++) {
+    int ni = P->nodes[k];
+    const alma_node *n = &g->nodes[ni];
+    const alma_tensor *in[16];
+    alma_tensor out[8];
+    if (n->n_inputs > 16 || n->n_outputs > 8) {
+      st = alma__op_error(n, ALMA_ERR_INTERNAL, "too many inputs");
+      break;
+    }
+    for (int j = 0; j < n->n_inputs; j++) {
+      int v = n->inputs[j], e = rs->p->xn[ni].ext_slot[j];
+      in[j] = v < 0 ? NULL : e >= 0 ? &rs->cap[q][e] : alma__xrt_const(g, v) ? alma__xrt_const(g, v) : &loc[v];
+    }
+    st = alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs);
+    for (int o = 0; st == ALMA_OK && o < n->n_outputs; o++) {
+      if (n->outputs[o] >= 0) loc[n->outputs[o]] = out[o];
+      else alma_tensor_free_data(&out[o]);
+    }
+  }
+  for (int e = 0; st == ALMA_OK && e < P->n_out; e++) {
+    int v = P->out[e];
+    alma_tensor *dst = &rs->shape[v];
+    if (!alma__same_shape(dst, &loc[v]) || dst->dtype != loc[v].dtype) {
+      st = alma__errorf(ALMA_ERR_INTERNAL, "XNNPACK fallback: value '%s' changed shape", g->values[v].name);
+      break;
+    }
+    memcpy(dst->data, loc[v].data, loc[v].nbytes);
+  }
+  for (int v = 0; v < g->n_values; v++) alma_tensor_free_data(&loc[v]);
+  free(loc);
+  return st;
+}
+
+static alma_status run_part(xrt_run *rs, int q) {
+  xrt_plan *p = rs->p;
+  xrt_part *P = &p->parts[q];
+  const alma_graph *g = p->g;
+  alma_tensor *cap = rs->cap[q];
+  /* the signature: every external input's rank and dims */
+  int64_t sig[(ALMA_MAX_RANK + 1) * 64], *sigp = sig;
+  int n_sig = 0;
+  for (int e = 0; e < P->n_in; e++) n_sig += 1 + cap[e].rank;
+  if (n_sig > (int)(sizeof sig / sizeof sig[0]) && !(sigp = malloc(sizeof(int64_t) * (size_t)n_sig)))
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int e = 0, o = 0; e < P->n_in; e++) {
+    sigp[o++] = cap[e].rank;
+    for (int d = 0; d < cap[e].rank; d++) sigp[o++] = cap[e].dims[d];
+  }
+  xrt_build *b = P->builds;
+  while (b && (b->n_sig != n_sig || memcmp(b->sig, sigp, sizeof(int64_t) * (size_t)n_sig))) b = b->next;
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    int64_t *s = malloc(sizeof(int64_t) * ((size_t)n_sig + 1));
+    if (!b || !s) {
+      free(b);
+      free(s);
+      if (sigp != sig) free(sigp);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    memcpy(s, sigp, sizeof(int64_t) * (size_t)n_sig);
+    b->sig = s;
+    b->n_sig = n_sig;
+    /* the executor's shapes for the boundary inputs are the captured ones */
+    for (int e = 0; e < P->n_in; e++) {
+      alma_tensor *t = &rs->shape[P->in[e]];
+      alma__set_shape(t, cap[e].dtype, cap[e].rank, cap[e].dims);
+    }
+    alma_status st = alma__xrt_build(p, P, rs->shape, b);
+    if (st != ALMA_OK) {
+      alma__xrt_build_free(b);
+      free(b);
+      if (sigp != sig) free(sigp);
+      return st;
+    }
+    if (b->failed) ALMA_LOGI("XNNPACK partition %d runs on EAGER for these shapes: %s", q, b->why);
+    b->next = P->builds;
+    P->builds = b;
+    P->n_builds++;
+  }
+  if (sigp != sig) free(sigp);
+  if (b->failed) return run_eager(rs, P, q);
+
+  for (int e = 0; e < P->n_in; e++) {
+    const alma_tensor *t = &cap[e];
+    if (nhwc4(P, t))
+      alma__xrt_transpose(p->pool, t->data, b->in_buf[e], (size_t)t->dims[0], (size_t)t->dims[1],
+                          (size_t)(t->dims[2] * t->dims[3]));
+    else
+      memcpy(b->in_buf[e], t->data, (size_t)alma_tensor_numel(t) * sizeof(float));
+    b->ext[e].id = (uint32_t)e;
+    b->ext[e].data = b->in_buf[e];
+  }
+  for (int e = 0; e < P->n_out; e++) {
+    b->ext[P->n_in + e].id = (uint32_t)(P->n_in + e);
+    b->ext[P->n_in + e].data = b->out_buf[e] ? b->out_buf[e] : rs->shape[P->out[e]].data;
+  }
+  enum xnn_status xst = xnn_setup_runtime(b->rt, (size_t)(P->n_in + P->n_out), b->ext);
+  if (xst == xnn_status_success) xst = xnn_invoke_runtime(b->rt);
+  if (xst != xnn_status_success)
+    return alma__errorf(ALMA_ERR_INTERNAL, "XNNPACK partition %d (ending at node '%s'): running failed (status %d)", q,
+                        g->nodes[P->anchor].name, (int)xst);
+  for (int e = 0; e < P->n_out; e++) {
+    if (!b->out_buf[e]) continue;
+    alma_tensor *t = &rs->shape[P->out[e]];
+    alma__xrt_transpose(p->pool, b->out_buf[e], t->data, (size_t)t->dims[0], (size_t)(t->dims[2] * t->dims[3]),
+                        (size_t)t->dims[1]);
+  }
+  return ALMA_OK;
+}
+
+/* Every partition node is deferred (alma__exec_graph_deferred): the executor gives its inputs
+ * and leaves its outputs to this hook, which infers their shapes, allocates the ones read outside
+ * the partition and runs the whole partition at its last node. */
+static alma_status hook(void *user, int idx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                        int nout, int *handled) {
+  xrt_run *rs = user;
+  xrt_plan *p = rs->p;
+  const alma_graph *g = p->g;
+  const xrt_node *xn = &p->xn[idx];
+  if (xn->part < 0) {
+    *handled = p->defer[idx]; /* a constant only partitions read */
+    return ALMA_OK;
+  }
+  int q = xn->part;
+  xrt_part *P = &p->parts[q];
+  const alma_tensor *sin[16];
+  if (nin > 16 || nout > 8) return alma__op_error(n, ALMA_ERR_INTERNAL, "too many inputs for XNNPACK");
+  for (int j = 0; j < nin; j++) {
+    int v = j < n->n_inputs ? n->inputs[j] : -1, e = j < n->n_inputs ? xn->ext_slot[j] : -1;
+    if (v < 0) {
+      sin[j] = NULL;
+    } else if (e >= 0) {
+      if (!rs->have[q][e]) {
+        if (!in[j] || in[j]->dtype != ALMA_DTYPE_FLOAT32 || (!in[j]->data && alma_tensor_numel(in[j])))
+          return alma__op_error(n, ALMA_ERR_INTERNAL, "XNNPACK input '%s' has no float32 value", g->values[v].name);
+        if (P->in_copy[e]) ALMA_TRY(alma__tensor_copy(&rs->cap[q][e], in[j]));
+        else rs->cap[q][e] = alma__tensor_view(in[j]);
+        rs->have[q][e] = 1;
+      }
+      sin[j] = &rs->cap[q][e];
+    } else if (alma__xrt_const(g, v)) {
+      sin[j] = alma__xrt_const(g, v);
+    } else {
+      sin[j] = &rs->shape[v]; /* a partition value: its shape, data not computed yet */
+    }
+  }
+  alma_tensor shp[8];
+  memset(shp, 0, sizeof shp);
+  alma_status st = n->op->infer(n, sin, nin, shp, nout);
+  if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
+  ALMA_TRY(st);
+  for (int o = 0; o < nout && o < n->n_outputs; o++) {
+    int v = n->outputs[o];
+    if (v < 0) continue;
+    if (p->exported[v]) {
+      ALMA_TRY(alma__tensor_alloc(&out[o], shp[o].dtype, shp[o].rank, shp[o].dims));
+      rs->shape[v] = alma__tensor_view(&out[o]);
+    } else {
+      rs->shape[v] = shp[o];
+      rs->shape[v].data = NULL;
+      rs->shape[v].owns_data = 0;
+    }
+  }
+  *handled = 1;
+  return idx == P->anchor ? run_part(rs, q) : ALMA_OK;
+}
+
+static alma_status xrt_run_plan(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  xrt_plan *p = plan;
+  xrt_run rs = {.p = p};
+  alma_status st = ALMA_OK;
+  int total_in = 0;
+  for (int q = 0; q < p->n_parts; q++) total_in += p->parts[q].n_in;
+  rs.shape = calloc((size_t)p->g->n_values + 1, sizeof(alma_tensor));
+  rs.cap = calloc((size_t)p->n_parts + 1, sizeof(alma_tensor *));
+  rs.have = calloc((size_t)p->n_parts + 1, sizeof(unsigned char *));
+  alma_tensor *caps = calloc((size_t)total_in + 1, sizeof(alma_tensor));
+  unsigned char *haves = calloc((size_t)total_in + 1, 1);
+  if (!rs.shape || !rs.cap || !rs.have || !caps || !haves) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  for (int q = 0, o = 0; q < p->n_parts; q++) {
+    rs.cap[q] = caps + o;
+    rs.have[q] = haves + o;
+    o += p->parts[q].n_in;
+  }
+  st = alma__exec_graph_deferred(p->g, p->n_parts ? hook : NULL, &rs, p->defer, inputs, n_inputs, outputs, n_outputs);
+out:
+  for (int i = 0; caps && i < total_in; i++) alma_tensor_free_data(&caps[i]);
+  free(caps);
+  free(haves);
+  free(rs.shape);
+  free(rs.cap);
+  free(rs.have);
+  return st;
+}
+
+static void xrt_free(void *plan) { plan_free(plan); }
+
+static const char *kind_name(int k) {
+  static const char *names[] = {"-", "conv", "dwconv", "fc", "maxpool", "avgpool", "gap", "binary",
+                                "unary", "clamp", "leaky_relu", "elu", "softmax", "reshape", "prelu", "bn", "pad"};
+  return k >= 0 && k < (int)(sizeof names / sizeof names[0]) ? names[k] : "?";
+}
+
+static void xrt_describe(void *plan, FILE *f) {
+  xrt_plan *p = plan;
+  const alma_graph *g = p->g;
+  int n_x = 0, reorders = 0;
+  for (int i = 0; i < g->n_nodes; i++) n_x += p->xn[i].part >= 0;
+  for (int q = 0; q < p->n_parts; q++) reorders += p->parts[q].reorders;
+  fprintf(f, "  XNNPACK (subgraph API, %d thread%s): %d of %d nodes in %d partition%s, %d NCHW<->NHWC reorder%s per run\n",
+          p->threads, p->threads == 1 ? "" : "s", n_x, g->n_nodes, p->n_parts, p->n_parts == 1 ? "" : "s", reorders,
+          reorders == 1 ? "" : "s");
+  if (p->why_none[0]) fprintf(f, "  (%s)\n", p->why_none);
+  for (int q = 0; q < p->n_parts; q++) {
+    xrt_part *P = &p->parts[q];
+    fprintf(f, "  partition %d: %d nodes, %s, %d input%s, %d output%s, %d reorder%s, ends at '%s'\n", q, P->n_nodes,
+            P->nhwc ? "NHWC" : "plain layout", P->n_in, P->n_in == 1 ? "" : "s", P->n_out, P->n_out == 1 ? "" : "s",
+            P->reorders, P->reorders == 1 ? "" : "s", g->nodes[P->anchor].name);
+    for (xrt_build *b = P->builds; b; b = b->next)
+      if (b->failed) fprintf(f, "    a shape signature runs on EAGER: %s\n", b->why);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const xrt_node *xn = &p->xn[i];
+    char where[96];
+    if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
+    else if (xn->part < 0) snprintf(where, sizeof where, "EAGER");
+    else if (xn->fused_into >= 0) snprintf(where, sizeof where, "XNNPACK p%d (folded into '%s')", xn->part, g->nodes[xn->fused_into].name);
+    else snprintf(where, sizeof where, "XNNPACK p%d %s", xn->part, kind_name(xn->kind));
+    fprintf(f, "  %-40s %-20s %s\n", g->nodes[i].name, g->nodes[i].op_type, where);
+  }
+}
+
+const alma_runtime alma__runtime_xnnpack = {
+    .name = "XNNPACK",
+    .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes; "
+                   "EAGER for the rest",
+    .init = xrt_init,
+    .supports_node = xrt_supports,
+    .compile = xrt_compile,
+    .run = xrt_run_plan,
+    .free = xrt_free,
+    .describe = xrt_describe,
+};
+
+#endif

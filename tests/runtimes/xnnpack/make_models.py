@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Small ONNX models that exercise the XNNPACK runtime's translations and partitioning, with a
+dynamic batch dimension "N" and random constant weights. xnnpack_vs_eager runs each through EAGER
+and XNNPACK and compares; manifest.txt gives, per model, the nodes and partitions XNNPACK must take
+(-1: not checked).
+
+usage: make_models.py OUT_DIR"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(1234)
+F = TensorProto.FLOAT
+
+
+def w(name, *shape, scale=0.5):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def i64(name, vals):
+    return numpy_helper.from_array(np.array(vals, dtype=np.int64), name)
+
+
+def f32(name, vals):
+    return numpy_helper.from_array(np.array(vals, dtype=np.float32), name)
+
+
+def vinfo(name, shape):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def save(out, name, nodes, inputs, outputs, inits, expect, opset=13):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_models.py")
+    m.ir_version = 7
+    # graph outputs carry no shapes (alma infers them), which onnx.checker would reject
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+    return "%s %d %d" % (name, expect[0], expect[1])
+
+
+def models(out):
+    N = "N"
+    man = []
+    # grouped conv: asymmetric pads, strides, dilations, then Relu (folded into the conv)
+    man.append(save(out, "conv_group", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], group=2, pads=[0, 1, 1, 2], strides=[2, 1], dilations=[2, 1]),
+        helper.make_node("Relu", ["c"], ["y"])],
+        [vinfo("x", [N, 4, 11, 9])], [vinfo("y", None)], [w("w", 6, 2, 3, 3), w("b", 6)], (2, 1)))
+    # depthwise with channel multiplier 2, no bias, then Clip(0, 6) from constant inputs
+    man.append(save(out, "dwconv_mult", [
+        helper.make_node("Conv", ["x", "w"], ["c"], group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        [vinfo("x", [N, 3, 8, 8])], [vinfo("y", None)], [w("w", 6, 1, 3, 3), f32("lo", 0.0), f32("hi", 0.6)], (2, 1)))
+    # SAME_LOWER with an even kernel and stride 2; activations XNNPACK has nodes for
+    man.append(save(out, "conv_same_act", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], auto_pad="SAME_LOWER", strides=[2, 2], kernel_shape=[4, 4]),
+        helper.make_node("HardSwish", ["c"], ["h"]),
+        helper.make_node("LeakyRelu", ["h"], ["l"], alpha=0.2),
+        helper.make_node("Sigmoid", ["l"], ["s"]),
+        helper.make_node("Elu", ["s"], ["y"], alpha=0.7)],
+        [vinfo("x", [N, 2, 9, 7])], [vinfo("y", None)], [w("w", 5, 2, 4, 4), w("b", 5)], (5, 1), opset=14))
+    # pools with ceil_mode and padding, global pooling, flatten, fc, softmax
+    man.append(save(out, "pools_fc", [
+        helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 3], strides=[2, 2], pads=[0, 1, 0, 1],
+                         ceil_mode=1, count_include_pad=0),
+        helper.make_node("MaxPool", ["a"], ["m2"], kernel_shape=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("GlobalAveragePool", ["m2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w", "b"], ["o"], transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("Softmax", ["o"], ["y"])],
+        [vinfo("x", [N, 4, 13, 12])], [vinfo("y", None)], [w("w", 7, 4), w("b", 7)], (7, 1)))
+    # a partition split: Tanh (EAGER) reads the first conv's output before the Add that ends the set
+    man.append(save(out, "split", [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Tanh", ["c1"], ["t"]),
+        helper.make_node("Conv", ["t", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "c2"], ["y"])],
+        [vinfo("x", [N, 3, 6, 5])], [vinfo("y", None), ], [w("w1", 4, 3, 3, 3), w("w2", 4, 4, 3, 3)], (3, 2)))
+    # binary ops in NHWC with constants of lower rank, a second rank-4 graph input, an exported
+    # intermediate (graph output) and Max/Min
+    man.append(save(out, "nhwc_binary", [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Mul", ["c", "k"], ["m"]),
+        helper.make_node("Add", ["s", "m"], ["a"]),
+        helper.make_node("Sub", ["a", "x2"], ["d"]),
+        helper.make_node("Div", ["d", "k2"], ["e"]),
+        helper.make_node("Max", ["e", "lo"], ["f"]),
+        helper.make_node("Min", ["f", "c"], ["y"])],
+        [vinfo("x", [N, 3, 5, 6]), vinfo("x2", [N, 4, 5, 6])], [vinfo("y", None), vinfo("m", None)],
+        [w("w", 4, 3, 1, 1), w("k", 4, 1, 1), f32("s", 0.25), w("k2", 1, 4, 5, 1), w("lo", 6)], (7, 1)))
+    # BatchNormalization (inference) and PRelu with per-channel slopes
+    man.append(save(out, "bn_prelu", [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "sc", "bi", "mu", "var"], ["n"], epsilon=1e-3),
+        helper.make_node("PRelu", ["n", "sl"], ["y"])],
+        [vinfo("x", [N, 2, 6, 6])], [vinfo("y", None)],
+        [w("w", 5, 2, 3, 3), w("sc", 5), w("bi", 5), w("mu", 5),
+         numpy_helper.from_array((rng.random(5) + 0.5).astype(np.float32), "var"), w("sl", 5, 1, 1)], (3, 1)))
+    # plain layout: rank-3 MatMul with a constant weight, unary ops, softmax over the last axis,
+    # and a reshape
+    man.append(save(out, "plain_ops", [
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["s"], axis=-1),
+        helper.make_node("Neg", ["s"], ["n"]),
+        helper.make_node("Abs", ["n"], ["ab"]),
+        helper.make_node("Sqrt", ["ab"], ["q"]),
+        helper.make_node("Reshape", ["q", "shape"], ["rs"]),
+        helper.make_node("Mul", ["rs", "ten"], ["t"]),
+        helper.make_node("Floor", ["t"], ["fl"]),
+        helper.make_node("Ceil", ["t"], ["ce"]),
+        helper.make_node("Round", ["t"], ["ro"]),
+        helper.make_node("Add", ["fl", "ce"], ["fc"]),
+        helper.make_node("Add", ["fc", "ro"], ["y"])],
+        [vinfo("x", [N, 4, 16])], [vinfo("y", None)],
+        [w("w", 16, 12), w("b", 12), i64("shape", [0, 6, 8]), f32("ten", 10.0)], (14, 1)))
+    # Pad (constant mode) inside an NHWC partition and in a plain one
+    man.append(save(out, "pads", [
+        helper.make_node("Pad", ["x", "p4", "v"], ["px"]),
+        helper.make_node("Conv", ["px", "w"], ["c"]),
+        helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Pad", ["f", "p2"], ["y"])],
+        [vinfo("x", [N, 2, 5, 4])], [vinfo("y", None)],
+        [i64("p4", [0, 1, 2, 0, 0, 0, 1, 3]), f32("v", 0.5), w("w", 3, 3, 2, 2), i64("p2", [0, 1, 0, 2])], (5, 1)))
+    # an external input the executor frees before the partition's last node (copied at capture),
+    # and a graph input read both by EAGER and by the partition
+    man.append(save(out, "capture_copy", [
+        helper.make_node("Tanh", ["x"], ["t1"]),
+        helper.make_node("Relu", ["t1"], ["r"]),
+        helper.make_node("Tanh", ["x"], ["t2"]),
+        helper.make_node("Add", ["r", "t2"], ["y"])],
+        [vinfo("x", [N, 3, 4])], [vinfo("y", None)], [], (2, 1)))
+    # a shape XNNPACK's dilated max pooling cannot pad: SAME padding found at run time, so the
+    # partition falls back to EAGER kernels for it (outputs must still match)
+    man.append(save(out, "fallback", [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], auto_pad="SAME_UPPER")],
+        [vinfo("x", [N, 2, 7, 7])], [vinfo("y", None)], [], (2, 1)))
+    # Softmax before opset 13 on [N, C, 1, 1] after global pooling: axis 1 is C in NHWC
+    man.append(save(out, "softmax11_nhwc", [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+        helper.make_node("Softmax", ["g"], ["y"], axis=1)],
+        [vinfo("x", [N, 3, 4, 4])], [vinfo("y", None)], [w("w", 6, 3, 1, 1)], (3, 1), opset=11))
+    # Identity/Constant chains in front of weights (as PyTorch exports shared weights): baked in
+    man.append(save(out, "const_chain", [
+        helper.make_node("Constant", [], ["wc"], value=w("wv", 4, 3, 3, 3)),
+        helper.make_node("Identity", ["wc"], ["wi"]),
+        helper.make_node("Identity", ["b"], ["bi"]),
+        helper.make_node("Conv", ["x", "wi", "bi"], ["y"], pads=[1, 1, 1, 1])],
+        [vinfo("x", [N, 3, 5, 5])], [vinfo("y", None)], [w("b", 4)], (1, 1)))
+    return man
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    man = models(out)
+    with open(os.path.join(out, "manifest.txt"), "w") as f:
+        f.write("# model  nodes-on-XNNPACK  partitions\n")
+        for line in man:
+            f.write(line + "\n")
+    print("make_models: %d models in %s" % (len(man), out))
+
+
+if __name__ == "__main__":
+    main()
