@@ -423,6 +423,7 @@ def np_erf(x):
 ACTS = {  # name -> (activation_params, numpy function)
     "Relu": ([], lambda v: np.maximum(v, 0)),
     "Clip": ([-0.2, 0.3], lambda v: np.clip(v, -0.2, 0.3)),
+    "Clip_inverted": ([0.3, -0.2], lambda v: np.minimum(np.maximum(v, 0.3), -0.2)),  # min > max: max everywhere
     "HardSwish": ([], lambda v: v * np.clip(v / 6 + 0.5, 0, 1)),
     "HardSigmoid": ([0.3, 0.4], lambda v: np.clip(0.3 * v + 0.4, 0, 1)),
     "Sigmoid": ([], lambda v: 1 / (1 + np.exp(-v))),
