@@ -238,6 +238,18 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     return DK_ELTWISE;
   }
   if (!strcmp(op, "ConvTranspose")) return n->n_inputs >= 2 ? DK_DECONV : DK_NONE;
+  if (!strcmp(op, "Transpose")) return DK_TRANSPOSE;
+  static const struct {
+    const char *op;
+    dnnl_alg_kind_t alg;
+  } reds[] = {{"ReduceMean", dnnl_reduction_mean}, {"ReduceSum", dnnl_reduction_sum}, {"ReduceMax", dnnl_reduction_max},
+              {"ReduceMin", dnnl_reduction_min},   {"ReduceProd", dnnl_reduction_mul}, {"ReduceL1", dnnl_reduction_norm_lp_sum},
+              {"ReduceL2", dnnl_reduction_norm_lp_sum}, {"ReduceSumSquare", dnnl_reduction_norm_lp_power_p_sum}};
+  for (size_t i = 0; i < sizeof reds / sizeof reds[0]; i++)
+    if (!strcmp(op, reds[i].op)) {
+      d->alg = reds[i].alg;
+      return DK_REDUCE;
+    }
   if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") || !strcmp(op, "Max") ||
       !strcmp(op, "Min")) {
     if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) {
@@ -1541,6 +1553,107 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
   return ALMA_OK;
 }
 
+/* ---- Transpose: one reorder, reading the input (blocked or plain) through permuted axes ------------ */
+static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_val *x = in[0];
+  int r = x ? x->t.rank : 0;
+  if (!is_f32(x) || r < 2 || os[0].rank != r || os[0].dtype != F32) return ALMA_OK;
+  const int64_t *perm = NULL;
+  int np = alma__attr_ints(n, "perm", &perm);
+  int pm[DNNL_MAX_NDIMS], seen[DNNL_MAX_NDIMS] = {0};
+  for (int k = 0; k < r; k++) { /* out axis k reads input axis perm[k] */
+    int64_t a = np ? perm[k] : r - 1 - k;
+    if (np && np != r) return ALMA_OK;
+    if (a < 0 || a >= r || seen[a]++) return ALMA_OK;
+    pm[a] = k;
+  }
+  dnnl_memory_desc_t xmd, view, dmd;
+  alma__dn_val_md(x, &xmd);
+  if (dnnl_memory_desc_permute_axes(&view, &xmd, pm) != dnnl_success) return ALMA_OK;
+  alma__dn_plain_md(&dmd, r, os[0].dims);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = alma__dn_reorder(p, &view, x->has_blk ? x->bbuf->ptr : x->t.data, &dmd, db->ptr, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &dmd, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- Reduce*: the reduction primitive over plain data ----------------------------------------------- */
+static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = &d->single;
+  dn_val *x = in[0];
+  int r = x ? x->t.rank : 0;
+  if (!is_f32(x) || r < 1 || os[0].dtype != F32) return ALMA_OK;
+  /* axes: an input from opset 18 (ReduceSum: 13), else the attribute */
+  int axes_input = n->since_version >= 18 || (is_op(n, "ReduceSum") && n->since_version >= 13);
+  int64_t axes[ALMA_MAX_RANK];
+  int na = 0;
+  if (axes_input) {
+    dn_val *a = nin > 1 ? in[1] : NULL;
+    if (a) {
+      if (!a->live || a->t.dtype != ALMA_DTYPE_INT64 || a->t.rank != 1 || a->t.dims[0] > r) return ALMA_OK;
+      ALMA_TRY(alma__dn_val_plain(p, a, n));
+      na = (int)a->t.dims[0];
+      memcpy(axes, a->t.data, sizeof(int64_t) * (size_t)na);
+    }
+    if (na == 0 && alma__attr_i(n, "noop_with_empty_axes", 0)) return ALMA_OK;
+  } else {
+    const int64_t *aa = NULL;
+    na = alma__attr_ints(n, "axes", &aa);
+    if (na > r) return ALMA_OK;
+    memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
+  }
+  int64_t rd[ALMA_MAX_RANK];
+  memcpy(rd, x->t.dims, sizeof(int64_t) * (size_t)r);
+  for (int k = 0; k < r && na == 0; k++) rd[k] = 1;
+  for (int k = 0; k < na; k++) {
+    int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
+    if (a < 0 || a >= r) return ALMA_OK;
+    rd[a] = 1;
+  }
+  if (alma__numel(r, rd) != alma__numel(os[0].rank, os[0].dims)) return ALMA_OK;
+  dnnl_memory_desc_t key[2];
+  int64_t ikey[8] = {0};
+  alma__dn_plain_md(&key[0], r, x->t.dims);
+  alma__dn_plain_md(&key[1], r, rd);
+  if (!key_match(pr, 2, key, ikey)) {
+    prim_begin(pr, 2, key, ikey);
+    float pw = is_op(n, "ReduceL1") ? 1.0f : 2.0f;
+    dnnl_reduction_desc_t rdsc;
+    if (dnnl_reduction_desc_init(&rdsc, d->alg, &key[0], &key[1], pw, 0.0f) != dnnl_success)
+      return prim_decline(pr, n, "reduction descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &rdsc, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no reduction implementation (status %d)", (int)s);
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[1]) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, x, n));
+  dnnl_memory_desc_t omd;
+  alma__dn_plain_md(&omd, os[0].rank, os[0].dims);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&omd));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {x->t.data, db->ptr};
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &omd, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -1551,6 +1664,8 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_ELTWISE: return run_eltwise(p, idx, in, nin, outshape, out, done);
     case DK_DECONV: return run_deconv(p, idx, in, nin, outshape, out, done);
     case DK_ATTN: return run_attn(p, idx, in, nin, outshape, out, done);
+    case DK_TRANSPOSE: return run_transpose(p, idx, in, outshape, out, done);
+    case DK_REDUCE: return run_reduce(p, idx, in, nin, outshape, out, done);
     case DK_BINARY: return nin == 2 && in[1] ? run_binary(p, idx, in, outshape, out, done) : ALMA_OK;
     case DK_BNORM: return run_bnorm(p, idx, fused, in, nin, outshape, out, done);
     case DK_LNORM: return run_lnorm(p, idx, in, nin, outshape, out, done);

@@ -58,6 +58,8 @@ enum dn_kind {
   DK_VIEW,      /* Reshape/Flatten/Squeeze/Unsqueeze/Identity/Dropout: aliases plain data */
   DK_DECONV,    /* ConvTranspose */
   DK_ATTN,      /* alma.Attention: matmul (+mask) -> softmax -> matmul */
+  DK_TRANSPOSE, /* a reorder from the input's layout, axes permuted, to plain */
+  DK_REDUCE,    /* Reduce* through the reduction primitive */
   DK_COUNT
 };
 
