@@ -22,7 +22,13 @@ static int domain_eq(const char *a, const char *b) {
 int alma__fuse_is(const alma__fuse_ctx *c, int i, const char *domain, const char *op_type) {
   if (i < 0 || i >= c->g->n_nodes) return 0;
   const alma_node *n = &c->g->nodes[i];
-  return !n->dead && domain_eq(n->domain, domain) && !strcmp(n->op_type, op_type);
+  if (n->dead || !domain_eq(n->domain, domain) || strcmp(n->op_type, op_type)) return 0;
+  /* Before opset 7 the arithmetic ops broadcast by their own rules (broadcast, axis attributes),
+   * which the rules' numpy-style shape checks do not model: such nodes never match. */
+  static const char *const legacy[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+  for (int k = 0; k < 5; k++)
+    if (n->since_version < 7 && !strcmp(n->op_type, legacy[k]) && !n->domain[0]) return 0;
+  return 1;
 }
 
 int alma__fuse_producer(const alma__fuse_ctx *c, int v, const char *domain, const char *op_type) {

@@ -126,6 +126,13 @@ def _():
                  [("x", ["N", 8])], ["y"], [init("w", [8, 6])] + bn_params("bn", 6))
 
 
+@case("conv_bn_op7", "Conv=1", "*=1")
+def _():
+    h = H()
+    return model([h.make_node("Conv", ["x", "w", "b"], ["c"]), bn_node("c", "y", "bn")],
+                 [("x", ["N", 3, 6, 6])], ["y"], [init("w", [4, 3, 3, 3]), init("b", [4])] + bn_params("bn", 4), opset=7)
+
+
 @case("bn_training_kept", "BatchNormalization=1", "Conv=1")
 def _():
     h = H()
@@ -164,6 +171,22 @@ def _():
     h = H()
     return model([h.make_node("Gemm", ["x", "w", "c"], ["g"], beta=2.0), h.make_node("Add", ["g", "bias"], ["y"])],
                  [("x", ["N", 8])], ["y"], [init("w", [8, 5]), init("c", [1, 5]), init("bias", [5])])
+
+
+@case("gemm_bn_op6", "Gemm=1", "*=1")
+def _():
+    h = H()
+    return model([h.make_node("Gemm", ["x", "w", "c"], ["g"], broadcast=1, beta=0.5), bn_node("g", "y", "bn", is_test=1)],
+                 [("x", [3, 8])], ["y"], [init("w", [8, 5]), init("c", [5])] + bn_params("bn", 5), opset=6)
+
+
+@case("legacy_broadcast_add_kept_op6", "Gemm=1", "Add=1")
+def _():
+    # before opset 7 Add broadcasts by its own rules (broadcast, axis): FUSE leaves it alone
+    h = H()
+    return model([h.make_node("Gemm", ["x", "w", "c"], ["g"], broadcast=1),
+                  h.make_node("Add", ["g", "bias"], ["y"], broadcast=1)],
+                 [("x", [3, 8])], ["y"], [init("w", [8, 5]), init("c", [5]), init("bias", [5])], opset=6)
 
 
 @case("matmul_nd_bias_gelu", "alma.FusedMatMul=1", "*=1")
