@@ -111,6 +111,7 @@ typedef struct dn_node {
   dn_prim *aux;                    /* DK_ATTN: softmax, second matmul, mask add (allocated on use) */
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
+  double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
 } dn_node;
 
 typedef struct dn_pool_ent {
@@ -140,6 +141,8 @@ typedef struct dn_plan {
   size_t scratch_size;
   dn_reorder *reorders;
   int nreorders, capreorders;
+  int profile;                     /* ALMA_DNNL_PROFILE set: time every node, print at free */
+  int prof_runs;
   /* stats of the last run */
   int runs;
   int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;

@@ -494,12 +494,18 @@ static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, 
   }
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     const dn_node *d = &p->nodes[i];
+    double t0 = p->profile ? alma__now_s() : 0;
+    int at = i;
     if (d->head >= 0) {
-      if (i == p->nodes[d->head].last) st = run_group(p, d->head);
-      continue;
+      if (i != p->nodes[d->head].last) continue;
+      at = d->head;
+      st = run_group(p, d->head);
+    } else {
+      st = run_single(p, i);
     }
-    st = run_single(p, i);
+    if (p->profile) p->nodes[at].prof_s += alma__now_s() - t0;
   }
+  p->prof_runs++;
   for (int i = 0; i < n_outputs && st == ALMA_OK; i++) {
     int v = g->outputs[i];
     dn_val *x = &p->vals[v];
@@ -664,6 +670,8 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   p->g = g;
   p->threads = opts && opts->threads > 0 ? opts->threads : 1;
+  const char *prof = getenv("ALMA_DNNL_PROFILE");
+  p->profile = prof && prof[0] && strcmp(prof, "0");
   set_threads(p->threads);
   if (dnnl_engine_create(&p->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&p->strm, p->eng, dnnl_stream_default_flags) != dnnl_success) {
@@ -711,9 +719,36 @@ static alma_status dn_run(void *plan, const alma_tensor *inputs, int n_inputs, a
   return st;
 }
 
+/* ALMA_DNNL_PROFILE=1: mean time per run of the slowest nodes, by node and by op type. */
+static void print_profile(const dn_plan *p) {
+  const alma_graph *g = p->g;
+  if (!p->prof_runs || !p->nodes) return;
+  double total = 0;
+  for (int i = 0; i < g->n_nodes; i++) total += p->nodes[i].prof_s;
+  fprintf(stderr, "DNNL profile: %d runs, %.3f ms per run in nodes\n", p->prof_runs, total * 1e3 / p->prof_runs);
+  int *order = malloc(sizeof(int) * (size_t)(g->n_nodes + 1));
+  if (!order) return;
+  for (int i = 0; i < g->n_nodes; i++) order[i] = i;
+  for (int i = 0; i < g->n_nodes; i++) /* selection of the top 25 */
+    for (int j = i + 1; j < g->n_nodes && i < 25; j++)
+      if (p->nodes[order[j]].prof_s > p->nodes[order[i]].prof_s) {
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  for (int k = 0; k < g->n_nodes && k < 25; k++) {
+    const dn_node *d = &p->nodes[order[k]];
+    if (d->prof_s <= 0) break;
+    fprintf(stderr, "  %8.3f ms  %-20s %-40s %s\n", d->prof_s * 1e3 / p->prof_runs, g->nodes[order[k]].op_type,
+            g->nodes[order[k]].name, d->kind == DK_NONE ? "EAGER" : d->n_native ? "DNNL" : "EAGER (declined)");
+  }
+  free(order);
+}
+
 static void dn_free(void *plan) {
   dn_plan *p = plan;
   if (!p) return;
+  if (p->profile) print_profile(p);
   if (p->nodes)
     for (int i = 0; i < p->g->n_nodes; i++) {
       alma__dn_prim_free(&p->nodes[i].single);
