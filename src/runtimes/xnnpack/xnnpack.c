@@ -139,6 +139,7 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
         if (xn->cst_slot >= 0) return 0; /* both constant: nothing to run */
         xn->cst_slot = k;
       } else {
+        if (rank_of(a, v) < 1) return 0; /* XNNPACK values have at least one dim */
         ndyn++;
         dyn_not4 |= rank_of(a, v) != 4;
       }
@@ -393,6 +394,14 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
     int changed = 0;
     for (int q = 0; q < p->n_parts; q++) {
       xrt_part *P = &p->parts[q];
+      /* reshapes alone would only add copies in and out */
+      int only_reshape = 1;
+      for (int k = 0; k < P->n_nodes; k++) only_reshape &= p->xn[P->nodes[k]].kind == XK_RESHAPE;
+      if (only_reshape) {
+        for (int k = 0; k < P->n_nodes; k++) cand[P->nodes[k]] = 0;
+        changed = 1;
+        continue;
+      }
       P->nhwc = 0;
       for (int k = 0; k < P->n_nodes; k++) P->nhwc |= !p->xn[P->nodes[k]].can_plain;
       if (!P->nhwc) continue;
