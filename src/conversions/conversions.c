@@ -16,6 +16,10 @@ static const alma_preset presets[] = {
     {11, "FOLD+DNNL", "constant folding, then oneDNN (DNNL)", "oneDNN library (libdnnl)"},
     {30, "XNNPACK", "XNNPACK subgraphs (NHWC, own thread pool) for connected float32 conv/pool/fc/elementwise nodes; other nodes on EAGER", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
     {31, "FOLD+XNNPACK", "constant folding, then XNNPACK", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
+    {40, "INT8_DYNAMIC+EAGER", "int8 weights per channel, activations quantized per batch at run time (MatMulInteger/ConvInteger), on EAGER", NULL},
+    {41, "INT8_STATIC+EAGER", "post-training static int8 (QDQ graph, calibrated activations) on EAGER, which runs it in float: the accuracy reference for int8 runtimes", NULL},
+    {42, "FOLD+INT8_STATIC+EAGER", "constant folding, then static int8 quantization, on EAGER", NULL},
+    {43, "BF16+EAGER", "bfloat16 weights and activations (Conv/Gemm/MatMul and the ops between), float32 elsewhere, on EAGER", "CPU with AVX512_BF16 or AMX-BF16"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */
