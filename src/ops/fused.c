@@ -88,7 +88,7 @@ alma_status alma__fused_act_parse(const alma_node *n, alma_fused_act *act) {
     switch (a->kind) {                                                                                   \
       case ALMA_ACT_NONE: break;                                                                         \
       case ALMA_ACT_RELU: ACT_LOOP(T, v < 0 ? (T)0 : v)                                                 \
-      case ALMA_ACT_CLIP: ACT_LOOP(T, (v = v < p0 ? p0 : v) > p1 ? p1 : v) /* min > max gives max */  \
+      case ALMA_ACT_CLIP: ACT_LOOP(T, v < p0 ? (p0 > p1 ? p1 : p0) : v > p1 ? p1 : v) /* min > max: max */ \
       case ALMA_ACT_HARDSWISH: ACT_LOOP(T, v * fmax((T)0, fmin((T)1, v / 6 + (T)0.5)))                  \
       case ALMA_ACT_HARDSIGMOID: ACT_LOOP(T, fmax((T)0, fmin((T)1, p0 * v + p1)))                       \
       case ALMA_ACT_SIGMOID: ACT_LOOP(T, v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)))            \
