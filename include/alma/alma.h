@@ -120,6 +120,12 @@ typedef struct alma_session alma_session;
 typedef struct alma_session_options {
   int threads;                   /* 0 = number of physical cores */
   int verbose;                   /* print the plan (per-node placement) to stderr */
+  /* Calibration data for INT8_STATIC: n_calibration_batches batches, each one tensor per model
+   * input in model order, batch-major: calibration_data[b * num_inputs + i]. Views, read during
+   * alma_session_create only. NULL: calibration on random inputs, with a warning. */
+  const alma_tensor *calibration_data;
+  int n_calibration_batches;
+  const char *calibrator;        /* "minmax" (NULL = default), "percentile" (99.99%), "entropy" (KL) */
 } alma_session_options;
 
 void alma_session_options_init(alma_session_options *o);
@@ -135,6 +141,11 @@ void alma_session_free(alma_session *s);
  * with alma_tensor_free_data. A wrong input count, dtype or shape fails naming the input. */
 alma_status alma_session_run(alma_session *s, const alma_tensor *inputs, int n_inputs,
                              alma_tensor *outputs, int n_outputs);
+
+/* Writes the session's converted graph (after its passes) as an ONNX model file: opset imports
+ * (plus domain "alma" when the FUSE pass left alma ops), initializers as raw data, subgraphs. A
+ * converted model without alma ops loads in other ONNX tools, e.g. ONNX Runtime. */
+alma_status alma_session_save(const alma_session *s, const char *path);
 
 /* npy I/O (NumPy format v1/v2/v3, little-endian, C order). */
 alma_status alma_npy_load(const char *path, alma_tensor *out);

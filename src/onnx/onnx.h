@@ -20,4 +20,10 @@ alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *b
  * name_out (optional) receives a malloc'd copy of the tensor's name. */
 alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char **name_out);
 
+/* Writes g as a serialized ModelProto (save.c): malloc'd bytes. meta (may be NULL) gives the IR
+ * version to keep (raised to what the graph's opset needs) and the model domain. */
+alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out);
+/* The same, into a file. */
+alma_status alma__onnx_save(const alma_graph *g, const alma_onnx_meta *meta, const char *path);
+
 #endif

@@ -8,6 +8,13 @@
 
 typedef struct alma_pass_opts {
   int verbose;
+  /* Calibration data for INT8_STATIC: n_calib_batches batches of n_inputs tensors each (one per
+   * graph input, in input order), batch-major: calib[b * n_inputs + i]. Views owned by the caller.
+   * NULL: the pass calibrates on random inputs and warns that this calibrates poorly. */
+  const alma_tensor *calib;
+  int n_calib_batches;
+  int n_inputs;
+  const char *calibrator;    /* "minmax" (NULL = default), "percentile", "entropy" */
 } alma_pass_opts;
 
 typedef struct alma_pass {

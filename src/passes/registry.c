@@ -5,10 +5,20 @@
 
 extern const alma_pass alma__pass_fold;
 extern const alma_pass alma__pass_fuse;
+extern const alma_pass alma__pass_int8_dynamic;
+extern const alma_pass alma__pass_int8_static;
+extern const alma_pass alma__pass_qlinear;
+extern const alma_pass alma__pass_bf16;
+extern const alma_pass alma__pass_fp16;
 
 static const alma_pass *const passes[] = {
     &alma__pass_fold,
     &alma__pass_fuse,
+    &alma__pass_int8_dynamic,
+    &alma__pass_int8_static,
+    &alma__pass_qlinear,
+    &alma__pass_bf16,
+    &alma__pass_fp16,
 };
 
 int alma__pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }

@@ -1,6 +1,7 @@
 /* alma_session: a model's graph converted by a chain of passes and compiled for one runtime. */
 #include "conversions/conversions.h"
 #include "graph/model.h"
+#include "runtimes/session.h"
 
 struct alma_session {
   alma_conversion conv;
@@ -8,6 +9,9 @@ struct alma_session {
   const alma_model *model;
   void *plan;
 };
+
+const alma_graph *alma__session_graph(const alma_session *s) { return s ? s->graph : NULL; }
+const alma_model *alma__session_model(const alma_session *s) { return s ? s->model : NULL; }
 
 void alma_session_options_init(alma_session_options *o) {
   memset(o, 0, sizeof *o);
@@ -30,7 +34,9 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
   if (st == ALMA_OK && (st = s->conv.runtime->init()) != ALMA_OK)
     alma__error_prefix(ALMA_ERR_UNAVAILABLE, "runtime %s: ", s->conv.runtime->name), st = ALMA_ERR_UNAVAILABLE;
   if (st == ALMA_OK) st = alma__graph_clone(m->graph, &s->graph);
-  alma_pass_opts popts = {.verbose = opts->verbose};
+  alma_pass_opts popts = {.verbose = opts->verbose, .calib = opts->calibration_data,
+                          .n_calib_batches = opts->n_calibration_batches, .n_inputs = m->graph->n_inputs,
+                          .calibrator = opts->calibrator};
   for (int i = 0; st == ALMA_OK && i < s->conv.n_passes; i++) {
     st = s->conv.passes[i]->run(s->graph, &popts);
     if (st != ALMA_OK) alma__error_prefix(st, "pass %s: ", s->conv.passes[i]->name);

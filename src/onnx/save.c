@@ -1,0 +1,316 @@
+/* graph IR -> ONNX ModelProto (protobuf-c), the inverse of load.c: what a conversion made of a
+ * model can be saved, inspected and run by other ONNX tools.
+ *
+ * The message tree is built in a scratch arena whose lifetime is the call; tensor payloads are not
+ * copied (raw_data points at the graph's buffers while packing). Initializers are written as
+ * raw_data (little-endian, as ONNX specifies and as alma stores them). Only live, used initializers
+ * are written. Declared input/output types are kept; an output whose type is unknown (a value a
+ * pass created) gets the dtype static inference gives it. */
+#include <errno.h>
+
+#include "graph/infer.h"
+#include "onnx/onnx.h"
+#include "onnx/onnx.pb-c.h"
+#include "runtimes/session.h"
+
+typedef struct save_ctx {
+  alma_arena *a;
+  alma_status st;
+  int uses_alma_domain;
+} save_ctx;
+
+static void *salloc(save_ctx *c, size_t n) {
+  void *p = alma__arena_alloc(c->a, n ? n : 1);
+  if (!p && c->st == ALMA_OK) c->st = alma__errorf(ALMA_ERR_NOMEM, "out of memory writing the model");
+  return p;
+}
+
+/* protobuf-c packs a char* field; the graph's names are const arena strings that outlive packing. */
+static char *sstr(const char *s) { return (char *)(s ? s : ""); }
+
+static Onnx__TensorProto *tensor_proto(save_ctx *c, const alma_tensor *t, const char *name) {
+  Onnx__TensorProto *tp = salloc(c, sizeof *tp);
+  if (!tp) return NULL;
+  *tp = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+  tp->name = sstr(name);
+  tp->has_data_type = 1;
+  tp->data_type = (int32_t)t->dtype;
+  tp->n_dims = (size_t)t->rank;
+  tp->dims = salloc(c, sizeof(int64_t) * (size_t)(t->rank + 1));
+  if (!tp->dims) return NULL;
+  for (int d = 0; d < t->rank; d++) tp->dims[d] = t->dims[d];
+  size_t nbytes = (size_t)alma_tensor_numel(t) * alma_dtype_size(t->dtype);
+  if (nbytes > t->nbytes && t->nbytes) {
+    c->st = alma__errorf(ALMA_ERR_INTERNAL, "tensor '%s': %zu bytes for a shape needing %zu", name ? name : "", t->nbytes,
+                         nbytes);
+    return NULL;
+  }
+  tp->has_raw_data = 1;
+  tp->raw_data.len = nbytes;
+  tp->raw_data.data = nbytes ? t->data : NULL;
+  return tp;
+}
+
+/* Tensor type with the declared (or given) dtype and, when the rank is known, the shape with its
+ * symbolic names. */
+static Onnx__ValueInfoProto *value_info(save_ctx *c, const alma_value *v, alma_dtype dt_fallback) {
+  Onnx__ValueInfoProto *vi = salloc(c, sizeof *vi);
+  Onnx__TypeProto *tp = salloc(c, sizeof *tp);
+  Onnx__TypeProto__Tensor *tt = salloc(c, sizeof *tt);
+  if (!vi || !tp || !tt) return NULL;
+  *vi = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+  *tp = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  *tt = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+  vi->name = sstr(v->name);
+  alma_dtype dt = v->dtype != ALMA_DTYPE_UNDEFINED ? v->dtype : dt_fallback;
+  if (dt == ALMA_DTYPE_UNDEFINED && v->rank < 0) return vi; /* nothing known: no type */
+  vi->type = tp;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  if (dt != ALMA_DTYPE_UNDEFINED) {
+    tt->has_elem_type = 1;
+    tt->elem_type = (int32_t)dt;
+  }
+  if (v->rank >= 0) {
+    Onnx__TensorShapeProto *sp = salloc(c, sizeof *sp);
+    Onnx__TensorShapeProto__Dimension **dims = salloc(c, sizeof *dims * (size_t)(v->rank + 1));
+    if (!sp || !dims) return NULL;
+    *sp = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
+    sp->n_dim = (size_t)v->rank;
+    sp->dim = dims;
+    for (int d = 0; d < v->rank; d++) {
+      Onnx__TensorShapeProto__Dimension *dim = salloc(c, sizeof *dim);
+      if (!dim) return NULL;
+      *dim = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+      if (v->dims[d] >= 0) {
+        dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dim->dim_value = v->dims[d];
+      } else if (v->dim_params[d]) {
+        dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+        dim->dim_param = sstr(v->dim_params[d]);
+      }
+      dims[d] = dim;
+    }
+    tt->shape = sp;
+  }
+  return vi;
+}
+
+static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alma_infer_result *r);
+
+static Onnx__AttributeProto *attr_proto(save_ctx *c, const alma_attr *at) {
+  Onnx__AttributeProto *ap = salloc(c, sizeof *ap);
+  if (!ap) return NULL;
+  *ap = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+  ap->name = sstr(at->name);
+  ap->has_type = 1;
+  ap->type = (Onnx__AttributeProto__AttributeType)at->type;
+  switch (at->type) {
+    case ALMA_ATTR_FLOAT: ap->has_f = 1; ap->f = at->f; break;
+    case ALMA_ATTR_INT: ap->has_i = 1; ap->i = at->i; break;
+    case ALMA_ATTR_STRING:
+      ap->has_s = 1;
+      ap->s.len = at->s_len;
+      ap->s.data = (uint8_t *)at->s;
+      break;
+    case ALMA_ATTR_TENSOR:
+      if (!at->t || !(ap->t = tensor_proto(c, at->t, ""))) return NULL;
+      break;
+    case ALMA_ATTR_GRAPH:
+      if (!at->g || !(ap->g = graph_proto(c, at->g, NULL))) return NULL;
+      break;
+    case ALMA_ATTR_FLOATS:
+      ap->n_floats = (size_t)at->n;
+      ap->floats = at->floats;
+      break;
+    case ALMA_ATTR_INTS:
+      ap->n_ints = (size_t)at->n;
+      ap->ints = at->ints;
+      break;
+    case ALMA_ATTR_STRINGS:
+      ap->n_strings = (size_t)at->n;
+      ap->strings = salloc(c, sizeof *ap->strings * (size_t)(at->n + 1));
+      if (!ap->strings) return NULL;
+      for (int k = 0; k < at->n; k++) {
+        ap->strings[k].data = (uint8_t *)at->strings[k];
+        ap->strings[k].len = strlen(at->strings[k]);
+      }
+      break;
+    case ALMA_ATTR_TENSORS:
+      ap->n_tensors = (size_t)at->n;
+      ap->tensors = salloc(c, sizeof *ap->tensors * (size_t)(at->n + 1));
+      if (!ap->tensors) return NULL;
+      for (int k = 0; k < at->n; k++)
+        if (!(ap->tensors[k] = tensor_proto(c, &at->tensors[k], ""))) return NULL;
+      break;
+    case ALMA_ATTR_GRAPHS:
+      ap->n_graphs = (size_t)at->n;
+      ap->graphs = salloc(c, sizeof *ap->graphs * (size_t)(at->n + 1));
+      if (!ap->graphs) return NULL;
+      for (int k = 0; k < at->n; k++)
+        if (!(ap->graphs[k] = graph_proto(c, at->graphs[k], NULL))) return NULL;
+      break;
+    default:
+      c->st = alma__errorf(ALMA_ERR_UNSUPPORTED, "attribute '%s' of type %d cannot be written", at->name, (int)at->type);
+      return NULL;
+  }
+  return ap;
+}
+
+static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n) {
+  Onnx__NodeProto *np = salloc(c, sizeof *np);
+  if (!np) return NULL;
+  *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+  np->name = sstr(n->name);
+  np->op_type = sstr(n->op_type);
+  np->domain = n->domain && n->domain[0] ? (char *)n->domain : NULL;
+  if (n->domain && !strcmp(n->domain, "alma")) c->uses_alma_domain = 1;
+  np->n_input = (size_t)n->n_inputs;
+  np->input = salloc(c, sizeof(char *) * (size_t)(n->n_inputs + 1));
+  np->n_output = (size_t)n->n_outputs;
+  np->output = salloc(c, sizeof(char *) * (size_t)(n->n_outputs + 1));
+  np->n_attribute = (size_t)n->n_attrs;
+  np->attribute = salloc(c, sizeof *np->attribute * (size_t)(n->n_attrs + 1));
+  if (!np->input || !np->output || !np->attribute) return NULL;
+  for (int k = 0; k < n->n_inputs; k++) np->input[k] = n->inputs[k] >= 0 ? sstr(g->values[n->inputs[k]].name) : "";
+  for (int k = 0; k < n->n_outputs; k++) np->output[k] = n->outputs[k] >= 0 ? sstr(g->values[n->outputs[k]].name) : "";
+  for (int k = 0; k < n->n_attrs; k++)
+    if (!(np->attribute[k] = attr_proto(c, &n->attrs[k]))) return NULL;
+  return np;
+}
+
+/* r: inference results of g (top level only), for the dtypes of outputs nobody declared. */
+static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alma_infer_result *r) {
+  if (c->st != ALMA_OK) return NULL;
+  Onnx__GraphProto *gp = salloc(c, sizeof *gp);
+  if (!gp) return NULL;
+  *gp = (Onnx__GraphProto)ONNX__GRAPH_PROTO__INIT;
+  gp->name = sstr(g->name && g->name[0] ? g->name : "graph");
+  int live = 0;
+  for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].dead;
+  gp->node = salloc(c, sizeof *gp->node * (size_t)(live + 1));
+  gp->initializer = salloc(c, sizeof *gp->initializer * (size_t)(g->n_values + 1));
+  gp->input = salloc(c, sizeof *gp->input * (size_t)(g->n_inputs + 1));
+  gp->output = salloc(c, sizeof *gp->output * (size_t)(g->n_outputs + 1));
+  if (!gp->node || !gp->initializer || !gp->input || !gp->output) return NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead) continue;
+    if (!(gp->node[gp->n_node++] = node_proto(c, g, &g->nodes[i]))) return NULL;
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    const alma_value *val = &g->values[v];
+    if (!val->init || val->is_outer || alma__graph_count_uses(g, v) == 0) continue;
+    if (!(gp->initializer[gp->n_initializer++] = tensor_proto(c, val->init, val->name))) return NULL;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!(gp->input[gp->n_input++] = value_info(c, &g->values[g->inputs[i]], ALMA_DTYPE_UNDEFINED))) return NULL;
+  for (int i = 0; i < g->n_outputs; i++) {
+    int v = g->outputs[i];
+    alma_dtype fb = r && r->info ? r->info[v].dtype : ALMA_DTYPE_UNDEFINED;
+    if (!(gp->output[gp->n_output++] = value_info(c, &g->values[v], fb))) return NULL;
+  }
+  return gp;
+}
+
+/* The lowest IR version that can carry an opset (onnx/helper.py VERSION_TABLE). */
+static int64_t ir_for_opset(int64_t opset) {
+  if (opset <= 8) return 3;
+  if (opset == 9) return 4;
+  if (opset == 10) return 5;
+  if (opset == 11) return 6;
+  if (opset <= 14) return 7;
+  if (opset <= 18) return 8;
+  if (opset <= 20) return 9;
+  if (opset <= 22) return 10;
+  return 11;
+}
+
+alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
+  *bytes_out = NULL;
+  *n_out = 0;
+  if (!g) return alma__errorf(ALMA_ERR_INVALID_ARG, "graph is NULL");
+  save_ctx c = {.a = alma__arena_new(), .st = ALMA_OK};
+  if (!c.a) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_infer_result r;
+  int resolved = 1; /* a graph built by hand may not have its ops bound yet: then no inference */
+  for (int i = 0; i < g->n_nodes; i++) resolved &= g->nodes[i].dead || g->nodes[i].op != NULL;
+  int have_r = resolved && alma__graph_infer(g, NULL, 1, 0, &r) == ALMA_OK;
+  if (!have_r) alma__error_clear(); /* only output dtypes come from it: write without them */
+  Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
+  mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
+  if (have_r) alma__infer_result_free(&r);
+  alma_status st = c.st;
+  int64_t opset = alma__graph_opset(g, "");
+  if (st == ALMA_OK && !mp.graph) st = alma__errorf(ALMA_ERR_INTERNAL, "writing the graph failed");
+  if (st == ALMA_OK) {
+    int has_alma = alma__graph_opset(g, "alma") > 0;
+    int n = g->n_opsets + (c.uses_alma_domain && !has_alma);
+    mp.opset_import = salloc(&c, sizeof *mp.opset_import * (size_t)(n + 1));
+    for (int i = 0; mp.opset_import && i < n; i++) {
+      Onnx__OperatorSetIdProto *os = salloc(&c, sizeof *os);
+      if (!os) break;
+      *os = (Onnx__OperatorSetIdProto)ONNX__OPERATOR_SET_ID_PROTO__INIT;
+      os->has_version = 1;
+      if (i < g->n_opsets) {
+        os->domain = sstr(g->opsets[i].domain);
+        os->version = g->opsets[i].version;
+      } else {
+        os->domain = "alma";
+        os->version = 1;
+      }
+      mp.opset_import[mp.n_opset_import++] = os;
+    }
+    st = c.st;
+  }
+  if (st == ALMA_OK) {
+    int64_t ir = meta && meta->ir_version > 0 ? meta->ir_version : 0;
+    int64_t need = ir_for_opset(opset);
+    mp.has_ir_version = 1;
+    mp.ir_version = ir > need ? ir : need;
+    mp.producer_name = "alma";
+    mp.producer_version = ALMA_VERSION_STRING;
+    mp.domain = meta && meta->domain && meta->domain[0] ? (char *)meta->domain : NULL;
+    size_t n = onnx__model_proto__get_packed_size(&mp);
+    if (n > (size_t)INT32_MAX) {
+      st = alma__errorf(ALMA_ERR_UNSUPPORTED, "the model needs %zu bytes; protobuf files are limited to 2 GiB "
+                                              "(external data is not written)", n);
+    } else {
+      uint8_t *buf = malloc(n ? n : 1);
+      if (!buf) {
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory for %zu bytes", n);
+      } else {
+        onnx__model_proto__pack(&mp, buf);
+        *bytes_out = buf;
+        *n_out = n;
+      }
+    }
+  }
+  alma__arena_free(c.a);
+  return st;
+}
+
+alma_status alma__onnx_save(const alma_graph *g, const alma_onnx_meta *meta, const char *path) {
+  if (!path || !path[0]) return alma__errorf(ALMA_ERR_INVALID_ARG, "no path to save the model to");
+  uint8_t *buf;
+  size_t n;
+  ALMA_TRY(alma__onnx_serialize(g, meta, &buf, &n));
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    free(buf);
+    return alma__errorf(ALMA_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+  }
+  size_t w = fwrite(buf, 1, n, f);
+  int err = ferror(f);
+  free(buf);
+  if (fclose(f) != 0 || w != n || err) {
+    remove(path);
+    return alma__errorf(ALMA_ERR_IO, "writing '%s' failed: %s", path, strerror(errno));
+  }
+  return ALMA_OK;
+}
+
+alma_status alma_session_save(const alma_session *s, const char *path) {
+  if (!s) return alma__errorf(ALMA_ERR_INVALID_ARG, "session is NULL");
+  const alma_model *m = alma__session_model(s);
+  return alma__onnx_save(alma__session_graph(s), m ? &m->meta : NULL, path);
+}

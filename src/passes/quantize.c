@@ -1,0 +1,662 @@
+/* INT8_DYNAMIC and INT8_STATIC: integer quantization of Conv, MatMul and Gemm with constant
+ * weights, expressed with standard ONNX operators so that the converted graph stays a valid ONNX
+ * model that any runtime (and ONNX Runtime) can run.
+ *
+ * Weights: int8, symmetric (zero point 0, range [-127, 127]), one scale per output channel (Conv:
+ * axis 0 of W [M, C/group, k...]; MatMul/Gemm: each column of the [K, N] matrix). Models below
+ * opset 13 cannot express per-axis DequantizeLinear, so INT8_STATIC quantizes their weights per
+ * tensor.
+ *
+ * INT8_DYNAMIC: activations are quantized per batch at run time (uint8, asymmetric):
+ *   x -> DynamicQuantizeLinear -> (xq, xs, xzp)
+ *   MatMulInteger(xq, Wq, xzp, 128) / ConvInteger(xq, Wq, xzp, 128) -> int32 -> Cast float
+ *   -> Mul(xs * w_scale) [-> Add(bias)]
+ * as ONNX Runtime's dynamic quantizer writes it. Needs opset >= 11 (DynamicQuantizeLinear). The
+ * symmetric int8 weights are stored as uint8 q + 128 with zero point 128 (the same products): a
+ * uint8 x int8 MatMulInteger runs on x86 without VNNI through vpmaddubsw, whose 16-bit pair sums
+ * saturate (ONNX Runtime's MLAS does, giving wrong results for large activations), while
+ * uint8 x uint8 is exact there.
+ *
+ * INT8_STATIC: post-training static quantization into a QDQ graph. The activation entering each
+ * quantized node is calibrated (calibrate.c) and gets a QuantizeLinear/DequantizeLinear pair
+ * (uint8, asymmetric, per tensor; one pair per value, shared by the quantized nodes reading it,
+ * while other readers keep the float value); weights become int8 initializers behind a
+ * DequantizeLinear; Conv and Gemm biases become int32 with scale x_scale * w_scale (the form
+ * integer kernels consume directly). Runtimes with int8 kernels execute the Q/DQ patterns in
+ * integers; EAGER runs them as written (float arithmetic on dequantized values, which is the
+ * reference meaning of the model). The QLINEAR pass rewrites the patterns into QLinearConv /
+ * QLinearMatMul for EAGER's integer kernels. */
+#include <math.h>
+
+#include "passes/quant.h"
+
+/* ---- graph-editing helpers (declared in quant.h) ------------------------------------------------ */
+
+int alma__q_new_value(alma_graph *g, const char *base, const char *suffix) {
+  char name[768];
+  snprintf(name, sizeof name, "%.600s/%s", base && base[0] ? base : "v", suffix);
+  for (int k = 1; alma__graph_find_value(g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%.600s/%s_%d", base && base[0] ? base : "v", suffix, k);
+  int v = alma__graph_add_value(g, name);
+  if (v < 0) alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return v;
+}
+
+int alma__q_new_const(alma_graph *g, const char *base, const char *suffix, alma_dtype dt, int rank,
+                      const int64_t *dims, alma_tensor **t_out) {
+  alma_tensor *t = alma__arena_alloc(g->arena, sizeof *t);
+  if (!t) {
+    alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    return -1;
+  }
+  if (alma__tensor_alloc(t, dt, rank, dims) != ALMA_OK) return -1;
+  int v = alma__q_new_value(g, base, suffix);
+  if (v < 0) {
+    alma_tensor_free_data(t);
+    return -1;
+  }
+  alma_value *val = &g->values[v];
+  val->init = t;
+  val->dtype = dt;
+  val->rank = rank;
+  for (int k = 0; k < rank; k++) val->dims[k] = dims[k];
+  if (t_out) *t_out = t;
+  return v;
+}
+
+int alma__q_scalar_f32(alma_graph *g, const char *base, const char *suffix, float x) {
+  alma_tensor *t;
+  int v = alma__q_new_const(g, base, suffix, ALMA_DTYPE_FLOAT32, 0, NULL, &t);
+  if (v >= 0) *(float *)t->data = x;
+  return v;
+}
+
+int alma__q_scalar_q8(alma_graph *g, const char *base, const char *suffix, alma_dtype dt, int x) {
+  alma_tensor *t;
+  int v = alma__q_new_const(g, base, suffix, dt, 0, NULL, &t);
+  if (v >= 0) {
+    if (dt == ALMA_DTYPE_UINT8) *(uint8_t *)t->data = (uint8_t)x;
+    else *(int8_t *)t->data = (int8_t)x;
+  }
+  return v;
+}
+
+alma_status alma__q_add_node(alma_graph *g, const char *op_type, const char *name, const int *inputs, int n_inputs,
+                             const int *outputs, int n_outputs, int *idx_out) {
+  char nm[768];
+  snprintf(nm, sizeof nm, "%.700s", name && name[0] ? name : op_type);
+  int i = alma__graph_add_node(g, op_type, "", nm, inputs, n_inputs, outputs, n_outputs);
+  if (i < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  g->nodes[i].attrs = NULL;
+  g->nodes[i].n_attrs = 0;
+  alma_status st = alma__op_resolve(&g->nodes[i], alma__graph_opset(g, ""));
+  if (st != ALMA_OK) {
+    g->nodes[i].dead = 1;
+    return st;
+  }
+  if (idx_out) *idx_out = i;
+  return ALMA_OK;
+}
+
+static alma_status attr_put(alma_graph *g, int i, alma_attr at) {
+  alma_node *n = &g->nodes[i];
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(n->n_attrs + 1));
+  at.name = alma__arena_strdup(g->arena, at.name);
+  if (!a || !at.name) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int k = 0;
+  for (int j = 0; j < n->n_attrs; j++)
+    if (strcmp(n->attrs[j].name, at.name)) a[k++] = n->attrs[j];
+  a[k++] = at;
+  n->attrs = a;
+  n->n_attrs = k;
+  return ALMA_OK;
+}
+
+alma_status alma__q_attr_i(alma_graph *g, int i, const char *name, int64_t v) {
+  return attr_put(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_INT, .i = v});
+}
+
+alma_status alma__q_attr_f(alma_graph *g, int i, const char *name, float v) {
+  return attr_put(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_FLOAT, .f = v});
+}
+
+alma_status alma__q_copy_attrs(alma_graph *g, int to, int from) {
+  int n = g->nodes[from].n_attrs;
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(n + 1));
+  if (!a) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (n) memcpy(a, g->nodes[from].attrs, sizeof(alma_attr) * (size_t)n);
+  g->nodes[to].attrs = a;
+  g->nodes[to].n_attrs = n;
+  return ALMA_OK;
+}
+
+int alma__q_replace_uses(alma_graph *g, int from, int to, int skip) {
+  int cnt = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    alma_node *n = &g->nodes[i];
+    if (n->dead || i == skip) continue;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] == from) n->inputs[k] = to, cnt++;
+  }
+  return cnt;
+}
+
+int alma__q_used_by_subgraph(const alma_graph *g, int v) {
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_implicit; k++)
+      if (g->nodes[i].implicit_inputs[k] == v) return 1;
+  return 0;
+}
+
+void alma__q_remove_dead(alma_graph *g) {
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+      alma_node *n = &g->nodes[i];
+      if (n->dead) continue;
+      int used = 0;
+      for (int k = 0; k < n->n_outputs && !used; k++)
+        used = n->outputs[k] >= 0 && alma__graph_count_uses(g, n->outputs[k]) > 0;
+      if (!used) n->dead = changed = 1;
+    }
+  }
+}
+
+/* ---- what can be quantized ------------------------------------------------------------------------ */
+
+typedef enum { T_CONV, T_MATMUL, T_GEMM } target_kind;
+
+typedef struct {
+  int node;
+  target_kind kind;
+  int x, w, bias;        /* value indices; bias -1 when absent or kept in float */
+  int w_axis;            /* per-channel axis of W as stored */
+  int64_t channels;      /* output channels: M (Conv) or N (MatMul/Gemm) */
+} target;
+
+static int is_f32_const(const alma_graph *g, int v) {
+  return v >= 0 && g->values[v].init && g->values[v].init->dtype == ALMA_DTYPE_FLOAT32 && g->values[v].init->data;
+}
+
+/* The activation input must be a computed float32 value (inferred dtype: r may be NULL). */
+static int is_f32_activation(const alma_graph *g, const alma_infer_result *r, int v) {
+  if (v < 0 || g->values[v].init) return 0;
+  alma_dtype dt = r && r->info[v].dtype != ALMA_DTYPE_UNDEFINED ? r->info[v].dtype : g->values[v].dtype;
+  return dt == ALMA_DTYPE_FLOAT32;
+}
+
+/* Whether node i is a Conv/MatMul/Gemm with a constant float weight that the passes handle;
+ * fills t. Gemm's C is taken as a bias only when it is a constant [N] vector and alpha = beta = 1;
+ * otherwise it stays a float input. */
+static int match_target(const alma_graph *g, const alma_infer_result *r, int i, target *t) {
+  const alma_node *n = &g->nodes[i];
+  memset(t, 0, sizeof *t);
+  t->node = i;
+  t->bias = -1;
+  if (n->dead || n->domain[0] || n->n_inputs < 2 || n->n_outputs < 1 || n->outputs[0] < 0) return 0;
+  t->x = n->inputs[0];
+  t->w = n->inputs[1];
+  if (!is_f32_activation(g, r, t->x) || !is_f32_const(g, t->w)) return 0;
+  const alma_tensor *W = g->values[t->w].init;
+  if (alma_tensor_numel(W) <= 0) return 0;
+  if (!strcmp(n->op_type, "Conv")) {
+    if (W->rank < 3) return 0;
+    t->kind = T_CONV;
+    t->w_axis = 0;
+    t->channels = W->dims[0];
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+      int b = n->inputs[2];
+      if (!is_f32_const(g, b)) return 0; /* a computed bias: leave the node alone */
+      const alma_tensor *B = g->values[b].init;
+      if (B->rank != 1 || B->dims[0] != t->channels) return 0;
+      t->bias = b;
+    }
+    return 1;
+  }
+  if (!strcmp(n->op_type, "MatMul")) {
+    if (W->rank != 2) return 0;
+    t->kind = T_MATMUL;
+    t->w_axis = 1;
+    t->channels = W->dims[1];
+    return 1;
+  }
+  if (!strcmp(n->op_type, "Gemm")) {
+    if (W->rank != 2 || alma__attr_i(n, "transA", 0)) return 0;
+    t->kind = T_GEMM;
+    int tb = alma__attr_i(n, "transB", 0) != 0;
+    t->w_axis = tb ? 0 : 1;
+    t->channels = W->dims[tb ? 0 : 1];
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+      int c = n->inputs[2];
+      if (!g->values[c].init && !is_f32_activation(g, r, c)) return 0;
+      const alma_tensor *C = g->values[c].init;
+      if (C && C->dtype == ALMA_DTYPE_FLOAT32 && C->rank == 1 && C->dims[0] == t->channels &&
+          alma__attr_f(n, "alpha", 1.0f) == 1.0f && alma__attr_f(n, "beta", 1.0f) == 1.0f)
+        t->bias = c;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* Per-channel symmetric scales of W along `axis` (or one scale when per_tensor): max|w| / 127. */
+static void weight_scales(const alma_tensor *W, int axis, int per_tensor, float *scale, int64_t *n_scales) {
+  int64_t outer = alma__numel(axis, W->dims), dim = W->dims[axis];
+  int64_t inner = alma__numel(W->rank - axis - 1, W->dims + axis + 1);
+  const float *w = W->data;
+  int64_t ns = per_tensor ? 1 : dim;
+  for (int64_t c = 0; c < ns; c++) scale[c] = 0;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < dim; c++)
+      for (int64_t i = 0; i < inner; i++) {
+        float a = fabsf(w[(o * dim + c) * inner + i]);
+        float *s = &scale[per_tensor ? 0 : c];
+        if (a > *s) *s = a; /* NaN compares false: ignored */
+      }
+  for (int64_t c = 0; c < ns; c++) {
+    scale[c] = isfinite(scale[c]) ? scale[c] / 127.0f : 0;
+    if (!(scale[c] > 0)) scale[c] = 1.0f; /* an all-zero channel: any scale is exact */
+  }
+  *n_scales = ns;
+}
+
+static int8_t quant_w(float w, float s) {
+  float q = rintf(w / s); /* round half to even, the default rounding mode */
+  if (!(q >= -127.0f)) q = -127.0f; /* also NaN */
+  if (q > 127.0f) q = 127.0f;
+  return (int8_t)q;
+}
+
+/* Quantized copy of W: Wq int8 (same shape), its scales [ns] and zero points; returns the value
+ * indices of Wq, scale and zero point (zero point int8 zeros of the scales' shape). transpose:
+ * W is [N, K] and Wq is stored [K, N] (a Gemm with transB for MatMulInteger), axis refers to W.
+ * offset_u8: the same symmetric values stored as uint8 q + 128 with one zero point 128. */
+static alma_status quantize_weight(alma_graph *g, int wv, int axis, int per_tensor, int transpose, int offset_u8,
+                                   float *scales, int64_t *n_scales, int *q_out, int *s_out, int *zp_out) {
+  const alma_tensor *W = g->values[wv].init;
+  const char *base = g->values[wv].name;
+  weight_scales(W, axis, per_tensor, scales, n_scales);
+  int64_t dims[ALMA_MAX_RANK];
+  for (int d = 0; d < W->rank; d++) dims[d] = W->dims[d];
+  if (transpose) dims[0] = W->dims[1], dims[1] = W->dims[0];
+  alma_tensor *tq, *ts, *tz;
+  int q = alma__q_new_const(g, base, "quantized", offset_u8 ? ALMA_DTYPE_UINT8 : ALMA_DTYPE_INT8, W->rank, dims, &tq);
+  if (q < 0) return ALMA_ERR_NOMEM;
+  W = g->values[wv].init;
+  int64_t outer = alma__numel(axis, W->dims), dim = W->dims[axis];
+  int64_t inner = alma__numel(W->rank - axis - 1, W->dims + axis + 1);
+  const float *w = W->data;
+  int8_t *wq = tq->data;
+  uint8_t *wu = tq->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < dim; c++)
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t src = (o * dim + c) * inner + i;
+        int64_t dst = src;
+        if (transpose) { /* W [N, K] (rank 2): element (o, c) of W goes to (c, o) */
+          int64_t r0 = src / W->dims[1], c0 = src % W->dims[1];
+          dst = c0 * W->dims[0] + r0;
+        }
+        int8_t qv = quant_w(w[src], scales[per_tensor ? 0 : c]);
+        if (offset_u8) wu[dst] = (uint8_t)(qv + 128);
+        else wq[dst] = qv;
+      }
+  int64_t sd[1] = {*n_scales};
+  int srank = per_tensor ? 0 : 1;
+  int s = alma__q_new_const(g, base, "scale", ALMA_DTYPE_FLOAT32, srank, sd, &ts);
+  if (s < 0) return ALMA_ERR_NOMEM;
+  memcpy(ts->data, scales, (size_t)*n_scales * sizeof(float));
+  int z = offset_u8 ? alma__q_scalar_q8(g, base, "zero_point", ALMA_DTYPE_UINT8, 128)
+                    : alma__q_new_const(g, base, "zero_point", ALMA_DTYPE_INT8, srank, sd, &tz);
+  if (z < 0) return ALMA_ERR_NOMEM;
+  *q_out = q;
+  *s_out = s;
+  *zp_out = z;
+  return ALMA_OK;
+}
+
+/* ==== INT8_STATIC ============================================================================== */
+
+/* uint8 asymmetric parameters for a range containing 0. */
+static void act_params(double lo, double hi, float *scale, int *zp) {
+  if (lo > 0) lo = 0;
+  if (hi < 0) hi = 0;
+  float s = (float)((hi - lo) / 255.0);
+  if (!(s > 0) || !isfinite(s)) {
+    *scale = 1.0f;
+    *zp = 0;
+    return;
+  }
+  double z = rint(-lo / s);
+  *scale = s;
+  *zp = z < 0 ? 0 : z > 255 ? 255 : (int)z;
+}
+
+typedef struct {
+  int n_conv, n_matmul, n_gemm, n_act;
+} qstats;
+
+static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
+  double t0 = alma__now_s();
+  int64_t opset = alma__graph_opset(g, "");
+  if (opset < 10)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
+                        (long long)opset);
+  int per_tensor_w = opset < 13; /* per-axis DequantizeLinear arrived in opset 13 */
+  alma__calibrator cal;
+  ALMA_TRY(alma__calibrator_parse(opts ? opts->calibrator : NULL, &cal));
+  alma_infer_result r;
+  ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &r));
+  int nn = g->n_nodes;
+  target *tg = calloc((size_t)nn + 1, sizeof *tg);
+  int *acts = malloc(((size_t)nn + 1) * sizeof *acts);
+  double *lo = malloc(((size_t)nn + 1) * sizeof *lo), *hi = malloc(((size_t)nn + 1) * sizeof *hi);
+  int *seen = calloc((size_t)nn + 1, sizeof *seen);
+  int *act_of = malloc(((size_t)g->n_values + 1) * sizeof *act_of);
+  int *dq_of = malloc(((size_t)g->n_values + 1) * sizeof *dq_of); /* activation value -> its DQ output */
+  float *scales = NULL;
+  alma_status st = ALMA_OK;
+  int nt = 0, na = 0;
+  qstats stats = {0};
+  if (!tg || !acts || !lo || !hi || !seen || !act_of || !dq_of) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (int v = 0; v < g->n_values; v++) act_of[v] = dq_of[v] = -1;
+  int64_t max_ch = 1;
+  for (int i = 0; i < nn; i++)
+    if (match_target(g, &r, i, &tg[nt])) {
+      int x = tg[nt].x;
+      if (act_of[x] < 0) {
+        act_of[x] = na;
+        acts[na++] = x;
+      }
+      if (tg[nt].channels > max_ch) max_ch = tg[nt].channels;
+      nt++;
+    }
+  if (nt == 0) {
+    ALMA_LOGI("INT8_STATIC: no Conv/MatMul/Gemm with constant weights: nothing to quantize");
+    goto done;
+  }
+  scales = malloc((size_t)max_ch * sizeof *scales);
+  if (!scales) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  if ((st = alma__calibrate(g, acts, na, opts, lo, hi, seen)) != ALMA_OK) goto done;
+
+  /* Q/DQ pair per calibrated activation */
+  float *a_scale = malloc(((size_t)na + 1) * sizeof *a_scale);
+  if (!a_scale) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (int a = 0; a < na && st == ALMA_OK; a++) {
+    if (!seen[a]) continue;
+    int v = acts[a], zp;
+    act_params(lo[a], hi[a], &a_scale[a], &zp);
+    ALMA_LOGD("INT8_STATIC: '%s' range [%g, %g], scale %g, zero point %d", g->values[v].name, lo[a], hi[a], a_scale[a], zp);
+    const char *base = g->values[v].name;
+    int s = alma__q_scalar_f32(g, base, "scale", a_scale[a]);
+    int z = alma__q_scalar_q8(g, base, "zero_point", ALMA_DTYPE_UINT8, zp);
+    int q = alma__q_new_value(g, base, "quantized");
+    int d = alma__q_new_value(g, base, "dequantized");
+    if (s < 0 || z < 0 || q < 0 || d < 0) {
+      st = ALMA_ERR_NOMEM;
+      break;
+    }
+    char nm[700];
+    snprintf(nm, sizeof nm, "%.600s/QuantizeLinear", base);
+    int in1[3] = {v, s, z}, in2[3] = {q, s, z};
+    if ((st = alma__q_add_node(g, "QuantizeLinear", nm, in1, 3, &q, 1, NULL)) != ALMA_OK) break;
+    snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", base);
+    if ((st = alma__q_add_node(g, "DequantizeLinear", nm, in2, 3, &d, 1, NULL)) != ALMA_OK) break;
+    dq_of[v] = d;
+    stats.n_act++;
+  }
+  /* weights (shared by value and axis), biases, and the node inputs */
+  int *wdq_of = dq_of; /* weights are constants, activations are not: the same map serves both */
+  for (int k = 0; k < nt && st == ALMA_OK; k++) {
+    target *t = &tg[k];
+    int a = act_of[t->x];
+    if (!seen[a] || dq_of[t->x] < 0) continue;
+    int wd = wdq_of[t->w];
+    int64_t ns = 0;
+    if (wd < 0) {
+      int q, s, z;
+      if ((st = quantize_weight(g, t->w, t->w_axis, per_tensor_w, 0, 0, scales, &ns, &q, &s, &z)) != ALMA_OK) break;
+      wd = alma__q_new_value(g, g->values[t->w].name, "dequantized");
+      if (wd < 0) {
+        st = ALMA_ERR_NOMEM;
+        break;
+      }
+      char nm[700];
+      snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", g->values[t->w].name);
+      int in[3] = {q, s, z}, di;
+      if ((st = alma__q_add_node(g, "DequantizeLinear", nm, in, 3, &wd, 1, &di)) != ALMA_OK) break;
+      if (!per_tensor_w && (st = alma__q_attr_i(g, di, "axis", t->w_axis)) != ALMA_OK) break;
+      wdq_of[t->w] = wd;
+    } else {
+      /* the scales are needed again for the bias: recompute them (cheap next to the conversion) */
+      weight_scales(g->values[t->w].init, t->w_axis, per_tensor_w, scales, &ns);
+    }
+    g->nodes[t->node].inputs[1] = wd;
+    if (t->bias >= 0) {
+      const alma_tensor *B = g->values[t->bias].init;
+      const char *base = g->values[t->bias].name;
+      int64_t nb = B->dims[0];
+      alma_tensor *tq, *ts;
+      int64_t sd[1] = {per_tensor_w ? 1 : nb};
+      int q = alma__q_new_const(g, base, "quantized", ALMA_DTYPE_INT32, 1, &nb, &tq);
+      int s = q < 0 ? -1 : alma__q_new_const(g, base, "scale", ALMA_DTYPE_FLOAT32, per_tensor_w ? 0 : 1, sd, &ts);
+      int d = s < 0 ? -1 : alma__q_new_value(g, base, "dequantized");
+      if (d < 0) {
+        st = ALMA_ERR_NOMEM;
+        break;
+      }
+      B = g->values[t->bias].init;
+      const float *b = B->data;
+      for (int64_t c = 0; c < nb; c++) {
+        float bs = a_scale[a] * scales[per_tensor_w ? 0 : c];
+        if (c < sd[0]) ((float *)ts->data)[c] = bs;
+        double qv = rint((double)b[c] / bs);
+        if (!(qv >= -2147483647.0)) qv = qv != qv ? 0 : -2147483647.0;
+        if (qv > 2147483647.0) qv = 2147483647.0;
+        ((int32_t *)tq->data)[c] = (int32_t)qv;
+      }
+      char nm[700];
+      snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", base);
+      int in[2] = {q, s}, di;
+      if ((st = alma__q_add_node(g, "DequantizeLinear", nm, in, 2, &d, 1, &di)) != ALMA_OK) break;
+      if (!per_tensor_w && (st = alma__q_attr_i(g, di, "axis", 0)) != ALMA_OK) break;
+      g->nodes[t->node].inputs[2] = d;
+    }
+    g->nodes[t->node].inputs[0] = dq_of[t->x];
+    stats.n_conv += t->kind == T_CONV;
+    stats.n_matmul += t->kind == T_MATMUL;
+    stats.n_gemm += t->kind == T_GEMM;
+  }
+  free(a_scale);
+  if (st == ALMA_OK) {
+    alma__q_remove_dead(g);
+    st = alma__graph_compact(g);
+  }
+  if (st == ALMA_OK && opts && opts->verbose) {
+    static const char *cal_names[] = {"minmax", "percentile", "entropy"};
+    fprintf(stderr,
+            "INT8_STATIC: quantized %d Conv, %d MatMul, %d Gemm (weights int8 %s), %d activations uint8 per tensor; "
+            "calibrator %s over %d batches, %.3f s\n",
+            stats.n_conv, stats.n_matmul, stats.n_gemm, per_tensor_w ? "per tensor" : "per channel", stats.n_act,
+            cal_names[cal], opts->calib && opts->n_calib_batches > 0 ? opts->n_calib_batches : 8, alma__now_s() - t0);
+  }
+done:
+  alma__infer_result_free(&r);
+  free(tg);
+  free(acts);
+  free(lo);
+  free(hi);
+  free(seen);
+  free(act_of);
+  free(dq_of);
+  free(scales);
+  return st;
+}
+
+/* ==== INT8_DYNAMIC ============================================================================= */
+
+static alma_status dynamic_run(alma_graph *g, const alma_pass_opts *opts) {
+  int64_t opset = alma__graph_opset(g, "");
+  if (opset < 11)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "dynamic quantization needs opset >= 11 (DynamicQuantizeLinear); the model imports opset %lld",
+                        (long long)opset);
+  alma_infer_result r;
+  ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &r));
+  int nn = g->n_nodes;
+  int *dq_of = malloc(((size_t)g->n_values + 1) * 3 * sizeof *dq_of); /* x -> (xq, xs, xzp) */
+  int64_t max_ch = 1;
+  for (int i = 0; i < nn; i++) {
+    target t;
+    if (match_target(g, &r, i, &t) && t.channels > max_ch) max_ch = t.channels;
+  }
+  float *scales = malloc((size_t)max_ch * sizeof *scales);
+  alma_status st = ALMA_OK;
+  qstats stats = {0};
+  if (!dq_of || !scales) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (int v = 0; v < g->n_values * 3; v++) dq_of[v] = -1;
+  for (int i = 0; i < nn && st == ALMA_OK; i++) {
+    target t;
+    if (!match_target(g, &r, i, &t)) continue;
+    alma_node *n = &g->nodes[i];
+    const char *nname = n->name;
+    int y = n->outputs[0];
+    if (alma__q_used_by_subgraph(g, y)) continue;
+    /* Gemm: alpha scales the product, beta the bias (any constant C, broadcast by Add) */
+    float alpha = 1.0f, beta = 1.0f;
+    int cval = -1;
+    if (t.kind == T_GEMM) {
+      alpha = alma__attr_f(n, "alpha", 1.0f);
+      beta = alma__attr_f(n, "beta", 1.0f);
+      cval = n->n_inputs > 2 ? n->inputs[2] : -1;
+      if (cval >= 0 && !is_f32_const(g, cval)) continue;
+    } else if (t.kind == T_CONV) {
+      cval = t.bias;
+    }
+    /* activation: one DynamicQuantizeLinear per value */
+    int x = t.x;
+    if (dq_of[3 * x] < 0) {
+      const char *base = g->values[x].name;
+      int o[3] = {alma__q_new_value(g, base, "quantized"), alma__q_new_value(g, base, "scale"),
+                  alma__q_new_value(g, base, "zero_point")};
+      char nm[700];
+      snprintf(nm, sizeof nm, "%.600s/DynamicQuantizeLinear", base);
+      if (o[0] < 0 || o[1] < 0 || o[2] < 0) {
+        st = ALMA_ERR_NOMEM;
+        break;
+      }
+      if ((st = alma__q_add_node(g, "DynamicQuantizeLinear", nm, &x, 1, o, 3, NULL)) != ALMA_OK) break;
+      for (int k = 0; k < 3; k++) dq_of[3 * x + k] = o[k];
+    }
+    int xq = dq_of[3 * x], xs = dq_of[3 * x + 1], xzp = dq_of[3 * x + 2];
+    /* weights: int8 per channel; a Gemm with transB stores them transposed for MatMulInteger */
+    int transpose = t.kind == T_GEMM && t.w_axis == 0;
+    int64_t ns;
+    int wq, ws, wz;
+    if ((st = quantize_weight(g, t.w, t.w_axis, 0, transpose, 1, scales, &ns, &wq, &ws, &wz)) != ALMA_OK) break;
+    /* the product's scale: x_scale * w_scale (* alpha), shaped to broadcast over the output */
+    alma_tensor *tsc;
+    int64_t sdims[ALMA_MAX_RANK];
+    int srank = 1;
+    sdims[0] = ns;
+    if (t.kind == T_CONV) { /* [M, 1, 1, ...] against [N, M, spatial...] */
+      srank = g->values[t.w].init->rank - 1;
+      for (int d = 1; d < srank; d++) sdims[d] = 1;
+    }
+    int wsc = alma__q_new_const(g, g->values[t.w].name, "output_scale", ALMA_DTYPE_FLOAT32, srank, sdims, &tsc);
+    if (wsc < 0) {
+      st = ALMA_ERR_NOMEM;
+      break;
+    }
+    for (int64_t c = 0; c < ns; c++) ((float *)tsc->data)[c] = scales[c] * alpha;
+    char nm[700];
+    int acc = alma__q_new_value(g, nname, "int32");
+    int accf = alma__q_new_value(g, nname, "float");
+    int sc = alma__q_new_value(g, nname, "scale");
+    int yb = cval >= 0 ? alma__q_new_value(g, nname, "unbiased") : y;
+    if (acc < 0 || accf < 0 || sc < 0 || yb < 0) {
+      st = ALMA_ERR_NOMEM;
+      break;
+    }
+    n = &g->nodes[i];
+    n->dead = 1;
+    int in4[4] = {xq, wq, xzp, wz};
+    snprintf(nm, sizeof nm, "%.600s/%s", nname, t.kind == T_CONV ? "ConvInteger" : "MatMulInteger");
+    int ci, ki;
+    if ((st = alma__q_add_node(g, t.kind == T_CONV ? "ConvInteger" : "MatMulInteger", nm, in4, 4, &acc, 1, &ci)) != ALMA_OK)
+      break;
+    if (t.kind == T_CONV && (st = alma__q_copy_attrs(g, ci, i)) != ALMA_OK) break;
+    snprintf(nm, sizeof nm, "%.600s/Cast", nname);
+    if ((st = alma__q_add_node(g, "Cast", nm, &acc, 1, &accf, 1, &ki)) != ALMA_OK) break;
+    if ((st = alma__q_attr_i(g, ki, "to", ALMA_DTYPE_FLOAT32)) != ALMA_OK) break;
+    int m1[2] = {xs, wsc}, m2[2] = {accf, sc};
+    snprintf(nm, sizeof nm, "%.600s/scale_Mul", nname);
+    if ((st = alma__q_add_node(g, "Mul", nm, m1, 2, &sc, 1, NULL)) != ALMA_OK) break;
+    snprintf(nm, sizeof nm, "%.600s/Mul", nname);
+    if ((st = alma__q_add_node(g, "Mul", nm, m2, 2, &yb, 1, NULL)) != ALMA_OK) break;
+    if (cval >= 0) {
+      /* bias: Conv's [M] as [M, 1, ...]; Gemm's C times beta, any shape Add broadcasts */
+      const alma_tensor *C = g->values[cval].init;
+      int64_t bd[ALMA_MAX_RANK];
+      int br = C->rank;
+      for (int d = 0; d < C->rank; d++) bd[d] = C->dims[d];
+      if (t.kind == T_CONV) {
+        br = srank;
+        for (int d = 0; d < br; d++) bd[d] = sdims[d];
+      }
+      alma_tensor *tb;
+      int bv = alma__q_new_const(g, g->values[cval].name, "bias", ALMA_DTYPE_FLOAT32, br, bd, &tb);
+      if (bv < 0) {
+        st = ALMA_ERR_NOMEM;
+        break;
+      }
+      C = g->values[cval].init;
+      int64_t cnt = alma_tensor_numel(C);
+      for (int64_t e = 0; e < cnt; e++) ((float *)tb->data)[e] = ((const float *)C->data)[e] * beta;
+      int a2[2] = {yb, bv};
+      snprintf(nm, sizeof nm, "%.600s/bias_Add", nname);
+      if ((st = alma__q_add_node(g, "Add", nm, a2, 2, &y, 1, NULL)) != ALMA_OK) break;
+    }
+    stats.n_conv += t.kind == T_CONV;
+    stats.n_matmul += t.kind == T_MATMUL;
+    stats.n_gemm += t.kind == T_GEMM;
+  }
+  if (st == ALMA_OK) {
+    alma__q_remove_dead(g);
+    st = alma__graph_compact(g);
+  }
+  if (st == ALMA_OK && opts && opts->verbose)
+    fprintf(stderr, "INT8_DYNAMIC: quantized %d Conv, %d MatMul, %d Gemm (weights int8 per channel, activations per batch)\n",
+            stats.n_conv, stats.n_matmul, stats.n_gemm);
+done:
+  alma__infer_result_free(&r);
+  free(dq_of);
+  free(scales);
+  return st;
+}
+
+const alma_pass alma__pass_int8_static = {
+    .name = "INT8_STATIC",
+    .description = "post-training static int8 quantization (QDQ): calibrated uint8 activations per tensor, int8 weights "
+                   "per channel, for Conv/MatMul/Gemm",
+    .run = static_run,
+};
+
+const alma_pass alma__pass_int8_dynamic = {
+    .name = "INT8_DYNAMIC",
+    .description = "dynamic int8 quantization: int8 weights per channel, activations quantized per batch at run time "
+                   "(MatMulInteger/ConvInteger)",
+    .run = dynamic_run,
+};

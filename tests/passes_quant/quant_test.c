@@ -1,0 +1,483 @@
+/* INT8_STATIC, INT8_DYNAMIC, QLINEAR, BF16, FP16 and the ONNX writer, on small models built here
+ * with the graph API and serialized by the writer itself (so every test also round-trips it):
+ *   conv:   x [N,3,8,8] -> Conv 3x3 (bias) -> Relu -> Conv 1x1 (bias) -> GlobalAveragePool
+ *           -> Flatten -> Gemm (transB, bias) -> y [N,5]
+ *   linear: x [N,6] -> MatMul [6,4] -> Add bias -> Relu -> MatMul [4,3] -> y [N,3]
+ * Converted outputs are compared with EAGER's on the float model (cosine similarity), graphs are
+ * checked for the ops each pass must produce, and converted graphs are saved, reloaded and run
+ * again (the same outputs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/model.h"
+#include "passes/quant.h"
+#include "runtimes/session.h"
+
+/* ---- building models --------------------------------------------------------------------------- */
+
+static uint64_t rng = 12345;
+static double urand(void) {
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) * 0x1p-53;
+}
+static float nrand(void) { return (float)(sqrt(-2 * log(urand() + 1e-300)) * cos(2 * M_PI * urand())); }
+
+static int add_const(alma_graph *g, const char *name, alma_dtype dt, int rank, const int64_t *dims, float scale) {
+  alma_tensor *t = alma__arena_alloc(g->arena, sizeof *t);
+  assert_non_null(t);
+  assert_int_equal(alma__tensor_alloc(t, dt, rank, dims), ALMA_OK);
+  int64_t n = alma_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == ALMA_DTYPE_FLOAT32) ((float *)t->data)[i] = nrand() * scale;
+    else alma__set_i64(t->data, dt, i, (int64_t)(urand() * 4));
+  }
+  int v = alma__graph_add_value(g, name);
+  g->values[v].init = t;
+  g->values[v].dtype = dt;
+  g->values[v].rank = rank;
+  for (int d = 0; d < rank; d++) g->values[v].dims[d] = dims[d];
+  return v;
+}
+
+static int add_input(alma_graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = alma__graph_add_value(g, name);
+  g->values[v].is_input = 1;
+  g->values[v].dtype = ALMA_DTYPE_FLOAT32;
+  g->values[v].rank = rank;
+  for (int d = 0; d < rank; d++) {
+    g->values[v].dims[d] = dims[d];
+    if (dims[d] < 0) g->values[v].dim_params[d] = "batch";
+  }
+  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+  g->inputs[g->n_inputs++] = v;
+  return v;
+}
+
+static int node(alma_graph *g, const char *op, const int *in, int nin, int out) {
+  int i = alma__graph_add_node(g, op, "", op, in, nin, &out, 1);
+  assert_true(i >= 0);
+  return i;
+}
+
+static void set_output(alma_graph *g, int v, int rank, const int64_t *dims) {
+  g->values[v].is_output = 1;
+  g->values[v].dtype = ALMA_DTYPE_FLOAT32;
+  g->values[v].rank = rank;
+  for (int d = 0; d < rank; d++) {
+    g->values[v].dims[d] = dims[d];
+    if (dims[d] < 0) g->values[v].dim_params[d] = "batch";
+  }
+  g->outputs = realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+  g->outputs[g->n_outputs++] = v;
+}
+
+static void attr_ints(alma_graph *g, int i, const char *name, const int64_t *v, int n) {
+  alma_node *nd = &g->nodes[i];
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
+  memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  alma_attr *x = &a[nd->n_attrs];
+  x->name = name;
+  x->type = ALMA_ATTR_INTS;
+  x->n = n;
+  x->ints = alma__arena_alloc(g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(x->ints, v, sizeof(int64_t) * (size_t)n);
+  nd->attrs = a;
+  nd->n_attrs++;
+}
+
+static void attr_int(alma_graph *g, int i, const char *name, int64_t v) {
+  alma_node *nd = &g->nodes[i];
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
+  memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_INT, .i = v};
+  nd->attrs = a;
+  nd->n_attrs++;
+}
+
+static alma_graph *new_graph(int64_t opset) {
+  alma_graph *g = alma__graph_new(NULL);
+  g->opsets = alma__arena_alloc(g->arena, sizeof(alma_opset_import));
+  g->opsets[0].domain = "";
+  g->opsets[0].version = opset;
+  g->n_opsets = 1;
+  g->name = "test";
+  return g;
+}
+
+/* Serializes g with the writer and loads it as a model (parsing, resolution, inference). */
+static alma_model *to_model(alma_graph *g) {
+  uint8_t *bytes;
+  size_t n;
+  alma_onnx_meta meta = {.ir_version = 7};
+  assert_int_equal(alma__onnx_serialize(g, &meta, &bytes, &n), ALMA_OK);
+  alma__graph_free(g);
+  alma_model *m = NULL;
+  alma_status st = alma_model_load_from_memory(bytes, n, NULL, &m);
+  if (st != ALMA_OK) fprintf(stderr, "load: %s\n", alma_last_error());
+  assert_int_equal(st, ALMA_OK);
+  free(bytes);
+  return m;
+}
+
+static alma_model *conv_model(int64_t opset) {
+  alma_graph *g = new_graph(opset);
+  int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
+  int x = add_input(g, "x", 4, xd);
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 4, w1, 0.3f), B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
+  int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f), B2 = add_const(g, "b2", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
+  int W3 = add_const(g, "w3", ALMA_DTYPE_FLOAT32, 2, w3, 0.5f), B3 = add_const(g, "b3", ALMA_DTYPE_FLOAT32, 1, b5, 0.1f);
+  const char *names[] = {"c1", "r1", "c2", "gap", "flat", "y"};
+  int v[6];
+  for (int i = 0; i < 6; i++) v[i] = alma__graph_add_value(g, names[i]);
+  int in1[3] = {x, W1, B1};
+  int n1 = node(g, "Conv", in1, 3, v[0]);
+  int64_t pads[4] = {1, 1, 1, 1};
+  attr_ints(g, n1, "pads", pads, 4);
+  node(g, "Relu", &v[0], 1, v[1]);
+  int in2[3] = {v[1], W2, B2};
+  node(g, "Conv", in2, 3, v[2]);
+  node(g, "GlobalAveragePool", &v[2], 1, v[3]);
+  node(g, "Flatten", &v[3], 1, v[4]);
+  int in3[3] = {v[4], W3, B3};
+  int n3 = node(g, "Gemm", in3, 3, v[5]);
+  attr_int(g, n3, "transB", 1);
+  int64_t yd[2] = {-1, 5};
+  set_output(g, v[5], 2, yd);
+  return to_model(g);
+}
+
+static alma_model *linear_model(int64_t opset) {
+  alma_graph *g = new_graph(opset);
+  int64_t xd[2] = {-1, 6}, w1[2] = {6, 4}, b1[1] = {4}, w2[2] = {4, 3};
+  int x = add_input(g, "x", 2, xd);
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 2, w1, 0.5f), B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b1, 0.1f);
+  int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 2, w2, 0.5f);
+  const char *names[] = {"m1", "a1", "r1", "y"};
+  int v[4];
+  for (int i = 0; i < 4; i++) v[i] = alma__graph_add_value(g, names[i]);
+  int i1[2] = {x, W1}, i2[2] = {v[0], B1}, i3[2] = {v[2], W2};
+  node(g, "MatMul", i1, 2, v[0]);
+  node(g, "Add", i2, 2, v[1]);
+  node(g, "Relu", &v[1], 1, v[2]);
+  node(g, "MatMul", i3, 2, v[3]);
+  int64_t yd[2] = {-1, 3};
+  set_output(g, v[3], 2, yd);
+  return to_model(g);
+}
+
+/* ---- running --------------------------------------------------------------------------------- */
+
+static alma_tensor batch(int rank, const int64_t *dims) {
+  alma_tensor t;
+  assert_int_equal(alma__tensor_alloc(&t, ALMA_DTYPE_FLOAT32, rank, dims), ALMA_OK);
+  for (int64_t i = 0; i < alma_tensor_numel(&t); i++) ((float *)t.data)[i] = nrand();
+  return t;
+}
+
+typedef struct {
+  alma_tensor calib[8];
+  alma_tensor x;
+} data;
+
+static void make_data(data *d, int conv) {
+  int64_t cd[4] = {4, 3, 8, 8}, ld[2] = {16, 6}, xd4[4] = {8, 3, 8, 8}, xd2[2] = {32, 6};
+  for (int b = 0; b < 8; b++) d->calib[b] = conv ? batch(4, cd) : batch(2, ld);
+  d->x = conv ? batch(4, xd4) : batch(2, xd2);
+}
+
+static void free_data(data *d) {
+  for (int b = 0; b < 8; b++) alma_tensor_free_data(&d->calib[b]);
+  alma_tensor_free_data(&d->x);
+}
+
+static alma_status run_conv(const alma_model *m, const char *conv, const data *d, const char *calibrator, int use_calib,
+                            alma_tensor *y, alma_session **keep) {
+  alma_session_options so;
+  alma_session_options_init(&so);
+  if (use_calib) {
+    so.calibration_data = d->calib;
+    so.n_calibration_batches = 8;
+  }
+  so.calibrator = calibrator;
+  alma_session *s = NULL;
+  alma_status st = alma_session_create(m, conv, &so, &s);
+  if (st != ALMA_OK) return st;
+  st = alma_session_run(s, &d->x, 1, y, 1);
+  if (keep) *keep = s;
+  else alma_session_free(s);
+  return st;
+}
+
+static double cosine(const alma_tensor *a, const alma_tensor *b) {
+  assert_int_equal(alma_tensor_numel(a), alma_tensor_numel(b));
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t i = 0; i < alma_tensor_numel(a); i++) {
+    double x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+    ab += x * y;
+    aa += x * x;
+    bb += y * y;
+  }
+  return ab / sqrt(aa * bb);
+}
+
+
+static int count_op(const alma_session *s, const char *op) {
+  const alma_graph *g = alma__session_graph(s);
+  int c = 0;
+  for (int i = 0; i < g->n_nodes; i++) c += !strcmp(g->nodes[i].op_type, op);
+  return c;
+}
+
+/* Saves the session's graph, reloads it, runs it on EAGER: the outputs must equal y exactly. */
+static void check_saved(const alma_session *s, const data *d, const alma_tensor *y) {
+  char path[] = "/tmp/alma_quant_test_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  alma_status st = alma_session_save(s, path);
+  if (st != ALMA_OK) fprintf(stderr, "save: %s\n", alma_last_error());
+  assert_int_equal(st, ALMA_OK);
+  alma_model *m2 = NULL;
+  st = alma_model_load(path, &m2);
+  if (st != ALMA_OK) fprintf(stderr, "reload: %s\n", alma_last_error());
+  assert_int_equal(st, ALMA_OK);
+  remove(path);
+  alma_tensor y2;
+  assert_int_equal(run_conv(m2, "EAGER", d, NULL, 0, &y2, NULL), ALMA_OK);
+  assert_int_equal(alma_tensor_numel(&y2), alma_tensor_numel(y));
+  assert_memory_equal(y2.data, y->data, y->nbytes);
+  assert_int_equal(y2.dtype, ALMA_DTYPE_FLOAT32);
+  alma_tensor_free_data(&y2);
+  alma_model_free(m2);
+}
+
+/* ---- tests ------------------------------------------------------------------------------------- */
+
+static void test_writer_round_trip(void **state) {
+  /* a model written and read back hashes the same (structure and weights) */
+  alma_model *m = conv_model(13);
+  uint8_t *bytes;
+  size_t n;
+  assert_int_equal(alma__onnx_serialize(m->graph, &m->meta, &bytes, &n), ALMA_OK);
+  alma_model *m2 = NULL;
+  assert_int_equal(alma_model_load_from_memory(bytes, n, NULL, &m2), ALMA_OK);
+  assert_string_equal(alma_model_hash(m), alma_model_hash(m2));
+  assert_string_equal(alma_model_input_dim_param(m2, 0, 0), "batch");
+  assert_int_equal(alma_model_output_dtype(m2, 0), ALMA_DTYPE_FLOAT32);
+  free(bytes);
+  alma_model_free(m2);
+  alma_model_free(m);
+  assert_int_equal(alma__onnx_save(NULL, NULL, "/tmp/x.onnx"), ALMA_ERR_INVALID_ARG);
+  assert_int_equal(alma_session_save(NULL, "/tmp/x.onnx"), ALMA_ERR_INVALID_ARG);
+}
+
+static void test_calibrators(void **state) {
+  alma__calibrator c;
+  assert_int_equal(alma__calibrator_parse(NULL, &c), ALMA_OK);
+  assert_int_equal(c, ALMA__CALIB_MINMAX);
+  assert_int_equal(alma__calibrator_parse("Entropy", &c), ALMA_OK);
+  assert_int_equal(c, ALMA__CALIB_ENTROPY);
+  assert_int_equal(alma__calibrator_parse("percentile", &c), ALMA_OK);
+  assert_int_equal(alma__calibrator_parse("kmeans", &c), ALMA_ERR_INVALID_ARG);
+  assert_non_null(strstr(alma_last_error(), "kmeans"));
+  /* percentile: 9999 values in bin 0..99, one outlier in the last bin */
+  uint64_t h[1000] = {0};
+  for (int i = 0; i < 100; i++) h[i] = 100;
+  h[99] -= 1;
+  h[999] = 1;
+  double t = alma__calib_percentile(h, 1000, 10.0, 0.9999);
+  assert_true(t > 0.99 && t < 1.01);
+  assert_true(alma__calib_percentile(h, 1000, 10.0, 1.0) > 9.99);
+  /* entropy: a smooth bell over the first half plus a thin far tail: the threshold drops the tail
+   * but keeps the bell */
+  uint64_t e[2048] = {0};
+  for (int i = 0; i < 1024; i++) e[i] = (uint64_t)(1e6 * exp(-0.5 * (i / 300.0) * (i / 300.0)));
+  for (int i = 1900; i < 2048; i++) e[i] = 1;
+  double te = alma__calib_entropy(e, 2048, 2048.0, 128);
+  assert_true(te > 600 && te < 1900);
+}
+
+static void test_static(void **state) {
+  alma_model *m = conv_model(13);
+  data d;
+  make_data(&d, 1);
+  alma_tensor ref, y;
+  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+  const char *cals[] = {"minmax", "percentile", "entropy"};
+  for (int k = 0; k < 3; k++) {
+    alma_session *s = NULL;
+    alma_status st = run_conv(m, "INT8_STATIC+EAGER", &d, cals[k], 1, &y, &s);
+    if (st != ALMA_OK) fprintf(stderr, "%s: %s\n", cals[k], alma_last_error());
+    assert_int_equal(st, ALMA_OK);
+    double c = cosine(&y, &ref);
+    if (c < 0.995) fprintf(stderr, "%s cosine %f\n", cals[k], c);
+    assert_true(c > 0.995);
+    /* x, relu output, flatten output; three weights, two Conv biases and the Gemm's */
+    assert_int_equal(count_op(s, "QuantizeLinear"), 3);
+    assert_int_equal(count_op(s, "DequantizeLinear"), 3 + 3 + 3);
+    if (k == 0) check_saved(s, &d, &y);
+    alma_session_free(s);
+    alma_tensor_free_data(&y);
+  }
+  /* without data: random calibration (a warning), still a valid graph */
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 0, &y, NULL), ALMA_OK);
+  alma_tensor_free_data(&y);
+  /* QLINEAR: the first Conv (+Relu, quantized by the second Conv's input) becomes QLinearConv;
+   * the second feeds GlobalAveragePool in float and stays QDQ */
+  alma_session *s = NULL;
+  assert_int_equal(run_conv(m, "INT8_STATIC+QLINEAR+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
+  assert_int_equal(count_op(s, "QLinearConv"), 1);
+  assert_int_equal(count_op(s, "Relu"), 0);
+  assert_int_equal(count_op(s, "Conv"), 1);
+  alma_tensor yq;
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &yq, NULL), ALMA_OK);
+  assert_true(cosine(&y, &yq) > 0.9999);
+  check_saved(s, &d, &y);
+  alma_session_free(s);
+  alma_tensor_free_data(&y);
+  alma_tensor_free_data(&yq);
+  /* errors: calibrator name, calibration batches of the wrong arity */
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, "median", 1, &y, NULL), ALMA_ERR_INVALID_ARG);
+  assert_non_null(strstr(alma_last_error(), "median"));
+  alma_session_options so;
+  alma_session_options_init(&so);
+  so.n_calibration_batches = 1;
+  alma_session *bad = NULL;
+  /* a [4,6] batch for a [N,3,8,8] input */
+  int64_t wrong[2] = {4, 6};
+  alma_tensor w = batch(2, wrong);
+  so.calibration_data = &w;
+  assert_int_not_equal(alma_session_create(m, "INT8_STATIC+EAGER", &so, &bad), ALMA_OK);
+  assert_non_null(strstr(alma_last_error(), "calibration batch 1"));
+  assert_null(bad);
+  alma_tensor_free_data(&w);
+  alma_tensor_free_data(&ref);
+  free_data(&d);
+  alma_model_free(m);
+}
+
+static void test_static_opset(void **state) {
+  /* opset 11: per-tensor weights (no per-axis DequantizeLinear before 13), still accurate here */
+  alma_model *m = conv_model(11);
+  data d;
+  make_data(&d, 1);
+  alma_tensor ref, y;
+  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+  alma_session *s = NULL;
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
+  assert_true(cosine(&y, &ref) > 0.99);
+  const alma_graph *g = alma__session_graph(s);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!strcmp(g->nodes[i].op_type, "DequantizeLinear")) assert_null(alma__node_attr(&g->nodes[i], "axis"));
+  alma_session_free(s);
+  alma_tensor_free_data(&y);
+  alma_tensor_free_data(&ref);
+  alma_model_free(m);
+  /* opset 9: no QuantizeLinear */
+  m = conv_model(9);
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &y, NULL), ALMA_ERR_UNSUPPORTED);
+  assert_non_null(strstr(alma_last_error(), "opset"));
+  assert_int_equal(run_conv(m, "INT8_DYNAMIC+EAGER", &d, NULL, 1, &y, NULL), ALMA_ERR_UNSUPPORTED);
+  alma_model_free(m);
+  free_data(&d);
+}
+
+static void test_dynamic(void **state) {
+  for (int which = 0; which < 2; which++) {
+    alma_model *m = which ? linear_model(13) : conv_model(13);
+    data d;
+    make_data(&d, !which);
+    alma_tensor ref, y;
+    assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+    alma_session *s = NULL;
+    alma_status st = run_conv(m, "INT8_DYNAMIC+EAGER", &d, NULL, 0, &y, &s);
+    if (st != ALMA_OK) fprintf(stderr, "%s\n", alma_last_error());
+    assert_int_equal(st, ALMA_OK);
+    assert_true(cosine(&y, &ref) > 0.995);
+    assert_int_equal(count_op(s, "ConvInteger"), which ? 0 : 2);
+    assert_int_equal(count_op(s, "MatMulInteger"), which ? 2 : 1);
+    assert_int_equal(count_op(s, "DynamicQuantizeLinear"), which ? 2 : 3);
+    check_saved(s, &d, &y);
+    alma_session_free(s);
+    alma_tensor_free_data(&y);
+    if (which) { /* QDQ MatMul -> QLinearMatMul: the first MatMul's output goes to Add: stays */
+      assert_int_equal(run_conv(m, "INT8_STATIC+QLINEAR+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
+      assert_int_equal(count_op(s, "QLinearMatMul"), 0);
+      assert_true(cosine(&y, &ref) > 0.995);
+      alma_session_free(s);
+      alma_tensor_free_data(&y);
+    }
+    alma_tensor_free_data(&ref);
+    free_data(&d);
+    alma_model_free(m);
+  }
+}
+
+static int cpu_has(const char *flag) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[8192];
+  int found = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "flags", 5)) {
+      char pat[64];
+      snprintf(pat, sizeof pat, " %s", flag);
+      found = strstr(line, pat) != NULL;
+      break;
+    }
+  if (f) fclose(f);
+  return found;
+}
+
+static void test_precision(void **state) {
+  alma_model *m = conv_model(13);
+  data d;
+  make_data(&d, 1);
+  alma_tensor ref, y;
+  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+  const char *steps[2] = {"BF16+EAGER", "FP16+EAGER"}, *env[2] = {"ALMA_FORCE_BF16", "ALMA_FORCE_FP16"};
+  const char *flag[2] = {"avx512_bf16", "avx512_fp16"};
+  alma_dtype lowt[2] = {ALMA_DTYPE_BFLOAT16, ALMA_DTYPE_FLOAT16};
+  for (int k = 0; k < 2; k++) {
+    unsetenv(env[k]);
+    if (!cpu_has(flag[k]) && !cpu_has(k ? "amx_fp16" : "amx_bf16")) {
+      assert_int_equal(run_conv(m, steps[k], &d, NULL, 0, &y, NULL), ALMA_ERR_UNAVAILABLE);
+      assert_non_null(strstr(alma_last_error(), flag[k]));
+    }
+    setenv(env[k], "1", 1);
+    alma_session *s = NULL;
+    alma_status st = run_conv(m, steps[k], &d, NULL, 0, &y, &s);
+    if (st != ALMA_OK) fprintf(stderr, "%s: %s\n", steps[k], alma_last_error());
+    assert_int_equal(st, ALMA_OK);
+    unsetenv(env[k]);
+    assert_int_equal(y.dtype, ALMA_DTYPE_FLOAT32);
+    assert_true(cosine(&y, &ref) > 0.999);
+    /* everything low: Conv, Relu, Conv, GlobalAveragePool, Flatten, Gemm; a Cast in, one out */
+    assert_int_equal(count_op(s, "Cast"), 2);
+    const alma_graph *g = alma__session_graph(s);
+    int low_consts = 0;
+    for (int v = 0; v < g->n_values; v++) low_consts += g->values[v].init && g->values[v].init->dtype == lowt[k];
+    assert_int_equal(low_consts, 6);
+    if (k == 1) check_saved(s, &d, &y); /* float16 graphs are valid ONNX */
+    alma_session_free(s);
+    alma_tensor_free_data(&y);
+  }
+  alma_tensor_free_data(&ref);
+  free_data(&d);
+  alma_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_calibrators), cmocka_unit_test(test_static),
+      cmocka_unit_test(test_static_opset),      cmocka_unit_test(test_dynamic),     cmocka_unit_test(test_precision),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
