@@ -3,8 +3,24 @@
 #ifndef ALMA_RUNTIMES_BLAS_INTERNAL_H
 #define ALMA_RUNTIMES_BLAS_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "core/core.h"
 #include "runtimes/blas/blas.h"
+
+/* Loops that vectorise get an AVX2+FMA clone beside the baseline one, picked at load time, so the
+ * library needs no -march flags. clang < 15 cannot call such clones across files; elsewhere than
+ * x86-64, or with ALMA_NO_MULTIVERSION (ThreadSanitizer builds: ifunc resolvers run before its
+ * runtime), there is one version. */
+#if defined(__x86_64__) && defined(__has_attribute) && !(defined(__clang__) && __clang_major__ < 15) && \
+    !defined(ALMA_NO_MULTIVERSION)
+#if __has_attribute(target_clones)
+#define ALMA__BLAS_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef ALMA__BLAS_CLONES
+#define ALMA__BLAS_CLONES
+#endif
 
 /* ---- the library ------------------------------------------------------------------------------ */
 
@@ -31,8 +47,8 @@ void alma__blas_set_threads(int n);
 
 /* ---- thread pool ------------------------------------------------------------------------------- */
 
-/* A job runs fn(arg, tid, nt) on nt threads at once (tid 0 is the caller); fn splits the work by
- * tid. Workers spin briefly after a job, then sleep. */
+/* A job runs fn(arg, tid, nt) on up to nt threads (tid 0 is the caller, tids are distinct); fn
+ * takes its work items with alma__blas_claim, so any number of the nt threads may take part. */
 typedef struct alma__blas_pool alma__blas_pool;
 typedef void (*alma__blas_task)(void *arg, int tid, int nt);
 
@@ -42,6 +58,9 @@ void alma__blas_pool_free(alma__blas_pool *p);
 int alma__blas_pool_size(const alma__blas_pool *p);
 /* Runs the job on min(nt, pool size) threads and returns when all are done. p may be NULL (serial). */
 void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int nt);
+/* Takes the next `step` items of `total` from a job's counter: the first index (and *end), or -1
+ * when none are left. */
+int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end);
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
@@ -118,10 +137,5 @@ alma_status alma__blas_gemm_run(const alma__blas_ctx *ctx, const alma__blas_gemm
 alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int64_t M, int64_t N, int64_t K,
                                   const float *a, const int64_t *a_off, const float *b, const int64_t *b_off,
                                   float *y, const alma__blas_epi *epi);
-
-/* Applies the epilogue to one row segment: dst[i] = act(src[i] + rb + cb[i] + res[i]) (cb, res may
- * be NULL; src may equal dst). */
-void alma__blas_epi_row(float *dst, const float *src, int64_t len, float rb, const float *cb, const float *res,
-                        const alma__blas_act *act);
 
 #endif

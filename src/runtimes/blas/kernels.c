@@ -65,10 +65,10 @@ static float *scratch_get(alma__blas_scratch *s, size_t n) {
 
 /* The same expressions as the EAGER kernels (NaN passes through Relu and Clip; the two-sided
  * sigmoid never overflows). */
-__attribute__((target_clones("avx2", "default"))) void alma__blas_epi_row(float *dst, const float *src, int64_t len,
-                                                                          float rb, const float *cb,
-                                                                          const float *res,
-                                                                          const alma__blas_act *act) {
+/* dst[i] = act(src[i] + rb + cb[i] + res[i]) over one row segment (cb, res may be NULL; src may be
+ * dst). */
+ALMA__BLAS_CLONES static void epi_row(float *dst, const float *src, int64_t len, float rb, const float *cb,
+                                      const float *res, const alma__blas_act *act) {
   switch (act->kind) {
     case ALMA__BLAS_ACT_RELU: EPI_LOOPS(v < 0 ? 0.0f : v); break;
     case ALMA__BLAS_ACT_CLIP: {
@@ -95,10 +95,8 @@ static int epi_needed(const alma__blas_epi *e, int res_in_place) {
 
 /* Columns [p0, p1) of one image's (one group's) im2col matrix into col (row stride ldcol): row
  * (c, kidx) column p holds x[c, position(p) * stride - pad + offset(kidx) * dilation], 0 outside. */
-__attribute__((target_clones("avx2", "default"))) static void im2col_range(const alma__blas_conv *cv,
-                                                                           const float *xg, int64_t p0,
-                                                                           int64_t p1, float *col,
-                                                                           int64_t ldcol) {
+ALMA__BLAS_CLONES static void im2col_range(const alma__blas_conv *cv, const float *xg, int64_t p0, int64_t p1,
+                                           float *col, int64_t ldcol) {
   int nsp = cv->nsp, last = nsp - 1;
   int64_t OW = cv->out[last], IW = cv->in[last], sw = cv->s[last], dw = cv->d[last], pw = cv->pb[last];
   int64_t istride[ALMA_MAX_RANK];
@@ -146,15 +144,20 @@ __attribute__((target_clones("avx2", "default"))) static void im2col_range(const
 
 /* ---- convolution ------------------------------------------------------------------------------ */
 
-/* Columns per chunk: the chunk's im2col block (K x chunk floats) should stay in L2 between im2col
- * and SGEMM. */
-static int64_t chunk_target(int64_t K) {
-  static int64_t kb = -1;
+/* Columns per chunk: the chunk's im2col block (K x C) and its output block (Mg x C) should stay in
+ * L2 (256 KiB together) from im2col through SGEMM to the epilogue. But when the weights are large
+ * a chunk has at least 512 columns: each SGEMM call repacks the weights (Mg x K), and packing a
+ * weight costs about as much as a hundred multiply-adds. */
+static int64_t chunk_target(int64_t K, int64_t Mg) {
+  static int64_t kb = -1, mincols = -1;
   if (kb < 0) {
-    const char *e = getenv("ALMA_BLAS_CHUNK_KB"); /* tuning knob, documented in docs/runtimes/blas.md */
+    const char *e = getenv("ALMA_BLAS_CHUNK_KB"); /* tuning knobs, documented in docs/runtimes/blas.md */
     kb = e && atoi(e) > 0 ? atoi(e) : 256;
+    e = getenv("ALMA_BLAS_MIN_COLS");
+    mincols = e && atoi(e) > 0 ? atoi(e) : 512;
   }
-  return min64(8192, max64(64, kb * 256 / max64(1, K)));
+  int64_t lo = Mg * K > 65536 ? mincols : 128;
+  return min64(8192, max64(lo, kb * 256 / max64(1, K + Mg)));
 }
 
 void alma__blas_conv_plan(alma__blas_conv *cv, int T) {
@@ -171,7 +174,7 @@ void alma__blas_conv_plan(alma__blas_conv *cv, int T) {
     cv->items = 0;
     return;
   }
-  int64_t target = chunk_target(cv->K);
+  int64_t target = chunk_target(cv->K, cv->Mg);
   int64_t NG = cv->N * cv->G;
   if (cv->outsp >= target / 2) {
     /* pieces of one image */
@@ -207,6 +210,7 @@ typedef struct conv_job {
   const float *x, *w;
   float *y;
   const alma__blas_epi *epi;
+  atomic_llong next;
   atomic_int failed;
 } conv_job;
 
@@ -216,10 +220,9 @@ static void conv_task(void *arg, int tid, int nt) {
   const alma__blas_epi *epi = j->epi;
   int stolen = epi->res == j->y;
   int need_epi = epi_needed(epi, stolen);
-  int64_t lo = cv->items * tid / nt, hi = cv->items * (tid + 1) / nt;
   int64_t mrows = round_up(ceil_div(cv->Mg, cv->mblocks), 4);
   int64_t K = cv->K, outsp = cv->outsp, M = cv->M, Mg = cv->Mg;
-  for (int64_t it = lo; it < hi; it++) {
+  for (int64_t it, end; (it = alma__blas_claim(&j->next, 1, cv->items, &end)) >= 0;) {
     int64_t mb = it % cv->mblocks, rest = it / cv->mblocks;
     int64_t g = rest / cv->chunks_per_group, c = rest % cv->chunks_per_group;
     int64_t n0, n1, p0, p1;
@@ -271,7 +274,7 @@ static void conv_task(void *arg, int tid, int nt) {
       }
       if (need_epi)
         for (int64_t r = 0; r < mr; r++)
-          alma__blas_epi_row(Y + r * outsp, Y + r * outsp, pl, rb ? rb[r] : 0.0f, NULL,
+          epi_row(Y + r * outsp, Y + r * outsp, pl, rb ? rb[r] : 0.0f, NULL,
                              epi->res && !stolen ? epi->res + yoff + r * outsp : NULL, &epi->act);
     } else {
       /* several images: multiply into scratch, then scatter each image's block with the epilogue
@@ -282,25 +285,24 @@ static void conv_task(void *arg, int tid, int nt) {
       for (int64_t q = 0; q < ni; q++)
         for (int64_t r = 0; r < mr; r++) {
           int64_t yoff = ((n0 + q) * M + g * Mg + m0 + r) * outsp;
-          alma__blas_epi_row(j->y + yoff, tmp + r * ncols + q * pl, pl, rb ? rb[r] : 0.0f, NULL,
+          epi_row(j->y + yoff, tmp + r * ncols + q * pl, pl, rb ? rb[r] : 0.0f, NULL,
                              epi->res ? epi->res + yoff : NULL, &epi->act);
         }
     }
   }
 }
 
-/* Depthwise 2-D (one input channel per group): each output plane accumulates its taps row by row
- * in scratch, then the epilogue writes the row. */
-__attribute__((target_clones("avx2", "default"))) static void depthwise_plane(const alma__blas_conv *cv,
-                                                                              const float *xc, const float *wm,
-                                                                              float *acc, float *yc,
-                                                                              const float *resc, float rb,
-                                                                              const alma__blas_act *act) {
+/* Depthwise 2-D (one input channel per group): each output row accumulates its taps in scratch,
+ * starting from the bias and adding by kernel row then column as EAGER does, then the epilogue
+ * writes the row. */
+ALMA__BLAS_CLONES static void depthwise_plane(const alma__blas_conv *cv, const float *xc, const float *wm,
+                                              float *acc, float *yc, const float *resc, float rb,
+                                              const alma__blas_act *act) {
   int64_t H = cv->in[0], W = cv->in[1], OH = cv->out[0], OW = cv->out[1];
   int64_t KH = cv->k[0], KW = cv->k[1], sh = cv->s[0], sw = cv->s[1], dh = cv->d[0], dw = cv->d[1];
   int64_t ph = cv->pb[0], pw = cv->pb[1];
   for (int64_t oh = 0; oh < OH; oh++) {
-    for (int64_t i = 0; i < OW; i++) acc[i] = 0.0f;
+    for (int64_t i = 0; i < OW; i++) acc[i] = rb;
     for (int64_t kh = 0; kh < KH; kh++) {
       int64_t ih = oh * sh - ph + kh * dh;
       if (ih < 0 || ih >= H) continue;
@@ -316,33 +318,89 @@ __attribute__((target_clones("avx2", "default"))) static void depthwise_plane(co
           for (int64_t ow = lo; ow < hi; ow++) acc[ow] += wv * src[ow * sw];
       }
     }
-    alma__blas_epi_row(yc + oh * OW, acc, OW, rb, NULL, resc ? resc + oh * OW : NULL, act);
+    epi_row(yc + oh * OW, acc, OW, 0.0f, NULL, resc ? resc + oh * OW : NULL, act);
+  }
+}
+
+/* 3x3 depthwise, dilation 1 (MobileNet's): all nine taps of an output in one expression, so a
+ * vector of outputs is loaded and stored once instead of nine times. A row in the padding reads a
+ * row of zeros with zero weights; the edge columns, whose taps leave the image, go tap by tap.
+ * The sum runs in the same order as above. */
+ALMA__BLAS_CLONES static void depthwise3x3_plane(const alma__blas_conv *cv, const float *xc, const float *wm,
+                                                 const float *zero, float *acc, float *yc, const float *resc,
+                                                 float rb, const alma__blas_act *act) {
+  int64_t H = cv->in[0], W = cv->in[1], OH = cv->out[0], OW = cv->out[1];
+  int64_t sh = cv->s[0], sw = cv->s[1], ph = cv->pb[0], pw = cv->pb[1];
+  int64_t lo = min64(OW, max64(0, ceil_divs(pw, sw))), hi = max64(lo, min64(OW, floor_div(W - 3 + pw, sw) + 1));
+  for (int64_t oh = 0; oh < OH; oh++) {
+    const float *r[3];
+    float w[9];
+    for (int kh = 0; kh < 3; kh++) {
+      int64_t ih = oh * sh - ph + kh;
+      int in = ih >= 0 && ih < H;
+      r[kh] = in ? xc + ih * W : zero;
+      for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = in ? wm[kh * 3 + kw] : 0.0f;
+    }
+    for (int64_t ow = 0; ow < OW; ow++) {
+      if (ow == lo) ow = hi; /* the interior comes below */
+      if (ow >= OW) break;
+      float v = rb;
+      for (int kh = 0; kh < 3; kh++)
+        for (int kw = 0; kw < 3; kw++) {
+          int64_t iw = ow * sw - pw + kw;
+          if (iw >= 0 && iw < W && r[kh] != zero) v += w[kh * 3 + kw] * r[kh][iw];
+        }
+      acc[ow] = v;
+    }
+    const float *a = r[0], *b = r[1], *c = r[2];
+    if (sw == 1) {
+      for (int64_t ow = lo; ow < hi; ow++) {
+        int64_t i = ow - pw;
+        acc[ow] = rb + w[0] * a[i] + w[1] * a[i + 1] + w[2] * a[i + 2] + w[3] * b[i] + w[4] * b[i + 1] +
+                  w[5] * b[i + 2] + w[6] * c[i] + w[7] * c[i + 1] + w[8] * c[i + 2];
+      }
+    } else {
+      for (int64_t ow = lo; ow < hi; ow++) {
+        int64_t i = ow * sw - pw;
+        acc[ow] = rb + w[0] * a[i] + w[1] * a[i + 1] + w[2] * a[i + 2] + w[3] * b[i] + w[4] * b[i + 1] +
+                  w[5] * b[i + 2] + w[6] * c[i] + w[7] * c[i + 1] + w[8] * c[i + 2];
+      }
+    }
+    epi_row(yc + oh * OW, acc, OW, 0.0f, NULL, resc ? resc + oh * OW : NULL, act);
   }
 }
 
 static void depthwise_task(void *arg, int tid, int nt) {
   conv_job *j = arg;
   const alma__blas_conv *cv = j->cv;
-  int64_t lo = cv->items * tid / nt, hi = cv->items * (tid + 1) / nt;
-  float *acc = scratch_get(&j->ctx->scratch[tid], (size_t)cv->out[1]);
+  int k3 = cv->k[0] == 3 && cv->k[1] == 3 && cv->d[0] == 1 && cv->d[1] == 1;
+  float *acc = scratch_get(&j->ctx->scratch[tid], (size_t)(cv->out[1] + cv->in[1]));
   if (!acc) {
     atomic_store(&j->failed, 1);
     return;
   }
+  float *zero = acc + cv->out[1];
+  memset(zero, 0, (size_t)cv->in[1] * sizeof(float));
   int64_t kplane = cv->k[0] * cv->k[1];
-  for (int64_t it = lo; it < hi; it++) {
-    int64_t n = it / cv->M, m = it % cv->M, g = m / cv->Mg;
-    int64_t yoff = (n * cv->M + m) * cv->outsp;
-    depthwise_plane(cv, j->x + (n * cv->C + g) * cv->insp, j->w + m * kplane, acc, j->y + yoff,
-                    j->epi->res ? j->epi->res + yoff : NULL, j->epi->row_bias ? j->epi->row_bias[m] : 0.0f,
-                    &j->epi->act);
-  }
+  /* planes in runs of a few: one claim per run */
+  int64_t step = max64(1, min64(16, cv->items / (8 * nt)));
+  for (int64_t s, e; (s = alma__blas_claim(&j->next, step, cv->items, &e)) >= 0;)
+    for (int64_t it = s; it < e; it++) {
+      int64_t n = it / cv->M, m = it % cv->M, g = m / cv->Mg;
+      int64_t yoff = (n * cv->M + m) * cv->outsp;
+      const float *xc = j->x + (n * cv->C + g) * cv->insp, *wm = j->w + m * kplane;
+      const float *resc = j->epi->res ? j->epi->res + yoff : NULL;
+      float rb = j->epi->row_bias ? j->epi->row_bias[m] : 0.0f;
+      if (k3) depthwise3x3_plane(cv, xc, wm, zero, acc, j->y + yoff, resc, rb, &j->epi->act);
+      else depthwise_plane(cv, xc, wm, acc, j->y + yoff, resc, rb, &j->epi->act);
+    }
 }
 
 alma_status alma__blas_conv_run(const alma__blas_ctx *ctx, const alma__blas_conv *cv, const float *x, const float *w,
                                 float *y, const alma__blas_epi *epi) {
   if (cv->items == 0) return ALMA_OK;
   conv_job j = {.ctx = ctx, .cv = cv, .x = x, .w = w, .y = y, .epi = epi};
+  atomic_init(&j.next, 0);
   atomic_init(&j.failed, 0);
   int64_t macs = cv->N * cv->M * cv->outsp * cv->Cg * cv->kprod;
   int nt = macs < PARALLEL_MIN_MACS ? 1 : (int)min64(ctx->threads, cv->items);
@@ -359,7 +417,8 @@ typedef struct gemm_job {
   float *y;
   const alma__blas_epi *epi;
   int by_rows;
-  int64_t block;
+  int64_t block, blocks;
+  atomic_llong next;
 } gemm_job;
 
 static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b, float *y, const alma__blas_epi *epi,
@@ -380,7 +439,7 @@ static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b,
   }
   if (epi_needed(epi, in_place))
     for (int64_t r = 0; r < rows; r++)
-      alma__blas_epi_row(Y + r * N, Y + r * N, cols, epi->row_bias ? epi->row_bias[r0 + r] : 0.0f,
+      epi_row(Y + r * N, Y + r * N, cols, epi->row_bias ? epi->row_bias[r0 + r] : 0.0f,
                          epi->col_bias ? epi->col_bias + c0 : NULL,
                          epi->res && !in_place ? epi->res + (r0 + r) * N + c0 : NULL, &epi->act);
 }
@@ -388,9 +447,11 @@ static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b,
 static void gemm_task(void *arg, int tid, int nt) {
   gemm_job *j = arg;
   const alma__blas_gemm *g = j->g;
-  int64_t s = j->block * tid, e = j->block * (tid + 1);
-  if (j->by_rows) gemm_block(g, j->a, j->b, j->y, j->epi, min64(s, g->M), min64(e, g->M), 0, g->N);
-  else gemm_block(g, j->a, j->b, j->y, j->epi, 0, g->M, min64(s, g->N), min64(e, g->N));
+  for (int64_t b, end; (b = alma__blas_claim(&j->next, 1, j->blocks, &end)) >= 0;) {
+    int64_t s = j->block * b, e = j->block * (b + 1);
+    if (j->by_rows) gemm_block(g, j->a, j->b, j->y, j->epi, min64(s, g->M), min64(e, g->M), 0, g->N);
+    else gemm_block(g, j->a, j->b, j->y, j->epi, 0, g->M, min64(s, g->N), min64(e, g->N));
+  }
 }
 
 /* Splits along the larger of M and N (each thread then repacks the other operand's block, the
@@ -402,12 +463,13 @@ static void gemm_split(const alma__blas_ctx *ctx, const alma__blas_gemm *g, cons
   gemm_job j = {.g = g, .a = a, .b = b, .y = y, .epi = epi, .by_rows = g->M >= g->N};
   if (j.by_rows) {
     j.block = round_up(ceil_div(g->M, nt), 4);
-    nt = (int)min64(nt, ceil_div(g->M, j.block));
+    j.blocks = ceil_div(g->M, j.block);
   } else {
     j.block = round_up(ceil_div(g->N, nt), 16);
-    nt = (int)min64(nt, ceil_div(g->N, j.block));
+    j.blocks = ceil_div(g->N, j.block);
   }
-  if (nt < 1) nt = 1;
+  atomic_init(&j.next, 0);
+  nt = (int)max64(1, min64(nt, j.blocks));
   alma__blas_pool_run(ctx->pool, gemm_task, &j, nt);
 }
 
@@ -426,13 +488,13 @@ typedef struct matmul_job {
   const int64_t *a_off, *b_off;
   float *y;
   const alma__blas_epi *epi;
+  atomic_llong next;
 } matmul_job;
 
 static void matmul_task(void *arg, int tid, int nt) {
   matmul_job *j = arg;
-  int64_t lo = j->batch * tid / nt, hi = j->batch * (tid + 1) / nt;
   alma__blas_gemm g = {.M = j->M, .N = j->N, .K = j->K, .lda = j->K, .ldb = j->N, .alpha = 1.0f};
-  for (int64_t i = lo; i < hi; i++) {
+  for (int64_t i, end; (i = alma__blas_claim(&j->next, 1, j->batch, &end)) >= 0;) {
     float *yi = j->y + i * j->M * j->N;
     alma__blas_epi e = *j->epi;
     if (e.res) e.res = e.res == j->y ? yi : e.res + i * j->M * j->N;
@@ -449,6 +511,7 @@ alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int6
   if (batch >= nt || nt == 1) {
     matmul_job j = {.batch = batch, .M = M, .N = N, .K = K, .a = a, .b = b, .a_off = a_off, .b_off = b_off,
                     .y = y, .epi = epi};
+    atomic_init(&j.next, 0);
     alma__blas_pool_run(ctx->pool, matmul_task, &j, (int)min64(nt, batch));
     return ALMA_OK;
   }

@@ -1,25 +1,34 @@
 /* A small fork-join pool for the BLAS runtime. The runtime parallelises its own loops (im2col,
  * GEMM blocks, epilogues) over these threads and calls the library single-threaded inside each,
  * so one set of threads does all the work: two pools (ours and OpenBLAS's, both spinning) would
- * fight over the cores. Workers spin for a short while after a job, since the next native node
- * usually follows within microseconds, then sleep on a condition variable. */
+ * fight over the cores.
+ *
+ * Jobs hand out their work items through an atomic counter (alma__blas_claim), so a thread that
+ * is descheduled (the machine is shared) leaves its items to the others, and the caller does not
+ * wait for a worker that never started: once the caller has run out of items it closes the job,
+ * and a worker that wakes later sees it closed and leaves it alone. The caller then waits only
+ * for workers inside the job. Workers spin for a short while after a job, since the next native
+ * node usually follows within microseconds, then sleep on a condition variable. */
 #ifdef ALMA_HAVE_BLAS
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "runtimes/blas/internal.h"
 
-#define SPIN_NS 200000 /* 0.2 ms */
+#define SPIN_NS 50000  /* a worker waits this long for the next job before sleeping */
+#define YIELD_NS 20000 /* the caller spins this long for workers to finish, then yields the core */
 
 struct alma__blas_pool {
   int n; /* threads including the caller */
   pthread_t *th;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  atomic_uint gen;       /* bumped once per job */
-  atomic_int remaining;  /* workers still in the current job */
-  alma__blas_task fn;
+  atomic_ullong gen;     /* bumped once per job */
+  atomic_ullong closed;  /* the last job the caller closed */
+  atomic_int active;     /* workers inside a job */
+  alma__blas_task fn;    /* the open job (valid while gen > closed) */
   void *arg;
   int nt;
   atomic_int stop;
@@ -40,28 +49,28 @@ static void *worker(void *wa_) {
   worker_arg wa = *(worker_arg *)wa_;
   free(wa_);
   alma__blas_pool *p = wa.p;
-  unsigned seen = 0;
+  unsigned long long seen = 0;
   for (;;) {
-    unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
+    unsigned long long g = atomic_load(&p->gen);
     if (g == seen) {
       double t0 = alma__now_s();
-      for (int i = 0; (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen; i++) {
+      for (int i = 0; (g = atomic_load(&p->gen)) == seen; i++) {
         cpu_relax();
         if ((i & 255) == 255 && (alma__now_s() - t0) * 1e9 > SPIN_NS) break;
       }
     }
     if (g == seen) {
       pthread_mutex_lock(&p->mu);
-      while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->stop))
-        pthread_cond_wait(&p->cv, &p->mu);
-      int stop = atomic_load(&p->stop);
+      while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
       pthread_mutex_unlock(&p->mu);
-      if (stop) return NULL;
     }
-    seen = g;
     if (atomic_load(&p->stop)) return NULL;
-    if (wa.tid < p->nt) p->fn(p->arg, wa.tid, p->nt);
-    atomic_fetch_sub_explicit(&p->remaining, 1, memory_order_release);
+    seen = g;
+    /* enter, then check the job is still open: the caller closes before it waits for active to
+     * drop to 0, so (sequentially consistent) either it sees us or we see it closed */
+    atomic_fetch_add(&p->active, 1);
+    if (atomic_load(&p->closed) < g && wa.tid < p->nt) p->fn(p->arg, wa.tid, p->nt);
+    atomic_fetch_sub(&p->active, 1);
   }
 }
 
@@ -75,7 +84,8 @@ alma__blas_pool *alma__blas_pool_new(int nthreads) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   atomic_init(&p->gen, 0);
-  atomic_init(&p->remaining, 0);
+  atomic_init(&p->closed, 0);
+  atomic_init(&p->active, 0);
   atomic_init(&p->stop, 0);
   if (p->n > 1) {
     p->th = calloc((size_t)p->n, sizeof *p->th);
@@ -103,7 +113,7 @@ void alma__blas_pool_free(alma__blas_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->stop, 1);
-  atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+  atomic_fetch_add(&p->gen, 1);
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   for (int i = 1; p->th && i < p->n; i++) pthread_join(p->th[i], NULL);
@@ -124,13 +134,29 @@ void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int 
   p->fn = fn;
   p->arg = arg;
   p->nt = nt;
-  atomic_store_explicit(&p->remaining, p->n - 1, memory_order_relaxed);
   pthread_mutex_lock(&p->mu);
-  atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+  unsigned long long g = atomic_fetch_add(&p->gen, 1) + 1;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
   fn(arg, 0, nt);
-  while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0) cpu_relax();
+  atomic_store(&p->closed, g);
+  /* a worker still in the job may be waiting for a core (the machine is shared, or this is its
+   * SMT sibling): after a short spin, give it ours */
+  double t0 = 0;
+  for (int i = 0; atomic_load(&p->active) > 0; i++) {
+    cpu_relax();
+    if ((i & 63) == 63) {
+      if (t0 == 0) t0 = alma__now_s();
+      else if ((alma__now_s() - t0) * 1e9 > YIELD_NS) sched_yield();
+    }
+  }
+}
+
+int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end) {
+  int64_t s = atomic_fetch_add(next, step);
+  if (s >= total) return -1;
+  *end = s + step < total ? s + step : total;
+  return s;
 }
 
 #endif /* ALMA_HAVE_BLAS */

@@ -36,7 +36,7 @@ static struct {
   __typeof__(openblas_set_num_threads) *set_threads;
 #endif
   alma__blas_info info;
-  char error[512];
+  char error[1024];
   alma_status status;
 } lib;
 
@@ -55,6 +55,7 @@ static int choose_openblas_core(char *choice, size_t n) {
     snprintf(choice, n, "OPENBLAS_CORETYPE=%s set by the user", user);
     return 0;
   }
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -68,6 +69,9 @@ static int choose_openblas_core(char *choice, size_t n) {
   }
   snprintf(choice, n, "OpenBLAS's own choice: the CPU has %s and no AVX-512 (OPENBLAS_CORETYPE unset)",
            __builtin_cpu_supports("avx2") ? (__builtin_cpu_supports("fma") ? "AVX2+FMA" : "AVX2") : "no AVX2");
+#else
+  snprintf(choice, n, "OpenBLAS's own choice (OPENBLAS_CORETYPE unset)");
+#endif
   return 0;
 }
 #endif
