@@ -1602,14 +1602,14 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
       if (!a->live || a->t.dtype != ALMA_DTYPE_INT64 || a->t.rank != 1 || a->t.dims[0] > r) return ALMA_OK;
       ALMA_TRY(alma__dn_val_plain(p, a, n));
       na = (int)a->t.dims[0];
-      memcpy(axes, a->t.data, sizeof(int64_t) * (size_t)na);
+      if (na) memcpy(axes, a->t.data, sizeof(int64_t) * (size_t)na);
     }
     if (na == 0 && alma__attr_i(n, "noop_with_empty_axes", 0)) return ALMA_OK;
   } else {
     const int64_t *aa = NULL;
     na = alma__attr_ints(n, "axes", &aa);
     if (na > r) return ALMA_OK;
-    memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
+    if (na) memcpy(axes, aa, sizeof(int64_t) * (size_t)na);
   }
   int64_t rd[ALMA_MAX_RANK];
   memcpy(rd, x->t.dims, sizeof(int64_t) * (size_t)r);
