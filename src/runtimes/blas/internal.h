@@ -42,6 +42,9 @@ const alma__blas_info *alma__blas_info_get(void);
  * (callers check) and be >= 1 except k, which may be 0 (then C = beta * C). */
 void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                       int ldb, float beta, float *c, int ldc);
+/* Row-major y = alpha * op(A) * x + beta * y through cblas_sgemv; A is m x n as stored. */
+void alma__blas_sgemv(int trans, int m, int n, float alpha, const float *a, int lda, const float *x, int incx,
+                      float beta, float *y, int incy);
 /* The library's own thread count (process-wide). */
 void alma__blas_set_threads(int n);
 

@@ -430,12 +430,20 @@ static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b,
   const float *A = g->ta ? a + r0 : a + r0 * g->lda;
   const float *B = g->tb ? b + c0 * g->ldb : b + c0;
   float *Y = y + r0 * N + c0;
+  int lda = (int)max64(1, g->lda), ldb = (int)max64(1, g->ldb), K = (int)g->K;
+  float beta = acc ? 1.0f : 0.0f;
   if (g->K == 0) {
     if (!acc)
       for (int64_t r = 0; r < rows; r++) memset(Y + r * N, 0, (size_t)cols * sizeof(float));
+  } else if (rows == 1) {
+    /* a single row (batch-1 Linear): y = op(B)^T a as a GEMV; OpenBLAS's GEMM would repack all of B */
+    if (g->tb) alma__blas_sgemv(0, (int)cols, K, g->alpha, B, ldb, A, g->ta ? lda : 1, beta, Y, 1);
+    else alma__blas_sgemv(1, K, (int)cols, g->alpha, B, ldb, A, g->ta ? lda : 1, beta, Y, 1);
+  } else if (cols == 1) {
+    if (g->ta) alma__blas_sgemv(1, K, (int)rows, g->alpha, A, lda, B, g->tb ? 1 : ldb, beta, Y, (int)N);
+    else alma__blas_sgemv(0, (int)rows, K, g->alpha, A, lda, B, g->tb ? 1 : ldb, beta, Y, (int)N);
   } else {
-    alma__blas_sgemm(g->ta, g->tb, (int)rows, (int)cols, (int)g->K, g->alpha, A, (int)max64(1, g->lda), B,
-                     (int)max64(1, g->ldb), acc ? 1.0f : 0.0f, Y, (int)N);
+    alma__blas_sgemm(g->ta, g->tb, (int)rows, (int)cols, K, g->alpha, A, lda, B, ldb, beta, Y, (int)N);
   }
   if (epi_needed(epi, in_place))
     for (int64_t r = 0; r < rows; r++)

@@ -30,6 +30,7 @@ static const char *const lib_names[] = {"libopenblas.so.0", "libopenblas.so", AL
 static struct {
   void *handle;
   __typeof__(cblas_sgemm) *sgemm;
+  __typeof__(cblas_sgemv) *sgemv;
 #if defined(ALMA_BLAS_BLIS)
   __typeof__(bli_thread_set_num_threads) *set_threads;
 #else
@@ -101,6 +102,7 @@ static void load_once(void) {
     return;
   }
   lib.sgemm = (__typeof__(lib.sgemm))sym("cblas_sgemm");
+  lib.sgemv = (__typeof__(lib.sgemv))sym("cblas_sgemv");
 #if defined(ALMA_BLAS_BLIS)
   lib.set_threads = (__typeof__(lib.set_threads))sym("bli_thread_set_num_threads");
   __typeof__(bli_info_get_version_str) *ver = (__typeof__(ver))sym("bli_info_get_version_str");
@@ -108,7 +110,7 @@ static void load_once(void) {
   __typeof__(bli_arch_string) *arch_str = (__typeof__(arch_str))sym("bli_arch_string");
   __typeof__(bli_info_get_enable_openmp) *omp = (__typeof__(omp))sym("bli_info_get_enable_openmp");
   __typeof__(bli_info_get_enable_pthreads) *pth = (__typeof__(pth))sym("bli_info_get_enable_pthreads");
-  int ok = lib.sgemm && lib.set_threads && ver && arch_id && arch_str;
+  int ok = lib.sgemm && lib.sgemv && lib.set_threads && ver && arch_id && arch_str;
   if (ok) {
     snprintf(in->config, sizeof in->config, "BLIS %s", ver());
     snprintf(in->core, sizeof in->core, "%s", arch_str(arch_id()));
@@ -119,7 +121,7 @@ static void load_once(void) {
   __typeof__(openblas_get_config) *cfg = (__typeof__(cfg))sym("openblas_get_config");
   __typeof__(openblas_get_corename) *core = (__typeof__(core))sym("openblas_get_corename");
   __typeof__(openblas_get_parallel) *par = (__typeof__(par))sym("openblas_get_parallel");
-  int ok = lib.sgemm && lib.set_threads && cfg && core;
+  int ok = lib.sgemm && lib.sgemv && lib.set_threads && cfg && core;
   if (ok) {
     snprintf(in->config, sizeof in->config, "%s", cfg());
     snprintf(in->core, sizeof in->core, "%s", core());
@@ -132,7 +134,7 @@ static void load_once(void) {
   }
 #endif
   if (!ok) {
-    snprintf(lib.error, sizeof lib.error, "%s (%s) lacks cblas_sgemm or its information functions", VENDOR,
+    snprintf(lib.error, sizeof lib.error, "%s (%s) lacks cblas_sgemm, cblas_sgemv or its information functions", VENDOR,
              in->library);
     lib.status = ALMA_ERR_UNAVAILABLE;
     return;
@@ -152,6 +154,11 @@ void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const fl
                       int ldb, float beta, float *c, int ldc) {
   lib.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
             ldb, beta, c, ldc);
+}
+
+void alma__blas_sgemv(int trans, int m, int n, float alpha, const float *a, int lda, const float *x, int incx,
+                      float beta, float *y, int incy) {
+  lib.sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }
 
 void alma__blas_set_threads(int n) { lib.set_threads(n); }

@@ -465,7 +465,8 @@ static void gemm_case(int64_t M, int64_t N, int64_t K, int ta, int tb, float alp
 static void test_gemm(void **state) {
   (void)state;
   static const int64_t sizes[][3] = {{1, 10, 9216}, {1, 128, 64}, {32, 1000, 512}, {37, 5, 19},
-                                     {300, 200, 3}, {7, 7, 0},    {2, 3, 4},        {64, 64, 64}};
+                                     {300, 200, 3}, {7, 7, 0},    {2, 3, 4},        {64, 64, 64},
+                                     {5, 1, 70},    {1, 1, 9},    {1, 3, 0},        {130, 1, 3}};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
     int64_t cn[1] = {N}, c1n[2] = {1, N}, cm1[2] = {M, 1}, cmn[2] = {M, N}, c11[2] = {1, 1};
