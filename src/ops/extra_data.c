@@ -124,14 +124,31 @@ static alma_status ups_exec(EXEC_ARGS) {
   }
   int64_t coord[ALMA_MAX_RANK] = {0};
   if (!c.linear) {
+    /* one output row (last dim) at a time: its source row, then the gathered columns */
     size_t esz = alma_dtype_size(x->dtype);
     const char *src = x->data;
     char *dst = y->data;
-    for (int64_t i = 0; i < ny; i++) {
+    int64_t W = r ? y->dims[r - 1] : 1, rows = ny / W;
+    const int64_t *col = r ? lo + off[r - 1] : lo;
+    int64_t zero = 0;
+    if (!r) col = &zero;
+    for (int64_t i = 0; i < rows; i++, dst += (size_t)W * esz) {
       int64_t s = 0;
-      for (int d = 0; d < r; d++) s += lo[off[d] + coord[d]] * xs[d];
-      memcpy(dst + (size_t)i * esz, src + (size_t)s * esz, esz);
-      for (int d = r - 1; d >= 0 && ++coord[d] == y->dims[d]; d--) coord[d] = 0;
+      for (int d = 0; d + 1 < r; d++) s += lo[off[d] + coord[d]] * xs[d];
+      const char *row = src + (size_t)s * esz;
+      switch (esz) {
+#define UPS_ROW(T) \
+  for (int64_t j = 0; j < W; j++) ((T *)dst)[j] = ((const T *)row)[col[j]]; \
+  break;
+        case 1: UPS_ROW(uint8_t)
+        case 2: UPS_ROW(uint16_t)
+        case 4: UPS_ROW(uint32_t)
+        case 8: UPS_ROW(uint64_t)
+#undef UPS_ROW
+        default:
+          for (int64_t j = 0; j < W; j++) memcpy(dst + (size_t)j * esz, row + (size_t)col[j] * esz, esz);
+      }
+      for (int d = r - 2; d >= 0 && ++coord[d] == y->dims[d]; d--) coord[d] = 0;
     }
   } else {
     /* n-linear: 2^k corners over the dims whose two samples differ (weight > 0). */

@@ -485,13 +485,12 @@ static alma_status XD(ra_run)(const alma_node *n, const ra_cfg *c, const XD(real
       if (rh < 1) rh = 1;
     }
     R bh = rh / (R)c->ph, bw = rw / (R)c->pw;
-    int64_t gh = c->sampling > 0 ? c->sampling : (int64_t)ceil(rh / (R)c->ph);
-    int64_t gw = c->sampling > 0 ? c->sampling : (int64_t)ceil(rw / (R)c->pw);
-    if (gh < 0) gh = 0;
-    if (gw < 0) gw = 0;
-    if (gh > (1 << 20) || gw > (1 << 20))
-      return alma__op_error(n, ALMA_ERR_INVALID_ARG, "roi %lld needs a %lldx%lld sampling grid per bin", (long long)r,
-                            (long long)gh, (long long)gw);
+    /* adaptive grid: checked in double before the conversion (huge or NaN rois) */
+    double dgh = c->sampling > 0 ? (double)c->sampling : ceil((double)rh / (double)c->ph);
+    double dgw = c->sampling > 0 ? (double)c->sampling : ceil((double)rw / (double)c->pw);
+    if (!(dgh <= (1 << 20)) || !(dgw <= (1 << 20)))
+      return alma__op_error(n, ALMA_ERR_INVALID_ARG, "roi %lld needs a %gx%g sampling grid per bin", (long long)r, dgh, dgw);
+    int64_t gh = dgh > 0 ? (int64_t)dgh : 0, gw = dgw > 0 ? (int64_t)dgw : 0;
     R count = (R)(gh * gw > 1 ? gh * gw : 1);
     const R *base = X + bi[r] * c->C * H * W;
     for (int64_t ch = 0; ch < c->C; ch++) {
@@ -507,7 +506,7 @@ static alma_status XD(ra_run)(const alma_node *n, const ra_cfg *c, const XD(real
               R xx = sw + (R)pw * bw + ((R)ix + (R)0.5) * bw / (R)gw;
               R v1 = 0, v2 = 0, v3 = 0, v4 = 0;
               /* samples more than one pixel outside the map contribute zero */
-              if (!(yy < -1 || yy > (R)H || xx < -1 || xx > (R)W)) {
+              if (yy >= -1 && yy <= (R)H && xx >= -1 && xx <= (R)W) { /* false for NaN too */
                 R yv = yy < 0 ? 0 : yy, xv = xx < 0 ? 0 : xx;
                 int64_t yl = (int64_t)yv, xl = (int64_t)xv, yh, xh;
                 if (yl >= H - 1) yh = yl = H - 1, yv = (R)yl;

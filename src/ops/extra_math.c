@@ -329,6 +329,7 @@ static alma_status det_exec(EXEC_ARGS) {
   (void)ctx, (void)nin, (void)nout;
   const alma_tensor *x = in[0];
   int64_t m = x->dims[x->rank - 1], batch = alma__numel(x->rank - 2, x->dims);
+  if (batch == 0) return ALMA_OK;
   double *a = alma__nn_alloc(n, (size_t)(m * m), sizeof(double));
   if (!a) return ALMA_ERR_NOMEM;
   for (int64_t b = 0; b < batch; b++) {
