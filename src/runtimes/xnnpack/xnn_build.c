@@ -72,8 +72,25 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
       float *f = static_alloc(&xn->w, 2, d);
       if (!f) break;
       const float *w = W->data;
+      /* after a Flatten of NHWC data, column k = c*HW + hw of the ONNX weights reads NHWC
+       * position hw*C + c */
+      size_t fc = 1, fhw = 1;
+      if (xn->flatten_perm) {
+        const xrt_node *fl = &p->xn[g->values[n->inputs[0]].producer];
+        fc = (size_t)fl->flat_c;
+        fhw = (size_t)fl->flat_hw;
+        if (fc * fhw != K) return alma__op_error(n, ALMA_ERR_INTERNAL, "flattened size %zu is not K = %zu", fc * fhw, K);
+      }
       for (size_t o = 0; o < N; o++)
-        for (size_t k = 0; k < K; k++) f[o * K + k] = alpha * (transB ? w[o * K + k] : w[k * N + o]);
+        for (size_t k = 0; k < K; k++) {
+          size_t kk = xn->flatten_perm ? (k % fhw) * fc + k / fhw : k;
+          f[o * K + kk] = alpha * (transB ? w[o * K + k] : w[k * N + o]);
+        }
+      if (!C && xn->bias_node >= 0) {
+        const xrt_node *an = &p->xn[xn->bias_node];
+        C = cinit(g, &g->nodes[xn->bias_node], an->cst_slot);
+        beta = 1.0f;
+      }
       if (C) {
         float *bb = static_alloc(&xn->b, 1, &N);
         if (!bb) break;
@@ -139,7 +156,7 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
   }
   int need_w = xn->kind != XK_BINARY || xn->cst_slot >= 0;
   int need_b = xn->kind == XK_CONV || xn->kind == XK_DWCONV || xn->kind == XK_BN ||
-               (xn->kind == XK_FC && !strcmp(n->op_type, "Gemm") && cinit(g, n, 2));
+               (xn->kind == XK_FC && ((!strcmp(n->op_type, "Gemm") && cinit(g, n, 2)) || xn->bias_node >= 0));
   if ((need_w && !xn->w.data) || (need_b && !xn->b.data))
     return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory laying out constants for XNNPACK");
   return ALMA_OK;
@@ -362,7 +379,10 @@ static int define_node(bctx *c, int ni) {
       XTRY(c, n, xnn_define_softmax(c->sg, xi, yi, 0));
       return 0;
     case XK_RESHAPE: {
-      if (!layout_free(c, x) || !layout_free(c, y)) return fail(c, n, "the reshape reorders NHWC data");
+      /* sub 1: a Flatten whose readers take the NHWC order (their weights are reordered) */
+      int perm_ok = xn->sub == 1 && c->shape[x].rank == 4 && c->shape[x].dims[1] == xn->flat_c &&
+                    c->shape[x].dims[2] * c->shape[x].dims[3] == xn->flat_hw;
+      if (!perm_ok && (!layout_free(c, x) || !layout_free(c, y))) return fail(c, n, "the reshape reorders NHWC data");
       size_t d[XNN_MAX_TENSOR_DIMS];
       int r = xdims(c, y, d);
       XTRY(c, n, xnn_define_static_reshape(c->sg, (size_t)r, d, xi, yi, 0));

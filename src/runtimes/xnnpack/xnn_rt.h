@@ -51,8 +51,12 @@ typedef struct xrt_node {
   int kind, sub;
   int can_plain, can_nhwc;  /* the node runs in a partition of that mode */
   int part;                 /* partition index, -1 = EAGER */
-  int fused_into;           /* this activation is folded into producer node fused_into (-1: no) */
-  int fused_act;            /* the activation node folded into this one (-1: none) */
+  int fused_into;           /* folded into node fused_into (a bias Add, an activation) (-1: no) */
+  int fused_act;            /* the last node folded into this one: its output is this node's (-1) */
+  int has_clamp;            /* an activation is folded into out_min/out_max */
+  int bias_node;            /* FC: the Add whose constant is its bias (-1: none) */
+  int flatten_perm;         /* FC: its input is an NCHW Flatten of NHWC data, reorder the weights' K */
+  int64_t flat_c, flat_hw;  /* Flatten (sub 1): the C and H*W it flattens */
   float out_min, out_max;   /* output clamp of ops that take one (from a folded activation) */
   float alpha;              /* LeakyRelu slope, Elu alpha */
   int out_rank;             /* static rank of output 0 */

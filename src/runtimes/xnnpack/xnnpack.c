@@ -195,7 +195,16 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
   if (!strcmp(t, "Flatten") || !strcmp(t, "Reshape")) {
     if (!f32(a, x) || rank_of(a, x) < 1 || rank_of(a, x) > XNN_MAX_TENSOR_DIMS) return 0;
     if (t[0] == 'R' && (n->n_inputs < 2 || !cst(a, n, 1))) return 0;
-    return set(xn, XK_RESHAPE, 0, 1, static_layout_free(a, x) && static_layout_free(a, y));
+    int free_order = static_layout_free(a, x) && static_layout_free(a, y);
+    /* Flatten(axis 1) of NHWC data feeding fully-connected nodes only: those read the NHWC order
+     * with their weights' columns reordered to match (checked once partitions are known) */
+    int64_t c = sdim(a, x, 1), h = sdim(a, x, 2), wd = sdim(a, x, 3);
+    if (!free_order && t[0] == 'F' && rank_of(a, x) == 4 && alma__attr_i(n, "axis", 1) == 1 && c > 0 && h > 0 && wd > 0) {
+      xn->flat_c = c;
+      xn->flat_hw = h * wd;
+      return set(xn, XK_RESHAPE, 1, 1, 1);
+    }
+    return set(xn, XK_RESHAPE, 0, 1, free_order);
   }
   if (!strcmp(t, "PRelu")) {
     const alma_tensor *S = cst(a, n, 1);
@@ -354,6 +363,19 @@ static int is_fusable_producer(int kind, int sub) {
   }
 }
 
+/* Flatten node f (NCHW order of NHWC data) is read only by fully-connected nodes of partition q,
+ * as their data input, and is not a graph output. */
+static int flatten_feeds_fc(const xrt_plan *p, const uses_t *u, int f, int q) {
+  int y = p->g->nodes[f].outputs[0];
+  if (u->is_out[y] || u->off[y + 1] == u->off[y]) return 0;
+  for (int j = u->off[y]; j < u->off[y + 1]; j++) {
+    int c = u->list[j];
+    const alma_node *cn = &p->g->nodes[c];
+    if (p->xn[c].part != q || p->xn[c].kind != XK_FC || cn->inputs[0] != y || (cn->n_inputs > 1 && cn->inputs[1] == y)) return 0;
+  }
+  return 1;
+}
+
 static alma_status partition(xrt_plan *p, const uses_t *u) {
   const alma_graph *g = p->g;
   int nn = g->n_nodes, cap = 0;
@@ -406,22 +428,50 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
       for (int k = 0; k < P->n_nodes; k++) P->nhwc |= !p->xn[P->nodes[k]].can_plain;
       if (!P->nhwc) continue;
       for (int k = 0; k < P->n_nodes; k++)
-        if (!p->xn[P->nodes[k]].can_nhwc) cand[P->nodes[k]] = 0, changed = 1;
+        if (!p->xn[P->nodes[k]].can_nhwc || (p->xn[P->nodes[k]].kind == XK_RESHAPE && p->xn[P->nodes[k]].sub == 1 &&
+                                             !flatten_feeds_fc(p, u, P->nodes[k], q)))
+          cand[P->nodes[k]] = 0, changed = 1;
     }
     if (!changed) break;
+  }
+  for (int i = 0; i < nn; i++) {
+    xrt_node *a = &p->xn[i];
+    a->fused_into = a->fused_act = a->bias_node = -1;
+    a->has_clamp = a->flatten_perm = 0;
+  }
+  for (int i = 0; i < nn; i++) {
+    xrt_node *a = &p->xn[i];
+    if (a->part < 0) continue;
+    int x = g->nodes[i].inputs[0], pr = x >= 0 ? g->values[x].producer : -1;
+    /* a fully-connected node reading an NCHW Flatten of NHWC data (the partition's mode decides) */
+    if (a->kind == XK_FC && pr >= 0 && p->xn[pr].part == a->part && p->xn[pr].kind == XK_RESHAPE && p->xn[pr].sub == 1)
+      a->flatten_perm = p->parts[a->part].nhwc;
+    /* Add of a constant [N] after a fully-connected node without bias: its bias */
+    if (a->kind == XK_BINARY && a->sub == XB_ADD && a->cst_slot >= 0) {
+      int xv = g->nodes[i].inputs[1 - a->cst_slot], fp = g->values[xv].producer;
+      if (fp < 0 || p->xn[fp].part != a->part || p->xn[fp].kind != XK_FC || p->xn[fp].fused_act >= 0 || u->is_out[xv] ||
+          u->off[xv + 1] - u->off[xv] != 1)
+        continue;
+      const alma_node *f = &g->nodes[fp];
+      if (f->n_inputs > 2 && f->inputs[2] >= 0) continue; /* Gemm with C */
+      const alma_tensor *W = alma__xrt_const(g, f->inputs[1]), *B = alma__xrt_const(g, g->nodes[i].inputs[a->cst_slot]);
+      int64_t N = !strcmp(f->op_type, "Gemm") && alma__attr_i(f, "transB", 0) ? W->dims[0] : W->dims[1];
+      if (alma_tensor_numel(B) != N || B->rank < 1 || B->dims[B->rank - 1] != N || B->rank > p->xn[fp].out_rank) continue;
+      p->xn[fp].bias_node = i;
+      p->xn[fp].fused_act = i;
+      a->fused_into = fp;
+    }
   }
   /* activations folded into their producer's output clamp */
   for (int i = 0; i < nn; i++) {
     xrt_node *a = &p->xn[i];
-    a->fused_into = a->fused_act = -1;
-  }
-  for (int i = 0; i < nn; i++) {
-    xrt_node *a = &p->xn[i];
     if (a->part < 0 || a->kind != XK_CLAMP) continue;
     int x = g->nodes[i].inputs[0], pr = g->values[x].producer;
-    if (pr < 0 || p->xn[pr].part != a->part || p->xn[pr].fused_act >= 0 || p->xn[pr].fused_into >= 0) continue;
+    if (pr >= 0 && p->xn[pr].fused_into >= 0) pr = p->xn[pr].fused_into; /* x is that node's output now */
+    if (pr < 0 || p->xn[pr].part != a->part || p->xn[pr].has_clamp || p->xn[pr].fused_into >= 0) continue;
     if (!is_fusable_producer(p->xn[pr].kind, p->xn[pr].sub) || u->is_out[x] || u->off[x + 1] - u->off[x] != 1) continue;
     p->xn[pr].fused_act = i;
+    p->xn[pr].has_clamp = 1;
     p->xn[pr].out_min = a->out_min;
     p->xn[pr].out_max = a->out_max;
     a->fused_into = pr;
@@ -872,6 +922,7 @@ static void xrt_describe(void *plan, FILE *f) {
     if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
     else if (xn->part < 0) snprintf(where, sizeof where, "EAGER");
     else if (xn->fused_into >= 0) snprintf(where, sizeof where, "XNNPACK p%d (folded into '%s')", xn->part, g->nodes[xn->fused_into].name);
+    else if (xn->kind == XK_FC && xn->flatten_perm) snprintf(where, sizeof where, "XNNPACK p%d fc (weights in NHWC order)", xn->part);
     else snprintf(where, sizeof where, "XNNPACK p%d %s", xn->part, kind_name(xn->kind));
     fprintf(f, "  %-40s %-20s %s\n", g->nodes[i].name, g->nodes[i].op_type, where);
   }

@@ -155,6 +155,29 @@ def models(out):
         helper.make_node("Identity", ["b"], ["bi"]),
         helper.make_node("Conv", ["x", "wi", "bi"], ["y"], pads=[1, 1, 1, 1])],
         [vinfo("x", [N, 3, 5, 5])], [vinfo("y", None)], [w("b", 4)], (1, 1)))
+    # Flatten of NHWC data read by fully-connected nodes only: their weights take the NHWC order
+    man.append(save(out, "flatten_fc", [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Flatten", ["c"], ["f"]),
+        helper.make_node("Gemm", ["f", "w1"], ["g"], transB=1),
+        helper.make_node("MatMul", ["f", "w2"], ["m"]),
+        helper.make_node("Add", ["g", "m"], ["y"])],
+        [vinfo("x", [N, 3, 5, 4])], [vinfo("y", None)], [w("w", 4, 3, 2, 2), w("w1", 5, 48), w("w2", 48, 5)], (5, 1)))
+    # ... not when the Flatten's output is also a graph output: it runs on EAGER, ending the partition
+    man.append(save(out, "flatten_out", [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Flatten", ["c"], ["f"]),
+        helper.make_node("Gemm", ["f", "w1"], ["y"], transB=1)],
+        [vinfo("x", [N, 3, 5, 4])], [vinfo("y", None), vinfo("f", None)], [w("w", 4, 3, 2, 2), w("w1", 5, 48)], (2, 2)))
+    # MatMul + Add of a constant [N] (+ Relu): one fully-connected node with bias and clamp; an Add
+    # of a [5, 6] constant is no bias and stays a binary node
+    man.append(save(out, "fc_bias", [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["b", "m"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["m2"]),
+        helper.make_node("Add", ["m2", "b2"], ["y"])],
+        [vinfo("x", [N, 5, 8])], [vinfo("y", None)], [w("w", 8, 6), w("b", 1, 6), w("w2", 6, 6), w("b2", 5, 6)], (5, 1)))
     return man
 
 
