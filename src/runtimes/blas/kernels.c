@@ -142,6 +142,49 @@ ALMA__BLAS_CLONES static void im2col_range(const alma__blas_conv *cv, const floa
   }
 }
 
+/* The 2-D case walks output rows directly, and copies with 8-float vector moves rather than
+ * memcpy calls: rows are short (7 to 112 floats) and there are Cg*KH*KW of them per chunk. */
+typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
+
+ALMA__BLAS_CLONES static void im2col_2d(const alma__blas_conv *cv, const float *xc0, int64_t p0, int64_t p1,
+                                        float *col, int64_t ldcol) {
+  int64_t IH = cv->in[0], IW = cv->in[1], OW = cv->out[1];
+  int64_t KH = cv->k[0], KW = cv->k[1], sh = cv->s[0], sw = cv->s[1], dh = cv->d[0], dw = cv->d[1];
+  int64_t ph = cv->pb[0], pw = cv->pb[1];
+  for (int64_t c = 0; c < cv->Cg; c++) {
+    const float *xc = xc0 + c * cv->insp;
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) {
+        float *row = col + ((c * KH + kh) * KW + kw) * ldcol;
+        int64_t base = kw * dw - pw;
+        int64_t lo = max64(0, ceil_divs(-base, sw)), hi = min64(OW, floor_div(IW - 1 - base, sw) + 1);
+        int64_t oh = p0 / OW, ow0 = p0 % OW;
+        for (int64_t p = p0; p < p1; oh++) {
+          int64_t e = min64(OW, ow0 + (p1 - p)); /* this segment: ow in [ow0, e) */
+          float *d = row + (p - p0);              /* d[ow - ow0] */
+          int64_t ih = oh * sh - ph + kh * dh;
+          int64_t a = e, b = e; /* copied: [a, b); zeros elsewhere */
+          if (ih >= 0 && ih < IH) {
+            a = min64(e, max64(ow0, lo));
+            b = max64(a, min64(e, hi));
+            const float *src = xc + ih * IW; /* element ow is src[ow * sw + base] */
+            int64_t ow = a;
+            if (sw == 1) {
+              for (; ow + 8 <= b; ow += 8) *(v8f *)(d + (ow - ow0)) = *(const v8f *)(src + (ow + base));
+              for (; ow < b; ow++) d[ow - ow0] = src[ow + base];
+            } else {
+              for (; ow < b; ow++) d[ow - ow0] = src[ow * sw + base];
+            }
+          }
+          for (int64_t ow = ow0; ow < a; ow++) d[ow - ow0] = 0.0f;
+          for (int64_t ow = b; ow < e; ow++) d[ow - ow0] = 0.0f;
+          p += e - ow0;
+          ow0 = 0;
+        }
+      }
+  }
+}
+
 /* ---- convolution ------------------------------------------------------------------------------ */
 
 /* Columns per chunk: the chunk's im2col block (K x C) and its output block (Mg x C) should stay in
@@ -254,8 +297,11 @@ static void conv_task(void *arg, int tid, int nt) {
       B = j->x + (n0 * cv->C + g * cv->Cg) * cv->insp + p0;
       ldb = cv->insp;
     } else {
-      for (int64_t q = 0; q < ni; q++)
-        im2col_range(cv, j->x + ((n0 + q) * cv->C + g * cv->Cg) * cv->insp, p0, p1, col + q * pl, ncols);
+      for (int64_t q = 0; q < ni; q++) {
+        const float *xg = j->x + ((n0 + q) * cv->C + g * cv->Cg) * cv->insp;
+        if (cv->nsp == 2) im2col_2d(cv, xg, p0, p1, col + q * pl, ncols);
+        else im2col_range(cv, xg, p0, p1, col + q * pl, ncols);
+      }
       B = col;
       ldb = ncols;
     }

@@ -37,6 +37,7 @@ typedef struct group {
   int kind;
   int nodes[MAX_CHAIN], n; /* head, [bias Add], [residual Add], [activation] */
   int bias_value;          /* constant added per channel (Conv) or column (Gemm/MatMul), or -1 */
+  const alma_tensor *bias; /* its data (initializer or Constant attribute) */
   int res_value;           /* residual addend, or -1 */
   int act_node;            /* node index of the activation, or -1 */
   alma__blas_act act;
@@ -83,7 +84,18 @@ static int native_kind(const alma_graph *g, const alma_node *n) {
   return KIND_NONE;
 }
 
-static const alma_tensor *init_of(const alma_graph *g, int v) { return v >= 0 ? g->values[v].init : NULL; }
+/* The constant value of v: an initializer (FOLD makes them) or the tensor of the Constant node
+ * producing it (as exported, before FOLD); NULL otherwise. */
+static const alma_tensor *init_of(const alma_graph *g, int v) {
+  if (v < 0) return NULL;
+  if (g->values[v].init) return g->values[v].init;
+  int p = g->values[v].producer;
+  if (p < 0 || p >= g->n_nodes) return NULL;
+  const alma_node *n = &g->nodes[p];
+  if (strcmp(n->op_type, "Constant") || !is_ai_onnx(n) || n->n_outputs != 1 || n->outputs[0] != v) return NULL;
+  const alma_attr *a = alma__node_attr(n, "value");
+  return a && a->type == ALMA_ATTR_TENSOR && a->t && a->t->data ? a->t : NULL;
+}
 
 /* Activation node -> epilogue activation; 0 if n is none we fuse. */
 static int parse_act(const alma_graph *g, const alma_node *n, alma__blas_act *a) {
@@ -183,6 +195,7 @@ static void build_chain(blas_plan *p, group *gr) {
           return;
         }
         gr->bias_value = other;
+        gr->bias = t;
         stage = 1;
       } else {
         if (stage >= 2 || !float_or_unknown(g, other)) {
@@ -575,7 +588,7 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
   int ok = inputs_float(h, in, h->n_inputs) && shape.dtype == ALMA_DTYPE_FLOAT32;
   int axis = gr->kind == KIND_CONV ? 1 : shape.rank - 1;
   if (ok && gr->bias_value >= 0) {
-    f.bias = g->values[gr->bias_value].init;
+    f.bias = gr->bias;
     int64_t len = alma_tensor_numel(f.bias);
     ok = f.bias->rank <= shape.rank && axis >= 0 && (len == 1 || len == shape.dims[axis]);
   }

@@ -132,6 +132,29 @@ static int node(gb *b, const char *op, const char *out, const int *ins, int nin,
 static const kv *noattrs = NULL;
 static const int noattrs_n = 0;
 
+/* A Constant node (not an initializer) holding a float32 tensor of this shape, random or x. */
+static int constant_node(gb *b, const char *name, int rank, const int64_t *dims, const float *x) {
+  alma_tensor *t = alma__arena_alloc(b->g->arena, sizeof *t);
+  t->dtype = ALMA_DTYPE_FLOAT32;
+  t->rank = rank;
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= (t->dims[i] = dims[i]);
+  t->data = alma__arena_alloc(b->g->arena, (size_t)n * sizeof(float));
+  t->nbytes = (size_t)n * sizeof(float);
+  for (int64_t i = 0; i < n; i++) ((float *)t->data)[i] = x ? x[0] : urand();
+  int o = value(b, name);
+  int idx = alma__graph_add_node(b->g, "Constant", "", name, NULL, 0, &o, 1);
+  assert_true(idx >= 0);
+  alma_node *nd = &b->g->nodes[idx];
+  nd->attrs = alma__arena_alloc(b->g->arena, sizeof(alma_attr));
+  nd->attrs[0].name = "value";
+  nd->attrs[0].type = ALMA_ATTR_TENSOR;
+  nd->attrs[0].t = t;
+  nd->n_attrs = 1;
+  assert_int_equal(alma__op_resolve(nd, b->opset), ALMA_OK);
+  return o;
+}
+
 static void output(gb *b, int v) {
   b->out[b->nout++] = v;
   b->g->values[v].is_output = 1;
@@ -344,6 +367,28 @@ static void test_conv_fused(void **state) {
     }
 }
 
+/* As exported before FOLD: the bias and the Clip bounds come from Constant nodes. */
+static void test_constant_nodes(void **state) {
+  (void)state;
+  tol_for_k(8 * 9);
+  gb b;
+  gb_init(&b, 13);
+  int64_t xd[4] = {2, 8, 10, 10}, wd[4] = {8, 8, 3, 3}, bd[4] = {1, 8, 1, 1};
+  int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  int c = NODE(&b, "Conv", "c", noattrs, x, w);
+  int bias = constant_node(&b, "bias", 4, bd, NULL);
+  int s = NODE(&b, "Add", "s", noattrs, c, bias);
+  float lo = 0.0f, hi = 0.5f;
+  int clo = constant_node(&b, "lo", 0, NULL, &lo), chi = constant_node(&b, "hi", 0, NULL, &hi);
+  int y = NODE(&b, "Clip", "y", noattrs, s, clo, chi);
+  output(&b, y);
+  gb_finish(&b);
+  check_threads(&b);
+  expect_plan("+bias +Clip");
+  gb_free(&b);
+}
+
 /* Add(Conv(x), x) with x produced inside the graph (owned): x is still the conv's input when the
  * Add runs, so its buffer must not be taken over. Also a depthwise conv's residual taken over. */
 static void test_residual_aliasing(void **state) {
@@ -530,6 +575,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_shapes), cmocka_unit_test(test_conv_fused), cmocka_unit_test(test_residual_aliasing),
       cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_constant_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
