@@ -312,6 +312,11 @@ void alma__dn_prim_free(dn_prim *pr) {
   memset(pr, 0, sizeof *pr);
 }
 
+static dn_prim *get_prim(dn_node *d, int which) {
+  if (!d->prim[which]) d->prim[which] = calloc(1, sizeof(dn_prim));
+  return d->prim[which];
+}
+
 static int key_match(const dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, const int64_t *ikey) {
   if (!pr->valid || pr->nkey != nkey) return 0;
   for (int k = 0; k < nkey; k++)
@@ -484,7 +489,8 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
   if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
@@ -616,7 +622,8 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
 static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
   if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
@@ -741,7 +748,8 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
 static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
   if (!is_f32(x) || os[0].dtype != F32) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
@@ -824,7 +832,8 @@ static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, const 
                                int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
   if (!is_f32(x) || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
   dn_elt elt[DN_MAX_ELT];
@@ -900,7 +909,8 @@ static void ext_dims(const alma_tensor *t, int r, int64_t *dims) {
 static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1];
   if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32) return ALMA_OK;
   int r = os[0].rank > 0 ? os[0].rank : 1;
@@ -985,7 +995,8 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
                              int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (nin < 5) return ALMA_OK;
   dn_val *x = in[0];
   if (!is_f32(x) || x->t.rank < 2 || x->t.rank > 5 || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
@@ -1037,7 +1048,8 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
 static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *sc = nin > 1 ? in[1] : NULL, *sh = nin > 2 ? in[2] : NULL;
   if (!is_f32(x) || !is_f32(sc) || (sh && !is_f32(sh)) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
   int axis;
@@ -1094,7 +1106,8 @@ static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const al
 static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
   if (!is_f32(x) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
   int r = x->t.rank, axis;
@@ -1158,7 +1171,8 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
                               int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1];
   if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32 || a->t.rank < 1 || b->t.rank < 1) return ALMA_OK;
   int64_t ad[ALMA_MAX_RANK + 1], bd[ALMA_MAX_RANK + 1];
@@ -1277,7 +1291,8 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = fused ? &d->fused : &d->single;
+  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1], *c = nin > 2 ? in[2] : NULL;
   if (!is_f32(a) || !is_f32(b) || (c && !is_f32(c)) || a->t.rank != 2 || b->t.rank != 2 || os[0].rank != 2) return ALMA_OK;
   int ta = alma__attr_i(n, "transA", 0) != 0, tb = alma__attr_i(n, "transB", 0) != 0;
@@ -1447,9 +1462,9 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
   dnnl_memory_desc_t key[5] = {qmd, kmd, vmd, mmd, omd};
   int64_t ikey[8] = {kt};
   memcpy(&ikey[1], &scale, sizeof scale);
-  dn_prim *pr = &d->single;
-  if (!d->aux && !(d->aux = calloc(3, sizeof *d->aux))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  dn_prim *sm = &d->aux[0], *mm2 = &d->aux[1], *bin = &d->aux[2];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE), *sm = get_prim(d, DN_PRIM_AUX0), *mm2 = get_prim(d, DN_PRIM_AUX1),
+          *bin = get_prim(d, DN_PRIM_AUX2);
+  if (!pr || !sm || !mm2 || !bin) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (!key_match(pr, 5, key, ikey)) {
     prim_begin(pr, 5, key, ikey);
     alma__dn_prim_free(sm);
@@ -1505,17 +1520,13 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
     if (s != dnnl_success || !add_mem(p, sm, DNNL_ARG_SRC, &smd) || !add_mem(p, sm, DNNL_ARG_DST, &smd) ||
         !prim_finish(p, sm))
       return prim_decline(pr, n, "softmax not available");
-    dnnl_dims_t od;
-    for (int i = 0; i < r; i++) od[i] = os[0].dims[i];
-    dnnl_memory_desc_t o2;
-    dnnl_memory_desc_init_by_strides(&o2, r, od, dnnl_f32, omd.format_desc.blocking.strides);
     dnnl_matmul_desc_t m2;
     a = new_attr();
-    s = dnnl_matmul_desc_init(&m2, &smd, &vmd, NULL, &o2);
+    s = dnnl_matmul_desc_init(&m2, &smd, &vmd, NULL, &omd);
     if (s == dnnl_success) s = alma__dn_pd_create(p, &mm2->pd, &m2, a, mm2->impl, sizeof mm2->impl);
     dnnl_primitive_attr_destroy(a);
     if (s != dnnl_success || !add_mem(p, mm2, DNNL_ARG_SRC, &smd) || !add_mem(p, mm2, DNNL_ARG_WEIGHTS, &vmd) ||
-        !add_mem(p, mm2, DNNL_ARG_DST, &o2) || !prim_finish(p, mm2))
+        !add_mem(p, mm2, DNNL_ARG_DST, &omd) || !prim_finish(p, mm2))
       return prim_decline(pr, n, "second matmul not available");
   }
   if (pr->declined) return ALMA_OK;
@@ -1588,7 +1599,8 @@ static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_te
 static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = &d->single;
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
   int r = x ? x->t.rank : 0;
   if (!is_f32(x) || r < 1 || os[0].dtype != F32) return ALMA_OK;

@@ -43,6 +43,9 @@ typedef struct dn_elt {
 } dn_elt;
 
 enum { DN_MAX_ELT = 2, DN_MAX_POST = 6, DN_MAX_MEMBERS = 8, DN_MAX_KEY = 6, DN_MAX_MEM = 10 };
+/* A node's primitive slots: alone, as the head of a fused group, and DK_ATTN's softmax, second
+ * matmul and mask add. */
+enum { DN_PRIM_SINGLE, DN_PRIM_FUSED, DN_PRIM_AUX0, DN_PRIM_AUX1, DN_PRIM_AUX2, DN_NPRIM };
 
 enum dn_kind {
   DK_NONE = 0,
@@ -107,8 +110,7 @@ typedef struct dn_node {
   dnnl_alg_kind_t alg;             /* DK_BINARY / DK_POOL */
   int self_fused;                  /* alma.Fused* node: post[] comes from its own attributes */
   int rt_clip;                     /* Clip whose bounds are only known at run time */
-  dn_prim single, fused;
-  dn_prim *aux;                    /* DK_ATTN: softmax, second matmul, mask add (allocated on use) */
+  dn_prim *prim[DN_NPRIM];         /* allocated on first use: single, fused, DK_ATTN's extra three */
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
   double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */

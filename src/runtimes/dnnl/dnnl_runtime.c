@@ -751,11 +751,11 @@ static void dn_free(void *plan) {
   if (p->profile) print_profile(p);
   if (p->nodes)
     for (int i = 0; i < p->g->n_nodes; i++) {
-      alma__dn_prim_free(&p->nodes[i].single);
-      alma__dn_prim_free(&p->nodes[i].fused);
-      if (p->nodes[i].aux)
-        for (int k = 0; k < 3; k++) alma__dn_prim_free(&p->nodes[i].aux[k]);
-      free(p->nodes[i].aux);
+      for (int k = 0; k < DN_NPRIM; k++)
+        if (p->nodes[i].prim[k]) {
+          alma__dn_prim_free(p->nodes[i].prim[k]);
+          free(p->nodes[i].prim[k]);
+        }
     }
   for (int i = 0; i < p->nreorders; i++) {
     dnnl_primitive_destroy(p->reorders[i].p);
@@ -809,11 +809,12 @@ static void dn_describe(void *plan, FILE *f) {
               d->why ? ")" : "");
       continue;
     }
-    const dn_prim *pr = d->head == i ? &d->fused : &d->single;
+    const dn_prim *pr = d->prim[d->head == i || d->self_fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE];
     fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type, kind_name(d->kind));
     if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
-    if (pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
-    if (pr->declined) fprintf(f, " [declined at run time: %s]", pr->why);
+    for (int k = 0; d->self_fused && k < d->npost; k++) fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
+    if (pr && pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
+    if (pr && pr->declined) fprintf(f, " [declined at run time: %s]", pr->why);
     fputc('\n', f);
     /* boundaries: DNNL values read by EAGER nodes or the caller need a reorder to plain */
     for (int k = 0; k < n->n_outputs; k++) {
