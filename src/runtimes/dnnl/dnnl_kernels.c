@@ -239,6 +239,9 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   }
   if (!strcmp(op, "ConvTranspose")) return n->n_inputs >= 2 ? DK_DECONV : DK_NONE;
   if (!strcmp(op, "Transpose")) return DK_TRANSPOSE;
+  if (!strcmp(op, "Concat")) return DK_CONCAT;
+  if (!strcmp(op, "Slice") || !strcmp(op, "Split")) return DK_SLICE;
+  if (!strcmp(op, "PRelu")) return n->n_inputs == 2 ? DK_PRELU : DK_NONE;
   static const struct {
     const char *op;
     dnnl_alg_kind_t alg;
@@ -1666,6 +1669,201 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
   return ALMA_OK;
 }
 
+/* ---- Concat ----------------------------------------------------------------------------------------- */
+static alma_status run_concat(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int r = os[0].rank, axis;
+  if (nin < 1 || nin > DN_MAX_KEY || nin > DN_MAX_MEM - 2 || r < 1 || os[0].dtype != F32) return ALMA_OK;
+  for (int k = 0; k < nin; k++)
+    if (!is_f32(in[k]) || in[k]->t.rank != r) return ALMA_OK;
+  if (alma__norm_axis(alma__attr_i(n, "axis", 0), r, &axis) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  dnnl_memory_desc_t key[DN_MAX_KEY];
+  int64_t ikey[8] = {axis};
+  for (int k = 0; k < nin; k++) alma__dn_val_md(in[k], &key[k]);
+  if (!key_match(pr, nin, key, ikey)) {
+    prim_begin(pr, nin, key, ikey);
+    dnnl_status_t s = dnnl_concat_primitive_desc_create(&pr->pd, NULL, nin, axis, key, NULL, p->eng);
+    if (s != dnnl_success) return prim_decline(pr, n, "no concat implementation (status %d)", (int)s);
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pr->pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(pr->impl, sizeof pr->impl, "%s", impl ? impl : "?");
+    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
+    for (int k = 0; k < nin; k++)
+      if (!add_mem(p, pr, DNNL_ARG_MULTIPLE_SRC + k, &key[k])) return prim_decline(pr, n, "primitive creation failed");
+    if (!add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM];
+  for (int k = 0; k < nin; k++) ptrs[k] = in[k]->has_blk ? in[k]->bbuf->ptr : in[k]->t.data;
+  ptrs[nin] = db->ptr;
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- Slice (unit steps) and Split: reorders from sub-memory views of the input ----------------------- */
+/* Integer list from input i (int32/int64, any producer) or, before opset 10, attribute name. */
+static int int_list(dn_plan *p, const alma_node *n, dn_val **in, int nin, int i, const char *attr, int64_t *v, int max,
+                    int *count) {
+  *count = 0;
+  if (n->since_version < 10 && is_op(n, "Slice")) {
+    const int64_t *a = NULL;
+    int c = alma__attr_ints(n, attr, &a);
+    if (c > max) return 0;
+    for (int k = 0; k < c; k++) v[k] = a[k];
+    *count = c;
+    return 1;
+  }
+  dn_val *x = i < nin ? in[i] : NULL;
+  if (!x) return 1;
+  if (!x->live || (x->t.dtype != ALMA_DTYPE_INT64 && x->t.dtype != ALMA_DTYPE_INT32) || x->t.rank != 1 ||
+      x->t.dims[0] > max || !x->has_plain)
+    return 0;
+  for (int k = 0; k < x->t.dims[0]; k++) v[k] = alma__get_i64(x->t.data, x->t.dtype, k);
+  *count = (int)x->t.dims[0];
+  return 1;
+}
+
+/* One output: the sub-tensor of x at offsets with dims of os, reordered to plain. */
+static alma_status slice_one(dn_plan *p, const alma_node *n, dn_val *x, const alma_tensor *os, const int64_t *offs,
+                             dn_val *y) {
+  int r = x->t.rank;
+  dnnl_dims_t sd, so;
+  for (int i = 0; i < r; i++) sd[i] = os->dims[i], so[i] = offs[i];
+  dnnl_memory_desc_t xmd, sub, dmd;
+  alma__dn_val_md(x, &xmd);
+  if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) != dnnl_success) {
+    /* a blocked layout the view cannot cut: take the plain copy */
+    ALMA_TRY(alma__dn_val_plain(p, x, n));
+    alma__dn_plain_md(&xmd, r, x->t.dims);
+    if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) != dnnl_success)
+      return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN sub-memory view failed");
+  }
+  alma__dn_plain_md(&dmd, r, os->dims);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int blk = x->has_blk && dnnl_memory_desc_equal(&xmd, &x->bmd);
+  alma_status st = alma__dn_reorder(p, &sub, blk ? x->bbuf->ptr : x->t.data, &dmd, db->ptr, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(y, os, &dmd, db);
+  return ALMA_OK;
+}
+
+static alma_status run_slice(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
+                             int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_val *x = in[0];
+  int r = x ? x->t.rank : 0;
+  if (!is_f32(x) || r < 1) return ALMA_OK;
+  for (int k = 0; k < nout; k++)
+    if (out[k] && (os[k].rank != r || os[k].dtype != F32)) return ALMA_OK;
+  int64_t offs[ALMA_MAX_RANK] = {0};
+  if (is_op(n, "Split")) {
+    int axis;
+    if (alma__norm_axis(alma__attr_i(n, "axis", 0), r, &axis) != ALMA_OK) {
+      alma__error_clear();
+      return ALMA_OK;
+    }
+    int64_t at = 0;
+    for (int k = 0; k < nout; k++) at += os[k].dims[axis];
+    if (at != x->t.dims[axis]) return ALMA_OK;
+    for (int k = 0; k < nout; k++) {
+      if (out[k]) ALMA_TRY(slice_one(p, n, x, &os[k], offs, out[k]));
+      offs[axis] += os[k].dims[axis];
+    }
+    *done = 1;
+    return ALMA_OK;
+  }
+  int64_t st[ALMA_MAX_RANK], en[ALMA_MAX_RANK], ax[ALMA_MAX_RANK], sp[ALMA_MAX_RANK];
+  int ns, ne, na, nsp;
+  if (!int_list(p, n, in, nin, 1, "starts", st, r, &ns) || !int_list(p, n, in, nin, 2, "ends", en, r, &ne) ||
+      !int_list(p, n, in, nin, 3, "axes", ax, r, &na) || !int_list(p, n, in, nin, 4, "steps", sp, r, &nsp))
+    return ALMA_OK;
+  if (ns != ne || (na && na != ns) || (nsp && nsp != ns)) return ALMA_OK;
+  int64_t want[ALMA_MAX_RANK];
+  memcpy(want, x->t.dims, sizeof(int64_t) * (size_t)r);
+  for (int k = 0; k < ns; k++) {
+    int64_t a = na ? ax[k] : k, dim;
+    if (a < 0) a += r;
+    if (a < 0 || a >= r || (nsp && sp[k] != 1)) return ALMA_OK;
+    dim = x->t.dims[a];
+    int64_t b = st[k] < 0 ? st[k] + dim : st[k], e = en[k] < 0 ? en[k] + dim : en[k];
+    b = b < 0 ? 0 : b > dim ? dim : b;
+    e = e < 0 ? 0 : e > dim ? dim : e;
+    offs[a] = b;
+    want[a] = e > b ? e - b : 0;
+  }
+  for (int i = 0; i < r; i++)
+    if (want[i] != os[0].dims[i]) return ALMA_OK; /* not what the shape rules say: let EAGER decide */
+  ALMA_TRY(slice_one(p, n, x, &os[0], offs, out[0]));
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- PRelu -------------------------------------------------------------------------------------------- */
+static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_val *x = in[0], *sl = in[1];
+  if (!is_f32(x) || !is_f32(sl) || x->t.rank < 1 || sl->t.rank > x->t.rank || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  int64_t sd[ALMA_MAX_RANK];
+  ext_dims(&sl->t, x->t.rank, sd);
+  for (int i = 0; i < x->t.rank; i++)
+    if (sd[i] != 1 && sd[i] != x->t.dims[i]) return ALMA_OK;
+  dnnl_memory_desc_t key[2];
+  int64_t ikey[8] = {0};
+  alma__dn_val_md(x, &key[0]);
+  alma__dn_plain_md(&key[1], x->t.rank, sd);
+  if (!key_match(pr, 2, key, ikey)) {
+    prim_begin(pr, 2, key, ikey);
+    dnnl_prelu_desc_t pd;
+    if (dnnl_prelu_forward_desc_init(&pd, dnnl_forward_inference, &key[0], &key[1]) != dnnl_success)
+      return prim_decline(pr, n, "prelu descriptor rejected");
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &pd, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return prim_decline(pr, n, "no prelu implementation (status %d)", (int)s);
+    pr->dst_md = key[0];
+    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &key[1]) ||
+        !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
+      return prim_decline(pr, n, "primitive creation failed");
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, sl, n));
+  void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+  dn_buf *db = alma__dn_val_steal(x, &pr->dst_md);
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {sp, sl->t.data, db->ptr};
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -1678,6 +1876,9 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_ATTN: return run_attn(p, idx, in, nin, outshape, out, done);
     case DK_TRANSPOSE: return run_transpose(p, idx, in, outshape, out, done);
     case DK_REDUCE: return run_reduce(p, idx, in, nin, outshape, out, done);
+    case DK_CONCAT: return run_concat(p, idx, in, nin, outshape, out, done);
+    case DK_SLICE: return run_slice(p, idx, in, nin, outshape, out, nout, done);
+    case DK_PRELU: return nin == 2 && in[1] ? run_prelu(p, idx, in, outshape, out, done) : ALMA_OK;
     case DK_BINARY: return nin == 2 && in[1] ? run_binary(p, idx, in, outshape, out, done) : ALMA_OK;
     case DK_BNORM: return run_bnorm(p, idx, fused, in, nin, outshape, out, done);
     case DK_LNORM: return run_lnorm(p, idx, in, nin, outshape, out, done);

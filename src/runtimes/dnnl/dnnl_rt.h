@@ -42,7 +42,7 @@ typedef struct dn_elt {
   float alpha, beta;
 } dn_elt;
 
-enum { DN_MAX_ELT = 2, DN_MAX_POST = 6, DN_MAX_MEMBERS = 8, DN_MAX_KEY = 6, DN_MAX_MEM = 10 };
+enum { DN_MAX_ELT = 2, DN_MAX_POST = 6, DN_MAX_MEMBERS = 8, DN_MAX_KEY = 8, DN_MAX_MEM = 10 };
 /* A node's primitive slots: alone, as the head of a fused group, and DK_ATTN's softmax, second
  * matmul and mask add. */
 enum { DN_PRIM_SINGLE, DN_PRIM_FUSED, DN_PRIM_AUX0, DN_PRIM_AUX1, DN_PRIM_AUX2, DN_NPRIM };
@@ -63,6 +63,9 @@ enum dn_kind {
   DK_ATTN,      /* alma.Attention: matmul (+mask) -> softmax -> matmul */
   DK_TRANSPOSE, /* a reorder from the input's layout, axes permuted, to plain */
   DK_REDUCE,    /* Reduce* through the reduction primitive */
+  DK_CONCAT,    /* concat primitive (blocked inputs stay blocked) */
+  DK_SLICE,     /* Slice (unit steps) and Split: reorders from sub-memory views */
+  DK_PRELU,     /* prelu primitive */
   DK_COUNT
 };
 

@@ -777,7 +777,7 @@ static void dn_free(void *plan) {
 static const char *kind_name(int k) {
   static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
                                         "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution",
-                                        "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction"};
+                                        "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 

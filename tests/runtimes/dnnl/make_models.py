@@ -218,10 +218,32 @@ def attention(d):
     save(d, "attention", nodes, [x_in("x", S, D)], [y_out("y", 3)], inits)
 
 
+def concat_split(d):
+    # Concat of blocked conv outputs, Split on channel-block boundaries (a view of the blocked
+    # layout) and off them, Slice with negative and clamped bounds, PRelu with a per-channel slope
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Conv", ["x", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        N("Concat", ["c1", "c2", "x"], ["cat"], axis=1),
+        N("Conv", ["cat", "w3"], ["c3"]),
+        N("Split", ["c3", "sp"], ["s1", "s2", "s3"], axis=1),
+        N("PRelu", ["s1", "slope"], ["pr"]),
+        N("Slice", ["s2", "st", "en", "ax"], ["sl"]),
+        N("Relu", ["s3"], ["r3"]),
+        N("Concat", ["pr", "r3"], ["y"], axis=1),
+    ]
+    inits = [w("w1", 8, 3, 3, 3), w("w2", 8, 3, 3, 3), w("w3", 24, 19, 1, 1),
+             numpy_helper.from_array(np.array([8, 12, 4], np.int64), "sp"), w("slope", 8, 1, 1, scale=0.5),
+             numpy_helper.from_array(np.array([1, -100], np.int64), "st"),
+             numpy_helper.from_array(np.array([-1, 100], np.int64), "en"),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "ax")]
+    save(d, "concat_split", nodes, [x_in("x", 3, 7, 7)], [y_out("y", 4), y_out("sl", 4)], inits)
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention):
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split):
         f(d)
 
 
