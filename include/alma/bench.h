@@ -32,6 +32,17 @@ extern "C" {
 typedef void (*alma_progress_fn)(void *user, int index, int count, const char *conversion,
                                  const char *phase, int64_t done, int64_t total, double elapsed_s);
 
+/* Pre- and post-processing hooks, timed apart from inference (preprocess_ms / postprocess_ms in
+ * the results). preprocess gets the batch as the data source gives it (read-only views) and fills
+ * inputs[0..n_inputs), which start as those same views: it may replace any of them with its own
+ * tensor (owns_data = 1: alma frees it after the batch; 0: it must stay valid until the batch is
+ * done). postprocess sees the outputs of each timed batch. Both run in the conversion's child
+ * process, also on the first batch (the output check's; the EAGER reference sees pre-processed
+ * inputs too), and in throughput mode from several worker threads at once: they must be
+ * thread-safe. An error status fails the conversion, naming the hook. */
+typedef alma_status (*alma_preprocess_fn)(void *user, const alma_tensor *batch, alma_tensor *inputs, int n_inputs);
+typedef alma_status (*alma_postprocess_fn)(void *user, const alma_tensor *outputs, int n_outputs);
+
 typedef struct alma_config {
   int64_t n_samples;          /* samples to time at least (default 100)                           */
   int64_t batch_size;         /* samples per batch; symbolic first dims take it (default 1)       */
@@ -59,10 +70,36 @@ typedef struct alma_config {
   int verbose;                /* 0 quiet, 1 normal, 2 verbose: children's stderr is echoed (default 1) */
   alma_progress_fn progress;  /* optional (default NULL)                                          */
   void *progress_user;
+
+  /* Sweeps and scaling (docs/cli.md, docs/methodology.md). */
+  char batch_sizes[128];      /* "1,8,32": one result per conversion and batch size; "" = only
+                                 batch_size (default "")                                         */
+  int throughput;             /* 1: after the latency mode (one request at a time), run the
+                                 throughput mode: every instances x workers configuration (default 0) */
+  char instances[128];        /* model copies to keep busy, list; MAX = physical cores (default "1,MAX") */
+  char workers[128];          /* threads feeding each copy, list (default "1,2")                */
+  double duration_s;          /* > 0: every timed phase (latency mode and each throughput
+                                 configuration) lasts this long, n_samples still met; 0: min_time_s
+                                 rules (default 0)                                               */
+  /* Build cache (docs/cache.md). */
+  int cache;                  /* store each conversion's build and reuse it (default 1)          */
+  char cache_dir[512];        /* "" = $ALMA_CACHE_DIR, else ~/.cache/alma (default "")           */
+  char rebuild[16];           /* "if_needed" (stale builds rebuilt), "always", "never" (use what is
+                                 there, stale or not, and say so) (default "if_needed")           */
+  int build_only;             /* convert (and cache) without benchmarking (default 0)            */
+  int lean_cache;             /* keep only state files, logs and benchmark records (default 0)   */
+  /* INT8_STATIC calibration. */
+  char calibrator[16];        /* "minmax", "percentile", "entropy" (default "minmax")             */
+  int64_t calibration_batches;/* > 0: calibrate on the first N batches of the benchmark data;
+                                 0: the pass's own random batches (default 0)                     */
+  /* Hooks (not config keys). */
+  alma_preprocess_fn preprocess;
+  alma_postprocess_fn postprocess;
+  void *hook_user;
 } alma_config;
 
 void alma_config_init(alma_config *cfg);
-/* Dictionary-style setting: key is a field name above (except progress*), value its text form
+/* Dictionary-style setting: key is a field name above (except progress*, the hooks), value its text form
  * ("500", "1e-3", "true"/"false"/"on"/"off"/"1"/"0", "cuda"). An unknown key, a value of the wrong
  * type or out of range fails with ALMA_ERR_INVALID_ARG naming the key. */
 alma_status alma_config_set(alma_config *cfg, const char *key, const char *value);
@@ -225,6 +262,47 @@ double alma_result_timer_overhead_ns(const alma_result *r);
 const char *alma_result_stop_reason(const alma_result *r);
 int alma_result_n_warnings(const alma_result *r);
 const char *alma_result_warning(const alma_result *r, int i);
+/* "latency" (one request at a time: the numbers above) or "build" (build_only: no timing). */
+const char *alma_result_mode(const alma_result *r);
+/* Pre-/post-processing hook time per batch (n = 0 when no hook was given). */
+const alma_latency_stats *alma_result_preprocess(const alma_result *r);
+const alma_latency_stats *alma_result_postprocess(const alma_result *r);
+
+/* The build cache's part in a result. status: "hit" (a cached build was loaded: no passes ran),
+ * "built" (converted now and stored), "off" (cache disabled or unusable: see reason). */
+typedef struct alma_cache_info {
+  const char *status;
+  const char *reason;         /* why built ("no build in the cache", "stale: model hash changed",
+                                 "corrupt: graph checksum mismatch", "rebuild always") or notes on
+                                 a hit ("stale (options changed) but rebuild never") */
+  int stale;                  /* the build used or replaced did not match every key part */
+  const char *build;          /* build name (`alma cache print BUILD`) */
+  const char *dir;            /* its directory */
+  const char *key;            /* hex SHA-256 of the key parts */
+  double build_s;             /* the build's own conversion time (for a hit: when it was built) */
+  int64_t graph_bytes;        /* size of the stored graph, -1 when none (lean cache) */
+} alma_cache_info;
+const alma_cache_info *alma_result_cache(const alma_result *r);
+
+/* Throughput mode: one point per instances x workers configuration. Each worker thread has its
+ * own session (sessions share the model's weights) with threads_per_instance intra-op threads. */
+typedef struct alma_scaling_point {
+  int instances, workers;
+  int threads_per_instance;   /* intra-op threads of each session: threads / instances, at least 1 */
+  int concurrent;             /* more than one request in flight: latencies include contention */
+  int64_t inferences;         /* batches completed in the timed window */
+  int64_t samples;
+  double duration_s;          /* the timed window: start to the last completion */
+  double throughput_avg;      /* samples / duration_s */
+  double throughput_peak;     /* samples completed in the busiest 1-second window (the whole window
+                                 when shorter), per second */
+  alma_latency_stats latency; /* per-batch latency of every worker, ms */
+  const char *stop_reason;
+  const char *error;          /* NULL unless this configuration failed */
+} alma_scaling_point;
+int alma_result_n_scaling(const alma_result *r);
+const alma_scaling_point *alma_result_scaling(const alma_result *r, int i);
+
 /* Failures: the status of the failure (ALMA_ERR_CRASH, ALMA_ERR_TIMEOUT, ...), ALMA_OK otherwise;
  * the one-line error, the step it happened in, and the full traceback (step chain, library
  * message, the child's stderr tail, native backtrace for crashes). "" when none. */
@@ -249,7 +327,8 @@ alma_status alma_results_to_json(const alma_results *r, int include_raw, char **
  * and every result with its latencies when saved with raw. ALMA_ERR_PARSE naming what is wrong. */
 alma_status alma_results_load_json(const char *path, alma_results **results_out);
 alma_status alma_results_from_json(const char *json, alma_results **results_out);
-/* One row per conversion, header first (docs/json.md lists the columns). */
+/* One row per result (conversion and batch size: its latency mode), then one per throughput
+ * configuration of it; header first (docs/json.md lists the columns). */
 alma_status alma_results_save_csv(const alma_results *r, const char *path);
 alma_status alma_results_write_csv(const alma_results *r, FILE *f);
 

@@ -45,6 +45,11 @@ void alma__system_info_basic(alma_system_info *s);
 void alma__system_info_runtimes(char *out, size_t n);
 
 /* ---- config (config.c) --------------------------------------------------------------------- */
+/* Room for any key's value in text form (cache_dir is the longest). */
+#define ALMA__CONFIG_VALUE_MAX 600
+/* Parses a list config value ("1,8,32"; MAX = max_value when max_value > 0) into out (ascending,
+ * duplicates dropped). Returns the count, or -1 with the error set naming key. */
+int alma__config_list(const char *key, const char *text, int64_t max_value, int64_t *out, int cap);
 /* Iterates keys with their value in text form and their type: 'i' integer, 'f' float, 'b' bool,
  * 's' string. Returns 0 past the end. */
 int alma__config_entry(const alma_config *c, int i, const char **key, char *buf, size_t n, char *type);
@@ -158,6 +163,12 @@ struct alma_result {
   char *traceback;
   int64_t n_raw;
   double *raw_ms;
+  /* issue 6 */
+  char mode[12];                  /* "latency" | "build" */
+  alma_latency_stats pre, post;   /* hook times per batch (n = 0: no hook) */
+  alma_cache_info cache;          /* strings owned (malloc'd), status NULL = no cache info */
+  int n_scaling;
+  alma_scaling_point *scaling;    /* stop_reason/error owned */
 };
 
 typedef struct alma__model_io {
@@ -189,6 +200,35 @@ void alma__result_warn(alma_result *r, const char *fmt, ...) __attribute__((form
 /* Returns the new result (zero-initialized by alma__result_init) or NULL on OOM. */
 alma_result *alma__results_add(alma_results *rs);
 const char *alma__result_status_str(alma_result_status s);
+/* Replaces the result's cache info (strings copied). */
+void alma__result_set_cache(alma_result *r, const char *status, const char *reason, int stale, const char *build,
+                            const char *dir, const char *key, double build_s, int64_t graph_bytes);
+/* A new zeroed scaling point (NaN numbers) at the end of r's list, or NULL on OOM. */
+alma_scaling_point *alma__result_add_scaling(alma_result *r);
+
+/* ---- throughput mode (scaling.c) ------------------------------------------------------------ */
+/* Runs one instances x workers configuration: sessions of `conversion` on model (one per worker,
+ * threads_per_instance threads each), fed round-robin from the ring of ready batches (n_batches x
+ * n_inputs tensors, read-only), until duration and n_samples are both met (or max_time_s). Fills
+ * out (its strings malloc'd); a failure sets out->error and returns its status. */
+typedef struct alma__scaling_job {
+  const alma_model *model;
+  const char *conversion;
+  const alma_tensor *batches;
+  int n_batches, n_inputs, n_outputs;
+  int64_t samples_per_batch;
+  const alma_config *cfg;
+  int total_threads;
+} alma__scaling_job;
+alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int workers, alma_scaling_point *out);
+void alma__scaling_point_clear(alma_scaling_point *p);
+/* The busiest window of `window` seconds: the most completions (sorted times, seconds) in any
+ * half-open window (t - window, t], as completions per second (times samples_per). */
+double alma__peak_rate(const double *sorted_t, int64_t n, double window, int64_t samples_per);
+
+/* ---- CSV fields (report/csv.c) -------------------------------------------------------------- */
+void alma__csv_str(FILE *f, const char *s);   /* RFC 4180 quoting when needed; NULL = empty */
+void alma__csv_num(FILE *f, double v);        /* shortest exact form; empty for NaN/inf */
 
 /* ---- JSON (report/json.c) ------------------------------------------------------------------ */
 struct cJSON;

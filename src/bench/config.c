@@ -29,9 +29,16 @@ void alma_config_init(alma_config *c) {
   c->rtol = 1e-3;
   c->atol = 1e-4;
   c->verbose = 1;
+  snprintf(c->instances, sizeof c->instances, "1,MAX");
+  snprintf(c->workers, sizeof c->workers, "1,2");
+  c->cache = 1;
+  snprintf(c->rebuild, sizeof c->rebuild, "if_needed");
+  snprintf(c->calibrator, sizeof c->calibrator, "minmax");
 }
 
-typedef enum { K_I64, K_INT, K_U64, K_F64, K_BOOL, K_DEVICE } ktype;
+/* K_STR: free text (a path); K_LIST: a comma list of integers >= 1 (lo = 1: MAX allowed);
+ * K_CHOICE: one of the words in choices. Strings: hi is the field's size. */
+typedef enum { K_I64, K_INT, K_U64, K_F64, K_BOOL, K_DEVICE, K_STR, K_LIST, K_CHOICE } ktype;
 
 typedef struct {
   const char *key;
@@ -40,6 +47,11 @@ typedef struct {
   double lo, hi;   /* inclusive range for numbers */
   const char *doc;
 } kdesc;
+
+/* K_CHOICE keys' words. */
+static const char *choices_of(const char *key) {
+  return !strcmp(key, "rebuild") ? "if_needed|always|never" : !strcmp(key, "calibrator") ? "minmax|percentile|entropy" : "";
+}
 
 #define OFF(f) offsetof(alma_config, f)
 static const kdesc keys[] = {
@@ -66,6 +78,27 @@ static const kdesc keys[] = {
     {"rtol", K_F64, OFF(rtol), 0, 1e6, "float >= 0, default 1e-3: relative tolerance of the check"},
     {"atol", K_F64, OFF(atol), 0, 1e6, "float >= 0, default 1e-4: absolute tolerance of the check"},
     {"verbose", K_INT, OFF(verbose), 0, 2, "0 quiet | 1 normal | 2 verbose, default 1"},
+    {"batch_sizes", K_LIST, OFF(batch_sizes), 0, sizeof(((alma_config *)0)->batch_sizes),
+     "comma list of integers >= 1, default \"\" (only batch_size): a batch-size sweep"},
+    {"throughput", K_BOOL, OFF(throughput), 0, 1,
+     "bool, default false: also run the throughput mode (instances x workers)"},
+    {"instances", K_LIST, OFF(instances), 1, sizeof(((alma_config *)0)->instances),
+     "comma list of integers >= 1 or MAX (physical cores), default 1,MAX: model copies"},
+    {"workers", K_LIST, OFF(workers), 0, sizeof(((alma_config *)0)->workers),
+     "comma list of integers >= 1, default 1,2: threads feeding each copy"},
+    {"duration_s", K_F64, OFF(duration_s), 0, 1e7,
+     "seconds >= 0, default 0 (off): each timed phase lasts this long (n_samples still met)"},
+    {"cache", K_BOOL, OFF(cache), 0, 1, "bool, default true: store and reuse conversion builds"},
+    {"cache_dir", K_STR, OFF(cache_dir), 0, sizeof(((alma_config *)0)->cache_dir),
+     "path, default \"\" = $ALMA_CACHE_DIR, else ~/.cache/alma"},
+    {"rebuild", K_CHOICE, OFF(rebuild), 0, sizeof(((alma_config *)0)->rebuild),
+     "if_needed | always | never, default if_needed"},
+    {"build_only", K_BOOL, OFF(build_only), 0, 1, "bool, default false: convert (and cache) without timing"},
+    {"lean_cache", K_BOOL, OFF(lean_cache), 0, 1, "bool, default false: keep only state files and logs"},
+    {"calibrator", K_CHOICE, OFF(calibrator), 0, sizeof(((alma_config *)0)->calibrator),
+     "minmax | percentile | entropy, default minmax: INT8_STATIC calibration"},
+    {"calibration_batches", K_I64, OFF(calibration_batches), 0, 1e6,
+     "integer >= 0, default 0 = the pass's own random batches: INT8_STATIC calibrates on the first N batches"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
@@ -100,7 +133,9 @@ alma_status alma_config_set(alma_config *c, const char *key, const char *value) 
     }
     return alma__errorf(ALMA_ERR_INVALID_ARG, "unknown config key '%s' (valid keys: %s)", key, list);
   }
-  if (!value || !*value) return bad(k, value ? value : "(null)", "a value is required");
+  /* "" is a value only where it means "the default": cache_dir, batch_sizes. */
+  if (!value || (!*value && k->type != K_STR && strcmp(k->key, "batch_sizes")))
+    return bad(k, value ? value : "(null)", "a value is required");
   char *p = (char *)c + k->off;
   char *end = NULL;
   switch (k->type) {
@@ -147,6 +182,30 @@ alma_status alma_config_set(alma_config *c, const char *key, const char *value) 
       if (strcasecmp(value, "cpu") && strcasecmp(value, "cuda")) return bad(k, value, "expected cpu or cuda");
       snprintf(c->device, sizeof c->device, "%s", !strcasecmp(value, "cpu") ? "cpu" : "cuda");
       return ALMA_OK;
+    case K_STR:
+      if (strlen(value) >= (size_t)k->hi) return bad(k, value, "too long");
+      snprintf(p, (size_t)k->hi, "%s", value);
+      return ALMA_OK;
+    case K_LIST: {
+      if (strlen(value) >= (size_t)k->hi) return bad(k, value, "too long");
+      int64_t tmp[64];
+      if (*value && alma__config_list(k->key, value, k->lo == 1 ? 1 : 0, tmp, 64) < 0) return ALMA_ERR_INVALID_ARG;
+      snprintf(p, (size_t)k->hi, "%s", value);
+      return ALMA_OK;
+    }
+    case K_CHOICE: {
+      size_t len = strlen(value);
+      for (const char *ch = choices_of(k->key); *ch;) {
+        const char *e = strchr(ch, '|');
+        size_t n = e ? (size_t)(e - ch) : strlen(ch);
+        if (n == len && !strncasecmp(ch, value, n)) {
+          snprintf(p, (size_t)k->hi, "%.*s", (int)n, ch);
+          return ALMA_OK;
+        }
+        ch += n + (e ? 1 : 0);
+      }
+      return bad(k, value, "not one of the choices");
+    }
   }
   return alma__errorf(ALMA_ERR_INTERNAL, "config key '%s': unhandled type", key);
 }
@@ -166,6 +225,9 @@ static void format_value(const alma_config *c, const kdesc *k, char *buf, size_t
     case K_F64: format_double(*(const double *)p, buf, n); *type = 'f'; break;
     case K_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); *type = 'b'; break;
     case K_DEVICE: snprintf(buf, n, "%s", c->device); *type = 's'; break;
+    case K_STR:
+    case K_LIST:
+    case K_CHOICE: snprintf(buf, n, "%s", p); *type = 's'; break;
   }
 }
 
@@ -182,4 +244,50 @@ int alma__config_entry(const alma_config *c, int i, const char **key, char *buf,
   *key = keys[i].key;
   format_value(c, &keys[i], buf, n, type);
   return 1;
+}
+
+/* max_value > 0 allows MAX (it must then be resolvable: with max_value == 1 at validation time only
+ * the syntax is checked). */
+int alma__config_list(const char *key, const char *text, int64_t max_value, int64_t *out, int cap) {
+  int n = 0;
+  const char *p = text;
+  if (!text || !*text) {
+    alma__errorf(ALMA_ERR_INVALID_ARG, "config key '%s': an empty list", key);
+    return -1;
+  }
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p + strcspn(p, ",");
+    int64_t v;
+    if (max_value > 0 && (size_t)(e - p) == 3 && !strncasecmp(p, "MAX", 3)) {
+      v = max_value;
+    } else {
+      char *end;
+      errno = 0;
+      long long x = strtoll(p, &end, 10);
+      while (end < e && *end == ' ') end++;
+      if (errno || end != e || e == p || x < 1 || x > 1000000000) {
+        alma__errorf(ALMA_ERR_INVALID_ARG, "config key '%s': '%.*s' in '%s' is not an integer >= 1%s", key, (int)(e - p), p,
+                     text, max_value > 0 ? " or MAX" : "");
+        return -1;
+      }
+      v = x;
+    }
+    int dup = 0;
+    for (int i = 0; i < n; i++) dup |= out[i] == v;
+    if (!dup) {
+      if (n == cap) {
+        alma__errorf(ALMA_ERR_INVALID_ARG, "config key '%s': more than %d values in '%s'", key, cap, text);
+        return -1;
+      }
+      int i = n++;
+      while (i > 0 && out[i - 1] > v) {  /* ascending */
+        out[i] = out[i - 1];
+        i--;
+      }
+      out[i] = v;
+    }
+    p = *e ? e + 1 : e;
+  }
+  return n;
 }

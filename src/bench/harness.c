@@ -13,10 +13,14 @@
 #include <math.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "cache/cache.h"
 #include "conversions/conversions.h"
+#include "graph/model.h"
+#include "runtimes/session.h"
 
 #define MAX_CONVERSIONS 256
 #define MAX_TIMED_BATCHES 1000000
@@ -32,8 +36,9 @@ typedef struct {
   /* probe: the conversions to check */
   int n_conv;
   const alma_conversion *conv;
-  /* worker: the one to run */
+  /* worker: the one to run, and what the build cache decided for it (NULL: cache off) */
   const alma_conversion *one;
+  const alma__cache_plan *plan;
 } job_args;
 
 static const char *runtime_device(const alma_runtime *rt) {
@@ -273,10 +278,164 @@ static void send_result(alma__chan *ch, alma_result *r) {
   cJSON_Delete(j);
 }
 
+/* Copies of n batches of n_in tensors each (owned). */
+static void free_batches(alma_tensor *t, int64_t n) {
+  for (int64_t i = 0; t && i < n; i++) alma_tensor_free_data(&t[i]);
+  free(t);
+}
+
+/* The preprocess hook (when given) turns the data source's batch into the model's inputs; then
+ * one timed run; then the postprocess hook. Inputs the hook allocated are freed here; outputs stay
+ * with the caller. Times in ms (hooks: NaN when absent). */
+static alma_status hooked_run(const alma_config *cfg, alma_session *s, const alma_tensor *batch, alma_tensor *in, int n_in,
+                              alma_tensor *out, int n_out, double *pre_ms, double *infer_ms, double *post_ms) {
+  alma_status st = ALMA_OK;
+  double t0, t1;
+  *pre_ms = *post_ms = NAN;
+  for (int i = 0; i < n_in; i++) in[i] = batch[i];
+  if (cfg->preprocess) {
+    t0 = alma__bench_now();
+    st = cfg->preprocess(cfg->hook_user, batch, in, n_in);
+    *pre_ms = 1e3 * (alma__bench_now() - t0);
+    if (st != ALMA_OK) alma__error_prefix(st, "preprocess hook: ");
+  }
+  if (st == ALMA_OK) {
+    t0 = alma__bench_now();
+    st = alma_session_run(s, in, n_in, out, n_out);
+    t1 = alma__bench_now();
+    *infer_ms = 1e3 * (t1 - t0);
+  }
+  if (st == ALMA_OK && cfg->postprocess) {
+    t0 = alma__bench_now();
+    st = cfg->postprocess(cfg->hook_user, out, n_out);
+    *post_ms = 1e3 * (alma__bench_now() - t0);
+    if (st != ALMA_OK) alma__error_prefix(st, "postprocess hook: ");
+  }
+  for (int i = 0; i < n_in; i++)
+    if (in[i].owns_data && in[i].data != batch[i].data) alma_tensor_free_data(&in[i]);
+  return st;
+}
+
+/* n batches from the batcher, deep-copied (and pre-processed when pre is set): the ring the
+ * throughput mode cycles through, or INT8_STATIC's calibration batches. */
+static alma_status copy_batches(alma__batcher *b, const alma_config *cfg, int pre, int n_in, int64_t n, alma_tensor **out,
+                                int64_t *samples_out) {
+  *out = NULL;
+  alma_tensor *v = calloc((size_t)(n * n_in + 1), sizeof *v), *in = calloc((size_t)n_in + 1, sizeof *in);
+  alma_tensor *hooked = calloc((size_t)n_in + 1, sizeof *hooked);
+  alma_status st = v && in && hooked ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int64_t k = 0; st == ALMA_OK && k < n; k++) {
+    int64_t ns;
+    if ((st = alma__batcher_next(b, in, &ns)) != ALMA_OK) break;
+    if (samples_out && k == 0) *samples_out = ns;
+    for (int i = 0; i < n_in; i++) hooked[i] = in[i];
+    if (pre && cfg->preprocess && (st = cfg->preprocess(cfg->hook_user, in, hooked, n_in)) != ALMA_OK) {
+      alma__error_prefix(st, "preprocess hook: ");
+      break;
+    }
+    for (int i = 0; i < n_in && st == ALMA_OK; i++) st = alma__tensor_copy(&v[k * n_in + i], &hooked[i]);
+    for (int i = 0; i < n_in; i++)
+      if (hooked[i].owns_data && hooked[i].data != in[i].data) alma_tensor_free_data(&hooked[i]);
+  }
+  free(in);
+  free(hooked);
+  if (st != ALMA_OK) {
+    free_batches(v, n * n_in);
+    return st;
+  }
+  *out = v;
+  return ALMA_OK;
+}
+
+static int has_pass(const alma_conversion *c, const char *name) {
+  for (int i = 0; i < c->n_passes; i++)
+    if (!strcmp(c->passes[i]->name, name)) return 1;
+  return 0;
+}
+
+/* The latency mode's stop rule: n_samples (as batches) and min_time_s, or duration_s in its place;
+ * max_time_s caps (raised to duration_s). */
+static double timed_min_s(const alma_config *cfg) { return cfg->duration_s > 0 ? cfg->duration_s : cfg->min_time_s; }
+static double timed_cap_s(const alma_config *cfg) {
+  return cfg->max_time_s > 0 ? fmax(cfg->max_time_s, cfg->duration_s) : 0;
+}
+
+/* The throughput mode, after the latency mode: every instances x workers configuration on
+ * sessions made from the converted graph (the cached one on a hit; otherwise this session's graph
+ * serialized and loaded back, so the passes run once). */
+static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, const alma_model *m, alma_session *s, int hit,
+                            alma__batcher *b, int n_in, int n_out) {
+  const alma_config *cfg = a->cfg;
+  const alma_conversion *conv = a->one;
+  int64_t inst[64], work[64];
+  int ni = alma__config_list("instances", cfg->instances, alma__physical_cores(), inst, 64);
+  int nw = alma__config_list("workers", cfg->workers, 0, work, 64);
+  if (ni <= 0 || nw <= 0) {
+    alma__result_warn(r, "throughput mode skipped: %s", alma_last_error());
+    return;
+  }
+  alma_model *conv_model = NULL;
+  const alma_model *sm = m;
+  const char *chain = hit ? conv->runtime->name : conv->name;
+  if (!hit && conv->n_passes > 0) {
+    uint8_t *bytes = NULL;
+    size_t nb = 0;
+    alma_status st = alma__onnx_serialize(alma__session_graph(s), NULL, &bytes, &nb);
+    if (st == ALMA_OK) st = alma_model_load_from_memory(bytes, nb, NULL, &conv_model);
+    free(bytes);
+    if (st != ALMA_OK) {
+      alma__result_warn(r, "throughput mode skipped: the converted graph could not be written and read back: %s", alma_last_error());
+      return;
+    }
+    sm = conv_model;
+    chain = conv->runtime->name;
+  }
+  /* The ring: up to 8 distinct batches, at most 256 MiB. */
+  size_t batch_bytes = 0;
+  const alma_tensor *shapes = alma__batcher_shapes(b);
+  for (int i = 0; i < n_in; i++) batch_bytes += (size_t)alma_tensor_numel(&shapes[i]) * alma_dtype_size(shapes[i].dtype);
+  int64_t nring = batch_bytes ? (int64_t)((256u << 20) / batch_bytes) : 8;
+  nring = nring < 1 ? 1 : nring > 8 ? 8 : nring;
+  alma_tensor *ring = NULL;
+  int64_t spb = alma__batcher_batch(b);
+  alma_status st = copy_batches(b, cfg, 0, n_in, nring, &ring, &spb);
+  if (st != ALMA_OK) {
+    alma__result_warn(r, "throughput mode skipped: preparing batches: %s", alma_last_error());
+    alma_model_free(conv_model);
+    return;
+  }
+  alma__scaling_job job = {.model = sm, .conversion = chain, .batches = ring, .n_batches = (int)nring, .n_inputs = n_in,
+                           .n_outputs = n_out, .samples_per_batch = spb, .cfg = cfg, .total_threads = a->threads};
+  int total = ni * nw, k = 0, any_concurrent = 0;
+  for (int i = 0; i < ni; i++)
+    for (int w = 0; w < nw; w++) {
+      alma__chan_line(ch, "progress throughput %d %d", k++, total);
+      alma_scaling_point *p = alma__result_add_scaling(r);
+      if (!p) {
+        alma__result_warn(r, "throughput mode: out of memory");
+        i = ni;
+        break;
+      }
+      if (alma__scaling_run(&job, (int)inst[i], (int)work[w], p) != ALMA_OK)
+        alma__result_warn(r, "throughput mode, %lld instances x %lld workers: %s", (long long)inst[i], (long long)work[w],
+                          p->error ? p->error : "failed");
+      any_concurrent |= p->concurrent && !p->error;
+      if (p->stop_reason && strstr(p->stop_reason, "max_time_s"))
+        alma__result_warn(r, "throughput mode, %lld instances x %lld workers: %s", (long long)inst[i], (long long)work[w],
+                          p->stop_reason);
+    }
+  if (any_concurrent)
+    alma__result_warn(r, "throughput mode: latencies of configurations with more than one request in flight (concurrent) "
+                         "were read from a concurrent run and include contention; single-stream latency is the latency mode's");
+  free_batches(ring, nring * n_in);
+  alma_model_free(conv_model);
+}
+
 static void worker(void *arg, alma__chan *ch) {
   const job_args *a = arg;
   const alma_config *cfg = a->cfg;
   const alma_conversion *conv = a->one;
+  const alma__cache_plan *plan = a->plan;
   double t_start = alma__bench_now();
   alma_result res, *r = &res;
   alma__result_init(r);
@@ -286,20 +445,22 @@ static void worker(void *arg, alma__chan *ch) {
   r->threads = a->threads;
   char aff[256];
   r->affinity = alma__strdup(alma__affinity_str(aff, sizeof aff));
-  alma_model *owned = NULL;
+  alma_model *owned = NULL, *cached = NULL;
   const alma_model *m = a->model;
   alma_session *s = NULL;
   alma__batcher *b = NULL;
   alma__input_desc *in = NULL;
-  alma_tensor *inputs = NULL, *outs = NULL, *first = NULL, *ref = NULL;
+  alma_tensor *inputs = NULL, *outs = NULL, *first = NULL, *ref = NULL, *batch = NULL, *calib = NULL;
   int n_in = 0, n_out = 0, n_ref = 0;
-  double *raw = NULL;
-  int64_t n_raw = 0, cap_raw = 0;
+  int64_t n_calib = 0;
+  double *raw = NULL, *pre = NULL, *post = NULL;
+  int64_t n_raw = 0, cap_raw = 0, n_pre = 0, cap_pre = 0, n_post = 0, cap_post = 0;
   const char *step = "load";
   alma_status st = ALMA_OK;
-  double t;
+  double t, pre_ms, infer_ms, post_ms;
   char chain[256] = "";
-  int convert_failed = 0;
+  int convert_failed = 0, hit = 0;
+  char cache_note[700] = "";
 
 #define STEP(name)                                 \
   do {                                             \
@@ -310,11 +471,30 @@ static void worker(void *arg, alma__chan *ch) {
 
   STEP("load");
   t = alma__bench_now();
+  if (plan && plan->use) {
+    /* A cached build: only ever loaded once its bytes match the state's checksum. */
+    uint8_t *bytes = NULL;
+    size_t nb = 0;
+    alma_status cs = alma__cache_read_graph(plan, &bytes, &nb);
+    if (cs != ALMA_OK) {
+      snprintf(cache_note, sizeof cache_note, "corrupt: %s", alma_last_error());
+    } else if ((cs = alma_model_load_from_memory(bytes, nb, plan->dir, &cached)) != ALMA_OK) {
+      snprintf(cache_note, sizeof cache_note, "the cached graph does not load (%s)", alma_last_error());
+    } else {
+      hit = 1;
+      m = cached;
+    }
+    free(bytes);
+    alma__error_clear();
+  }
   if (!m) {
     st = alma_model_load(a->model_path, &owned);
     m = owned;
   }
-  r->load_s = a->model ? 0 : alma__bench_now() - t;
+  r->load_s = a->model && !hit ? 0 : alma__bench_now() - t;
+  if (plan)
+    alma__result_set_cache(r, hit ? "hit" : "built", cache_note[0] ? cache_note : plan->reason, plan->stale && !cache_note[0],
+                           "", "", "", hit ? plan->build_s : NAN, hit ? plan->graph_bytes : -1);
   if (st != ALMA_OK) goto fail;
 
   STEP("data");
@@ -327,11 +507,18 @@ static void worker(void *arg, alma__chan *ch) {
   if ((st = alma__batcher_new_ex(a->data, in, n_in, cfg->batch_size, cfg->seed, warn_into_result, r, &b)) != ALMA_OK)
     goto fail;
   inputs = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *inputs);
+  batch = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *batch);
   outs = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs);
   first = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *first);
-  if (!inputs || !outs || !first) {
+  if (!inputs || !batch || !outs || !first) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     goto fail;
+  }
+  /* INT8_STATIC on the benchmark's own batches (pre-processed as they will be fed). */
+  if (!hit && cfg->calibration_batches > 0 && has_pass(conv, "INT8_STATIC")) {
+    n_calib = cfg->calibration_batches;
+    if ((st = copy_batches(b, cfg, 1, n_in, n_calib, &calib, NULL)) != ALMA_OK) goto fail;
+    if ((st = alma__batcher_rewind(b)) != ALMA_OK) goto fail;
   }
 
   STEP("convert");
@@ -339,21 +526,40 @@ static void worker(void *arg, alma__chan *ch) {
   alma_session_options_init(&so);
   so.threads = a->threads;
   so.verbose = cfg->verbose >= 2;
+  so.calibrator = cfg->calibrator[0] ? cfg->calibrator : NULL;
+  so.calibration_data = calib;
+  so.n_calibration_batches = (int)n_calib;
   t = alma__bench_now();
-  st = alma_session_create(m, conv->name, &so, &s);
+  /* A hit skips the passes: the cached graph is what they produced; only the runtime compiles. */
+  st = alma_session_create(m, hit ? conv->runtime->name : conv->name, &so, &s);
   r->convert_s = alma__bench_now() - t;
   convert_failed = st != ALMA_OK;
+  free_batches(calib, n_calib * n_in);
+  calib = NULL;
   if (st != ALMA_OK) goto fail;
+  if (plan && !hit) {
+    r->cache.build_s = r->convert_s;
+    if (plan->tmp_graph[0] && alma_session_save(s, plan->tmp_graph) != ALMA_OK) {
+      alma__result_warn(r, "cache: the build could not be stored: %s", alma_last_error());
+      unlink(plan->tmp_graph);
+      alma__error_clear();
+    }
+  }
+  if (cfg->build_only) {
+    snprintf(r->mode, sizeof r->mode, "build");
+    r->stop_reason = alma__strdup("build_only: converted, not timed");
+    r->status = ALMA_RESULT_OK;
+    goto done;
+  }
 
   /* The first inference (batch 0) is timed on its own: it pays lazy initialization. Its outputs
    * are the ones checked, on the same inputs the reference saw. */
   STEP("first");
   int64_t ns;
-  if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
+  if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
   r->batch_size = alma__batcher_batch(b);
-  t = alma__bench_now();
-  st = alma_session_run(s, inputs, n_in, first, n_out);
-  r->first_inference_ms = 1e3 * (alma__bench_now() - t);
+  st = hooked_run(cfg, s, batch, inputs, n_in, first, n_out, &pre_ms, &infer_ms, &post_ms);
+  r->first_inference_ms = infer_ms;
   if (st != ALMA_OK) goto fail;
 
   STEP("warmup");
@@ -361,8 +567,8 @@ static void worker(void *arg, alma__chan *ch) {
   double tw = alma__bench_now();
   int64_t nw = 0;
   while (nw < cfg->warmup || alma__bench_now() - tw < cfg->warmup_s) {
-    if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
-    st = alma_session_run(s, inputs, n_in, outs, n_out);
+    if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
+    st = hooked_run(cfg, s, batch, inputs, n_in, outs, n_out, &pre_ms, &infer_ms, &post_ms);
     for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
     if (st != ALMA_OK) goto fail;
     nw++;
@@ -375,24 +581,27 @@ static void worker(void *arg, alma__chan *ch) {
   r->timer_overhead_ns = alma__timer_overhead_ns();
   int64_t min_batches = (cfg->n_samples + r->batch_size - 1) / (r->batch_size > 0 ? r->batch_size : 1);
   if (min_batches < 1) min_batches = 1;
+  double min_s = timed_min_s(cfg), cap_s = timed_cap_s(cfg);
+  const char *min_key = cfg->duration_s > 0 ? "duration_s" : "min_time_s";
   double tt = alma__bench_now(), last_progress = tt, infer = 0;
   int64_t samples = 0;
   int oom = 0;
   const char *why = NULL;
   char whybuf[192];
   for (;;) {
-    if ((st = alma__batcher_next(b, inputs, &ns)) != ALMA_OK) goto fail;
-    double t0 = alma__bench_now();
-    st = alma_session_run(s, inputs, n_in, outs, n_out);
+    if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
+    st = hooked_run(cfg, s, batch, inputs, n_in, outs, n_out, &pre_ms, &infer_ms, &post_ms);
     double t1 = alma__bench_now();
     for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
     if (st != ALMA_OK) goto fail;
-    add_double(&raw, &n_raw, &cap_raw, 1e3 * (t1 - t0), &oom);
+    add_double(&raw, &n_raw, &cap_raw, infer_ms, &oom);
+    if (cfg->preprocess) add_double(&pre, &n_pre, &cap_pre, pre_ms, &oom);
+    if (cfg->postprocess) add_double(&post, &n_post, &cap_post, post_ms, &oom);
     if (oom) {
       st = alma__errorf(ALMA_ERR_NOMEM, "out of memory keeping %lld latencies", (long long)n_raw);
       goto fail;
     }
-    infer += t1 - t0;
+    infer += 1e-3 * infer_ms;
     samples += ns;
     double el = t1 - tt;
     if (t1 - last_progress >= 0.25) {
@@ -407,22 +616,22 @@ static void worker(void *arg, alma__chan *ch) {
       why = whybuf;
       break;
     }
-    if (cfg->max_time_s > 0 && el >= cfg->max_time_s) {
-      if (n_raw < min_batches || el < cfg->min_time_s) {
-        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) after %lld of %lld batches", cfg->max_time_s,
+    if (cap_s > 0 && el >= cap_s) {
+      if (n_raw < min_batches || el < min_s) {
+        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) after %lld of %lld batches", cap_s,
                  (long long)n_raw, (long long)min_batches);
         alma__result_warn(r, "%s: fewer samples than asked for", whybuf);
       } else {
-        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) before the precision target", cfg->max_time_s);
+        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) before the precision target", cap_s);
         alma__result_warn(r, "%s", whybuf);
       }
       why = whybuf;
       break;
     }
-    if (n_raw >= min_batches && el >= cfg->min_time_s) {
+    if (n_raw >= min_batches && el >= min_s) {
       if (cfg->target_rel_ci <= 0) {
-        snprintf(whybuf, sizeof whybuf, "reached n_samples (%lld batches) and min_time_s (%g s)", (long long)min_batches,
-                 cfg->min_time_s);
+        snprintf(whybuf, sizeof whybuf, "reached n_samples (%lld batches) and %s (%g s)", (long long)min_batches, min_key,
+                 min_s);
         why = whybuf;
         break;
       }
@@ -432,8 +641,8 @@ static void worker(void *arg, alma__chan *ch) {
         alma__latency_stats(raw, n_raw, &ls);
         double half = 0.5 * (ls.median_ci95[1] - ls.median_ci95[0]);
         if (isfinite(half) && half <= cfg->target_rel_ci * ls.p50) {
-          snprintf(whybuf, sizeof whybuf, "reached n_samples, min_time_s and the precision target (median 95%% CI within +-%g%%)",
-                   100 * cfg->target_rel_ci);
+          snprintf(whybuf, sizeof whybuf, "reached n_samples, %s and the precision target (median 95%% CI within +-%g%%)",
+                   min_key, 100 * cfg->target_rel_ci);
           why = whybuf;
           break;
         }
@@ -449,6 +658,8 @@ static void worker(void *arg, alma__chan *ch) {
   raw = NULL;
   alma__latency_stats(r->raw_ms, r->n_raw, &r->latency);
   alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
+  if (n_pre) alma__latency_stats(pre, n_pre, &r->pre);
+  if (n_post) alma__latency_stats(post, n_post, &r->post);
   /* Other processes competing for the CPU: the 1-minute load average (which counts this run's own
    * threads too) above the number of CPUs this process may use. */
   double load;
@@ -473,6 +684,11 @@ static void worker(void *arg, alma__chan *ch) {
     alma__compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
     if (!r->check.passed)
       alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
+  }
+
+  if (cfg->throughput) {
+    STEP("throughput");
+    throughput_mode(a, ch, r, m, s, hit, b, n_in, n_out);
   }
   r->status = ALMA_RESULT_OK;
   goto done;
@@ -502,14 +718,19 @@ done:
   send_result(ch, r);
   alma__result_clear(r);
   free(raw);
+  free(pre);
+  free(post);
+  free_batches(calib, n_calib * n_in);
   free_outputs(ref, n_ref);
   if (first) free_outputs(first, n_out);
   free(outs);
   free(inputs);
+  free(batch);
   alma__batcher_free(b);
   free(in);
   alma_session_free(s);
   alma_model_free(owned);
+  alma_model_free(cached);
 #undef STEP
 }
 
@@ -623,7 +844,12 @@ static void probe(void *arg, alma__chan *ch) {
     alma_session_options_init(&so);
     so.threads = a->threads;
     st = alma_session_create(m, "EAGER", &so, &s);
-    if (st == ALMA_OK) st = alma_session_run(s, inputs, n_in, outs, n_out);
+    /* The reference sees what the conversions will see: pre-processed inputs. */
+    alma_tensor *hin = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *hin);
+    double pm, im, qm;
+    if (st == ALMA_OK && !hin) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    if (st == ALMA_OK) st = hooked_run(cfg, s, inputs, hin, n_in, outs, n_out, &pm, &im, &qm);
+    free(hin);
     if (st == ALMA_OK) st = ref_save(a->ref_path, outs, n_out);
     if (st != ALMA_OK) {
       char w[1400];
@@ -757,6 +983,123 @@ static void remove_tmpdir(char *dir, const char *ref) {
   dir[0] = 0;
 }
 
+/* "x:float32:[2,16];mask:bool:[2,8]": the inputs as fed, for the cache key. */
+static void inputs_text(const alma__model_io *io, int n, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n; i++) {
+    char shp[160];
+    alma__shape_str(io[i].rank < 0 ? 0 : io[i].rank, io[i].dims, shp, sizeof shp);
+    int w = snprintf(buf + len, cap - len, "%s%s:%s:%s", i ? ";" : "", io[i].name, io[i].dtype, io[i].rank < 0 ? "?" : shp);
+    if (w < 0 || (size_t)w >= cap - len) break;
+    len += (size_t)w;
+  }
+}
+
+/* The options a conversion's build depends on: INT8_STATIC's calibration. Threads are not among
+ * them: the cache keeps graphs, and runtime plans (which may depend on threads) are compiled anew
+ * from them at every run. */
+static void build_options(const alma_conversion *c, const alma_config *cfg, const char *data_desc, char *buf, size_t n) {
+  buf[0] = 0;
+  if (!has_pass(c, "INT8_STATIC")) return;
+  int w = snprintf(buf, n, "calibrator=%s calibration_batches=%lld", cfg->calibrator[0] ? cfg->calibrator : "minmax",
+                   (long long)cfg->calibration_batches);
+  if (cfg->calibration_batches > 0 && w > 0 && (size_t)w < n)
+    snprintf(buf + w, n - (size_t)w, " data=%s seed=%llu preprocess=%s", data_desc ? data_desc : "random",
+             (unsigned long long)cfg->seed, cfg->preprocess ? "hook" : "none");
+}
+
+/* The cache's side of one conversion run: after the job, store the build (or its failure) and the
+ * benchmark record, and complete the result's cache info. */
+static void cache_after(alma__cache *cache, const alma__cache_key *k, const alma__cache_plan *plan, alma_result *r,
+                        const alma__job_outcome *oc) {
+  const char *fs = r->failed_step;
+  /* Nothing was built when the run failed before converting, or the runtime is unusable here. */
+  int before = fs && (!strcmp(fs, "start") || !strcmp(fs, "load") || !strcmp(fs, "data"));
+  int unavailable = r->status == ALMA_RESULT_UNAVAILABLE;
+  int built = r->cache.status ? !strcmp(r->cache.status, "built") : !plan->use;
+  if (!r->cache.status)
+    alma__result_set_cache(r, built ? "built" : "hit", plan->reason, plan->stale, "", "", "", plan->build_s,
+                           plan->graph_bytes);
+  int64_t graph_bytes = r->cache.graph_bytes;
+  double build_s = r->cache.build_s;
+  if (before || unavailable) {
+    if (plan->tmp_graph[0]) unlink(plan->tmp_graph);
+  } else {
+    int ok = !(fs && !strcmp(fs, "convert"));
+    /* The log: warnings, the error with its traceback, and what the child printed (passes' notes). */
+    size_t n = 256 + (r->traceback ? strlen(r->traceback) : 0) + (oc && oc->stderr_tail ? strlen(oc->stderr_tail) : 0);
+    for (int i = 0; i < r->n_warnings; i++) n += strlen(r->warnings[i]) + 16;
+    char *log = malloc(n);
+    if (log) {
+      size_t len = 0;
+      log[0] = 0;
+      for (int i = 0; i < r->n_warnings; i++) len += (size_t)snprintf(log + len, n - len, "warning: %s\n", r->warnings[i]);
+      if (r->traceback) len += (size_t)snprintf(log + len, n - len, "%s\n", r->traceback);
+      if (oc && oc->stderr_tail && *oc->stderr_tail)
+        snprintf(log + len, n - len, "--- output ---\n%s", oc->stderr_tail);
+    }
+    if (alma__cache_commit(cache, k, plan, built, ok, built ? r->convert_s : build_s, r->error, log, &graph_bytes) != ALMA_OK)
+      alma__result_warn(r, "cache: %s", alma_last_error());
+    free(log);
+    if (built) build_s = r->convert_s;
+  }
+  char *status = alma__strdup(r->cache.status), *reason = alma__strdup(r->cache.reason);
+  alma__result_set_cache(r, status, reason, r->cache.stale, k->name, plan->dir, k->key, build_s, graph_bytes);
+  free(status);
+  free(reason);
+  if (before || unavailable) return;
+  cJSON *rec = cJSON_CreateObject();
+  char when[64] = "";
+  time_t now = time(NULL);
+  struct tm tmv;
+  if (gmtime_r(&now, &tmv)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  cJSON_AddStringToObject(rec, "recorded_at", when);
+  cJSON_AddStringToObject(rec, "build", k->name);
+  cJSON_AddStringToObject(rec, "model_path", k->model_path);
+  cJSON_AddItemToObject(rec, "result", alma__result_to_cjson(r, 0));
+  char *text = cJSON_Print(rec);
+  cJSON_Delete(rec);
+  if (!text || alma__cache_record_benchmark(cache, k, text) != ALMA_OK)
+    alma__result_warn(r, "cache: the benchmark record could not be stored: %s", text ? alma_last_error() : "out of memory");
+  free(text);
+}
+
+/* Runs the probe for one batch size: *pr gets its record (model facts, availability, reference).
+ * Returns the failure (with the message set) when the model cannot be examined. */
+static alma_status run_probe(job_args *ja, progress_ctx *pc, const alma__job_opts *jo, cJSON **pr, char **load_warnings) {
+  alma__job_outcome oc;
+  *pr = NULL;
+  *load_warnings = NULL;
+  pc->index = 0;
+  pc->name = "(model)";
+  alma_status st = alma__job_run(probe, ja, jo, &oc);
+  cJSON *rec = st == ALMA_OK && oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
+  if (st == ALMA_OK && oc.status != ALMA_OK) {
+    st = alma__errorf(oc.status, "examining the model failed: %s%s%s%s%s", oc.reason,
+                      oc.backtrace ? "\n--- native backtrace ---\n" : "", oc.backtrace ? oc.backtrace : "",
+                      oc.stderr_tail && *oc.stderr_tail ? "\n--- stderr ---\n" : "", oc.stderr_tail ? oc.stderr_tail : "");
+  } else if (st == ALMA_OK && !rec) {
+    st = alma__errorf(ALMA_ERR_INTERNAL, "examining the model: unreadable record");
+  } else if (rec && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "error"))) {
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(rec, "error_status");
+    alma_status code = ALMA_ERR_INVALID_MODEL;
+    for (int s = 1; cJSON_IsString(es) && s < ALMA_STATUS_COUNT; s++)
+      if (!strcmp(alma_status_name((alma_status)s), es->valuestring)) code = (alma_status)s;
+    st = alma__errorf(code, "%s", cJSON_GetObjectItemCaseSensitive(rec, "error")->valuestring);
+  }
+  /* The library's own warnings while loading the model (newer opset, ...) would otherwise stay in
+   * the probe's captured stderr: they go to every result. */
+  if (st == ALMA_OK && oc.stderr_tail) *load_warnings = alma__strdup(oc.stderr_tail);
+  alma__job_outcome_free(&oc);
+  if (st != ALMA_OK) {
+    cJSON_Delete(rec);
+    return st;
+  }
+  *pr = rec;
+  return ALMA_OK;
+}
+
 static alma_status bench_common(const char *path, const alma_model *model, const alma_config *config,
                                 const char *const *names, int n_names, alma_data *data, alma_results **out) {
   if (!out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: results_out is NULL");
@@ -771,11 +1114,21 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   }
   /* A struct filled by hand gets the same checks as alma_config_set. */
   const char *key;
-  char val[64], type;
+  char val[ALMA__CONFIG_VALUE_MAX], type;
   for (int i = 0; alma__config_entry(config, i, &key, val, sizeof val, &type); i++) {
     alma_config tmp = *config;
     ALMA_TRY(alma_config_set(&tmp, key, val));
   }
+  int64_t bsv[64], lst[64];
+  int nbs = 1;
+  bsv[0] = config->batch_size;
+  if (config->batch_sizes[0] && (nbs = alma__config_list("batch_sizes", config->batch_sizes, 0, bsv, 64)) < 0)
+    return ALMA_ERR_INVALID_ARG;
+  if (config->throughput && (alma__config_list("instances", config->instances, alma__physical_cores(), lst, 64) < 0 ||
+                             alma__config_list("workers", config->workers, 0, lst, 64) < 0))
+    return ALMA_ERR_INVALID_ARG;
+  alma__rebuild policy;
+  ALMA_TRY(alma__rebuild_parse(config->rebuild, &policy));
 
   /* Conversions are parsed before anything runs: an unknown name fails the whole call. */
   alma_conversion *conv = calloc(MAX_CONVERSIONS, sizeof *conv);
@@ -805,6 +1158,9 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   rs->config = *config;
   rs->config.progress = NULL;
   rs->config.progress_user = NULL;
+  rs->config.preprocess = NULL;
+  rs->config.postprocess = NULL;
+  rs->config.hook_user = NULL;
   rs->model_path = alma__strdup(path ? path : "");
   char dd[1024];
   rs->data_desc = alma__strdup(alma__data_describe(data, dd, sizeof dd));
@@ -815,10 +1171,19 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     return st;
   }
 
+  /* The build cache: a directory that cannot be used turns it off, with a warning on each result. */
+  alma__cache *cache = NULL;
+  char cache_off[700] = "";
+  alma__cache_key ckey;
+  alma__cache_key_init(&ckey);
+  if (config->cache && alma__cache_open(config->cache_dir, &cache) != ALMA_OK)
+    snprintf(cache_off, sizeof cache_off, "cache off: %s", alma_last_error());
+  if (path && !realpath(path, ckey.model_path)) snprintf(ckey.model_path, sizeof ckey.model_path, "%s", path);
+
   job_args ja = {.model_path = path, .model = model, .cfg = config, .data = data, .n_conv = n_conv, .conv = conv};
   ja.threads = config->threads > 0 ? config->threads : alma__physical_cores();
   char tmpdir[512] = "", ref[600] = "";
-  if (config->check_outputs) {
+  if (config->check_outputs && !config->build_only) {
     const char *base = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/alma-bench-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmpdir)) {
@@ -826,128 +1191,150 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       tmpdir[0] = 0;
     } else {
       snprintf(ref, sizeof ref, "%s/reference.bin", tmpdir);
-      ja.ref_path = ref;
     }
   }
 
-  /* The probe. */
   progress_ctx pc = {.cfg = config, .index = 0, .count = n_conv, .name = "(model)"};
   alma__job_opts jo;
   job_opts(config, &pc, &jo);
   alma__job_outcome oc;
-  st = alma__job_run(probe, &ja, &jo, &oc);
-  cJSON *pr = st == ALMA_OK && oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
-  if (st == ALMA_OK && oc.status != ALMA_OK) {
-    st = alma__errorf(oc.status, "examining the model failed: %s%s%s%s%s", oc.reason,
-                      oc.backtrace ? "\n--- native backtrace ---\n" : "", oc.backtrace ? oc.backtrace : "",
-                      oc.stderr_tail && *oc.stderr_tail ? "\n--- stderr ---\n" : "", oc.stderr_tail ? oc.stderr_tail : "");
-  } else if (st == ALMA_OK && !pr) {
-    st = alma__errorf(ALMA_ERR_INTERNAL, "examining the model: unreadable record");
-  } else if (pr && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(pr, "error"))) {
-    const cJSON *es = cJSON_GetObjectItemCaseSensitive(pr, "error_status");
-    alma_status code = ALMA_ERR_INVALID_MODEL;
-    for (int s = 1; cJSON_IsString(es) && s < ALMA_STATUS_COUNT; s++)
-      if (!strcmp(alma_status_name((alma_status)s), es->valuestring)) code = (alma_status)s;
-    st = alma__errorf(code, "%s", cJSON_GetObjectItemCaseSensitive(pr, "error")->valuestring);
-  }
-  /* The library's own warnings while loading the model (newer opset, ...) would otherwise stay in
-   * the probe's captured stderr: they go to every result. */
-  char *load_warnings = st == ALMA_OK && oc.stderr_tail ? alma__strdup(oc.stderr_tail) : NULL;
-  alma__job_outcome_free(&oc);
-  if (st != ALMA_OK) {
-    cJSON_Delete(pr);
-    remove_tmpdir(tmpdir, ref);
-    alma_results_free(rs);
-    free(conv);
-    return st;
-  }
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(pr, "hash");
-  if (cJSON_IsString(v)) snprintf(rs->model_hash, sizeof rs->model_hash, "%s", v->valuestring);
-  v = cJSON_GetObjectItemCaseSensitive(pr, "runtimes");
-  if (cJSON_IsString(v)) snprintf(rs->system.runtimes, sizeof rs->system.runtimes, "%s", v->valuestring);
-  fill_io(&rs->inputs, &rs->n_inputs, cJSON_GetObjectItemCaseSensitive(pr, "inputs"));
-  fill_io(&rs->outputs, &rs->n_outputs, cJSON_GetObjectItemCaseSensitive(pr, "outputs"));
-  if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "reference"))) ja.ref_path = NULL;
-  const cJSON *sweep_warnings = cJSON_GetObjectItemCaseSensitive(pr, "warnings");
-  const cJSON *avail = cJSON_GetObjectItemCaseSensitive(pr, "available");
-
   alma_status first_failure = ALMA_OK;
-  int count = 0;
-  for (int i = 0; i < n_conv; i++) {
-    const cJSON *a = cJSON_GetArrayItem(avail, i);
-    int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
-    count += ok || !all;
-  }
-  int index = 0;
-  for (int i = 0; i < n_conv; i++) {
-    const cJSON *a = cJSON_GetArrayItem(avail, i);
-    int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
-    if (!ok && all) continue;  /* "every conversion available here" */
-    alma_result *r = alma__results_add(rs);
-    if (!r) {
-      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int index = 0, stop = 0, count = 0;
+  for (int ib = 0; ib < nbs && !stop && st == ALMA_OK; ib++) {
+    alma_config cb = *config;
+    cb.batch_size = bsv[ib];
+    ja.cfg = &cb;
+    ja.ref_path = ref[0] ? ref : NULL;
+    pc.cfg = &cb;
+    cJSON *pr = NULL;
+    char *load_warnings = NULL;
+    if ((st = run_probe(&ja, &pc, &jo, &pr, &load_warnings)) != ALMA_OK) {
+      if (ib == 0) {
+        remove_tmpdir(tmpdir, ref);
+        alma__cache_close(cache);
+        alma_results_free(rs);
+        free(conv);
+        return st;
+      }
+      /* A later batch size the model cannot take: the sweep ends here, with what it has. */
       break;
     }
-    index++;
-    r->conversion = alma__strdup(conv[i].name);
-    r->id = conv[i].id;
-    snprintf(r->device, sizeof r->device, "%s", runtime_device(conv[i].runtime));
-    if (!ok) {
-      const cJSON *why = a ? cJSON_GetObjectItemCaseSensitive(a, "reason") : NULL;
-      r->status = ALMA_RESULT_UNAVAILABLE;
-      r->error_status = ALMA_ERR_UNAVAILABLE;
-      r->error = alma__strdup(cJSON_IsString(why) ? why->valuestring : "unavailable");
-      if (first_failure == ALMA_OK) first_failure = ALMA_ERR_UNAVAILABLE;
-      continue;
+    alma__model_io *io = NULL;
+    int n_io = 0;
+    fill_io(&io, &n_io, cJSON_GetObjectItemCaseSensitive(pr, "inputs"));
+    if (ib == 0) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(pr, "hash");
+      if (cJSON_IsString(v)) snprintf(rs->model_hash, sizeof rs->model_hash, "%s", v->valuestring);
+      v = cJSON_GetObjectItemCaseSensitive(pr, "runtimes");
+      if (cJSON_IsString(v)) snprintf(rs->system.runtimes, sizeof rs->system.runtimes, "%s", v->valuestring);
+      fill_io(&rs->inputs, &rs->n_inputs, cJSON_GetObjectItemCaseSensitive(pr, "inputs"));
+      fill_io(&rs->outputs, &rs->n_outputs, cJSON_GetObjectItemCaseSensitive(pr, "outputs"));
+      snprintf(ckey.model_hash, sizeof ckey.model_hash, "%s", rs->model_hash);
     }
-    pc.index = index;
-    pc.count = count;
-    pc.name = conv[i].name;
-    pc.phase[0] = 0;
-    ja.one = &conv[i];
-    if (alma__job_run(worker, &ja, &jo, &oc) != ALMA_OK) {
-      /* Could not even start (fork/pipe failure): that is this conversion's error. */
-      oc.status = ALMA_ERR_RUNTIME;
-      snprintf(oc.reason, sizeof oc.reason, "%s", alma_last_error());
-    }
-    cJSON *rec = oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
-    if (rec && alma__result_from_cjson(rec, r) == ALMA_OK) {
-      if (oc.reason[0]) alma__result_warn(r, "the child process %s", oc.reason);
-    } else {
-      if (oc.status == ALMA_OK) {
-        oc.status = ALMA_ERR_INTERNAL;
-        snprintf(oc.reason, sizeof oc.reason, "unreadable result record");
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "reference"))) ja.ref_path = NULL;
+    const cJSON *sweep_warnings = cJSON_GetObjectItemCaseSensitive(pr, "warnings");
+    const cJSON *avail = cJSON_GetObjectItemCaseSensitive(pr, "available");
+    if (ib == 0) {
+      for (int i = 0; i < n_conv; i++) {
+        const cJSON *a = cJSON_GetArrayItem(avail, i);
+        int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
+        count += ok || !all;
       }
-      if (!r->conversion) r->conversion = alma__strdup(conv[i].name);
+      count *= nbs;
+    }
+    for (int i = 0; i < n_conv && !stop; i++) {
+      const cJSON *a = cJSON_GetArrayItem(avail, i);
+      int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
+      if (!ok && all) continue;  /* "every conversion available here" */
+      alma_result *r = alma__results_add(rs);
+      if (!r) {
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+        break;
+      }
+      index++;
+      r->conversion = alma__strdup(conv[i].name);
       r->id = conv[i].id;
-      outcome_to_error(r, &oc);
+      r->batch_size = cb.batch_size;
+      snprintf(r->device, sizeof r->device, "%s", runtime_device(conv[i].runtime));
+      if (!ok) {
+        const cJSON *why = a ? cJSON_GetObjectItemCaseSensitive(a, "reason") : NULL;
+        r->status = ALMA_RESULT_UNAVAILABLE;
+        r->error_status = ALMA_ERR_UNAVAILABLE;
+        r->error = alma__strdup(cJSON_IsString(why) ? why->valuestring : "unavailable");
+        if (first_failure == ALMA_OK) first_failure = ALMA_ERR_UNAVAILABLE;
+        continue;
+      }
+      /* What the cache holds for this conversion at these input shapes. */
+      alma__cache_plan plan;
+      int cached = 0;
+      if (cache) {
+        snprintf(ckey.conversion, sizeof ckey.conversion, "%s", conv[i].name);
+        inputs_text(io, n_io, ckey.inputs, sizeof ckey.inputs);
+        build_options(&conv[i], &cb, rs->data_desc, ckey.options, sizeof ckey.options);
+        alma__cache_key_finish(&ckey);
+        if (alma__cache_plan_build(cache, &ckey, policy, cb.lean_cache, &plan) == ALMA_OK) cached = 1;
+        else snprintf(cache_off, sizeof cache_off, "cache off: %s", alma_last_error());
+      }
+      ja.plan = cached ? &plan : NULL;
+      pc.index = index;
+      pc.count = count;
+      pc.name = conv[i].name;
+      pc.phase[0] = 0;
+      ja.one = &conv[i];
+      if (alma__job_run(worker, &ja, &jo, &oc) != ALMA_OK) {
+        /* Could not even start (fork/pipe failure): that is this conversion's error. */
+        oc.status = ALMA_ERR_RUNTIME;
+        snprintf(oc.reason, sizeof oc.reason, "%s", alma_last_error());
+      }
+      cJSON *rec = oc.status == ALMA_OK ? cJSON_Parse(oc.record) : NULL;
+      if (rec && alma__result_from_cjson(rec, r) == ALMA_OK) {
+        if (oc.reason[0]) alma__result_warn(r, "the child process %s", oc.reason);
+      } else {
+        if (oc.status == ALMA_OK) {
+          oc.status = ALMA_ERR_INTERNAL;
+          snprintf(oc.reason, sizeof oc.reason, "unreadable result record");
+        }
+        if (!r->conversion) r->conversion = alma__strdup(conv[i].name);
+        r->id = conv[i].id;
+        outcome_to_error(r, &oc);
+      }
+      cJSON_Delete(rec);
+      if (r->batch_size <= 0) r->batch_size = cb.batch_size;
+      const cJSON *w;
+      cJSON_ArrayForEach(w, sweep_warnings) if (cJSON_IsString(w)) alma__result_warn(r, "%s", w->valuestring);
+      for (const char *p = load_warnings; p && (p = strstr(p, "alma: warning: ")); p++) {
+        const char *e = strchr(p, '\n');
+        int len = e ? (int)(e - p) : (int)strlen(p);
+        alma__result_warn(r, "model: %.*s", len - 15, p + 15);
+      }
+      if (cached) cache_after(cache, &ckey, &plan, r, &oc);
+      else if (config->cache) {
+        alma__result_set_cache(r, "off", cache_off, 0, "", "", "", NAN, -1);
+        alma__result_warn(r, "%s", cache_off);
+      }
+      alma__job_outcome_free(&oc);
+      /* Give the parsed record's memory back: the next child inherits our resident pages, and they
+       * would count in its peak RSS. */
+      malloc_trim(0);
+      if (pc.phase[0] || config->progress) on_line(&pc, "step done", 0);
+      if (strcmp(r->device, config->device) && r->status == ALMA_RESULT_OK)
+        alma__result_warn(r, "ran on %s although device is %s (allow_device_override)", r->device, config->device);
+      if (r->status != ALMA_RESULT_OK) {
+        if (first_failure == ALMA_OK) first_failure = r->error_status != ALMA_OK ? r->error_status : ALMA_ERR_RUNTIME;
+        if (config->fail_on_error) stop = 1;
+      }
     }
-    cJSON_Delete(rec);
-    alma__job_outcome_free(&oc);
-    /* Give the parsed record's memory back: the next child inherits our resident pages, and they
-     * would count in its peak RSS. */
-    malloc_trim(0);
-    if (pc.phase[0] || config->progress) on_line(&pc, "step done", 0);
-    const cJSON *w;
-    cJSON_ArrayForEach(w, sweep_warnings) if (cJSON_IsString(w)) alma__result_warn(r, "%s", w->valuestring);
-    for (const char *p = load_warnings; p && (p = strstr(p, "alma: warning: ")); p++) {
-      const char *e = strchr(p, '\n');
-      int len = e ? (int)(e - p) : (int)strlen(p);
-      alma__result_warn(r, "model: %.*s", len - 15, p + 15);
-    }
-    if (strcmp(r->device, config->device) && r->status == ALMA_RESULT_OK)
-      alma__result_warn(r, "ran on %s although device is %s (allow_device_override)", r->device, config->device);
-    if (r->status != ALMA_RESULT_OK) {
-      if (first_failure == ALMA_OK) first_failure = r->error_status != ALMA_OK ? r->error_status : ALMA_ERR_RUNTIME;
-      if (config->fail_on_error) break;
-    }
+    free(io);
+    cJSON_Delete(pr);
+    free(load_warnings);
   }
-  cJSON_Delete(pr);
-  free(load_warnings);
+  int probe_failed = st != ALMA_OK && rs->n > 0;
   remove_tmpdir(tmpdir, ref);
+  alma__cache_close(cache);
   free(conv);
   rs->total_s = alma__bench_now() - t_sweep;
   *out = rs;
+  if (probe_failed) return alma__error_prefix(st, "batch size sweep: ");
   if (st != ALMA_OK) return st;
   if (first_failure != ALMA_OK) {
     const alma_result *f = NULL;

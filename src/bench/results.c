@@ -14,6 +14,26 @@ void alma__result_init(alma_result *r) {
   alma__latency_stats(NULL, 0, &r->latency);
   r->check.max_abs_err = r->check.max_rel_err = r->check.argmax_agreement = r->check.cosine_similarity = NAN;
   r->error_status = ALMA_OK;
+  snprintf(r->mode, sizeof r->mode, "latency");
+  alma__latency_stats(NULL, 0, &r->pre);
+  alma__latency_stats(NULL, 0, &r->post);
+  r->cache.build_s = NAN;
+  r->cache.graph_bytes = -1;
+}
+
+static void cache_info_free(alma_cache_info *c) {
+  free((char *)c->status);
+  free((char *)c->reason);
+  free((char *)c->build);
+  free((char *)c->dir);
+  free((char *)c->key);
+  memset(c, 0, sizeof *c);
+}
+
+void alma__scaling_point_clear(alma_scaling_point *p) {
+  free((char *)p->stop_reason);
+  free((char *)p->error);
+  memset(p, 0, sizeof *p);
 }
 
 void alma__result_clear(alma_result *r) {
@@ -26,6 +46,9 @@ void alma__result_clear(alma_result *r) {
   free(r->failed_step);
   free(r->traceback);
   free(r->raw_ms);
+  cache_info_free(&r->cache);
+  for (int i = 0; i < r->n_scaling; i++) alma__scaling_point_clear(&r->scaling[i]);
+  free(r->scaling);
   alma__result_init(r);
 }
 
@@ -117,3 +140,39 @@ const char *alma_result_failed_step(const alma_result *r) { return S(r->failed_s
 const char *alma_result_traceback(const alma_result *r) { return S(r->traceback); }
 int64_t alma_result_n_raw(const alma_result *r) { return r->n_raw; }
 const double *alma_result_raw_ms(const alma_result *r) { return r->raw_ms; }
+
+const char *alma_result_mode(const alma_result *r) { return r->mode; }
+const alma_latency_stats *alma_result_preprocess(const alma_result *r) { return &r->pre; }
+const alma_latency_stats *alma_result_postprocess(const alma_result *r) { return &r->post; }
+const alma_cache_info *alma_result_cache(const alma_result *r) {
+  static const alma_cache_info off = {"off", "", 0, "", "", "", NAN, -1};
+  return r->cache.status ? &r->cache : &off;
+}
+int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }
+const alma_scaling_point *alma_result_scaling(const alma_result *r, int i) {
+  return i >= 0 && i < r->n_scaling ? &r->scaling[i] : NULL;
+}
+
+void alma__result_set_cache(alma_result *r, const char *status, const char *reason, int stale, const char *build,
+                            const char *dir, const char *key, double build_s, int64_t graph_bytes) {
+  cache_info_free(&r->cache);
+  r->cache.status = alma__strdup(status ? status : "off");
+  r->cache.reason = alma__strdup(reason ? reason : "");
+  r->cache.stale = stale;
+  r->cache.build = alma__strdup(build ? build : "");
+  r->cache.dir = alma__strdup(dir ? dir : "");
+  r->cache.key = alma__strdup(key ? key : "");
+  r->cache.build_s = build_s;
+  r->cache.graph_bytes = graph_bytes;
+}
+
+alma_scaling_point *alma__result_add_scaling(alma_result *r) {
+  alma_scaling_point *np = realloc(r->scaling, (size_t)(r->n_scaling + 1) * sizeof *np);
+  if (!np) return NULL;
+  r->scaling = np;
+  alma_scaling_point *p = &np[r->n_scaling++];
+  memset(p, 0, sizeof *p);
+  alma__latency_stats(NULL, 0, &p->latency);
+  p->duration_s = p->throughput_avg = p->throughput_peak = NAN;
+  return p;
+}

@@ -1,4 +1,5 @@
-/* CSV results: one row per conversion, RFC 4180 quoting, empty fields for unknown values. */
+/* CSV results: one row per result (conversion x batch size, its latency mode) followed by one row
+ * per throughput configuration of it; RFC 4180 quoting, empty fields for unknown values. */
 #include <errno.h>
 #include <math.h>
 
@@ -11,9 +12,13 @@ static const char *const columns[] = {
     "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_max_ms",
     "latency_mean_ci95_lo_ms", "latency_mean_ci95_hi_ms", "latency_median_ci95_lo_ms",
     "latency_median_ci95_hi_ms", "latency_n", "check_performed", "check_max_abs_err", "check_max_rel_err",
-    "check_argmax_agreement", "check_cosine_similarity", "check_passed", "warnings", "error", NULL};
+    "check_argmax_agreement", "check_cosine_similarity", "check_passed", "warnings", "error",
+    /* issue 6: appended, so that readers by position keep working */
+    "mode", "instances", "workers", "threads_per_instance", "concurrent", "duration_s", "inferences",
+    "throughput_avg", "throughput_peak", "cache", "cache_build", "cache_reason", "preprocess_mean_ms",
+    "postprocess_mean_ms", NULL};
 
-static void put_str(FILE *f, const char *s) {
+void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
   if (!strpbrk(s, ",\"\r\n")) {
     fputs(s, f);
@@ -27,7 +32,7 @@ static void put_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void put_num(FILE *f, double v) {
+void alma__csv_num(FILE *f, double v) {
   if (!isfinite(v)) return;
   char buf[40];
   snprintf(buf, sizeof buf, "%.15g", v);
@@ -35,7 +40,51 @@ static void put_num(FILE *f, double v) {
   fputs(buf, f);
 }
 
+#define put_str alma__csv_str
+#define put_num alma__csv_num
 static void put_int(FILE *f, int64_t v) { fprintf(f, "%lld", (long long)v); }
+
+static void cache_cols(FILE *f, const alma_result *x) {
+  const alma_cache_info *c = alma_result_cache(x);
+  fputc(',', f); put_str(f, c->status);
+  fputc(',', f); put_str(f, c->build);
+  fputc(',', f); put_str(f, c->reason);
+}
+
+/* A throughput configuration's row: the result's identity, the point's numbers. */
+static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point *p) {
+  const alma_latency_stats *s = &p->latency;
+  if (x->id >= 0) put_int(f, x->id);
+  fputc(',', f); put_str(f, x->conversion);
+  fputc(',', f); put_str(f, p->error ? "error" : "ok");
+  fputc(',', f); put_str(f, x->device);
+  fputc(',', f); put_int(f, x->batch_size);
+  fputc(',', f); put_int(f, p->samples);
+  fputc(',', f); put_num(f, p->throughput_avg);
+  fputs(",,,,,,,", f);  /* total_elapsed_s .. peak_rss_bytes: the result's row has them */
+  fputc(',', f); put_int(f, p->threads_per_instance);
+  double v[] = {s->mean, s->stdev, s->cv, s->min, s->p50, s->p90, s->p95, s->p99, s->max,
+                s->mean_ci95[0], s->mean_ci95[1], s->median_ci95[0], s->median_ci95[1]};
+  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+    fputc(',', f);
+    put_num(f, v[k]);
+  }
+  fputc(',', f); put_int(f, s->n);
+  fputs(",false,,,,,", f);  /* check_*: done once, in the latency mode */
+  fputc(',', f); if (p->concurrent) put_str(f, "latency read from a concurrent run: it includes contention");
+  fputc(',', f); put_str(f, p->error);
+  fputs(",throughput", f);
+  fputc(',', f); put_int(f, p->instances);
+  fputc(',', f); put_int(f, p->workers);
+  fputc(',', f); put_int(f, p->threads_per_instance);
+  fputc(',', f); fputs(p->concurrent ? "true" : "false", f);
+  fputc(',', f); put_num(f, p->duration_s);
+  fputc(',', f); put_int(f, p->inferences);
+  fputc(',', f); put_num(f, p->throughput_avg);
+  fputc(',', f); put_num(f, p->throughput_peak);
+  cache_cols(f, x);
+  fputs(",,\r\n", f);
+}
 
 alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
   if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_write_csv: NULL argument");
@@ -87,7 +136,18 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     fputc(',', f); put_str(f, w);
     free(w);
     fputc(',', f); put_str(f, x->error);
+    fputc(',', f); put_str(f, x->mode);
+    fputs(",1,1,", f);
+    put_int(f, x->threads);
+    fputs(",false,", f);
+    fputc(',', f); if (x->status == ALMA_RESULT_OK && x->latency.n > 0) put_int(f, x->latency.n);
+    fputc(',', f); put_num(f, x->throughput);
+    fputc(',', f);
+    cache_cols(f, x);
+    fputc(',', f); if (x->pre.n) put_num(f, x->pre.mean);
+    fputc(',', f); if (x->post.n) put_num(f, x->post.mean);
     fputs("\r\n", f);
+    for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
   }
   return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing CSV") : ALMA_OK;
 }

@@ -17,6 +17,55 @@ static cJSON *pair(const double v[2]) {
   return a;
 }
 
+static cJSON *stats_to_cjson(const alma_latency_stats *s) {
+  cJSON *l = cJSON_CreateObject();
+  cJSON_AddItemToObject(l, "mean", num(s->mean));
+  cJSON_AddItemToObject(l, "stdev", num(s->stdev));
+  cJSON_AddItemToObject(l, "cv", num(s->cv));
+  cJSON_AddItemToObject(l, "min", num(s->min));
+  cJSON_AddItemToObject(l, "p50", num(s->p50));
+  cJSON_AddItemToObject(l, "p90", num(s->p90));
+  cJSON_AddItemToObject(l, "p95", num(s->p95));
+  cJSON_AddItemToObject(l, "p99", num(s->p99));
+  cJSON_AddItemToObject(l, "max", num(s->max));
+  cJSON_AddItemToObject(l, "mean_ci95", pair(s->mean_ci95));
+  cJSON_AddItemToObject(l, "median_ci95", pair(s->median_ci95));
+  cJSON_AddNumberToObject(l, "n", (double)s->n);
+  return l;
+}
+
+static cJSON *cache_to_cjson(const alma_result *r) {
+  if (!r->cache.status) return cJSON_CreateNull();
+  const alma_cache_info *c = &r->cache;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "status", c->status);
+  cJSON_AddItemToObject(o, "reason", str_or_null(c->reason));
+  cJSON_AddBoolToObject(o, "stale", c->stale);
+  cJSON_AddItemToObject(o, "build", str_or_null(c->build));
+  cJSON_AddItemToObject(o, "dir", str_or_null(c->dir));
+  cJSON_AddItemToObject(o, "key", str_or_null(c->key));
+  cJSON_AddItemToObject(o, "build_s", num(c->build_s));
+  cJSON_AddItemToObject(o, "graph_bytes", c->graph_bytes >= 0 ? cJSON_CreateNumber((double)c->graph_bytes) : cJSON_CreateNull());
+  return o;
+}
+
+static cJSON *scaling_to_cjson(const alma_scaling_point *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "instances", p->instances);
+  cJSON_AddNumberToObject(o, "workers", p->workers);
+  cJSON_AddNumberToObject(o, "threads_per_instance", p->threads_per_instance);
+  cJSON_AddBoolToObject(o, "concurrent", p->concurrent);
+  cJSON_AddNumberToObject(o, "inferences", (double)p->inferences);
+  cJSON_AddNumberToObject(o, "samples", (double)p->samples);
+  cJSON_AddItemToObject(o, "duration_s", num(p->duration_s));
+  cJSON_AddItemToObject(o, "throughput_avg", num(p->throughput_avg));
+  cJSON_AddItemToObject(o, "throughput_peak", num(p->throughput_peak));
+  cJSON_AddItemToObject(o, "latency_ms", stats_to_cjson(&p->latency));
+  cJSON_AddItemToObject(o, "stop_reason", str_or_null(p->stop_reason));
+  cJSON_AddItemToObject(o, "error", str_or_null(p->error));
+  return o;
+}
+
 cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -40,20 +89,7 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "timer_overhead_ns", num(r->timer_overhead_ns));
   cJSON_AddItemToObject(o, "stop_reason", str_or_null(r->stop_reason));
 
-  const alma_latency_stats *s = &r->latency;
-  cJSON *l = cJSON_AddObjectToObject(o, "latency_ms");
-  cJSON_AddItemToObject(l, "mean", num(s->mean));
-  cJSON_AddItemToObject(l, "stdev", num(s->stdev));
-  cJSON_AddItemToObject(l, "cv", num(s->cv));
-  cJSON_AddItemToObject(l, "min", num(s->min));
-  cJSON_AddItemToObject(l, "p50", num(s->p50));
-  cJSON_AddItemToObject(l, "p90", num(s->p90));
-  cJSON_AddItemToObject(l, "p95", num(s->p95));
-  cJSON_AddItemToObject(l, "p99", num(s->p99));
-  cJSON_AddItemToObject(l, "max", num(s->max));
-  cJSON_AddItemToObject(l, "mean_ci95", pair(s->mean_ci95));
-  cJSON_AddItemToObject(l, "median_ci95", pair(s->median_ci95));
-  cJSON_AddNumberToObject(l, "n", (double)s->n);
+  cJSON_AddItemToObject(o, "latency_ms", stats_to_cjson(&r->latency));
 
   const alma_output_check *c = &r->check;
   cJSON *k = cJSON_AddObjectToObject(o, "check");
@@ -70,6 +106,14 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "error_status", r->error_status != ALMA_OK ? cJSON_CreateString(alma_status_name(r->error_status)) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "failed_step", str_or_null(r->failed_step));
   cJSON_AddItemToObject(o, "traceback", str_or_null(r->traceback));
+  cJSON_AddStringToObject(o, "mode", r->mode);
+  cJSON_AddItemToObject(o, "cache", cache_to_cjson(r));
+  cJSON_AddItemToObject(o, "preprocess_ms", r->pre.n ? stats_to_cjson(&r->pre) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "postprocess_ms", r->post.n ? stats_to_cjson(&r->post) : cJSON_CreateNull());
+  if (r->n_scaling) {
+    cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
+    for (int i = 0; i < r->n_scaling; i++) cJSON_AddItemToArray(sc, scaling_to_cjson(&r->scaling[i]));
+  }
   if (include_raw) {
     cJSON *raw = cJSON_AddArrayToObject(o, "raw_ms");
     for (int64_t i = 0; i < r->n_raw; i++) cJSON_AddItemToArray(raw, num(r->raw_ms[i]));
@@ -106,6 +150,23 @@ static alma_status status_from_name(const char *name) {
   return ALMA_ERR_INTERNAL;
 }
 
+static void stats_from_cjson(const cJSON *l, alma_latency_stats *s) {
+  alma__latency_stats(NULL, 0, s);
+  if (!cJSON_IsObject(l)) return;
+  s->mean = get_num(l, "mean");
+  s->stdev = get_num(l, "stdev");
+  s->cv = get_num(l, "cv");
+  s->min = get_num(l, "min");
+  s->p50 = get_num(l, "p50");
+  s->p90 = get_num(l, "p90");
+  s->p95 = get_num(l, "p95");
+  s->p99 = get_num(l, "p99");
+  s->max = get_num(l, "max");
+  get_pair(l, "mean_ci95", s->mean_ci95);
+  get_pair(l, "median_ci95", s->median_ci95);
+  s->n = get_i64(l, "n", 0);
+}
+
 alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   if (!cJSON_IsObject(o)) return alma__errorf(ALMA_ERR_PARSE, "result: not a JSON object");
   alma__result_clear(r);
@@ -134,20 +195,38 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   r->timer_overhead_ns = get_num(o, "timer_overhead_ns");
   r->stop_reason = get_str(o, "stop_reason");
   const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "latency_ms");
-  if (cJSON_IsObject(l)) {
-    alma_latency_stats *s = &r->latency;
-    s->mean = get_num(l, "mean");
-    s->stdev = get_num(l, "stdev");
-    s->cv = get_num(l, "cv");
-    s->min = get_num(l, "min");
-    s->p50 = get_num(l, "p50");
-    s->p90 = get_num(l, "p90");
-    s->p95 = get_num(l, "p95");
-    s->p99 = get_num(l, "p99");
-    s->max = get_num(l, "max");
-    get_pair(l, "mean_ci95", s->mean_ci95);
-    get_pair(l, "median_ci95", s->median_ci95);
-    s->n = get_i64(l, "n", 0);
+  if (cJSON_IsObject(l)) stats_from_cjson(l, &r->latency);
+  char *mode = get_str(o, "mode");
+  if (mode) snprintf(r->mode, sizeof r->mode, "%s", mode);
+  free(mode);
+  stats_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "preprocess_ms"), &r->pre);
+  stats_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "postprocess_ms"), &r->post);
+  const cJSON *ca = cJSON_GetObjectItemCaseSensitive(o, "cache");
+  if (cJSON_IsObject(ca)) {
+    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(ca, "status");
+    const cJSON *re = cJSON_GetObjectItemCaseSensitive(ca, "reason"), *bu = cJSON_GetObjectItemCaseSensitive(ca, "build");
+    const cJSON *di = cJSON_GetObjectItemCaseSensitive(ca, "dir"), *ke = cJSON_GetObjectItemCaseSensitive(ca, "key");
+    alma__result_set_cache(r, cJSON_IsString(cs) ? cs->valuestring : "off", cJSON_IsString(re) ? re->valuestring : "",
+                           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ca, "stale")), cJSON_IsString(bu) ? bu->valuestring : "",
+                           cJSON_IsString(di) ? di->valuestring : "", cJSON_IsString(ke) ? ke->valuestring : "",
+                           get_num(ca, "build_s"), get_i64(ca, "graph_bytes", -1));
+  }
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "scaling"), *pt;
+  cJSON_ArrayForEach(pt, sc) {
+    alma_scaling_point *p = alma__result_add_scaling(r);
+    if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    p->instances = (int)get_i64(pt, "instances", 0);
+    p->workers = (int)get_i64(pt, "workers", 0);
+    p->threads_per_instance = (int)get_i64(pt, "threads_per_instance", 0);
+    p->concurrent = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pt, "concurrent"));
+    p->inferences = get_i64(pt, "inferences", 0);
+    p->samples = get_i64(pt, "samples", 0);
+    p->duration_s = get_num(pt, "duration_s");
+    p->throughput_avg = get_num(pt, "throughput_avg");
+    p->throughput_peak = get_num(pt, "throughput_peak");
+    stats_from_cjson(cJSON_GetObjectItemCaseSensitive(pt, "latency_ms"), &p->latency);
+    p->stop_reason = get_str(pt, "stop_reason");
+    p->error = get_str(pt, "error");
   }
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "check");
   if (cJSON_IsObject(k)) {
@@ -215,7 +294,7 @@ cJSON *alma__system_to_cjson(const alma_system_info *s) {
 cJSON *alma__config_to_cjson(const alma_config *c) {
   cJSON *o = cJSON_CreateObject();
   const char *key;
-  char buf[64], type;
+  char buf[ALMA__CONFIG_VALUE_MAX], type;
   for (int i = 0; alma__config_entry(c, i, &key, buf, sizeof buf, &type); i++) {
     if (type == 'b') cJSON_AddBoolToObject(o, key, !strcmp(buf, "true"));
     else if (type == 's') cJSON_AddStringToObject(o, key, buf);
@@ -376,9 +455,9 @@ alma_status alma_results_from_json(const char *json, alma_results **out) {
     /* Known keys only (files from newer versions may have more); values through alma_config_set. */
     cJSON_ArrayForEach(kv, cfg) {
       if (!alma_config_key_doc(kv->string)) continue;
-      char val[64];
+      char val[ALMA__CONFIG_VALUE_MAX];
       if (cJSON_IsBool(kv)) snprintf(val, sizeof val, "%s", cJSON_IsTrue(kv) ? "true" : "false");
-      else if (cJSON_IsString(kv)) snprintf(val, sizeof val, "%.63s", kv->valuestring);
+      else if (cJSON_IsString(kv)) snprintf(val, sizeof val, "%.*s", (int)sizeof val - 1, kv->valuestring);
       else if (cJSON_IsNumber(kv)) snprintf(val, sizeof val, "%.17g", kv->valuedouble);
       else continue;
       if (!strcmp(kv->string, "seed") && cJSON_IsNumber(kv)) snprintf(val, sizeof val, "%llu", (unsigned long long)kv->valuedouble);

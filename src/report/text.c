@@ -43,6 +43,19 @@ static void print_header(const alma_results *r, FILE *f) {
   fputc('\n', f);
 }
 
+static void print_cache(const alma_result *x, FILE *f) {
+  const alma_cache_info *c = alma_result_cache(x);
+  if (!x->cache.status) return;
+  if (!strcmp(c->status, "hit"))
+    fprintf(f, "      cache      hit: build %s loaded, passes skipped (built in %.3g s)%s%s\n", c->build, c->build_s,
+            c->reason[0] ? "; " : "", c->reason);
+  else if (!strcmp(c->status, "built"))
+    fprintf(f, "      cache      built (%s)%s%s\n", c->reason[0] ? c->reason : "stored", c->build[0] ? ", stored as " : "",
+            c->build);
+  else
+    fprintf(f, "      cache      off%s%s\n", c->reason[0] ? ": " : "", c->reason);
+}
+
 static void print_block(const alma_result *x, FILE *f, int include_traceback) {
   char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
   char id[16] = "  -";
@@ -64,10 +77,15 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     } else if (x->traceback) {
       fputs("      (traceback: run with -v, or see the JSON)\n", f);
     }
+  } else if (!strcmp(x->mode, "build")) {
+    fprintf(f, "[%s] %s: built (not timed: build_only), batch %lld, convert %s ms, peak RSS %s\n", id, x->conversion,
+            (long long)x->batch_size, ms(1e3 * x->convert_s, a, sizeof a), mib(x->peak_rss_bytes, b, sizeof b));
+    print_cache(x, f);
   } else {
     const alma_latency_stats *s = &x->latency;
-    fprintf(f, "[%s] %s: ok on %s, %d thread%s, CPUs %s\n", id, x->conversion, x->device, x->threads,
-            x->threads == 1 ? "" : "s", x->affinity ? x->affinity : "?");
+    fprintf(f, "[%s] %s: ok on %s, %d thread%s, CPUs %s%s\n", id, x->conversion, x->device, x->threads,
+            x->threads == 1 ? "" : "s", x->affinity ? x->affinity : "?",
+            x->n_scaling ? "; latency mode (one request at a time)" : "");
     fprintf(f, "      latency    median %s ms [%s, %s]  mean %s ms [%s, %s]  stdev %s (CV %.1f%%)\n",
             ms(s->p50, a, sizeof a), ms(s->median_ci95[0], b, sizeof b), ms(s->median_ci95[1], c, sizeof c),
             ms(s->mean, d, sizeof d), ms(s->mean_ci95[0], e, sizeof e), ms(s->mean_ci95[1], g, sizeof g),
@@ -80,7 +98,11 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     fprintf(f, "      phases     load %s ms, convert %s ms, first inference %s ms, warm-up %lld batches in %.3g s\n",
             ms(1e3 * x->load_s, a, sizeof a), ms(1e3 * x->convert_s, b, sizeof b), ms(x->first_inference_ms, c, sizeof c),
             (long long)x->warmup_batches, isfinite(x->warmup_s) ? x->warmup_s : 0.0);
+    if (x->pre.n || x->post.n)
+      fprintf(f, "      hooks      preprocess %s ms, postprocess %s ms per batch (mean; not in the latency)\n",
+              x->pre.n ? ms(x->pre.mean, a, sizeof a) : "-", x->post.n ? ms(x->post.mean, b, sizeof b) : "-");
     fprintf(f, "      memory     peak RSS %s\n", mib(x->peak_rss_bytes, a, sizeof a));
+    print_cache(x, f);
     if (x->check.performed)
       fprintf(f, "      check      %s vs EAGER: max abs err %.3g, max rel err %.3g, argmax %s, cosine %.6f\n",
               x->check.passed ? "passed" : "FAILED", x->check.max_abs_err, x->check.max_rel_err,
@@ -102,6 +124,42 @@ static int by_throughput_desc(const void *pa, const void *pb) {
   return (a > b) - (a < b);
 }
 
+static const char *cache_word(const alma_result *x, char *buf, size_t n) {
+  if (!x->cache.status) return "-";
+  snprintf(buf, n, "%s%s", x->cache.status, x->cache.stale && !strcmp(x->cache.status, "hit") ? " (stale)" : "");
+  return buf;
+}
+
+/* The throughput mode's table: one row per conversion, batch size and configuration. */
+static void print_scaling(const alma_results *r, FILE *f, int width) {
+  int any = 0;
+  for (int i = 0; i < r->n; i++) any |= r->items[i].n_scaling > 0;
+  if (!any) return;
+  fprintf(f, "\nthroughput mode (all copies busy; samples/s over the timed window, peak = busiest second)\n");
+  fprintf(f, "%-*s  %5s  %9s  %7s  %8s  %12s  %12s  %10s  %10s  %10s  %10s\n", width, "conversion", "batch", "instances",
+          "workers", "thr/inst", "samples/s", "peak/s", "p50 ms", "p90 ms", "p99 ms", "inferences");
+  int conc = 0;
+  for (int i = 0; i < r->n; i++) {
+    const alma_result *x = &r->items[i];
+    for (int k = 0; k < x->n_scaling; k++) {
+      const alma_scaling_point *p = &x->scaling[k];
+      char a[32], b[32], c[32];
+      if (p->error) {
+        fprintf(f, "%-*s  %5lld  %9d  %7d  %8d  error: %s\n", width, x->conversion, (long long)x->batch_size, p->instances,
+                p->workers, p->threads_per_instance, p->error);
+        continue;
+      }
+      conc |= p->concurrent;
+      fprintf(f, "%-*s  %5lld  %9d  %7d  %8d  %12.4g  %12.4g  %9s%s  %9s%s  %9s%s  %10lld\n", width, x->conversion,
+              (long long)x->batch_size, p->instances, p->workers, p->threads_per_instance, p->throughput_avg,
+              p->throughput_peak, ms(p->latency.p50, a, sizeof a), p->concurrent ? "*" : " ", ms(p->latency.p90, b, sizeof b),
+              p->concurrent ? "*" : " ", ms(p->latency.p99, c, sizeof c), p->concurrent ? "*" : " ", (long long)p->inferences);
+    }
+  }
+  if (conc)
+    fprintf(f, "* latency read from a concurrent run: it includes contention; single-stream latency is in the table above\n");
+}
+
 alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
   if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_print_summary: NULL argument");
   if (r->n == 0) {
@@ -110,39 +168,64 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
   }
   const alma_result **v = malloc((size_t)r->n * sizeof *v);
   if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  const alma_result *base = NULL;
-  int width = 10;
+  int width = 10, sweep = 0, cached = 0;
   for (int i = 0; i < r->n; i++) {
     v[i] = &r->items[i];
-    if (!base && v[i]->status == ALMA_RESULT_OK && isfinite(v[i]->throughput) && v[i]->throughput > 0) base = v[i];
     int w = v[i]->conversion ? (int)strlen(v[i]->conversion) : 0;
     if (w > width) width = w;
+    sweep |= v[i]->batch_size != r->items[0].batch_size;
+    cached |= v[i]->cache.status != NULL;
   }
   qsort(v, (size_t)r->n, sizeof *v, by_throughput_desc);
-  fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", "id", width, "conversion", "status", "samples/s",
-          "median ms", "p99 ms", "speed-up", "check");
-  for (int i = 0; i < r->n; i++) {
-    const alma_result *x = v[i];
-    char id[16] = "-", tp[32] = "-", md[32], p99[32], su[32] = "-";
-    if (x->id >= 0) snprintf(id, sizeof id, "%d", x->id);
-    const char *chk = "-";
-    if (x->status == ALMA_RESULT_OK) {
-      snprintf(tp, sizeof tp, "%.4g", x->throughput);
-      if (base) {
-        double ratio = x->throughput / base->throughput;
-        snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
-      }
-      chk = !x->check.performed ? "not run" : x->check.passed ? "ok" : "FAILED";
+  /* With a batch-size sweep, one table per batch size: speed-ups compare like with like. */
+  int64_t done_bs[64];
+  int n_done = 0;
+  for (int pass = 0; pass < r->n; pass++) {
+    int64_t bs = r->items[pass].batch_size;
+    int seen = 0;
+    for (int k = 0; k < n_done; k++) seen |= done_bs[k] == bs;
+    if (seen || (!sweep && pass > 0)) continue;
+    if (n_done < 64) done_bs[n_done++] = bs;
+    const alma_result *base = NULL;
+    for (int i = 0; i < r->n && !base; i++) {
+      const alma_result *x = &r->items[i];
+      if ((!sweep || x->batch_size == bs) && x->status == ALMA_RESULT_OK && isfinite(x->throughput) && x->throughput > 0)
+        base = x;
     }
-    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", id, width, x->conversion ? x->conversion : "",
-            alma__result_status_str(x->status), tp, x->status == ALMA_RESULT_OK ? ms(x->latency.p50, md, sizeof md) : "-",
-            x->status == ALMA_RESULT_OK ? ms(x->latency.p99, p99, sizeof p99) : "-", su, chk);
+    if (sweep) fprintf(f, "%sbatch size %lld\n", n_done > 1 ? "\n" : "", (long long)bs);
+    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", "id", width, "conversion", "status", "samples/s",
+            "median ms", "p99 ms", "speed-up", cached ? "check    cache" : "check");
+    for (int i = 0; i < r->n; i++) {
+      const alma_result *x = v[i];
+      if (sweep && x->batch_size != bs) continue;
+      char id[16] = "-", tp[32] = "-", md[32], p99[32], su[32] = "-", cw[48];
+      if (x->id >= 0) snprintf(id, sizeof id, "%d", x->id);
+      const char *chk = "-";
+      const char *status = alma__result_status_str(x->status);
+      if (x->status == ALMA_RESULT_OK && !strcmp(x->mode, "build")) {
+        status = "built";
+      } else if (x->status == ALMA_RESULT_OK) {
+        snprintf(tp, sizeof tp, "%.4g", x->throughput);
+        if (base) {
+          double ratio = x->throughput / base->throughput;
+          snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
+        }
+        chk = !x->check.performed ? "not run" : x->check.passed ? "ok" : "FAILED";
+      }
+      int timed = x->status == ALMA_RESULT_OK && strcmp(x->mode, "build");
+      fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  ", id, width, x->conversion ? x->conversion : "", status, tp,
+              timed ? ms(x->latency.p50, md, sizeof md) : "-", timed ? ms(x->latency.p99, p99, sizeof p99) : "-", su);
+      if (cached) fprintf(f, "%-7s  %s", chk, cache_word(x, cw, sizeof cw));
+      else fputs(chk, f);
+      fputc('\n', f);
+    }
+    if (base) fprintf(f, "speed-up: throughput relative to %s\n", base->conversion);
   }
-  if (base) fprintf(f, "speed-up: throughput relative to %s\n", base->conversion);
   for (int i = 0; i < r->n; i++)
     if (r->items[i].status != ALMA_RESULT_OK)
       fprintf(f, "%s %s: %s\n", r->items[i].conversion ? r->items[i].conversion : "?",
               alma__result_status_str(r->items[i].status), r->items[i].error ? r->items[i].error : "");
+  print_scaling(r, f, width);
   free(v);
   return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing the report") : ALMA_OK;
 }

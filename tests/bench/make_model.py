@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the tiny models the bench tests run: linear.onnx (MatMul+Add+Relu+Identity+Softmax with a
-symbolic batch dim; FOLD has an Identity and a constant subgraph to remove) and two_inputs.onnx
-(Add of two inputs, fixed shapes). Usage: make_model.py OUTDIR"""
+symbolic batch dim; FOLD has an Identity and a constant subgraph to remove), linear_b.onnx (the same
+graph with other weights: another model hash, same inputs) and two_inputs.onnx (Add of two inputs,
+fixed shapes). Usage: make_model.py OUTDIR"""
 import os
 import sys
 
@@ -10,8 +11,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def linear(path):
-    rng = np.random.default_rng(0)
+def linear(path, seed=0):
+    rng = np.random.default_rng(seed)
     w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W")
     b = numpy_helper.from_array(rng.standard_normal((8,)).astype(np.float32), "B")
     two = numpy_helper.from_array(np.array([2.0], np.float32), "two")
@@ -61,5 +62,6 @@ if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     linear(os.path.join(out, "linear.onnx"))
+    linear(os.path.join(out, "linear_b.onnx"), seed=1)
     two_inputs(os.path.join(out, "two_inputs.onnx"))
     data(out)

@@ -29,6 +29,7 @@ static void bench_usage(FILE *f) {
           "                           or a directory of .npy batches\n"
           "      --data-scale S[:O]   file data converted to float inputs as x*S + O (e.g. 0.00392157)\n"
           "      --seed N             random data seed (default 0)\n"
+          "      --batch-sizes LIST   a batch-size sweep, e.g. 1,8,32: results per batch size\n"
           "measurement\n"
           "  -n, --n-samples N        samples to time at least (default 100)\n"
           "      --min-time S         time each conversion at least S seconds (default 1)\n"
@@ -43,6 +44,22 @@ static void bench_usage(FILE *f) {
           "      --no-check           do not compare outputs with EAGER's\n"
           "      --rtol X, --atol X   output check tolerances (default 1e-3, 1e-4)\n"
           "      --set KEY=VALUE      any configuration key (see docs/cli.md)\n"
+          "      --duration S         each timed phase lasts S seconds (n-samples still met; without\n"
+          "                           -n, n-samples is 1: run for a time instead of a count)\n"
+          "throughput scaling (after the latency mode, which runs one request at a time)\n"
+          "      --throughput         run the throughput mode: every instances x workers configuration\n"
+          "      --instances LIST     model copies kept busy, MAX = physical cores (default 1,MAX)\n"
+          "      --workers LIST       threads feeding each copy (default 1,2)\n"
+          "build cache (docs/cache.md)\n"
+          "      --cache-dir DIR      where builds are kept (default $ALMA_CACHE_DIR or ~/.cache/alma)\n"
+          "      --no-cache           neither use nor store builds\n"
+          "      --rebuild POLICY     if_needed (stale builds rebuilt; default), always, never (use\n"
+          "                           what is there, stale or not)\n"
+          "      --build-only         convert (and cache) each conversion without timing it\n"
+          "      --lean-cache         keep only state files, logs and benchmark records\n"
+          "      --calibrator NAME    INT8_STATIC calibration: minmax (default), percentile, entropy\n"
+          "      --calibration-batches N  calibrate on the first N batches of the data (default 0:\n"
+          "                           the pass's own random batches)\n"
           "output\n"
           "      --json FILE          write results as JSON (docs/json.md); '-' for stdout\n"
           "      --csv FILE           write results as CSV; '-' for stdout\n"
@@ -57,7 +74,8 @@ static void bench_usage(FILE *f) {
 enum {
   O_INPUT = 256, O_DATA, O_DATA_SCALE, O_DEVICE, O_NO_OVERRIDE, O_THREADS, O_NO_MP, O_KEEP_GOING, O_WARMUP,
   O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
-  O_SET, O_JSON, O_CSV, O_RAW
+  O_SET, O_JSON, O_CSV, O_RAW, O_BATCH_SIZES, O_THROUGHPUT, O_INSTANCES, O_WORKERS, O_DURATION, O_CACHE_DIR,
+  O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES
 };
 
 static const struct option long_opts[] = {
@@ -87,6 +105,18 @@ static const struct option long_opts[] = {
     {"json", required_argument, 0, O_JSON},
     {"csv", required_argument, 0, O_CSV},
     {"raw", no_argument, 0, O_RAW},
+    {"batch-sizes", required_argument, 0, O_BATCH_SIZES},
+    {"throughput", no_argument, 0, O_THROUGHPUT},
+    {"instances", required_argument, 0, O_INSTANCES},
+    {"workers", required_argument, 0, O_WORKERS},
+    {"duration", required_argument, 0, O_DURATION},
+    {"cache-dir", required_argument, 0, O_CACHE_DIR},
+    {"no-cache", no_argument, 0, O_NO_CACHE},
+    {"rebuild", required_argument, 0, O_REBUILD},
+    {"build-only", no_argument, 0, O_BUILD_ONLY},
+    {"lean-cache", no_argument, 0, O_LEAN_CACHE},
+    {"calibrator", required_argument, 0, O_CALIBRATOR},
+    {"calibration-batches", required_argument, 0, O_CALIB_BATCHES},
     {"verbose", no_argument, 0, 'v'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -108,6 +138,9 @@ static void progress(void *user, int index, int count, const char *conversion, c
   }
   if (index == 0)
     fprintf(stderr, "\r\033[Kexamining the model: %s, %.1f s", phase, elapsed);
+  else if (!strcmp(phase, "throughput") && total > 0)
+    fprintf(stderr, "\r\033[K[%d/%d] %s: throughput mode, configuration %lld of %lld, %.1f s", index, count, conversion,
+            (long long)done + 1, (long long)total, elapsed);
   else if (total > 0)
     fprintf(stderr, "\r\033[K[%d/%d] %s: %s, %lld batches (at least %lld), %.1f s", index, count, conversion, phase,
             (long long)done, (long long)total, elapsed);
@@ -136,7 +169,7 @@ int alma_cmd_bench(int argc, char **argv) {
   alma_config_init(&cfg);
   const char *conv_list = NULL, *data_path = NULL, *json_path = NULL, *csv_path = NULL, *scale = NULL;
   const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-  int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0;
+  int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0, n_given = 0, duration_given = 0;
   if (!inputs) return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
   optind = 1;
   opterr = 0;
@@ -145,7 +178,7 @@ int alma_cmd_bench(int argc, char **argv) {
     switch (c) {
       case 'c': conv_list = optarg; break;
       case 'b': bad |= set_key(&cfg, "--batch-size", "batch_size", optarg); break;
-      case 'n': bad |= set_key(&cfg, "--n-samples", "n_samples", optarg); break;
+      case 'n': bad |= set_key(&cfg, "--n-samples", "n_samples", optarg); n_given = 1; break;
       case O_INPUT: inputs[n_inputs++] = optarg; break;
       case O_DATA: data_path = optarg; break;
       case O_DATA_SCALE: scale = optarg; break;
@@ -180,6 +213,18 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_JSON: json_path = optarg; break;
       case O_CSV: csv_path = optarg; break;
       case O_RAW: raw = 1; break;
+      case O_BATCH_SIZES: bad |= set_key(&cfg, "--batch-sizes", "batch_sizes", optarg); break;
+      case O_THROUGHPUT: cfg.throughput = 1; break;
+      case O_INSTANCES: bad |= set_key(&cfg, "--instances", "instances", optarg); cfg.throughput = 1; break;
+      case O_WORKERS: bad |= set_key(&cfg, "--workers", "workers", optarg); cfg.throughput = 1; break;
+      case O_DURATION: bad |= set_key(&cfg, "--duration", "duration_s", optarg); duration_given = 1; break;
+      case O_CACHE_DIR: bad |= set_key(&cfg, "--cache-dir", "cache_dir", optarg); break;
+      case O_NO_CACHE: cfg.cache = 0; break;
+      case O_REBUILD: bad |= set_key(&cfg, "--rebuild", "rebuild", optarg); break;
+      case O_BUILD_ONLY: cfg.build_only = 1; break;
+      case O_LEAN_CACHE: cfg.lean_cache = 1; break;
+      case O_CALIBRATOR: bad |= set_key(&cfg, "--calibrator", "calibrator", optarg); break;
+      case O_CALIB_BATCHES: bad |= set_key(&cfg, "--calibration-batches", "calibration_batches", optarg); break;
       case 'v': verbose = 1; break;
       case 'q': quiet = 1; break;
       case 'h':
@@ -213,6 +258,8 @@ int alma_cmd_bench(int argc, char **argv) {
     return usage_error("%s", "-v and -q exclude each other");
   }
   cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
+  /* --duration alone means "for a time instead of a count". */
+  if (duration_given && !n_given) cfg.n_samples = 1;
 
   /* Data description. */
   alma_data *data = NULL;
