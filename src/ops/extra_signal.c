@@ -39,13 +39,13 @@ static alma_status out_datatype(const alma_node *n, alma_dtype *dt) {
 /* ---- windows --------------------------------------------------------------------------------- */
 enum { WIN_HANN, WIN_HAMMING, WIN_BLACKMAN };
 
-static alma_status window_common(const alma_node *n, const alma_tensor *size_t_, int64_t *size, int *periodic,
+static alma_status window_common(const alma_node *n, const alma_tensor *size_in, int64_t *size, int *periodic,
                                  alma_dtype *dt) {
   ALMA_TRY(out_datatype(n, dt));
   int64_t p = alma__attr_i(n, "periodic", 1);
   if (p != 0 && p != 1) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "periodic must be 0 or 1, got %lld", (long long)p);
   *periodic = (int)p;
-  ALMA_TRY(read_scalar(n, size_t_, "size", size));
+  ALMA_TRY(read_scalar(n, size_in, "size", size));
   if (*size < 0) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "size %lld is negative", (long long)*size);
   return ALMA_OK;
 }
@@ -274,6 +274,8 @@ static alma_status dft_check(const alma_node *n, const alma_tensor *const *in, i
     if (c->nfft < 1) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "dft_length %lld must be >= 1", (long long)c->nfft);
   }
   if (c->nfft < 1) return alma__op_error(n, ALMA_ERR_SHAPE, "the transformed axis %d is empty", c->axis);
+  if (c->nfft > ((int64_t)1 << 40))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "dft_length %lld is beyond alma's limit of 2^40", (long long)c->nfft);
   c->nout = c->onesided ? c->nfft / 2 + 1 : c->nfft;
   c->outer = alma__numel(c->axis, x->dims);
   c->inner = alma__numel(r - 2 - c->axis, x->dims + c->axis + 1);
