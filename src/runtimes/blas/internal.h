@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "core/core.h"
+#include "ops/fused.h"
 #include "runtimes/blas/blas.h"
 
 /* Loops that vectorise get an AVX2+FMA clone beside the baseline one, picked at load time, so the
@@ -67,13 +68,15 @@ int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
+/* OTHER: any other activation of the FUSE pass's fused nodes, applied by alma__fused_act_f32. */
 enum { ALMA__BLAS_ACT_NONE, ALMA__BLAS_ACT_RELU, ALMA__BLAS_ACT_CLIP, ALMA__BLAS_ACT_LEAKY,
-       ALMA__BLAS_ACT_SIGMOID, ALMA__BLAS_ACT_TANH };
+       ALMA__BLAS_ACT_SIGMOID, ALMA__BLAS_ACT_TANH, ALMA__BLAS_ACT_OTHER };
 
 typedef struct alma__blas_act {
   int kind;
-  float lo, hi;   /* Clip bounds */
-  float alpha;    /* LeakyRelu slope */
+  float lo, hi;         /* Clip bounds */
+  float alpha;          /* LeakyRelu slope */
+  alma_fused_act other; /* ALMA__BLAS_ACT_OTHER */
 } alma__blas_act;
 
 /* Per-thread scratch, grown on demand by the thread that owns it. */

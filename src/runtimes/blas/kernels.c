@@ -83,6 +83,10 @@ ALMA__BLAS_CLONES static void epi_row(float *dst, const float *src, int64_t len,
     }
     case ALMA__BLAS_ACT_SIGMOID: EPI_LOOPS(v >= 0 ? 1 / (1 + expf(-v)) : expf(v) / (1 + expf(v))); break;
     case ALMA__BLAS_ACT_TANH: EPI_LOOPS(tanhf(v)); break;
+    case ALMA__BLAS_ACT_OTHER:
+      EPI_LOOPS(v);
+      alma__fused_act_f32(&act->other, dst, len);
+      break;
     default: EPI_LOOPS(v); break;
   }
 }

@@ -35,6 +35,7 @@ enum { ROLE_EAGER, ROLE_MEMBER, ROLE_TAIL };
 
 typedef struct group {
   int kind;
+  int fused;               /* head is an alma.Fused* node: its own epilogue, no chain */
   int nodes[MAX_CHAIN], n; /* head, [bias Add], [residual Add], [activation] */
   int bias_value;          /* constant added per channel (Conv) or column (Gemm/MatMul), or -1 */
   const alma_tensor *bias; /* its data (initializer or Constant attribute) */
@@ -75,13 +76,46 @@ static int float_or_unknown(const alma_graph *g, int v) {
   return v >= 0 && (g->values[v].dtype == ALMA_DTYPE_FLOAT32 || g->values[v].dtype == ALMA_DTYPE_UNDEFINED);
 }
 
+static int is_fused_op(const alma_node *n) { return n->domain && !strcmp(n->domain, "alma"); }
+
+/* Conv/Gemm/MatMul, or their alma.Fused* forms from the FUSE pass. */
 static int native_kind(const alma_graph *g, const alma_node *n) {
-  if (!n->op || !is_ai_onnx(n) || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 2) return KIND_NONE;
+  if (!n->op || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 2) return KIND_NONE;
   if (!float_or_unknown(g, n->outputs[0])) return KIND_NONE;
-  if (!strcmp(n->op_type, "Conv")) return KIND_CONV;
-  if (!strcmp(n->op_type, "Gemm")) return KIND_GEMM;
-  if (!strcmp(n->op_type, "MatMul")) return KIND_MATMUL;
+  const char *t = n->op_type;
+  if (is_fused_op(n)) {
+    alma_fused_act fa;
+    if (alma__fused_act_parse(n, &fa) != ALMA_OK) {
+      alma__error_clear();
+      return KIND_NONE;
+    }
+    return !strcmp(t, "FusedConv") ? KIND_CONV : !strcmp(t, "FusedGemm") ? KIND_GEMM
+           : !strcmp(t, "FusedMatMul") ? KIND_MATMUL : KIND_NONE;
+  }
+  if (!is_ai_onnx(n)) return KIND_NONE;
+  if (!strcmp(t, "Conv")) return KIND_CONV;
+  if (!strcmp(t, "Gemm")) return KIND_GEMM;
+  if (!strcmp(t, "MatMul")) return KIND_MATMUL;
   return KIND_NONE;
+}
+
+/* A fused node's activation as the epilogue's. */
+static void fused_node_act(const alma_node *n, alma__blas_act *a) {
+  alma_fused_act fa;
+  memset(a, 0, sizeof *a);
+  if (alma__fused_act_parse(n, &fa) != ALMA_OK) { /* checked by native_kind */
+    alma__error_clear();
+    return;
+  }
+  switch (fa.kind) {
+    case ALMA_ACT_NONE: break;
+    case ALMA_ACT_RELU: a->kind = ALMA__BLAS_ACT_RELU; break;
+    case ALMA_ACT_CLIP: a->kind = ALMA__BLAS_ACT_CLIP, a->lo = fa.p0, a->hi = fa.p1; break;
+    case ALMA_ACT_LEAKYRELU: a->kind = ALMA__BLAS_ACT_LEAKY, a->alpha = fa.p0; break;
+    case ALMA_ACT_SIGMOID: a->kind = ALMA__BLAS_ACT_SIGMOID; break;
+    case ALMA_ACT_TANH: a->kind = ALMA__BLAS_ACT_TANH; break;
+    default: a->kind = ALMA__BLAS_ACT_OTHER, a->other = fa; break;
+  }
 }
 
 /* The constant value of v: an initializer (FOLD makes them) or the tensor of the Constant node
@@ -161,10 +195,11 @@ static int sole_consumer(const blas_plan *p, int v, int after) {
   return -1;
 }
 
-static void build_chain(blas_plan *p, group *gr) {
+/* stage: 0 from a plain head; 1 from a fused node (its bias is its own) */
+static void build_chain(blas_plan *p, group *gr, int stage) {
   const alma_graph *g = p->g;
   const alma_node *h = &g->nodes[gr->nodes[0]];
-  int cur = h->outputs[0], stage = 0, at = gr->nodes[0];
+  int cur = h->outputs[0], at = gr->nodes[0];
   int out_rank = head_out_rank(g, h, gr->kind);
   while (gr->n < MAX_CHAIN && stage < 3) {
     int c = p->uses0[cur] >= (1 << 20) ? -1 : sole_consumer(p, cur, at);
@@ -279,8 +314,18 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
     gr->nodes[0] = i;
     gr->n = 1;
     gr->bias_value = gr->res_value = gr->act_node = -1;
-    if (!p->hooked) build_chain(p, gr);
-    else snprintf(gr->stop, sizeof gr->stop, "graph has subgraphs: no fusion");
+    const alma_node *h = &g->nodes[i];
+    if (is_fused_op(h)) {
+      gr->fused = 1;
+      fused_node_act(h, &gr->act);
+      if (kind == KIND_CONV && h->n_inputs > 3 && h->inputs[3] >= 0) gr->res_value = h->inputs[3];
+      /* FUSE leaves a MatMul's residual Add (a transformer's skip connection) outside */
+      if (!p->hooked && gr->res_value < 0 && gr->act.kind == ALMA__BLAS_ACT_NONE) build_chain(p, gr, 1);
+    } else if (!p->hooked) {
+      build_chain(p, gr, 0);
+    } else {
+      snprintf(gr->stop, sizeof gr->stop, "graph has subgraphs: no fusion");
+    }
     for (int k = 0; k < gr->n; k++) {
       p->role[gr->nodes[k]] = ROLE_MEMBER;
       p->group_of[gr->nodes[k]] = p->n_groups;
@@ -478,6 +523,7 @@ static int inputs_float(const alma_node *n, const alma_tensor *const *in, int ni
 static alma_status run_head(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
                             alma_tensor *out, const fusion *f) {
   if (!inputs_float(n, in, nin) || out->dtype != ALMA_DTYPE_FLOAT32) return DECLINE;
+  if (gr->fused && nin > (gr->kind == KIND_MATMUL ? 2 : 3)) nin = gr->kind == KIND_MATMUL ? 2 : 3; /* Z, bias: f */
   switch (gr->kind) {
     case KIND_CONV: return run_conv(p, gr, n, in, nin, out, f);
     case KIND_GEMM: return run_gemm(p, gr, n, in, nin, out, f);
@@ -576,7 +622,7 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
   const alma_graph *g = p->g;
   const alma_node *h = &g->nodes[gr->nodes[0]];
   gr->runs++;
-  if (gr->n == 1) return run_head_alone(p, rs, gr, h);
+  if (gr->n == 1 && !gr->fused) return run_head_alone(p, rs, gr, h);
   const alma_tensor *in[8];
   if (h->n_inputs > 8) return alma__op_error(h, ALMA_ERR_INTERNAL, "too many inputs");
   ALMA_TRY(gather_inputs(p, rs, h, in));
@@ -587,10 +633,13 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
   fusion f = {.act = gr->act};
   int ok = inputs_float(h, in, h->n_inputs) && shape.dtype == ALMA_DTYPE_FLOAT32;
   int axis = gr->kind == KIND_CONV ? 1 : shape.rank - 1;
-  if (ok && gr->bias_value >= 0) {
-    f.bias = gr->bias;
+  f.bias = gr->bias_value >= 0 ? gr->bias : NULL;
+  if (gr->fused && gr->kind == KIND_MATMUL && h->n_inputs > 2) f.bias = in[2]; /* FusedMatMul's bias */
+  if (ok && f.bias) {
     int64_t len = alma_tensor_numel(f.bias);
     ok = f.bias->rank <= shape.rank && axis >= 0 && (len == 1 || len == shape.dims[axis]);
+    for (int k = 0; ok && k < f.bias->rank; k++) /* one value per channel, nothing else broadcast */
+      ok = f.bias->dims[k] == 1 || f.bias->rank - 1 - k == shape.rank - 1 - axis;
   }
   alma_tensor *res = NULL;
   if (ok && gr->res_value >= 0) {
@@ -598,15 +647,21 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
     ok = res->dtype == ALMA_DTYPE_FLOAT32 && alma__same_shape(res, &shape) && (res->data || !alma_tensor_numel(res));
   }
   if (!ok) {
-    /* run the chain node by node */
+    /* run the chain node by node (a fused head on its reference kernel: a broadcasting Z or bias) */
     gr->unfused++;
-    ALMA_TRY(run_head_alone(p, rs, gr, h));
+    if (gr->fused) {
+      gr->eager++;
+      ALMA_TRY(run_eager_node(p, rs, h));
+    } else {
+      ALMA_TRY(run_head_alone(p, rs, gr, h));
+    }
     for (int k = 1; k < gr->n; k++) ALMA_TRY(run_eager_node(p, rs, &g->nodes[gr->nodes[k]]));
     return ALMA_OK;
   }
   /* take over the residual's buffer when this Add is its last use */
   int steal = res && res->owns_data && rs->uses[gr->res_value] == 1 &&
-              !(gr->kind == KIND_GEMM && h->n_inputs > 2 && h->inputs[2] >= 0);
+              !(gr->kind == KIND_GEMM && h->n_inputs > 2 && h->inputs[2] >= 0) &&
+              !(gr->fused && h->n_inputs > 2 && h->inputs[2] == gr->res_value); /* Z also as B */
   if (steal) {
     out = *res;
     out.owns_data = 1;
@@ -650,6 +705,22 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   if (idx < 0 || idx >= p->g->n_nodes || p->role[idx] != ROLE_TAIL || nout != 1) return ALMA_OK;
   group *gr = &p->groups[p->group_of[idx]];
   gr->runs++;
+  if (gr->fused) { /* the fused node's epilogue: only its plain form here */
+    fusion f = {.act = gr->act};
+    int extra = gr->kind == KIND_CONV ? 3 : gr->kind == KIND_MATMUL ? 2 : 99;
+    if (nin > extra && in[extra]) {
+      gr->eager++;
+      return ALMA_OK;
+    }
+    alma_status st = run_head(p, gr, n, in, nin, &out[0], &f);
+    if (st == DECLINE) {
+      alma__error_clear();
+      gr->eager++;
+      return ALMA_OK;
+    }
+    if (st == ALMA_OK) *handled = 1;
+    return st;
+  }
   alma_status st = run_head(p, gr, n, in, nin, &out[0], NULL);
   if (st == DECLINE) {
     alma__error_clear();
@@ -753,9 +824,13 @@ static void blas_describe(void *plan, FILE *f) {
     }
     char what[256];
     int o = snprintf(what, sizeof what, "%s", gr->kind == KIND_CONV ? "im2col+sgemm" : "sgemm");
-    if (gr->bias_value >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +bias");
+    if (gr->bias_value >= 0 || (gr->fused && gr->kind == KIND_MATMUL && n->n_inputs > 2 && n->inputs[2] >= 0))
+      o += snprintf(what + o, sizeof what - (size_t)o, " +bias");
     if (gr->res_value >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +residual");
-    if (gr->act_node >= 0) o += snprintf(what + o, sizeof what - (size_t)o, " +%s", act_name(gr->act.kind));
+    if (gr->act.kind != ALMA__BLAS_ACT_NONE)
+      o += snprintf(what + o, sizeof what - (size_t)o, " +%s",
+                    gr->act.kind == ALMA__BLAS_ACT_OTHER ? alma__fused_act_name(gr->act.other.kind)
+                                                         : act_name(gr->act.kind));
     if (gr->have_cv) {
       const alma__blas_conv *cv = &gr->cv;
       if (cv->depthwise) snprintf(what + o, sizeof what - (size_t)o, " [depthwise direct loop]");

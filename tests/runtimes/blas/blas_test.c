@@ -96,10 +96,14 @@ typedef struct kv {
   const char *s;
   const int64_t *ints;
   int n;
+  const float *floats;
 } kv;
 #define AI(k, v) ((kv){.name = (k), .type = ALMA_ATTR_INT, .i = (v)})
 #define AF(k, v) ((kv){.name = (k), .type = ALMA_ATTR_FLOAT, .f = (v)})
 #define AS(k, v) ((kv){.name = (k), .type = ALMA_ATTR_STRING, .s = (v)})
+#define AFLOATS(k, ...)                                                                                \
+  ((kv){.name = (k), .type = ALMA_ATTR_FLOATS, .floats = (const float[]){__VA_ARGS__},                   \
+        .n = sizeof((float[]){__VA_ARGS__}) / 4})
 #define AINTS(k, ...) \
   ((kv){.name = (k), .type = ALMA_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, .n = sizeof((int64_t[]){__VA_ARGS__}) / 8})
 
@@ -120,9 +124,17 @@ static int node(gb *b, const char *op, const char *out, const int *ins, int nin,
       a->s = attrs[i].s;
       a->s_len = a->s ? strlen(a->s) : 0;
       a->ints = (int64_t *)attrs[i].ints;
+      a->floats = (float *)attrs[i].floats;
       a->n = attrs[i].n;
     }
     n->n_attrs = nattrs;
+  }
+  if (!strncmp(op, "Fused", 5)) { /* alma domain, bound by the FUSE pass */
+    n->domain = "alma";
+    n->op = !strcmp(op, "FusedConv") ? &alma__op_FusedConv : !strcmp(op, "FusedGemm") ? &alma__op_FusedGemm
+                                                                                    : &alma__op_FusedMatMul;
+    n->since_version = 1;
+    return o;
   }
   assert_int_equal(alma__op_resolve(n, b->opset), ALMA_OK);
   return o;
@@ -367,6 +379,64 @@ static void test_conv_fused(void **state) {
     }
 }
 
+/* alma.Fused* nodes from the FUSE pass: their own residual, bias and activations (also those the
+ * epilogue leaves to alma__fused_act_f32), a residual Add after a FusedMatMul, and a Z that
+ * broadcasts (the node's reference kernel). */
+static void test_fused_nodes(void **state) {
+  (void)state;
+  tol_for_k(8 * 9);
+  const char *acts[] = {"Relu", "HardSwish", "Gelu", "Clip", "LeakyRelu", "SiLU"};
+  for (int a = 0; a < 6; a++)
+    for (int zshape = 0; zshape < 3; zshape++) {
+      gb b;
+      gb_init(&b, 13);
+      int64_t xd[4] = {2, 8, 10, 10}, wd[4] = {8, 8, 3, 3}, bd[1] = {8}, zb[4] = {1, 8, 1, 1};
+      int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 4, xd);
+      int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+      int bias = constant(&b, "b", ALMA_DTYPE_FLOAT32, 1, bd);
+      int z = zshape == 2 ? input(&b, "z", ALMA_DTYPE_FLOAT32, 4, zb) : NODE(&b, "Relu", "z", noattrs, x);
+      static const float clip[2] = {-0.5f, 0.5f}, slope[1] = {0.2f};
+      int leaky = !strcmp(acts[a], "LeakyRelu");
+      kv params = {.name = "activation_params", .type = ALMA_ATTR_FLOATS, .floats = leaky ? slope : clip, .n = 2 - leaky};
+      kv at[3] = {AINTS("pads", 1, 1, 1, 1), AS("activation", acts[a]), params};
+      int nat = !strcmp(acts[a], "Clip") || leaky ? 3 : 2;
+      int ins[4] = {x, w, bias, z};
+      int y = node(&b, "FusedConv", "y", ins, zshape ? 4 : 3, at, nat);
+      output(&b, y);
+      gb_finish(&b);
+      check_threads(&b);
+      expect_plan("FusedConv");
+      if (zshape == 2) expect_plan("ran unfused");
+      gb_free(&b);
+    }
+  /* FusedGemm, FusedMatMul with a bias and a residual Add after it */
+  for (int a = 0; a < 3; a++) {
+    gb b;
+    gb_init(&b, 13);
+    int64_t ad[3] = {3, 40, 64}, wd[2] = {64, 64}, bd[1] = {64}, a2[2] = {40, 64}, w2[2] = {32, 64}, c2[1] = {32};
+    tol_for_k(64);
+    int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 3, ad);
+    int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 2, wd);
+    int bias = constant(&b, "b", ALMA_DTYPE_FLOAT32, 1, bd);
+    kv at[2] = {AS("activation", a == 0 ? "Tanh" : "Gelu"), AFLOATS("activation_params", 1)};
+    int m = node(&b, "FusedMatMul", "m", (const int[]){x, w, bias}, 3, a == 2 ? NULL : at, a == 2 ? 0 : a + 1);
+    int r = NODE(&b, "Sigmoid", "r", noattrs, x);
+    int s = NODE(&b, "Add", "s", noattrs, r, m);
+    output(&b, s);
+    int x2 = input(&b, "x2", ALMA_DTYPE_FLOAT32, 2, a2);
+    int wg = constant(&b, "wg", ALMA_DTYPE_FLOAT32, 2, w2);
+    int cg = constant(&b, "cg", ALMA_DTYPE_FLOAT32, 1, c2);
+    kv ag[3] = {AI("transB", 1), AS("activation", "HardSigmoid"), AFLOATS("activation_params", 0.3f, 0.4f)};
+    int gm = node(&b, "FusedGemm", "gm", (const int[]){x2, wg, cg}, 3, ag, 3);
+    output(&b, gm);
+    gb_finish(&b);
+    check_threads(&b);
+    if (a == 2) expect_plan("+bias +residual");
+    expect_plan("FusedGemm            BLAS sgemm +HardSigmoid");
+    gb_free(&b);
+  }
+}
+
 /* As exported before FOLD: the bias and the Clip bounds come from Constant nodes. */
 static void test_constant_nodes(void **state) {
   (void)state;
@@ -575,7 +645,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_shapes), cmocka_unit_test(test_conv_fused), cmocka_unit_test(test_residual_aliasing),
       cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
-      cmocka_unit_test(test_constant_nodes),
+      cmocka_unit_test(test_constant_nodes), cmocka_unit_test(test_fused_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
