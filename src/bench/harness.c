@@ -13,6 +13,7 @@
 #include <math.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -431,6 +432,41 @@ static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, c
   alma_model_free(conv_model);
 }
 
+/* Stores the build's graph from a forked copy of this process when isolated: serializing holds
+ * every byte of the model once more, which would otherwise count in this conversion's peak RSS. */
+static alma_status save_graph(const alma_session *s, const char *path, int isolated) {
+  int fds[2];
+  if (!isolated || pipe(fds) != 0) return alma_session_save(s, path);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return alma_session_save(s, path);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alma_status st = alma_session_save(s, path);
+    if (st != ALMA_OK) {
+      const char *m = alma_last_error();
+      ssize_t w = write(fds[1], m, strlen(m));
+      (void)w;
+    }
+    _exit(st == ALMA_OK ? 0 : 1);
+  }
+  close(fds[1]);
+  char msg[1024];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof msg - 1 && ((n = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0 || (n < 0 && errno == EINTR)))
+    if (n > 0) len += (size_t)n;
+  msg[len] = 0;
+  close(fds[0]);
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return ALMA_OK;
+  return alma__errorf(ALMA_ERR_IO, "%s", len ? msg : "the process writing it died");
+}
+
 static void worker(void *arg, alma__chan *ch) {
   const job_args *a = arg;
   const alma_config *cfg = a->cfg;
@@ -539,7 +575,7 @@ static void worker(void *arg, alma__chan *ch) {
   if (st != ALMA_OK) goto fail;
   if (plan && !hit) {
     r->cache.build_s = r->convert_s;
-    if (plan->tmp_graph[0] && alma_session_save(s, plan->tmp_graph) != ALMA_OK) {
+    if (plan->tmp_graph[0] && save_graph(s, plan->tmp_graph, alma__chan_is_child(ch)) != ALMA_OK) {
       alma__result_warn(r, "cache: the build could not be stored: %s", alma_last_error());
       unlink(plan->tmp_graph);
       alma__error_clear();
@@ -686,6 +722,8 @@ static void worker(void *arg, alma__chan *ch) {
       alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
   }
 
+  /* The latency mode's peak: the throughput mode's extra sessions come after. */
+  r->peak_rss_bytes = alma__peak_rss_bytes();
   if (cfg->throughput) {
     STEP("throughput");
     throughput_mode(a, ch, r, m, s, hit, b, n_in, n_out);
@@ -710,7 +748,7 @@ fail:
                conv->n_passes, conv->n_passes == 1 ? "" : "es", conv->runtime->name, chain, line);
   }
 done:
-  r->peak_rss_bytes = alma__peak_rss_bytes();
+  if (r->peak_rss_bytes < 0 || r->status != ALMA_RESULT_OK) r->peak_rss_bytes = alma__peak_rss_bytes();
   r->total_elapsed_s = alma__bench_now() - t_start;
   if (!alma__chan_is_child(ch) && r->peak_rss_bytes >= 0)
     alma__result_warn(r, "peak RSS is the whole process's (multiprocessing off)");

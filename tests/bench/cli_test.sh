@@ -92,6 +92,35 @@ if [ -z "${ALMA_TEST_NO_MEMORY_LIMIT:-}" ]; then
   contains "$OUT/out" "out of memory"
 fi
 
+# --- the matrix: batch-size sweep x throughput configurations, in the table, JSON and CSV
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,1 --batch-sizes 1,2 --instances 1,2 --workers 1 --duration 0.05 \
+  --warmup 1 --warmup-time 0 --no-cache --json "$OUT/m.json" --csv "$OUT/m.csv"
+contains "$OUT/out" "batch size 2"
+contains "$OUT/out" "throughput mode (all copies busy"
+contains "$OUT/out" "latency read from a concurrent run"
+"$PY" - "$OUT/m.json" "$OUT/m.csv" <<'PYEOF' || fail "matrix JSON/CSV"
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+rs = d["results"]
+assert [(r["conversion"], r["batch_size"]) for r in rs] == [("EAGER", 1), ("FOLD+EAGER", 1), ("EAGER", 2), ("FOLD+EAGER", 2)]
+assert d["config"]["batch_sizes"] == "1,2" and d["config"]["throughput"] is True and d["config"]["duration_s"] == 0.05
+for r in rs:
+    assert r["mode"] == "latency" and r["cache"] is None
+    assert [(p["instances"], p["workers"]) for p in r["scaling"]] == [(1, 1), (2, 1)]
+    for p in r["scaling"]:
+        assert p["samples"] == p["inferences"] * r["batch_size"] and p["throughput_avg"] > 0
+        assert p["concurrent"] == (p["instances"] > 1) and p["duration_s"] >= 0.05
+rows = list(csv.DictReader(open(sys.argv[2], newline="")))
+assert len(rows) == 4 * 3, len(rows)
+assert [r["mode"] for r in rows[:3]] == ["latency", "throughput", "throughput"]
+assert [r["instances"] for r in rows[:3]] == ["1", "1", "2"]
+assert abs(float(rows[1]["throughput_avg"]) - rs[0]["scaling"][0]["throughput_avg"]) <= 1e-9 * rs[0]["scaling"][0]["throughput_avg"]
+PYEOF
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --instances 0,2
+contains "$OUT/err" "instances"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --batch-sizes 1,x
+contains "$OUT/err" "batch_sizes"
+
 # --- usage errors: 2
 expect 2 "$ALMA" bench
 expect 2 "$ALMA" bench "$DIR/linear.onnx" --bogus
