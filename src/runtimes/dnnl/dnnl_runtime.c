@@ -60,10 +60,8 @@ dn_buf *alma__dn_alloc(dn_plan *p, size_t size) {
   dn_buf *b = malloc(sizeof *b);
   if (!b) return NULL;
   int best = -1;
-  for (int i = 0; i < p->npool; i++) /* best fit, within 25% so big buffers are not wasted */
-    if (p->pool[i].size >= size && p->pool[i].size - size <= size / 4 &&
-        (best < 0 || p->pool[i].size < p->pool[best].size))
-      best = i;
+  for (int i = 0; i < p->npool; i++) /* best fit: the smallest free buffer that holds size */
+    if (p->pool[i].size >= size && (best < 0 || p->pool[i].size < p->pool[best].size)) best = i;
   if (best >= 0) {
     b->ptr = p->pool[best].ptr;
     b->size = p->pool[best].size;
