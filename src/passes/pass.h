@@ -21,6 +21,9 @@ typedef struct alma_pass {
   const char *name;          /* "FOLD" */
   const char *description;
   alma_status (*run)(alma_graph *g, const alma_pass_opts *opts);
+  int needs_calibration;     /* reads opts->calib (INT8_STATIC): give it sample batches */
+  int lossy;                 /* changes results beyond float rounding (int8, bf16, fp16): judge its
+                                outputs by accuracy (cosine, argmax), not by elementwise tolerance */
 } alma_pass;
 
 int alma__pass_count(void);

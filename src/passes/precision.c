@@ -296,6 +296,7 @@ const alma_pass alma__pass_bf16 = {
     .description = "bfloat16 weights and activations for Conv/Gemm/MatMul and the ops between them, float32 elsewhere "
                    "(needs AVX512_BF16 or AMX)",
     .run = bf16_run,
+    .lossy = 1,
 };
 
 const alma_pass alma__pass_fp16 = {
@@ -303,4 +304,5 @@ const alma_pass alma__pass_fp16 = {
     .description = "float16 weights and activations for Conv/Gemm/MatMul and the ops between them, float32 elsewhere "
                    "(needs AVX512_FP16 or AMX-FP16)",
     .run = fp16_run,
+    .lossy = 1,
 };

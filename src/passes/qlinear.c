@@ -11,7 +11,12 @@
  * this one reader, and the activation disappears into the output's saturation: Relu when the
  * output zero point is the type's minimum, Clip(0, c) when in addition c quantizes to the maximum.
  * A Conv/MatMul whose output is not quantized (a residual Add reads it, or the graph output) keeps
- * its QDQ form. Gemm is not rewritten (QLinearMatMul has no bias input). */
+ * its QDQ form. Gemm is not rewritten (QLinearMatMul has no bias input).
+ *
+ * For QDQ models from other tools: fake-quantized weights (QuantizeLinear of a float constant, as
+ * PyTorch exports QAT models) are quantized at conversion, and a DequantizeLinear followed by a
+ * data-movement op (MaxPool, Flatten, Reshape, Transpose, Squeeze, Unsqueeze) is moved after it, so
+ * that it sits right before the next Conv/MatMul. */
 #include <math.h>
 
 #include "passes/quant.h"
@@ -22,7 +27,17 @@ typedef struct {
   int serial;
 } ql_ctx;
 
-static const alma_tensor *const_of(const alma_graph *g, int v) { return v >= 0 ? g->values[v].init : NULL; }
+/* The constant behind v, seeing through Identity nodes (PyTorch's exporter shares a zero point
+ * that way). */
+static const alma_tensor *const_of(const alma_graph *g, int v) {
+  for (int hops = 0; v >= 0 && hops < 16; hops++) {
+    if (g->values[v].init) return g->values[v].init;
+    int p = g->values[v].producer;
+    if (p < 0 || g->nodes[p].dead || g->nodes[p].domain[0] || strcmp(g->nodes[p].op_type, "Identity")) return NULL;
+    v = g->nodes[p].inputs[0];
+  }
+  return NULL;
+}
 
 static int producer_is(const alma_graph *g, int v, const char *op) {
   if (v < 0) return -1;
@@ -73,6 +88,31 @@ static int clip_bounds(const alma_graph *g, const alma_node *c, double *lo, doub
   return 1;
 }
 
+/* The constant quantized tensor behind value v: v itself when it is a constant, or, when v is a
+ * QuantizeLinear of constants (how PyTorch exports fake-quantized weights), the quantized weights
+ * computed now with EAGER's QuantizeLinear, as a new constant. -1 otherwise (or on error). */
+static int const_quantized(alma_graph *g, int v) {
+  if (v < 0) return -1;
+  if (g->values[v].init) return v;
+  int p = producer_is(g, v, "QuantizeLinear");
+  if (p < 0) return -1;
+  const alma_node *q = &g->nodes[p];
+  const alma_tensor *in[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < q->n_inputs && k < 3; k++)
+    if (q->inputs[k] >= 0 && !(in[k] = const_of(g, q->inputs[k]))) return -1;
+  if (!in[0] || !in[1]) return -1;
+  alma_tensor out;
+  if (alma__op_run_node(NULL, q, in, q->n_inputs, &out, 1) != ALMA_OK) {
+    alma__error_clear();
+    return -1;
+  }
+  alma_tensor *t;
+  int c = alma__q_new_const(g, g->values[v].name, "folded", out.dtype, out.rank, out.dims, &t);
+  if (c >= 0) memcpy(t->data, out.data, out.nbytes);
+  alma_tensor_free_data(&out);
+  return c;
+}
+
 /* Tries node i; *done = 1 when rewritten. */
 static alma_status try_node(ql_ctx *c, int i, int *done) {
   alma_graph *g = c->g;
@@ -94,6 +134,12 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
   /* w: constant, per tensor or per output channel */
   int dw = producer_is(g, n->inputs[1], "DequantizeLinear");
   if (dw < 0) return ALMA_OK;
+  if (!const_of(g, g->nodes[dw].inputs[0])) {
+    /* fake-quantized weights: quantize them now (the new constant serves only if we rewrite) */
+    int c = const_quantized(g, g->nodes[dw].inputs[0]);
+    if (c < 0 || !const_of(g, g->nodes[dw].n_inputs > 1 ? g->nodes[dw].inputs[1] : -1)) return ALMA_OK;
+    g->nodes[dw].inputs[0] = c; /* the same value: DQ(Q(w)) == DQ(c) */
+  }
   const alma_node *Dw = &g->nodes[dw];
   const alma_tensor *wq = const_of(g, Dw->inputs[0]), *ws = const_of(g, Dw->n_inputs > 1 ? Dw->inputs[1] : -1);
   const alma_tensor *wz = const_of(g, Dw->n_inputs > 2 ? Dw->inputs[2] : -1);
@@ -221,9 +267,61 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
   return ALMA_OK;
 }
 
+/* DequantizeLinear (per tensor) -> MaxPool / Flatten / Reshape / Transpose / Squeeze / Unsqueeze
+ * becomes the op on the quantized tensor followed by the DequantizeLinear: the same values (these
+ * ops only move or select elements, and dequantization is increasing), and the DQ then sits right
+ * before the next Conv/MatMul, where the rewrite above can take it. */
+static alma_status propagate_dq(ql_ctx *c, int *moved) {
+  alma_graph *g = c->g;
+  static const char *ops[] = {"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze"};
+  int nn = g->n_nodes;
+  for (int i = 0; i < nn; i++) {
+    alma_node *n = &g->nodes[i];
+    if (n->dead || n->domain[0] || n->n_inputs < 1 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+    int known = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) known |= !strcmp(n->op_type, ops[k]);
+    if (!known || (n->n_outputs > 1 && n->outputs[1] >= 0)) continue;
+    if (!strcmp(n->op_type, "MaxPool") && n->since_version < 12) continue; /* 8-bit MaxPool: opset 12 */
+    int dq = producer_is(g, n->inputs[0], "DequantizeLinear");
+    if (dq < 0) continue;
+    float s;
+    int zp;
+    alma_dtype zdt;
+    int q = g->nodes[dq].inputs[0];
+    if (!is_q8(c->r.info[q].dtype) || !per_tensor_params(g, &g->nodes[dq], &s, &zp, &zdt)) continue;
+    int y = n->outputs[0];
+    if (alma__q_used_by_subgraph(g, y)) continue;
+    int yq = alma__q_new_value(g, g->values[y].name, "quantized");
+    if (yq < 0) return ALMA_ERR_NOMEM;
+    int din[3] = {yq, g->nodes[dq].inputs[1], g->nodes[dq].n_inputs > 2 ? g->nodes[dq].inputs[2] : -1};
+    int nd = din[2] >= 0 ? 3 : 2;
+    char nm[700];
+    snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", g->nodes[i].name);
+    g->nodes[i].inputs[0] = q;
+    g->nodes[i].outputs[0] = yq;
+    g->values[yq].producer = i;
+    ALMA_TRY(alma__q_add_node(g, "DequantizeLinear", nm, din, nd, &y, 1, NULL));
+    (*moved)++;
+  }
+  return ALMA_OK;
+}
+
 static alma_status qlinear_run(alma_graph *g, const alma_pass_opts *opts) {
   if (alma__graph_opset(g, "") < 10) return ALMA_OK; /* no QLinear ops before opset 10: nothing to do */
   ql_ctx c = {.g = g};
+  int moved = 0;
+  /* move DQs past data-movement ops first (repeatedly: DQ -> MaxPool -> Flatten); inference is
+   * redone after each round because new values need their dtypes */
+  for (int round = 0; round < 8; round++) {
+    int m = 0;
+    ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &c.r));
+    alma_status st = propagate_dq(&c, &m);
+    alma__infer_result_free(&c.r);
+    if (st != ALMA_OK) return st;
+    if (!m) break;
+    moved += m;
+    ALMA_TRY(alma__graph_compact(g));
+  }
   ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &c.r));
   int nn = g->n_nodes, n_conv = 0, n_mm = 0;
   alma_status st = ALMA_OK;
@@ -239,7 +337,9 @@ static alma_status qlinear_run(alma_graph *g, const alma_pass_opts *opts) {
   if (st != ALMA_OK) return st;
   alma__q_remove_dead(g);
   ALMA_TRY(alma__graph_compact(g));
-  if (opts && opts->verbose) fprintf(stderr, "QLINEAR: %d QLinearConv, %d QLinearMatMul\n", n_conv, n_mm);
+  if (opts && opts->verbose)
+    fprintf(stderr, "QLINEAR: %d QLinearConv, %d QLinearMatMul (%d DequantizeLinear moved past data movement)\n", n_conv,
+            n_mm, moved);
   return ALMA_OK;
 }
 
@@ -248,4 +348,5 @@ const alma_pass alma__pass_qlinear = {
     .description = "QDQ Conv/MatMul (+Relu/Clip) -> QLinearConv/QLinearMatMul, computed in integers (after INT8_STATIC, "
                    "or on QDQ models)",
     .run = qlinear_run,
+    .lossy = 1, /* requantizes in integers: within a quantization step of the QDQ graph's result */
 };

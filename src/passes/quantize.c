@@ -652,6 +652,8 @@ const alma_pass alma__pass_int8_static = {
     .description = "post-training static int8 quantization (QDQ): calibrated uint8 activations per tensor, int8 weights "
                    "per channel, for Conv/MatMul/Gemm",
     .run = static_run,
+    .lossy = 1,
+    .needs_calibration = 1,
 };
 
 const alma_pass alma__pass_int8_dynamic = {
@@ -659,4 +661,5 @@ const alma_pass alma__pass_int8_dynamic = {
     .description = "dynamic int8 quantization: int8 weights per channel, activations quantized per batch at run time "
                    "(MatMulInteger/ConvInteger)",
     .run = dynamic_run,
+    .lossy = 1,
 };

@@ -3,6 +3,7 @@
  *   conv:   x [N,3,8,8] -> Conv 3x3 (bias) -> Relu -> Conv 1x1 (bias) -> GlobalAveragePool
  *           -> Flatten -> Gemm (transB, bias) -> y [N,5]
  *   linear: x [N,6] -> MatMul [6,4] -> Add bias -> Relu -> MatMul [4,3] -> y [N,3]
+ *   qat:    a QDQ model as PyTorch exports quantization-aware training (for QLINEAR)
  * Converted outputs are compared with EAGER's on the float model (cosine similarity), graphs are
  * checked for the ops each pass must produce, and converted graphs are saved, reloaded and run
  * again (the same outputs). */
@@ -421,6 +422,78 @@ static void test_dynamic(void **state) {
   }
 }
 
+/* A QDQ model as PyTorch exports QAT: fake-quantized weights (QuantizeLinear of the float weight),
+ * a zero point shared through Identity, and a MaxPool between the DequantizeLinear and the Conv:
+ *   x -> Q -> DQ -> MaxPool -> Conv(DQ(Q(w)), b) -> Relu -> Q -> DQ -> y */
+static alma_model *qat_model(void) {
+  alma_graph *g = new_graph(13);
+  int64_t xd[4] = {-1, 2, 8, 8}, wd[4] = {3, 2, 3, 3}, b3[1] = {3}, one[1] = {1};
+  int x = add_input(g, "x", 4, xd);
+  int W = add_const(g, "w", ALMA_DTYPE_FLOAT32, 4, wd, 0.4f), B = add_const(g, "b", ALMA_DTYPE_FLOAT32, 1, b3, 0.1f);
+  int xs = add_const(g, "xs", ALMA_DTYPE_FLOAT32, 0, one, 0), xz = add_const(g, "xz", ALMA_DTYPE_UINT8, 0, one, 0);
+  int ws = add_const(g, "ws", ALMA_DTYPE_FLOAT32, 1, b3, 0), wz = add_const(g, "wz", ALMA_DTYPE_INT8, 1, b3, 0);
+  int ys = add_const(g, "ys", ALMA_DTYPE_FLOAT32, 0, one, 0), yz0 = add_const(g, "yz", ALMA_DTYPE_UINT8, 0, one, 0);
+  *(float *)g->values[xs].init->data = 8.0f / 255;
+  *(uint8_t *)g->values[xz].init->data = 128;
+  for (int c = 0; c < 3; c++) {
+    ((float *)g->values[ws].init->data)[c] = 1.2f / 127;
+    ((int8_t *)g->values[wz].init->data)[c] = 0;
+  }
+  *(float *)g->values[ys].init->data = 6.0f / 255;
+  *(uint8_t *)g->values[yz0].init->data = 0;
+  const char *names[] = {"xq", "xd", "mp", "wq", "wdq", "c", "r", "rq", "y", "yz_id"};
+  int v[10];
+  for (int i = 0; i < 10; i++) v[i] = alma__graph_add_value(g, names[i]);
+  int q1[3] = {x, xs, xz}, d1[3] = {v[0], xs, xz}, q2[3] = {W, ws, wz}, d2[3] = {v[3], ws, wz};
+  int cv[3] = {v[2], v[4], B}, q3[3] = {v[6], ys, v[9]}, d3[3] = {v[7], ys, v[9]};
+  node(g, "Identity", &yz0, 1, v[9]);
+  node(g, "QuantizeLinear", q1, 3, v[0]);
+  node(g, "DequantizeLinear", d1, 3, v[1]);
+  int mp = node(g, "MaxPool", &v[1], 1, v[2]);
+  int64_t k2[2] = {2, 2};
+  attr_ints(g, mp, "kernel_shape", k2, 2);
+  attr_ints(g, mp, "strides", k2, 2);
+  int qw = node(g, "QuantizeLinear", q2, 3, v[3]);
+  attr_int(g, qw, "axis", 0);
+  int dw = node(g, "DequantizeLinear", d2, 3, v[4]);
+  attr_int(g, dw, "axis", 0);
+  int cn = node(g, "Conv", cv, 3, v[5]);
+  int64_t pads[4] = {1, 1, 1, 1};
+  attr_ints(g, cn, "pads", pads, 4);
+  node(g, "Relu", &v[5], 1, v[6]);
+  node(g, "QuantizeLinear", q3, 3, v[7]);
+  node(g, "DequantizeLinear", d3, 3, v[8]);
+  int64_t yd[4] = {-1, 3, 4, 4};
+  set_output(g, v[8], 4, yd);
+  return to_model(g);
+}
+
+static void test_qlinear_qat(void **state) {
+  alma_model *m = qat_model();
+  data d;
+  int64_t xd[4] = {8, 2, 8, 8};
+  memset(&d, 0, sizeof d);
+  d.x = batch(4, xd);
+  alma_tensor ref, y;
+  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+  alma_session *s = NULL;
+  alma_status st = run_conv(m, "QLINEAR+EAGER", &d, NULL, 0, &y, &s);
+  if (st != ALMA_OK) fprintf(stderr, "%s\n", alma_last_error());
+  assert_int_equal(st, ALMA_OK);
+  assert_int_equal(count_op(s, "QLinearConv"), 1);
+  assert_int_equal(count_op(s, "Conv"), 0);
+  assert_int_equal(count_op(s, "Relu"), 0);
+  /* MaxPool now runs on uint8; the results agree within one output step (6/255) */
+  for (int64_t i = 0; i < alma_tensor_numel(&y); i++)
+    assert_true(fabsf(((float *)y.data)[i] - ((float *)ref.data)[i]) <= 6.0f / 255 * 1.001f);
+  check_saved(s, &d, &y);
+  alma_session_free(s);
+  alma_tensor_free_data(&y);
+  alma_tensor_free_data(&ref);
+  alma_tensor_free_data(&d.x);
+  alma_model_free(m);
+}
+
 static int cpu_has(const char *flag) {
   FILE *f = fopen("/proc/cpuinfo", "r");
   char line[8192];
@@ -478,6 +551,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_calibrators), cmocka_unit_test(test_static),
       cmocka_unit_test(test_static_opset),      cmocka_unit_test(test_dynamic),     cmocka_unit_test(test_precision),
+      cmocka_unit_test(test_qlinear_qat),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
