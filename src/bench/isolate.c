@@ -139,7 +139,9 @@ void alma__install_crash_handler(void) {
 }
 
 /* ---- fault injection ----------------------------------------------------------------------- */
-volatile uintptr_t alma__fault_address = 0;  /* a write through it is a real SIGSEGV */
+/* A write through it is a real SIGSEGV: the first page is never mapped, and not NULL itself, so
+ * that UBSan (which checks NULL stores) lets the signal happen in sanitizer builds. */
+volatile uintptr_t alma__fault_address = 16;
 
 alma_status alma__test_fault(const char *conversion, int in_child) {
   const char *env = getenv("ALMA_TEST_FAULT");

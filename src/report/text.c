@@ -40,6 +40,11 @@ static void print_header(const alma_results *r, FILE *f) {
           (long long)c->batch_size, (long long)c->n_samples, c->min_time_s, (long long)c->warmup, c->warmup_s,
           (unsigned long long)c->seed, r->data_desc ? r->data_desc : "random",
           c->multiprocessing ? "one process per conversion" : "in-process");
+  if (c->batch_sizes[0] || c->duration_s > 0 || c->throughput)
+    fprintf(f, "sweep    batch sizes %s, timed phases %g s%s%s%s%s%s\n", c->batch_sizes[0] ? c->batch_sizes : "-",
+            c->duration_s > 0 ? c->duration_s : c->min_time_s, c->duration_s > 0 ? " (duration_s)" : " (min_time_s)",
+            c->throughput ? ", throughput mode: instances " : "", c->throughput ? c->instances : "",
+            c->throughput ? " x workers " : "", c->throughput ? c->workers : "");
   fputc('\n', f);
 }
 

@@ -18,6 +18,13 @@
 #endif
 #endif
 
+#ifdef UNDER_ASAN
+/* ASan would catch SIGSEGV/SIGBUS/SIGFPE itself and exit 1: leave them to the harness's crash
+ * handler, whose report these tests check. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0"; }
+#endif
+
 static const char *dir;
 static char linear[512], two[512];
 
@@ -127,7 +134,11 @@ static void test_loaded_model(void **state) {
   const char *one[] = {"1"};
   assert_int_equal(alma_benchmark_model(m, &c, one, 1, NULL, &r), ALMA_OK);  /* _Generic: the model */
   assert_string_equal(alma_result_conversion(alma_results_get(r, 0)), "FOLD+EAGER");
-  assert_true(alma_result_load_s(alma_results_get(r, 0)) == 0);
+  /* nothing loaded, unless the build cache had the conversion's graph (then that was loaded) */
+  if (strcmp(alma_result_cache(alma_results_get(r, 0))->status, "hit"))
+    assert_true(alma_result_load_s(alma_results_get(r, 0)) == 0);
+  else
+    assert_true(alma_result_load_s(alma_results_get(r, 0)) > 0);
   assert_string_equal(alma_results_model_path(r), "");
   alma_results_free(r);
   alma_model_free(m);

@@ -165,9 +165,9 @@ static void test_duration(void **state) {
   assert_true(alma_result_total_elapsed_s(x) >= 0.4);
   const alma_scaling_point *p = alma_result_scaling(x, 0);
   assert_non_null(p);
-  /* stops right after the deadline: one batch (microseconds here) plus the polling step and
-   * scheduling on a loaded machine */
-  if (p->duration_s < 0.4 || p->duration_s > 0.4 + 0.25) fail_msg("duration %.3f s for 0.4 s asked", p->duration_s);
+  /* stops right after the deadline: one batch (microseconds here) plus the 2 ms polling step, and
+   * whatever a loaded 2-core CI machine adds by descheduling a worker mid-batch */
+  if (p->duration_s < 0.4 || p->duration_s > 0.4 + 0.5) fail_msg("duration %.3f s for 0.4 s asked", p->duration_s);
   alma_results_free(r);
   /* n_samples larger than the duration allows: both must be met */
   c.duration_s = 0.05;

@@ -9,6 +9,20 @@
 
 #include "cli.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ALMA_CLI_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALMA_CLI_ASAN 1
+#endif
+#endif
+#ifdef ALMA_CLI_ASAN
+/* Sanitizer builds: ASan would catch SIGSEGV/SIGBUS/SIGFPE in a conversion's child and exit 1;
+ * the harness's own crash handler reports them (signal, step, native backtrace) instead. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0"; }
+#endif
+
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: alma bench MODEL [options]\n\n"
