@@ -8,7 +8,9 @@
  * applies them while each output block is in cache; it runs at its last node's place in the
  * topological order, when every input (a residual computed by another branch, too) is ready. A
  * residual whose only remaining use is that Add gives its buffer to the output: the GEMM
- * accumulates onto it (beta = 1) instead of reading it in a separate pass.
+ * accumulates onto it (beta = 1) instead of reading it in a separate pass. The FUSE pass's
+ * alma.FusedConv/FusedGemm/FusedMatMul run the same way with their own residual, bias and
+ * activation.
  *
  * run() walks the graph itself (allocating outputs unzeroed, freeing each value after its last use,
  * EAGER's alma__op_run_node for the rest). Graphs with If/Loop/Scan go through the shared executor
@@ -35,7 +37,7 @@ enum { ROLE_EAGER, ROLE_MEMBER, ROLE_TAIL };
 
 typedef struct group {
   int kind;
-  int fused;               /* head is an alma.Fused* node: its own epilogue, no chain */
+  int fused;               /* head is an alma.Fused* node with its own epilogue */
   int nodes[MAX_CHAIN], n; /* head, [bias Add], [residual Add], [activation] */
   int bias_value;          /* constant added per channel (Conv) or column (Gemm/MatMul), or -1 */
   const alma_tensor *bias; /* its data (initializer or Constant attribute) */

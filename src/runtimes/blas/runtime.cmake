@@ -41,9 +41,10 @@ if(_alma_blas_found)
   get_filename_component(_alma_blas_real ${_alma_blas_lib} REALPATH)
   message(STATUS "BLAS runtime: ${ALMA_BLAS_VENDOR} (header ${_alma_blas_inc}, library ${_alma_blas_real})")
   file(GLOB _alma_blas_srcs ${CMAKE_CURRENT_LIST_DIR}/*.c)
-  # Only our sources see the vendor's cblas.h (another runtime may bring its own).
+  # Only our sources see the vendor's header (another runtime may bring its own cblas.h), as a
+  # system header: blis.h does not compile clean under -Wextra -Werror.
   set_source_files_properties(${_alma_blas_srcs} PROPERTIES
-                              INCLUDE_DIRECTORIES ${_alma_blas_inc}
+                              COMPILE_OPTIONS "-isystem;${_alma_blas_inc}"
                               COMPILE_DEFINITIONS "ALMA_BLAS_LIBRARY_PATH=\"${_alma_blas_real}\";${_alma_blas_defs}")
   target_compile_definitions(alma_obj PUBLIC ALMA_HAVE_BLAS)
   set(ALMA_HAVE_BLAS ON) # for tests/runtimes/blas
