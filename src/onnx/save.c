@@ -157,11 +157,49 @@ static Onnx__AttributeProto *attr_proto(save_ctx *c, const alma_attr *at) {
   return ap;
 }
 
-static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n) {
+/* Node names must be unique in a graph for ONNX's checker and ONNX Runtime, but a model or a pass
+ * may repeat one: a repeated name gets "_<k>" appended (k from 1, the first free one). Open
+ * addressing over the names written so far in this graph. */
+typedef struct {
+  const char **slot;
+  size_t cap;
+} name_set;
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Adds name; returns 0 if it was there already. */
+static int name_add(name_set *ns, const char *name) {
+  size_t i = (size_t)fnv1a(name) & (ns->cap - 1);
+  while (ns->slot[i]) {
+    if (!strcmp(ns->slot[i], name)) return 0;
+    i = (i + 1) & (ns->cap - 1);
+  }
+  ns->slot[i] = name;
+  return 1;
+}
+
+static const char *unique_name(save_ctx *c, name_set *ns, const char *name) {
+  if (name_add(ns, name)) return name;
+  size_t len = strlen(name) + 24;
+  for (int k = 1;; k++) {
+    char *alt = salloc(c, len);
+    if (!alt) return NULL;
+    snprintf(alt, len, "%s_%d", name, k);
+    if (name_add(ns, alt)) return alt;
+  }
+}
+
+static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n, name_set *ns) {
   Onnx__NodeProto *np = salloc(c, sizeof *np);
   if (!np) return NULL;
   *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
-  np->name = sstr(n->name);
+  const char *nm = unique_name(c, ns, n->name ? n->name : "");
+  if (!nm) return NULL;
+  np->name = sstr(nm);
   np->op_type = sstr(n->op_type);
   np->domain = n->domain && n->domain[0] ? (char *)n->domain : NULL;
   if (n->domain && !strcmp(n->domain, "alma")) c->uses_alma_domain = 1;
@@ -193,9 +231,13 @@ static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alm
   gp->input = salloc(c, sizeof *gp->input * (size_t)(g->n_inputs + 1));
   gp->output = salloc(c, sizeof *gp->output * (size_t)(g->n_outputs + 1));
   if (!gp->node || !gp->initializer || !gp->input || !gp->output) return NULL;
+  name_set ns = {.cap = 16};
+  while (ns.cap < 2 * (size_t)live + 2 * 64) ns.cap *= 2; /* room for renamed duplicates too */
+  ns.slot = salloc(c, ns.cap * sizeof *ns.slot);
+  if (!ns.slot) return NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].dead) continue;
-    if (!(gp->node[gp->n_node++] = node_proto(c, g, &g->nodes[i]))) return NULL;
+    if (!(gp->node[gp->n_node++] = node_proto(c, g, &g->nodes[i], &ns))) return NULL;
   }
   for (int v = 0; v < g->n_values; v++) {
     const alma_value *val = &g->values[v];

@@ -129,6 +129,7 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
   int xzp;
   alma_dtype xzdt;
   int xq = g->nodes[dx].inputs[0];
+  if (xq < 0 || xq >= c->r.n_values) return ALMA_OK;
   alma_dtype xdt = c->r.info[xq].dtype;
   if (!is_q8(xdt) || !per_tensor_params(g, &g->nodes[dx], &xs, &xzp, &xzdt)) return ALMA_OK;
   /* w: constant, per tensor or per output channel */
@@ -196,7 +197,9 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
   int yzp;
   alma_dtype yzdt;
   if (!per_tensor_params(g, &g->nodes[qz], &ys, &yzp, &yzdt)) return ALMA_OK;
-  alma_dtype ydt = c->r.info[g->nodes[qz].outputs[0]].dtype;
+  int qo = g->nodes[qz].outputs[0];
+  if (qo < 0 || qo >= c->r.n_values) return ALMA_OK;
+  alma_dtype ydt = c->r.info[qo].dtype;
   if (!is_q8(ydt)) return ALMA_OK;
   if (act >= 0) {
     int qmin = ydt == ALMA_DTYPE_UINT8 ? 0 : -128, qmax = ydt == ALMA_DTYPE_UINT8 ? 255 : 127;
@@ -288,7 +291,8 @@ static alma_status propagate_dq(ql_ctx *c, int *moved) {
     int zp;
     alma_dtype zdt;
     int q = g->nodes[dq].inputs[0];
-    if (!is_q8(c->r.info[q].dtype) || !per_tensor_params(g, &g->nodes[dq], &s, &zp, &zdt)) continue;
+    /* a value made in this round has no inferred dtype yet: the next round takes it */
+    if (q >= c->r.n_values || !is_q8(c->r.info[q].dtype) || !per_tensor_params(g, &g->nodes[dq], &s, &zp, &zdt)) continue;
     int y = n->outputs[0];
     if (alma__q_used_by_subgraph(g, y)) continue;
     int yq = alma__q_new_value(g, g->values[y].name, "quantized");

@@ -83,7 +83,7 @@ static void set_output(alma_graph *g, int v, int rank, const int64_t *dims) {
 static void attr_ints(alma_graph *g, int i, const char *name, const int64_t *v, int n) {
   alma_node *nd = &g->nodes[i];
   alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
-  memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
   alma_attr *x = &a[nd->n_attrs];
   x->name = name;
   x->type = ALMA_ATTR_INTS;
@@ -97,7 +97,7 @@ static void attr_ints(alma_graph *g, int i, const char *name, const int64_t *v, 
 static void attr_int(alma_graph *g, int i, const char *name, int64_t v) {
   alma_node *nd = &g->nodes[i];
   alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
-  memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
   a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_INT, .i = v};
   nd->attrs = a;
   nd->n_attrs++;
