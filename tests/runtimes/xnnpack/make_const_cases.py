@@ -7,10 +7,11 @@ variant keeps input 0 as the graph input, turns the other inputs into initialize
 values of test_data_set_0, and keeps that data set's expected outputs: the same check, with
 constant weights.
 
-usage: make_const_cases.py NODE_TESTS_DIR OUT_DIR [SKIP_FILE]
+usage: make_const_cases.py NODE_TESTS_DIR OUT_DIR [--skip FILE] [GLOB...]
 Writes OUT_DIR/<case>_const/{model.onnx,test_data_set_0/...} for every case with two or more
-tensor inputs, except the cases named in SKIP_FILE (first word of each line, # comments; e.g.
-tests/ops/known_deviations.txt); prints how many it wrote."""
+tensor inputs whose name matches a GLOB (default: all), except the cases named in FILE (first word
+of each line, # comments; e.g. tests/ops/known_deviations.txt); prints how many it wrote."""
+import fnmatch
 import os
 import shutil
 import sys
@@ -76,17 +77,20 @@ def convert(case_dir, out_root):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        sys.exit(__doc__)
-    src, dst = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
     skip = set()
-    if len(sys.argv) == 4:
-        with open(sys.argv[3]) as f:
+    if "--skip" in args:
+        k = args.index("--skip")
+        with open(args[k + 1]) as f:
             skip = {ln.split()[0] for ln in f if ln.strip() and not ln.startswith("#")}
+        del args[k:k + 2]
+    if len(args) < 2:
+        sys.exit(__doc__)
+    src, dst, globs = args[0], args[1], args[2:] or ["*"]
     os.makedirs(dst, exist_ok=True)
     n = 0
     for case in sorted(os.listdir(src)):
-        if case in skip:
+        if case in skip or not any(fnmatch.fnmatch(case, g) for g in globs):
             continue
         if os.path.isdir(os.path.join(src, case)) and convert(os.path.join(src, case), dst):
             n += 1
