@@ -381,8 +381,9 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
   int nn = g->n_nodes, cap = 0;
   int *cand = calloc((size_t)nn + 1, sizeof(int)), *par = malloc(sizeof(int) * ((size_t)nn + 1));
   int *order = malloc(sizeof(int) * ((size_t)nn + 1)), *mark = malloc(sizeof(int) * ((size_t)nn + 1));
+  int *start = malloc(sizeof(int) * ((size_t)nn + 1));
   alma_status st = ALMA_OK;
-  if (!cand || !par || !order || !mark) {
+  if (!cand || !par || !order || !mark || !start) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     goto out;
   }
@@ -404,12 +405,28 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
         if (pr >= 0 && pr < nn && cand[pr]) par[uf_find(par, pr)] = uf_find(par, i);
       }
     }
-    for (int r = 0; r < nn && st == ALMA_OK; r++) {
-      if (!cand[r] || uf_find(par, r) != r) continue;
-      int m = 0;
-      for (int i = 0; i < nn; i++)
-        if (cand[i] && uf_find(par, i) == r) order[m++] = i, mark[i] = r;
-      st = split_and_add(p, u, order, m, mark, r, &cap);
+    /* group the candidates by component, ascending within each (a counting sort by root) */
+    for (int i = 0; i < nn; i++) start[i] = 0;
+    for (int i = 0; i < nn; i++)
+      if (cand[i]) start[uf_find(par, i)]++;
+    for (int i = 0, acc = 0; i < nn; i++) {
+      int c = start[i];
+      start[i] = acc;
+      acc += c;
+    }
+    int total = 0;
+    for (int i = 0; i < nn; i++)
+      if (cand[i]) {
+        int r = uf_find(par, i);
+        order[start[r]++] = i;
+        mark[i] = r;
+        total++;
+      }
+    for (int k = 0; k < total && st == ALMA_OK;) {
+      int r = mark[order[k]], m = 1;
+      while (k + m < total && mark[order[k + m]] == r) m++;
+      st = split_and_add(p, u, order + k, m, mark, r, &cap);
+      k += m;
     }
     if (st != ALMA_OK) goto out;
     /* mode per partition; drop nodes the mode cannot take and start over */
@@ -543,6 +560,7 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
   free(seen);
   free(last_use);
 out:
+  free(start);
   free(cand);
   free(par);
   free(order);
