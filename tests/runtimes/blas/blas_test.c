@@ -64,7 +64,7 @@ static int input(gb *b, const char *name, alma_dtype dt, int rank, const int64_t
   alma_value *val = &b->g->values[v];
   val->dtype = dt;
   val->rank = rank;
-  memcpy(val->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(val->dims, dims, sizeof(int64_t) * (size_t)rank);
   val->is_input = 1;
   b->feeds[b->nin] = rand_tensor(dt, rank, dims);
   b->in[b->nin++] = v;
@@ -437,6 +437,64 @@ static void test_fused_nodes(void **state) {
   }
 }
 
+/* A one-node branch graph reading the outer value `outer` (name of a value of b's graph). */
+static alma_graph *branch(gb *b, const char *op, const char *outer, const char *out) {
+  alma_graph *sub = alma__graph_new(b->g->arena);
+  assert_non_null(sub);
+  sub->parent = b->g;
+  sub->opsets = b->g->opsets;
+  sub->n_opsets = b->g->n_opsets;
+  sub->name = out;
+  int y = alma__graph_add_value(sub, outer), t = alma__graph_add_value(sub, out);
+  sub->values[y].is_outer = 1;
+  int idx = alma__graph_add_node(sub, op, "", out, &y, 1, &t, 1);
+  assert_int_equal(alma__op_resolve(&sub->nodes[idx], b->opset), ALMA_OK);
+  sub->outputs = malloc(sizeof(int));
+  sub->outputs[0] = t;
+  sub->n_outputs = 1;
+  return sub;
+}
+
+/* A graph with an If: the shared executor runs it, native nodes unfused. */
+static void test_subgraph_graph(void **state) {
+  (void)state;
+  tol_for_k(27);
+  gb b;
+  gb_init(&b, 13);
+  int64_t xd[2] = {5, 16}, wd[2] = {16, 8}, id[4] = {2, 3, 9, 9}, kd[4] = {4, 3, 3, 3};
+  int x = input(&b, "x", ALMA_DTYPE_FLOAT32, 2, xd);
+  int c = input(&b, "c", ALMA_DTYPE_BOOL, 0, NULL);
+  int img = input(&b, "img", ALMA_DTYPE_FLOAT32, 4, id);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 2, wd);
+  int wc = constant(&b, "wc", ALMA_DTYPE_FLOAT32, 4, kd);
+  int m = NODE(&b, "MatMul", "m", noattrs, x, w);
+  int z = value(&b, "z");
+  int idx = alma__graph_add_node(b.g, "If", "", "if", &c, 1, &z, 1);
+  alma_node *n = &b.g->nodes[idx];
+  n->attrs = alma__arena_alloc(b.g->arena, 2 * sizeof(alma_attr));
+  n->attrs[0] = (alma_attr){.name = "then_branch", .type = ALMA_ATTR_GRAPH, .g = branch(&b, "Relu", "m", "t")};
+  n->attrs[1] = (alma_attr){.name = "else_branch", .type = ALMA_ATTR_GRAPH, .g = branch(&b, "Neg", "m", "e")};
+  n->n_attrs = 2;
+  n->implicit_inputs = malloc(sizeof(int));
+  n->implicit_inputs[0] = m;
+  n->n_implicit = 1;
+  assert_int_equal(alma__op_resolve(n, b.opset), ALMA_OK);
+  const kv pads[] = {AINTS("pads", 1, 1, 1, 1)};
+  const int pads_n = 1;
+  int k = NODE(&b, "Conv", "k", pads, img, wc);
+  int kr = NODE(&b, "Relu", "kr", noattrs, k);
+  output(&b, z);
+  output(&b, kr);
+  gb_finish(&b);
+  for (int cond = 0; cond < 2; cond++) {
+    *(uint8_t *)b.feeds[1].data = (uint8_t)cond;
+    check_threads(&b);
+  }
+  expect_plan("graph has subgraphs");
+  expect_plan("m                                        MatMul               BLAS sgemm");
+  gb_free(&b);
+}
+
 /* As exported before FOLD: the bias and the Clip bounds come from Constant nodes. */
 static void test_constant_nodes(void **state) {
   (void)state;
@@ -646,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_conv_shapes), cmocka_unit_test(test_conv_fused), cmocka_unit_test(test_residual_aliasing),
       cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_constant_nodes), cmocka_unit_test(test_fused_nodes),
+      cmocka_unit_test(test_subgraph_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
