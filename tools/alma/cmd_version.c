@@ -5,6 +5,9 @@
 
 #include "cli.h"
 #include "runtimes/runtime.h"
+#ifdef ALMA_HAVE_BLAS
+#include "runtimes/blas/blas.h"
+#endif
 
 int alma_cmd_version(int argc, char **argv) {
   static const struct option opts[] = {{"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -39,6 +42,13 @@ int alma_cmd_version(int argc, char **argv) {
     alma_status st = rt->init ? rt->init() : ALMA_OK;
     printf("  %-12s %s%s\n", rt->name, st == ALMA_OK ? "available" : "unavailable: ", st == ALMA_OK ? "" : alma_last_error());
   }
+#ifdef ALMA_HAVE_BLAS
+  {
+    char blas[512];
+    int rc = alma__blas_version(blas, sizeof blas);
+    printf("  BLAS library %s%s\n", rc == 0 ? "" : "unavailable: ", blas);
+  }
+#endif
   if (verbose) {
     printf("machine:\n");
     printf("  cpu          %s (%d cores, %d logical, %d socket%s)\n", s.cpu_model, s.physical_cores, s.logical_cores,
