@@ -10,12 +10,15 @@ static const alma_preset presets[] = {
     {1, "FOLD+EAGER", "constant folding, Identity/Dropout removal and dead-node elimination, then EAGER", NULL},
     {2, "FUSE+EAGER", "Conv/Gemm/MatMul epilogue fusion (BatchNorm, bias, residual, activation), LayerNorm/GELU/attention subgraphs, then EAGER", NULL},
     {3, "FOLD+FUSE+EAGER", "constant folding, then FUSE, then EAGER", NULL},
-    {20, "BLAS", "im2col+SGEMM Conv, Gemm, MatMul through OpenBLAS with fused bias/residual/activation; other nodes on EAGER", "CBLAS library (OpenBLAS or BLIS)"},
-    {21, "FOLD+BLAS", "constant folding, then OpenBLAS (BLAS)", "CBLAS library (OpenBLAS or BLIS)"},
     {10, "DNNL", "oneDNN primitives with post-op fusion and blocked layouts; other nodes on EAGER", "oneDNN library (libdnnl)"},
     {11, "FOLD+DNNL", "constant folding, then oneDNN (DNNL)", "oneDNN library (libdnnl)"},
+    {12, "FOLD+FUSE+DNNL", "constant folding and graph fusion (BatchNorm, LayerNorm, GELU, attention), then oneDNN", "oneDNN library (libdnnl)"},
+    {20, "BLAS", "im2col+SGEMM Conv, Gemm, MatMul through OpenBLAS with fused bias/residual/activation; other nodes on EAGER", "CBLAS library (OpenBLAS or BLIS)"},
+    {21, "FOLD+BLAS", "constant folding, then OpenBLAS (BLAS)", "CBLAS library (OpenBLAS or BLIS)"},
+    {22, "FOLD+FUSE+BLAS", "constant folding and graph fusion, then OpenBLAS (BLAS)", "CBLAS library (OpenBLAS or BLIS)"},
     {30, "XNNPACK", "XNNPACK subgraphs (NHWC, own thread pool) for connected float32 conv/pool/fc/elementwise nodes; other nodes on EAGER", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
     {31, "FOLD+XNNPACK", "constant folding, then XNNPACK", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
+    {32, "FOLD+FUSE+XNNPACK", "constant folding and graph fusion, then XNNPACK", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
     {40, "INT8_DYNAMIC+EAGER", "int8 weights per channel, activations quantized per batch at run time (MatMulInteger/ConvInteger), on EAGER", NULL},
     {41, "INT8_STATIC+EAGER", "post-training static int8 (QDQ graph, calibrated activations) on EAGER, which runs it in float: the accuracy reference for int8 runtimes", NULL},
     {42, "FOLD+INT8_STATIC+EAGER", "constant folding, then static int8 quantization, on EAGER", NULL},
@@ -164,7 +167,10 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
 }
 
 alma_status alma__conversion_available(const alma_conversion *c) {
-  alma_status st = c->runtime->init();
-  if (st != ALMA_OK) return st;
-  return ALMA_OK;
+  for (int i = 0; i < c->n_passes; i++)
+    if (c->passes[i]->available) {
+      alma_status st = c->passes[i]->available();
+      if (st != ALMA_OK) return alma__error_prefix(st, "step %s: ", c->passes[i]->name);
+    }
+  return c->runtime->init();
 }

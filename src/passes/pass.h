@@ -24,6 +24,8 @@ typedef struct alma_pass {
   int needs_calibration;     /* reads opts->calib (INT8_STATIC): give it sample batches */
   int lossy;                 /* changes results beyond float rounding (int8, bf16, fp16): judge its
                                 outputs by accuracy (cosine, argmax), not by elementwise tolerance */
+  /* optional: ALMA_OK, or ALMA_ERR_UNAVAILABLE with the reason (a CPU feature missing) */
+  alma_status (*available)(void);
 } alma_pass;
 
 int alma__pass_count(void);

@@ -147,17 +147,22 @@ static alma_status add_cast(alma_graph *g, int v, alma_dtype to, const char *suf
   return ALMA_OK;
 }
 
+static alma_status precision_available(int bf) {
+  if (env_on(bf ? "ALMA_FORCE_BF16" : "ALMA_FORCE_FP16")) return ALMA_OK;
+  int have = bf ? cpu_flag("avx512_bf16") || cpu_flag("amx_bf16") : cpu_flag("avx512_fp16") || cpu_flag("amx_fp16");
+  if (have) return ALMA_OK;
+  return alma__errorf(ALMA_ERR_UNAVAILABLE,
+                      "CPU lacks %s: no %s arithmetic here, only emulation slower than float32 (%s=1 converts anyway)",
+                      bf ? "avx512_bf16 (and amx_bf16)" : "avx512_fp16 (and amx_fp16)", bf ? "bfloat16" : "float16",
+                      bf ? "ALMA_FORCE_BF16" : "ALMA_FORCE_FP16");
+}
+static alma_status bf16_available(void) { return precision_available(1); }
+static alma_status fp16_available(void) { return precision_available(0); }
+
 static alma_status precision_run(alma_graph *g, const alma_pass_opts *opts, alma_dtype lowt) {
   const int bf = lowt == ALMA_DTYPE_BFLOAT16;
   const char *pname = bf ? "BF16" : "FP16", *tname = bf ? "bf16" : "fp16";
-  if (!env_on(bf ? "ALMA_FORCE_BF16" : "ALMA_FORCE_FP16")) {
-    int have = bf ? cpu_flag("avx512_bf16") || cpu_flag("amx_bf16") : cpu_flag("avx512_fp16") || cpu_flag("amx_fp16");
-    if (!have)
-      return alma__errorf(ALMA_ERR_UNAVAILABLE,
-                          "CPU lacks %s: no %s arithmetic here, only emulation slower than float32 (%s=1 converts anyway)",
-                          bf ? "avx512_bf16 (and amx_bf16)" : "avx512_fp16 (and amx_fp16)", bf ? "bfloat16" : "float16",
-                          bf ? "ALMA_FORCE_BF16" : "ALMA_FORCE_FP16");
-  }
+  ALMA_TRY(precision_available(bf));
   alma_infer_result r;
   ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &r));
   int nn = g->n_nodes, nv0 = g->n_values;
@@ -297,6 +302,7 @@ const alma_pass alma__pass_bf16 = {
                    "(needs AVX512_BF16 or AMX)",
     .run = bf16_run,
     .lossy = 1,
+    .available = bf16_available,
 };
 
 const alma_pass alma__pass_fp16 = {
@@ -305,4 +311,5 @@ const alma_pass alma__pass_fp16 = {
                    "(needs AVX512_FP16 or AMX-FP16)",
     .run = fp16_run,
     .lossy = 1,
+    .available = fp16_available,
 };

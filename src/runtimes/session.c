@@ -31,8 +31,8 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
   if (!s) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   s->model = m;
   alma_status st = alma__conversion_parse(conversion ? conversion : "EAGER", &s->conv);
-  if (st == ALMA_OK && (st = s->conv.runtime->init()) != ALMA_OK)
-    alma__error_prefix(ALMA_ERR_UNAVAILABLE, "runtime %s: ", s->conv.runtime->name), st = ALMA_ERR_UNAVAILABLE;
+  if (st == ALMA_OK && (st = alma__conversion_available(&s->conv)) != ALMA_OK)
+    alma__error_prefix(ALMA_ERR_UNAVAILABLE, "%s: ", s->conv.name), st = ALMA_ERR_UNAVAILABLE;
   if (st == ALMA_OK) st = alma__graph_clone(m->graph, &s->graph);
   alma_pass_opts popts = {.verbose = opts->verbose, .calib = opts->calibration_data,
                           .n_calib_batches = opts->n_calibration_batches, .n_inputs = m->graph->n_inputs,
