@@ -348,9 +348,10 @@ static alma_status copy_batches(alma__batcher *b, const alma_config *cfg, int pr
   return ALMA_OK;
 }
 
-static int has_pass(const alma_conversion *c, const char *name) {
+/* A pass that reads calibration batches (INT8_STATIC): its build depends on them. */
+static int calibrates(const alma_conversion *c) {
   for (int i = 0; i < c->n_passes; i++)
-    if (!strcmp(c->passes[i]->name, name)) return 1;
+    if (c->passes[i]->needs_calibration) return 1;
   return 0;
 }
 
@@ -551,7 +552,7 @@ static void worker(void *arg, alma__chan *ch) {
     goto fail;
   }
   /* INT8_STATIC on the benchmark's own batches (pre-processed as they will be fed). */
-  if (!hit && cfg->calibration_batches > 0 && has_pass(conv, "INT8_STATIC")) {
+  if (!hit && cfg->calibration_batches > 0 && calibrates(conv)) {
     n_calib = cfg->calibration_batches;
     if ((st = copy_batches(b, cfg, 1, n_in, n_calib, &calib, NULL)) != ALMA_OK) goto fail;
     if ((st = alma__batcher_rewind(b)) != ALMA_OK) goto fail;
@@ -1034,12 +1035,12 @@ static void inputs_text(const alma__model_io *io, int n, char *buf, size_t cap) 
   }
 }
 
-/* The options a conversion's build depends on: INT8_STATIC's calibration. Threads are not among
+/* The options a conversion's build depends on: calibration (INT8_STATIC). Threads are not among
  * them: the cache keeps graphs, and runtime plans (which may depend on threads) are compiled anew
  * from them at every run. */
 static void build_options(const alma_conversion *c, const alma_config *cfg, const char *data_desc, char *buf, size_t n) {
   buf[0] = 0;
-  if (!has_pass(c, "INT8_STATIC")) return;
+  if (!calibrates(c)) return;
   int w = snprintf(buf, n, "calibrator=%s calibration_batches=%lld", cfg->calibrator[0] ? cfg->calibrator : "minmax",
                    (long long)cfg->calibration_batches);
   if (cfg->calibration_batches > 0 && w > 0 && (size_t)w < n)
