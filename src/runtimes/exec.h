@@ -24,4 +24,9 @@ alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *use
 alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
                                       const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
 
+/* Moves the graph outputs out of an executor's value table `env` (one tensor per value) into
+ * `outputs`: owned tensors are moved, views (initializers, inputs) copied. On failure nothing is
+ * returned. For runtimes with their own node loop. */
+alma_status alma__exec_take_outputs(const alma_graph *g, alma_tensor *env, alma_tensor *outputs, int n_outputs);
+
 #endif

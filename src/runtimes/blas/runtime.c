@@ -762,18 +762,7 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
     if (p->role[i] == ROLE_TAIL) st = run_group(p, &rs, &p->groups[p->group_of[i]]);
     else st = run_eager_node(p, &rs, &g->nodes[i]);
   }
-  if (st == ALMA_OK) {
-    for (int i = 0; i < n_outputs; i++) {
-      alma_tensor *t = &rs.env[g->outputs[i]];
-      if (t->owns_data) {
-        outputs[i] = *t;
-        t->owns_data = 0; /* moved; a repeated output below copies from it */
-      } else if ((st = alma__tensor_copy(&outputs[i], t)) != ALMA_OK) {
-        for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
-        break;
-      }
-    }
-  }
+  if (st == ALMA_OK) st = alma__exec_take_outputs(g, rs.env, outputs, n_outputs);
 out:
   if (rs.env)
     for (int v = 0; v < nv; v++) alma_tensor_free_data(&rs.env[v]);

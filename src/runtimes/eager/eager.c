@@ -18,6 +18,23 @@ static alma_tensor *lookup_outer(alma_exec_ctx *ctx, const char *name) {
   return NULL;
 }
 
+alma_status alma__exec_take_outputs(const alma_graph *g, alma_tensor *env, alma_tensor *outputs, int n_outputs) {
+  for (int i = 0; i < n_outputs; i++) {
+    alma_tensor *t = &env[g->outputs[i]];
+    if (t->owns_data) {
+      outputs[i] = *t;
+      t->owns_data = 0; /* moved; a repeated output below copies from it */
+    } else {
+      alma_status st = alma__tensor_copy(&outputs[i], t);
+      if (st != ALMA_OK) {
+        for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
+        return st;
+      }
+    }
+  }
+  return ALMA_OK;
+}
+
 /* Infers, allocates and runs one node (through the hook when it takes it). */
 static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user, int idx, const alma_node *n,
                             const alma_tensor *const *in, alma_tensor *out) {
@@ -119,18 +136,7 @@ static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g,
     for (int k = 0; k < n->n_outputs; k++)
       if (n->outputs[k] >= 0 && uses[n->outputs[k]] == 0) alma_tensor_free_data(&ctx.env[n->outputs[k]]);
   }
-  if (st == ALMA_OK) {
-    for (int i = 0; i < nout; i++) {
-      alma_tensor *t = &ctx.env[g->outputs[i]];
-      if (t->owns_data) {
-        outputs[i] = *t;
-        t->owns_data = 0; /* moved; a repeated output below copies from it */
-      } else if ((st = alma__tensor_copy(&outputs[i], t)) != ALMA_OK) {
-        for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
-        break;
-      }
-    }
-  }
+  if (st == ALMA_OK) st = alma__exec_take_outputs(g, ctx.env, outputs, nout);
 out:
   if (ctx.env)
     for (int v = 0; v < nv; v++) alma_tensor_free_data(&ctx.env[v]);
