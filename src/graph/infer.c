@@ -28,6 +28,23 @@ void alma__infer_result_free(alma_infer_result *r) {
 
 static int is_bound_error(alma_status st) { return st == ALMA_ERR_SHAPE || st == ALMA_ERR_INVALID_ARG; }
 
+/* No real model has a tensor of 2^40 elements (4 TB of float); refusing such shapes up front keeps
+ * every later size, cost and memory-plan computation far from int64 overflow. */
+#define ALMA__MAX_ELEMS ((int64_t)1 << 40)
+
+static int plausible_shape(const alma_tensor *t) {
+  if (t->rank < 0) return 1;
+  int64_t n = 1;
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k] < 0 || alma__mul_overflow_i64(n, t->dims[k], &n) || n > ALMA__MAX_ELEMS) return 0;
+  return 1;
+}
+
+static void add_cost(int64_t *acc, int64_t v) {
+  if (*acc < 0) return;
+  if (v < 0 || __builtin_add_overflow(*acc, v, acc)) *acc = -1;
+}
+
 alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *input_shapes, int64_t default_dim,
                               int64_t max_fold_elems, alma_infer_result *out) {
   memset(out, 0, sizeof *out);
@@ -64,6 +81,9 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
       symbolic |= val->dims[k] < 0;
     }
   }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!plausible_shape(&info[g->inputs[i]]))
+      return alma__errorf(ALMA_ERR_SHAPE, "input '%s': shape of more than 2^40 elements", g->values[g->inputs[i]].name);
   out->macs = out->flops = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
@@ -103,14 +123,18 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
       if (n->op->cost) out->macs = out->flops = -1;
       continue;
     }
+    for (int k = 0; k < n->n_outputs; k++)
+      if (!plausible_shape(&outs[k]))
+        return alma__op_error(n, ALMA_ERR_SHAPE, "output %d would hold more than 2^40 elements", k);
     if (n->op->cost && out->macs >= 0) {
       int64_t m = 0, f = 0;
       n->op->cost(n, in, n->n_inputs, outs, n->n_outputs, &m, &f);
-      out->macs += m;
-      out->flops += f;
+      add_cost(&out->macs, m);
+      add_cost(&out->flops, f);
     } else if (out->flops >= 0) {
       for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0 && alma__dtype_is_float(outs[k].dtype)) out->flops += alma__numel(outs[k].rank, outs[k].dims);
+        if (n->outputs[k] >= 0 && alma__dtype_is_float(outs[k].dtype))
+          add_cost(&out->flops, alma__numel(outs[k].rank, outs[k].dims));
     }
     /* Constant propagation for small values (shape subgraphs). */
     int64_t total = 0;

@@ -26,8 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (alma_model_load_from_memory(data, size, "/nonexistent/alma-fuzz", &m) != ALMA_OK) return 0;
   const alma_model_summary *s = NULL;
   if (alma_model_summarize(m, &s) == ALMA_OK) {
-    volatile int64_t sink = s->n_params + s->macs + s->flops + s->planned_peak_bytes;
-    for (int i = 0; i < s->n_op_types; i++) sink += s->op_counts[i] + s->op_types[i][0];
+    /* unsigned: the sum only keeps the reads alive, and may wrap */
+    volatile uint64_t sink = (uint64_t)s->n_params + (uint64_t)s->macs + (uint64_t)s->flops + (uint64_t)s->planned_peak_bytes;
+    for (int i = 0; i < s->n_op_types; i++) sink += (uint64_t)s->op_counts[i] + (uint64_t)s->op_types[i][0];
     (void)sink;
   }
   volatile size_t h = 0;
