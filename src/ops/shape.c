@@ -522,7 +522,11 @@ static alma_status split_sizes(const alma_node *n, const alma_tensor *const *in,
   int64_t sum = 0;
   for (int i = 0; i < nout; i++) {
     if (sizes[i] < 0) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "split[%d] = %lld is negative", i, (long long)sizes[i]);
+    if (sizes[i] > dim) /* also keeps the sum from overflowing */
+      return alma__op_error(n, ALMA_ERR_SHAPE, "split[%d] = %lld exceeds the axis size %lld", i, (long long)sizes[i],
+                            (long long)dim);
     sum += sizes[i];
+    if (sum > dim) break;
   }
   if (sum != dim)
     return alma__op_error(n, ALMA_ERR_SHAPE, "split sizes sum to %lld, axis %d has size %lld", (long long)sum, *axis,
