@@ -83,7 +83,7 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
   }
   for (int i = 0; i < g->n_inputs; i++)
     if (!plausible_shape(&info[g->inputs[i]]))
-      return alma__errorf(ALMA_ERR_SHAPE, "input '%s': shape of more than 2^40 elements", g->values[g->inputs[i]].name);
+      return alma__errorf(ALMA_ERR_SHAPE, "input '%s': shape too large (more than 2^40 elements)", g->values[g->inputs[i]].name);
   out->macs = out->flops = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
@@ -125,7 +125,7 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
     }
     for (int k = 0; k < n->n_outputs; k++)
       if (!plausible_shape(&outs[k]))
-        return alma__op_error(n, ALMA_ERR_SHAPE, "output %d would hold more than 2^40 elements", k);
+        return alma__op_error(n, ALMA_ERR_SHAPE, "output %d too large (more than 2^40 elements)", k);
     if (n->op->cost && out->macs >= 0) {
       int64_t m = 0, f = 0;
       n->op->cost(n, in, n->n_inputs, outs, n->n_outputs, &m, &f);
