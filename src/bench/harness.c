@@ -160,6 +160,10 @@ static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
 }
 
 /* ---- output check ------------------------------------------------------------------------------ */
+/* Accuracy a lossy conversion (a pass with .lossy: int8, bf16, fp16) must keep against fp32 EAGER
+ * (issue 5's targets: cosine >= 0.99, argmax agreement >= 99%). */
+#define ALMA__LOSSY_MIN_COSINE 0.99
+#define ALMA__LOSSY_MIN_ARGMAX 0.99
 static int numeric(alma_dtype t) { return alma__dtype_is_float(t) || alma__dtype_is_int(t) || t == ALMA_DTYPE_BOOL; }
 
 void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
@@ -719,8 +723,22 @@ static void worker(void *arg, alma__chan *ch) {
   } else {
     char detail[512];
     alma__compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
-    if (!r->check.passed)
+    int lossy = 0;
+    for (int i = 0; i < a->one->n_passes; i++) lossy |= a->one->passes[i]->lossy;
+    if (lossy) {
+      /* int8/bf16/fp16 never meet float tolerances elementwise: judge them by what quantization
+       * promises (cosine similarity and argmax agreement with fp32 EAGER), and still say how far
+       * the elements are. */
+      double cos = r->check.cosine_similarity, am = r->check.argmax_agreement;
+      int ok = isfinite(cos) && cos >= ALMA__LOSSY_MIN_COSINE && (!isfinite(am) || am >= ALMA__LOSSY_MIN_ARGMAX);
+      if (!r->check.passed)
+        alma__result_warn(r, "reduced precision: outputs differ from EAGER's beyond rtol %g, atol %g (%s); judged by "
+                          "cosine %.6f (>= %.2f needed) and argmax agreement %.1f%% (>= %.0f%% needed)",
+                          cfg->rtol, cfg->atol, detail, cos, ALMA__LOSSY_MIN_COSINE, 100 * am, 100 * ALMA__LOSSY_MIN_ARGMAX);
+      r->check.passed = ok;
+    } else if (!r->check.passed) {
       alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
+    }
   }
 
   /* The latency mode's peak: the throughput mode's extra sessions come after. */

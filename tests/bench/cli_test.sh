@@ -28,6 +28,18 @@ contains() {  # contains FILE TEXT
   grep -q -F -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/  | /' "$1" | tail -20; }
 }
 
+# --- a lossy conversion (int8) is judged by cosine/argmax against EAGER, and its elementwise
+# difference is still reported
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,INT8_DYNAMIC+EAGER -b 4 $FAST --json "$OUT/q.json"
+contains "$OUT/out" "reduced precision: outputs differ from EAGER's beyond"
+"$PY" - "$OUT/q.json" <<'PYEOF' || fail "lossy check in JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][1]
+c = r["check"]
+assert r["conversion"] == "INT8_DYNAMIC+EAGER", r["conversion"]
+assert c["passed"] is True and c["cosine_similarity"] >= 0.99 and c["max_abs_err"] > 0, c
+PYEOF
+
 # --- success: JSON, CSV, raw, text report
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,FOLD+EAGER -b 2 $FAST --json "$OUT/r.json" --csv "$OUT/r.csv" --raw
 contains "$OUT/out" "speed-up: throughput relative to EAGER"
