@@ -57,6 +57,11 @@ alma_status alma__op_resolve(alma_node *n, int64_t opset) {
       if (n->inputs[i] < 0)
         return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): required input %d is empty", n->name, n->op_type,
                             i);
+  /* Likewise kernels write their required outputs; "" is only for optional ones. */
+  for (int i = 0; i < d->min_outputs && i < n->n_outputs; i++)
+    if (n->outputs[i] < 0)
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): required output %d is empty", n->name, n->op_type,
+                          i);
   n->op = d;
   n->since_version = best;
   return ALMA_OK;
