@@ -2,6 +2,7 @@
  * it belongs to; nothing here trusts sizes from the file. */
 #include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
 
 #include "onnx/onnx.h"
 #include "onnx/onnx.pb-c.h"
@@ -48,8 +49,12 @@ static int external_path_ok(const char *loc) {
   return 1;
 }
 
-static alma_status read_external(const Onnx__TensorProto *tp, const char *tname, const char *base_dir, void *dst,
-                                 size_t nbytes) {
+/* Opens a tensor's external data file positioned at its offset, after checking that the file holds
+ * all `nbytes`: the caller allocates only then, so a header declaring a huge shape over a missing or
+ * short file cannot make the loader allocate (fuzz: a 4 GiB tensor whose location key was wrong). */
+static alma_status open_external(const Onnx__TensorProto *tp, const char *tname, const char *base_dir, size_t nbytes,
+                                 FILE **out) {
+  *out = NULL;
   const char *loc = NULL;
   int64_t offset = 0, length = -1;
   for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -83,14 +88,18 @@ static alma_status read_external(const Onnx__TensorProto *tp, const char *tname,
   if (!f)
     return alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot open external data file '%s': %s", tname, path,
                         strerror(errno));
+  struct stat sb;
   alma_status st = ALMA_OK;
-  if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
-    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot seek to offset %lld in '%s'", tname, (long long)offset, path);
-  } else if (nbytes && fread(dst, 1, nbytes, f) != nbytes) {
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': external data '%s' is not a regular file", tname, path);
+  } else if ((uint64_t)offset > (uint64_t)sb.st_size || nbytes > (uint64_t)sb.st_size - (uint64_t)offset) {
     st = alma__errorf(ALMA_ERR_IO, "tensor '%s': external data file '%s' is too short (needs %zu bytes at offset %lld)",
                       tname, path, nbytes, (long long)offset);
+  } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot seek to offset %lld in '%s'", tname, (long long)offset, path);
   }
-  fclose(f);
+  if (st != ALMA_OK) fclose(f);
+  else *out = f;
   return st;
 }
 
@@ -123,10 +132,14 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   out->nbytes = nbytes;
 
   int external = tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-  /* Validate the element count before allocating, so a lying header cannot make us allocate. */
+  /* Validate the element count (or the external file's size) before allocating, so a lying header
+   * cannot make us allocate. */
   size_t have = 0;
   const char *field = "raw_data";
-  if (!external) {
+  FILE *ext = NULL;
+  if (external) {
+    ALMA_TRY(open_external(tp, tname, base_dir, nbytes, &ext));
+  } else {
     if (tp->has_raw_data) {
       have = tp->raw_data.len;
       if (have != nbytes) {
@@ -149,12 +162,17 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
     }
   }
   void *data = arena ? alma__arena_alloc(arena, nbytes ? nbytes : 1) : calloc(nbytes ? nbytes : 1, 1);
-  if (!data) return alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, nbytes);
+  if (!data) {
+    if (ext) fclose(ext);
+    return alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, nbytes);
+  }
   out->data = data;
   out->owns_data = arena ? 0 : 1;
   alma_status st = ALMA_OK;
   if (external) {
-    st = read_external(tp, tname, base_dir, data, nbytes);
+    if (nbytes && fread(data, 1, nbytes, ext) != nbytes)
+      st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot read %zu bytes of external data", tname, nbytes);
+    fclose(ext);
   } else if (tp->has_raw_data) {
     if (nbytes) memcpy(data, tp->raw_data.data, nbytes);
   } else {
