@@ -144,4 +144,26 @@ alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int6
                                   const float *a, const int64_t *a_off, const float *b, const int64_t *b_off,
                                   float *y, const alma__blas_epi *epi);
 
+/* alma.Attention, softmax(scale * Q Kᵀ + mask) V, as two GEMMs per block of query rows with the
+ * scaled scores, mask, softmax and normalisation applied between them while the block's scores
+ * are in cache. Batch entry b (of the output's batch dims) reads Q [Sq,D] at q + q_off[b], K
+ * [Sk,D] (or [D,Sk] when kt) at k + k_off[b], V [Sk,Dv] at v + v_off[b], and mask row i at
+ * mask + m_off[b] + i * m_row, its element j at j * m_col (m_row, m_col 0 where it broadcasts); it
+ * writes y + b * Sq * Dv. Work items: (batch entry, block of `rows` query rows). */
+typedef struct alma__blas_attn {
+  int64_t batch, Sq, Sk, D, Dv;
+  int kt;
+  float scale;
+  const float *q, *k, *v, *mask;
+  const int64_t *q_off, *k_off, *v_off, *m_off;
+  int64_t m_row, m_col;
+  int64_t rows, blocks; /* set by alma__blas_attn_plan */
+} alma__blas_attn;
+
+/* Chooses the row blocks of a (geometry set) for `threads` threads. */
+void alma__blas_attn_plan(alma__blas_attn *a, int threads);
+/* Runs it (planned); ALMA_ERR_NOMEM if scratch cannot be had. Sizes must fit in int (callers
+ * check). */
+alma_status alma__blas_attn_run(const alma__blas_ctx *ctx, const alma__blas_attn *a, float *y);
+
 #endif

@@ -584,4 +584,152 @@ alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int6
   return ALMA_OK;
 }
 
+/* ---- attention --------------------------------------------------------------------------------- */
+
+typedef int v8i __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* Lanes of a where m is all ones, of b elsewhere (C has no vector ?:). Macros and pointers rather
+ * than vector arguments: those would change the ABI of the baseline (non-AVX) clone. */
+#define SEL8(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
+
+/* expf on 8 lanes: Cephes' expf (reduction by ln 2 in two parts, degree-6 polynomial, relative error
+ * about 2e-7), as libm's expf does not vectorise. Below -87.33 it gives 0 where expf gives
+ * subnormals (an absolute difference under 1.2e-38); NaN stays NaN. */
+static inline __attribute__((always_inline)) void exp8(v8f *px) {
+  const v8f zero = {0}, lo = zero - 87.3365f, hi = zero + 88.0f;
+  v8f x = *px;
+  v8i nan = x != x, tiny = x < lo;
+  v8f x0 = x;
+  x = SEL8(nan | tiny, zero, x);
+  x = SEL8(x > hi, hi, x);
+  v8f fx = x * 1.44269504088896341f + 0.5f;
+  v8i n = __builtin_convertvector(fx, v8i); /* truncates: one less where that rounded up */
+  v8f nf = __builtin_convertvector(n, v8f);
+  n += (v8i)(nf > fx);
+  nf = __builtin_convertvector(n, v8f);
+  x = x - nf * 0.693359375f;
+  x = x - nf * -2.12194440e-4f;
+  v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+  y = y * x + 8.3334519073e-3f;
+  y = y * x + 4.1665795894e-2f;
+  y = y * x + 1.6666665459e-1f;
+  y = y * x + 5.0000001201e-1f;
+  y = y * (x * x) + x + 1.0f;
+  v8i e = (n + 127) << 23; /* n in [-126, 127]: a normal power of two */
+  y = y * (v8f)e;
+  y = SEL8(tiny, zero, y);
+  *px = SEL8(nan, x0, y);
+}
+
+/* One row of scores (already scaled): s[j] += mask[j * m_col] (mask may be NULL), then
+ * s[j] = exp(s[j] - max) in place; returns the sum. The maximum skips NaN, as the reference's. */
+ALMA__BLAS_CLONES static float softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_col) {
+  if (mask && m_col)
+    for (int64_t j = 0; j < n; j++) s[j] += mask[j];
+  else if (mask)
+    for (int64_t j = 0; j < n; j++) s[j] += mask[0];
+  const v8f zero = {0};
+  float mx = -INFINITY;
+  int64_t j = 0;
+  if (n >= 8) {
+    v8f vm = zero - INFINITY;
+    for (; j + 8 <= n; j += 8) {
+      v8f v = *(const v8f *)(s + j);
+      vm = SEL8((v8i)(v > vm), v, vm);
+    }
+    for (int l = 0; l < 8; l++) mx = vm[l] > mx ? vm[l] : mx;
+  }
+  for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+  v8f acc = zero, vmx = zero + mx;
+  for (j = 0; j + 8 <= n; j += 8) {
+    v8f e = *(const v8f *)(s + j) - vmx;
+    exp8(&e);
+    *(v8f *)(s + j) = e;
+    acc += e;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < 8; l++) sum += acc[l];
+  for (; j < n; j++) sum += (s[j] = expf(s[j] - mx));
+  return sum;
+}
+
+/* y[r, :] *= f[r]: the softmax's normalisation applied to the output (Dv per row) instead of the
+ * probabilities (Sk per row). */
+ALMA__BLAS_CLONES static void scale_rows(float *y, int64_t rows, int64_t cols, const float *f) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) y[r * cols + c] *= f[r];
+}
+
+void alma__blas_attn_plan(alma__blas_attn *a, int T) {
+  if (T < 1) T = 1;
+  a->rows = a->blocks = 0;
+  if (a->Sq <= 0) return;
+  /* a block's scores (rows x Sk) stay in L2 beside K and V; each block repacks K and V, so not
+   * fewer than 16 rows unless the threads need the items */
+  int64_t rows = min64(a->Sq, max64(16, 32768 / max64(1, a->Sk)));
+  int64_t blocks = ceil_div(a->Sq, rows);
+  while (T > 1 && (a->batch * blocks) % T && a->batch * blocks < 4 * T && ceil_div(a->Sq, blocks + 1) >= 16) blocks++;
+  a->rows = ceil_div(a->Sq, blocks);
+  a->blocks = ceil_div(a->Sq, a->rows);
+}
+
+typedef struct attn_job {
+  const alma__blas_ctx *ctx;
+  const alma__blas_attn *a;
+  float *y;
+  atomic_llong next;
+  atomic_int failed;
+} attn_job;
+
+static void attn_task(void *arg, int tid, int nt) {
+  (void)nt;
+  attn_job *j = arg;
+  const alma__blas_attn *a = j->a;
+  int64_t Sq = a->Sq, Sk = a->Sk, D = a->D, Dv = a->Dv;
+  float *s = scratch_get(&j->ctx->scratch[tid], (size_t)(a->rows * (Sk + 1)));
+  if (!s) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  float *inv = s + a->rows * Sk;
+  for (int64_t it, end; (it = alma__blas_claim(&j->next, 1, a->batch * a->blocks, &end)) >= 0;) {
+    int64_t b = it / a->blocks, r0 = (it % a->blocks) * a->rows, nr = min64(Sq, r0 + a->rows) - r0;
+    if (nr <= 0) continue;
+    const float *Q = a->q + a->q_off[b] + r0 * D, *K = a->k + a->k_off[b], *V = a->v + a->v_off[b];
+    float *Y = j->y + (b * Sq + r0) * Dv;
+    if (Sk == 0) { /* softmax over nothing: the reference's sum of no rows of V */
+      memset(Y, 0, (size_t)(nr * Dv) * sizeof(float));
+      continue;
+    }
+    /* scores = scale * Q Kᵀ */
+    if (D == 0) memset(s, 0, (size_t)(nr * Sk) * sizeof(float));
+    else if (nr == 1 && a->kt) alma__blas_sgemv(1, (int)D, (int)Sk, a->scale, K, (int)Sk, Q, 1, 0.0f, s, 1);
+    else if (nr == 1) alma__blas_sgemv(0, (int)Sk, (int)D, a->scale, K, (int)D, Q, 1, 0.0f, s, 1);
+    else
+      alma__blas_sgemm(0, !a->kt, (int)nr, (int)Sk, (int)D, a->scale, Q, (int)D, K, (int)(a->kt ? Sk : D), 0.0f, s,
+                       (int)Sk);
+    for (int64_t r = 0; r < nr; r++) {
+      const float *mrow = a->mask ? a->mask + a->m_off[b] + (r0 + r) * a->m_row : NULL;
+      inv[r] = 1.0f / softmax_exp_row(s + r * Sk, Sk, mrow, a->m_col);
+    }
+    /* Y = exp(scores) V, then each row divided by its sum */
+    if (nr == 1) alma__blas_sgemv(1, (int)Sk, (int)Dv, 1.0f, V, (int)Dv, s, 1, 0.0f, Y, 1);
+    else alma__blas_sgemm(0, 0, (int)nr, (int)Dv, (int)Sk, 1.0f, s, (int)Sk, V, (int)Dv, 0.0f, Y, (int)Dv);
+    scale_rows(Y, nr, Dv, inv);
+  }
+}
+
+alma_status alma__blas_attn_run(const alma__blas_ctx *ctx, const alma__blas_attn *a, float *y) {
+  if (a->batch == 0 || a->Sq == 0 || a->Dv == 0 || a->blocks == 0) return ALMA_OK;
+  attn_job j = {.ctx = ctx, .a = a, .y = y};
+  atomic_init(&j.next, 0);
+  atomic_init(&j.failed, 0);
+  int64_t items = a->batch * a->blocks;
+  int64_t macs = a->batch * a->Sq * max64(1, a->Sk) * (a->D + a->Dv + 1);
+  int nt = macs < PARALLEL_MIN_MACS ? 1 : (int)min64(ctx->threads, items);
+  alma__blas_pool_run(ctx->pool, attn_task, &j, nt);
+  if (atomic_load(&j.failed)) return alma__errorf(ALMA_ERR_NOMEM, "out of memory for attention scores");
+  return ALMA_OK;
+}
+
 #endif /* ALMA_HAVE_BLAS */

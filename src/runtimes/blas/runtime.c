@@ -30,7 +30,7 @@
 #include "runtimes/exec.h"
 #include "runtimes/runtime.h"
 
-enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL };
+enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL, KIND_ATTENTION };
 enum { ROLE_EAGER, ROLE_MEMBER, ROLE_TAIL };
 
 #define MAX_CHAIN 4
@@ -50,6 +50,7 @@ typedef struct group {
   int64_t xdims[ALMA_MAX_RANK], wdims[ALMA_MAX_RANK];
   int xrank, wrank;
   alma__blas_conv cv;
+  alma__blas_attn at;      /* attention: geometry and row blocks of the last run (describe) */
   float *buf;              /* merged biases */
   size_t buf_cap;
   int64_t *off;            /* MatMul operand offsets */
@@ -86,6 +87,7 @@ static int native_kind(const alma_graph *g, const alma_node *n) {
   if (!float_or_unknown(g, n->outputs[0])) return KIND_NONE;
   const char *t = n->op_type;
   if (is_fused_op(n)) {
+    if (!strcmp(t, "Attention")) return n->n_inputs >= 3 ? KIND_ATTENTION : KIND_NONE;
     alma_fused_act fa;
     if (alma__fused_act_parse(n, &fa) != ALMA_OK) {
       alma__error_clear();
@@ -317,7 +319,9 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
     gr->n = 1;
     gr->bias_value = gr->res_value = gr->act_node = -1;
     const alma_node *h = &g->nodes[i];
-    if (is_fused_op(h)) {
+    if (kind == KIND_ATTENTION) {
+      /* a node of its own: what follows (a head merge) is data movement */
+    } else if (is_fused_op(h)) {
       gr->fused = 1;
       fused_node_act(h, &gr->act);
       if (kind == KIND_CONV && h->n_inputs > 3 && h->inputs[3] >= 0) gr->res_value = h->inputs[3];
@@ -514,7 +518,67 @@ static alma_status run_matmul(blas_plan *p, group *gr, const alma_node *n, const
   return alma__blas_matmul_run(&p->ctx, batch, M, N, K, a->data, gr->off, b->data, gr->off + batch, out->data, &epi);
 }
 
-/* Inputs a native kernel needs in float32: Conv X, W, B; Gemm A, B, C; MatMul A, B. */
+/* alma.Attention(Q, K, V, [mask]) (schema in ops/fused.h; infer has checked the shapes). */
+static alma_status run_attention(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
+                                 alma_tensor *out) {
+  const alma_tensor *q = in[0], *k = in[1], *v = nin > 2 ? in[2] : NULL, *m = nin > 3 ? in[3] : NULL;
+  if (!v || q->rank < 2 || k->rank < 2 || v->rank < 2 || (m && m->rank > ALMA_MAX_RANK)) return DECLINE;
+  alma__blas_attn *a = &gr->at;
+  memset(a, 0, sizeof *a);
+  a->kt = alma__attr_i(n, "k_transposed", 0) != 0;
+  a->Sq = q->dims[q->rank - 2];
+  a->D = q->dims[q->rank - 1];
+  a->Sk = k->dims[k->rank - (a->kt ? 1 : 2)];
+  a->Dv = v->dims[v->rank - 1];
+  /* the reference's scale, rounded the same way */
+  a->scale = alma__node_attr(n, "scale") ? alma__attr_f(n, "scale", 1.0f)
+                                         : (float)(1.0 / sqrt((double)(a->D > 0 ? a->D : 1)));
+  int qbr = q->rank - 2, kbr = k->rank - 2, vbr = v->rank - 2, sbr, obr;
+  int64_t sbd[ALMA_MAX_RANK], obd[ALMA_MAX_RANK], sdims[ALMA_MAX_RANK];
+  ALMA_TRY(alma__broadcast_shape(qbr, q->dims, kbr, k->dims, &sbr, sbd));
+  ALMA_TRY(alma__broadcast_shape(sbr, sbd, vbr, v->dims, &obr, obd));
+  if (sbr + 2 > ALMA_MAX_RANK) return DECLINE;
+  a->batch = alma__numel(obr, obd);
+  if (!fits_int(a->Sq) || !fits_int(a->Sk) || !fits_int(a->D) || !fits_int(a->Dv)) return DECLINE;
+  alma__blas_attn_plan(a, p->ctx.threads);
+  if ((uint64_t)a->rows * (uint64_t)(a->Sk + 1) > ((uint64_t)1 << 40)) return DECLINE;
+  if ((size_t)a->batch * 4 > gr->off_cap) {
+    int64_t *o = realloc(gr->off, (size_t)a->batch * 4 * sizeof *o);
+    if (!o) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    gr->off = o;
+    gr->off_cap = (size_t)a->batch * 4;
+  }
+  int64_t *qo = gr->off, *ko = qo + a->batch, *vo = ko + a->batch, *mo = vo + a->batch;
+  memcpy(sdims, sbd, sizeof(int64_t) * (size_t)sbr);
+  sdims[sbr] = a->Sq;
+  sdims[sbr + 1] = a->Sk;
+  for (int64_t b = 0; b < a->batch; b++) {
+    qo[b] = alma__broadcast_index(b, obr, obd, qbr, q->dims) * a->Sq * a->D;
+    ko[b] = alma__broadcast_index(b, obr, obd, kbr, k->dims) * a->Sk * a->D;
+    vo[b] = alma__broadcast_index(b, obr, obd, vbr, v->dims) * a->Sk * a->Dv;
+    /* the mask's element (b's scores entry, 0, 0) */
+    mo[b] = m ? alma__broadcast_index(alma__broadcast_index(b, obr, obd, sbr, sbd) * a->Sq * a->Sk, sbr + 2, sdims,
+                                      m->rank, m->dims)
+              : 0;
+  }
+  if (m) {
+    int64_t mk = m->rank >= 1 ? m->dims[m->rank - 1] : 1, mq = m->rank >= 2 ? m->dims[m->rank - 2] : 1;
+    a->m_col = mk == a->Sk && a->Sk > 1 ? 1 : 0;
+    a->m_row = mq == a->Sq && a->Sq > 1 ? mk : 0;
+    a->mask = m->data;
+  }
+  a->q = q->data;
+  a->k = k->data;
+  a->v = v->data;
+  a->q_off = qo;
+  a->k_off = ko;
+  a->v_off = vo;
+  a->m_off = mo;
+  return alma__blas_attn_run(&p->ctx, a, out->data);
+}
+
+/* Inputs a native kernel needs in float32: Conv X, W, B; Gemm A, B, C; MatMul A, B; Attention
+ * Q, K, V, mask. */
 static int inputs_float(const alma_node *n, const alma_tensor *const *in, int nin) {
   for (int i = 0; i < nin; i++)
     if (in[i] && in[i]->dtype != ALMA_DTYPE_FLOAT32) return 0;
@@ -530,6 +594,7 @@ static alma_status run_head(blas_plan *p, group *gr, const alma_node *n, const a
     case KIND_CONV: return run_conv(p, gr, n, in, nin, out, f);
     case KIND_GEMM: return run_gemm(p, gr, n, in, nin, out, f);
     case KIND_MATMUL: return run_matmul(p, gr, n, in, out, f);
+    case KIND_ATTENTION: return run_attention(p, gr, n, in, nin, out);
     default: return DECLINE;
   }
 }
@@ -814,6 +879,18 @@ static void blas_describe(void *plan, FILE *f) {
       continue;
     }
     char what[256];
+    if (gr->kind == KIND_ATTENTION) {
+      const alma__blas_attn *a = &gr->at;
+      int o = snprintf(what, sizeof what, "sgemm scale*Q*K^T%s, softmax, *V",
+                       n->n_inputs > 3 && n->inputs[3] >= 0 ? " +mask" : "");
+      if (a->blocks)
+        snprintf(what + o, sizeof what - (size_t)o, " [%lld items of %lld query rows]",
+                 (long long)(a->batch * a->blocks), (long long)a->rows);
+      fprintf(f, "  %-40s %-20s BLAS %s\n", n->name, n->op_type, what);
+      if (gr->eager)
+        fprintf(f, "  %-40s %-20s   (on EAGER %ld of %ld runs)\n", "", "", gr->eager, gr->runs);
+      continue;
+    }
     int o = snprintf(what, sizeof what, "%s", gr->kind == KIND_CONV ? "im2col+sgemm" : "sgemm");
     if (gr->bias_value >= 0 || (gr->fused && gr->kind == KIND_MATMUL && n->n_inputs > 2 && n->inputs[2] >= 0))
       o += snprintf(what + o, sizeof what - (size_t)o, " +bias");

@@ -129,10 +129,12 @@ static int node(gb *b, const char *op, const char *out, const int *ins, int nin,
     }
     n->n_attrs = nattrs;
   }
-  if (!strncmp(op, "Fused", 5)) { /* alma domain, bound by the FUSE pass */
+  if (!strncmp(op, "Fused", 5) || !strcmp(op, "Attention")) { /* alma domain, bound by the FUSE pass */
     n->domain = "alma";
-    n->op = !strcmp(op, "FusedConv") ? &alma__op_FusedConv : !strcmp(op, "FusedGemm") ? &alma__op_FusedGemm
-                                                                                    : &alma__op_FusedMatMul;
+    n->op = !strcmp(op, "FusedConv")   ? &alma__op_FusedConv
+            : !strcmp(op, "FusedGemm") ? &alma__op_FusedGemm
+            : !strcmp(op, "Attention") ? &alma__op_AlmaAttention
+                                       : &alma__op_FusedMatMul;
     n->since_version = 1;
     return o;
   }
@@ -699,12 +701,97 @@ static void test_matmul(void **state) {
   }
 }
 
+/* ---- Attention ------------------------------------------------------------------------------------ */
+
+typedef struct attn_case {
+  int rq, rk, rv, rm; /* ranks; rm < 0: no mask */
+  int64_t q[5], k[5], v[5], m[5];
+  int kt;
+  float scale;        /* 0: the default 1/sqrt(D) */
+  float neg_inf_every; /* > 0: every n-th mask element is -inf (n = this) */
+} attn_case;
+
+static void attn_run_case(const attn_case *c, alma_dtype dt) {
+  gb b;
+  gb_init(&b, 14);
+  int q = input(&b, "q", dt, c->rq, c->q);
+  int k = input(&b, "k", dt, c->rk, c->k);
+  int v = input(&b, "v", dt, c->rv, c->v);
+  int ins[4] = {q, k, v, -1};
+  if (c->rm >= 0) {
+    ins[3] = input(&b, "mask", dt, c->rm, c->m);
+    alma_tensor *mt = &b.feeds[3];
+    for (int64_t i = 0; i < alma_tensor_numel(mt); i++) {
+      double x = 4 * alma__get_f64(mt->data, dt, i);
+      if (c->neg_inf_every > 0 && i % (int64_t)c->neg_inf_every == 1) x = -INFINITY;
+      alma__set_f64(mt->data, dt, i, x);
+    }
+  }
+  /* scores of a few units, so the softmax is not flat */
+  for (int64_t i = 0; i < alma_tensor_numel(&b.feeds[0]); i++)
+    alma__set_f64(b.feeds[0].data, dt, i, 3 * alma__get_f64(b.feeds[0].data, dt, i));
+  kv at[2];
+  int na = 0;
+  if (c->kt) at[na++] = AI("k_transposed", 1);
+  if (c->scale != 0) at[na++] = AF("scale", c->scale);
+  int y = node(&b, "Attention", "y", ins, c->rm >= 0 ? 4 : 3, at, na);
+  output(&b, y);
+  gb_finish(&b);
+  int64_t D = c->q[c->rq - 1], Sk = c->k[c->rk - (c->kt ? 1 : 2)];
+  tol_for_k(D > Sk ? D : Sk);
+  check_threads(&b);
+  if (dt == ALMA_DTYPE_FLOAT32) expect_plan("Attention            BLAS sgemm scale*Q*K^T");
+  else expect_plan("on EAGER 2 of 2 runs");
+  if (c->rm >= 0) expect_plan("+mask");
+  gb_free(&b);
+}
+
+/* alma.Attention against its reference kernel: multi-head shapes, K transposed, broadcast batch
+ * dims, every mask broadcast (with -inf entries, and rows masked entirely: NaN in both), a single
+ * query row (GEMV), several row blocks per head, Sk = 1, D = 0, Sk = 0, an explicit scale, and
+ * float64 (EAGER). */
+static void test_attention(void **state) {
+  (void)state;
+  static const attn_case cases[] = {
+      /* multi-head self-attention, no mask, default scale */
+      {4, 4, 4, -1, {2, 4, 33, 16}, {2, 4, 40, 16}, {2, 4, 40, 24}, {0}, 0, 0, 0},
+      /* K already transposed, an explicit scale */
+      {4, 4, 4, -1, {2, 4, 33, 16}, {2, 4, 16, 40}, {2, 4, 40, 24}, {0}, 1, 0.3f, 0},
+      /* 3-D (batch * heads) as exported, additive mask [Sq, Sk] with -inf entries */
+      {3, 3, 3, 2, {8, 16, 8}, {8, 16, 8}, {8, 16, 8}, {16, 16}, 0, 0, 3},
+      /* key padding mask [B, 1, 1, Sk] */
+      {4, 4, 4, 4, {2, 3, 20, 8}, {2, 3, 20, 8}, {2, 3, 20, 8}, {2, 1, 1, 20}, 0, 0, 0},
+      /* mask [Sk] and a scalar mask; mask [Sq, 1] */
+      {3, 3, 3, 1, {3, 9, 5}, {3, 11, 5}, {3, 11, 7}, {11}, 0, 0, 0},
+      {3, 3, 3, 0, {3, 9, 5}, {3, 11, 5}, {3, 11, 7}, {0}, 0, 0, 0},
+      {3, 3, 3, 2, {3, 9, 5}, {3, 11, 5}, {3, 11, 7}, {9, 1}, 0, 0, 0},
+      /* whole rows masked: -inf everywhere in some rows ([Sq, 1] mask), NaN like the reference */
+      {3, 3, 3, 2, {2, 6, 4}, {2, 10, 4}, {2, 10, 4}, {6, 1}, 0, 0, 2},
+      /* broadcast batch dims: Q [3,1], K [2], V [1] -> [3,2]; mask over the batch too */
+      {4, 3, 3, 4, {3, 1, 5, 8}, {2, 7, 8}, {1, 7, 6}, {3, 2, 5, 7}, 0, 0, 0},
+      {4, 3, 2, 3, {3, 1, 5, 8}, {2, 8, 7}, {7, 6}, {2, 1, 7}, 1, 0, 0},
+      /* one query row (GEMV), also with K transposed */
+      {4, 4, 4, 2, {2, 4, 1, 32}, {2, 4, 50, 32}, {2, 4, 50, 32}, {1, 50}, 0, 0, 0},
+      {3, 3, 3, -1, {4, 1, 32}, {4, 32, 50}, {4, 50, 16}, {0}, 1, 0, 0},
+      /* long sequences: several row blocks per head, and blocks split for the threads */
+      {3, 3, 3, 2, {1, 300, 16}, {1, 200, 16}, {1, 200, 16}, {300, 200}, 0, 0, 0},
+      {3, 3, 3, -1, {3, 130, 64}, {3, 700, 64}, {3, 700, 32}, {0}, 0, 0, 0},
+      {3, 3, 3, -1, {1, 128, 64}, {1, 128, 64}, {1, 128, 64}, {0}, 0, 0, 0},
+      /* Sk = 1, D = 0 (scores all 0: the mean of V), Sk = 0 (zeros) */
+      {3, 3, 3, -1, {2, 5, 4}, {2, 1, 4}, {2, 1, 3}, {0}, 0, 0, 0},
+      {3, 3, 3, -1, {2, 5, 0}, {2, 6, 0}, {2, 6, 3}, {0}, 0, 0, 0},
+      {3, 3, 3, -1, {2, 5, 4}, {2, 0, 4}, {2, 0, 3}, {0}, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attn_run_case(&cases[i], ALMA_DTYPE_FLOAT32);
+  attn_run_case(&cases[2], ALMA_DTYPE_FLOAT64);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_shapes), cmocka_unit_test(test_conv_fused), cmocka_unit_test(test_residual_aliasing),
       cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_constant_nodes), cmocka_unit_test(test_fused_nodes),
-      cmocka_unit_test(test_subgraph_graph),
+      cmocka_unit_test(test_subgraph_graph), cmocka_unit_test(test_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
