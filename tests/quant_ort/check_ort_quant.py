@@ -1,0 +1,92 @@
+"""Runs models quantized by ONNX Runtime's quantizer (ort_quantize.py) through alma's conversions
+and compares them with ONNX Runtime's outputs on the same data.
+
+usage: check_ort_quant.py ALMA DIR TEST.npy [--conversions A,B,...] [--labels LABELS.npy]
+
+For every variant in DIR/variants.json and every conversion: `alma run` on TEST.npy, then against
+ONNX Runtime's outputs (DIR/<variant>.ref_<k>.npy): cosine similarity, argmax agreement per row,
+and max abs error relative to the output's largest magnitude. Pass: cosine >= 0.999, argmax
+agreement >= 99%, error <= 5% of the largest magnitude (integer kernels round differently from
+ONNX Runtime's in the last step: a few quantization steps, never more). With --labels the top-1
+accuracy of each run is printed beside ONNX Runtime's and fp32's. A conversion unavailable on this
+machine is reported and skipped. Exit 1 when any available conversion fails.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def cosine(a, b):
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("alma")
+    ap.add_argument("dir")
+    ap.add_argument("test")
+    ap.add_argument("--conversions", default="EAGER,FOLD+EAGER,QLINEAR+EAGER,DNNL,XNNPACK,BLAS")
+    ap.add_argument("--labels", default="")
+    a = ap.parse_args()
+    meta = json.load(open(os.path.join(a.dir, "variants.json")))
+    labels = np.load(a.labels) if a.labels else None
+    fp32 = np.load(os.path.join(a.dir, "fp32.ref_0.npy"))
+    print(f"ONNX Runtime {meta['onnxruntime']}; fp32 top-1 "
+          + (f"{100 * np.mean(fp32.argmax(-1) == labels):.2f}%" if labels is not None else "-"))
+    failed = []
+    for v in meta["variants"]:
+        refs = [np.load(os.path.join(a.dir, f"{v}.ref_{k}.npy")) for k in range(meta["outputs"])]
+        line = f"{v}: ONNX Runtime top-1 {100 * np.mean(refs[0].argmax(-1) == labels):.2f}%" if labels is not None else v
+        print(line)
+        for conv in a.conversions.split(","):
+            with tempfile.TemporaryDirectory() as td:
+                r = subprocess.run([a.alma, "run", os.path.join(a.dir, v + ".onnx"), "-c", conv,
+                                    "--input", f"{meta['input']}={a.test}", "--output-dir", td],
+                                   capture_output=True, text=True)
+                outs = sorted(f for f in os.listdir(td) if f.endswith(".npy"))
+                if r.returncode != 0 or len(outs) != len(refs):
+                    err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+                    if "unavailable" in err:
+                        print(f"  {conv:16s} unavailable here: {err}")
+                        continue
+                    print(f"  {conv:16s} FAILED: {err}")
+                    failed.append((v, conv))
+                    continue
+                # alma run names files after the outputs; ORT's are in graph order: match by order
+                # of the model's outputs, which alma run also prints in order.
+                names = [l.split()[0].rstrip(":") for l in r.stdout.splitlines() if l.strip() and not l.startswith(" ")]
+                ys = []
+                for k in range(len(refs)):
+                    f = next((o for o in outs if names and o[:-4] == names[k]), outs[k])
+                    ys.append(np.load(os.path.join(td, f)))
+            ok, parts = True, []
+            for y, ref in zip(ys, refs):
+                if y.shape != ref.shape:
+                    ok = False
+                    parts.append(f"shape {y.shape} vs {ref.shape}")
+                    continue
+                c = cosine(y, ref)
+                am = float(np.mean(y.reshape(-1, y.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)))
+                err = float(np.max(np.abs(y.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-12)
+                ok &= c >= 0.999 and am >= 0.99 and err <= 0.05
+                parts.append(f"cosine {c:.6f} argmax {100 * am:.1f}% err {100 * err:.2f}% of max")
+            if labels is not None and ys[0].shape[0] == len(labels):
+                parts.append(f"top-1 {100 * np.mean(ys[0].argmax(-1) == labels):.2f}%")
+            print(f"  {conv:16s} {'ok' if ok else 'FAILED'}  " + ", ".join(parts))
+            if not ok:
+                failed.append((v, conv))
+    if failed:
+        print("failed: " + ", ".join(f"{v} on {c}" for v, c in failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
