@@ -90,8 +90,16 @@ typedef struct alma_config {
   int lean_cache;             /* keep only state files, logs and benchmark records (default 0)   */
   /* INT8_STATIC calibration. */
   char calibrator[16];        /* "minmax", "percentile", "entropy" (default "minmax")             */
-  int64_t calibration_batches;/* > 0: calibrate on the first N batches of the benchmark data;
-                                 0: the pass's own random batches (default 0)                     */
+  int64_t calibration_batches;/* > 0: calibrate on the first N batches of the benchmark data (with
+                                 a warning when that data is random); 0: the pass's own random
+                                 batches (default 8)                                              */
+  /* Outputs beyond timings (docs/cli.md). */
+  char save_converted[512];   /* "" = off; a directory: each conversion's final graph (after its
+                                 passes) is written there as <conversion>.onnx, with _b<batch> when
+                                 a batch-size sweep runs several (default "")                     */
+  char labels[512];           /* "" = none; a .npy or IDX file of integer class ids, one per
+                                 sample of the data set (alma_data_from_npy/idx/dir): top-1
+                                 accuracy of every conversion over the whole set (default "")    */
   /* Hooks (not config keys). */
   alma_preprocess_fn preprocess;
   alma_postprocess_fn postprocess;
@@ -183,7 +191,7 @@ typedef struct alma_output_check {
   double max_abs_err;
   double max_rel_err;           /* max |x - ref| / max(|ref|, atol) */
   double argmax_agreement;      /* rows (last axis) whose argmax agrees, 0..1; NaN if no float output */
-  double cosine_similarity;     /* over all floating outputs flattened; NaN if none */
+  double cosine_similarity;     /* over all floating outputs flattened; NaN if none (JSON "cosine") */
 } alma_output_check;
 
 typedef struct alma_result alma_result;
@@ -256,6 +264,25 @@ int64_t alma_result_warmup_batches(const alma_result *r);
 double alma_result_warmup_s(const alma_result *r);
 const alma_latency_stats *alma_result_latency(const alma_result *r);
 const alma_output_check *alma_result_check(const alma_result *r);
+
+/* Top-1 accuracy against the labels (config `labels`): argmax over the last axis of the first
+ * output, one row per sample, over every sample of the data set once (after timing). */
+typedef struct alma_accuracy {
+  int64_t samples;              /* labelled samples run; 0: not measured (no labels, or failed) */
+  int64_t correct;              /* samples whose argmax is their label */
+  double top1;                  /* correct / samples */
+  double top1_drop;             /* the baseline's top1 minus this one's (0.01 = 1 point worse);
+                                   NaN without a baseline */
+  const char *baseline;         /* the first conversion at this batch size without a lossy step
+                                   (int8, bf16, fp16) that measured accuracy, "" if none */
+  double seconds;               /* the accuracy pass's wall time (not in any timing) */
+} alma_accuracy;
+/* NULL when accuracy was not measured. */
+const alma_accuracy *alma_result_accuracy(const alma_result *r);
+/* The converted graph written by save_converted ("" when none), and how many of its nodes are
+ * alma-domain ops (FUSE's fused ops), which ONNX Runtime and other ONNX tools cannot run. */
+const char *alma_result_saved_path(const alma_result *r);
+int alma_result_saved_alma_ops(const alma_result *r);
 int alma_result_threads(const alma_result *r);
 const char *alma_result_affinity(const alma_result *r);    /* CPU list, "0-7" */
 double alma_result_timer_overhead_ns(const alma_result *r);

@@ -45,7 +45,7 @@ void alma__system_info_basic(alma_system_info *s);
 void alma__system_info_runtimes(char *out, size_t n);
 
 /* ---- config (config.c) --------------------------------------------------------------------- */
-/* Room for any key's value in text form (cache_dir is the longest). */
+/* Room for any key's value in text form (the paths: cache_dir, save_converted, labels). */
 #define ALMA__CONFIG_VALUE_MAX 600
 /* Parses a list config value ("1,8,32"; MAX = max_value when max_value > 0) into out (ascending,
  * duplicates dropped). Returns the count, or -1 with the error set naming key. */
@@ -79,6 +79,13 @@ int64_t alma__batcher_batch(const alma__batcher *b);
 alma_status alma__batcher_next(alma__batcher *b, alma_tensor *inputs, int64_t *samples_out);
 /* Back to the first batch. */
 alma_status alma__batcher_rewind(alma__batcher *b);
+/* Samples in one pass over the data set: npy/IDX files' first dim, a batch directory's batches
+ * summed; -1 for random data and loaders (no fixed set). */
+int64_t alma__batcher_samples(const alma__batcher *b);
+/* Class labels from a .npy or IDX file: integer dtype, shape [N] (or [N,1]), every value >= 0.
+ * *labels_out (malloc'd) gets them as int64, *max_out the largest. ALMA_ERR_TYPE for non-integer
+ * labels, ALMA_ERR_SHAPE for another shape, ALMA_ERR_PARSE for a negative one, naming path. */
+alma_status alma__labels_load(const char *path, int64_t **labels_out, int64_t *n_out, int64_t *max_out);
 void alma__batcher_free(alma__batcher *b);
 /* "random", "npy", ... and a one-line description (paths, specs) for the JSON. */
 const char *alma__data_describe(const alma_data *d, char *buf, size_t n);
@@ -135,6 +142,12 @@ void alma__install_crash_handler(void);
 /* Compares a conversion's outputs with EAGER's (see alma_output_check): every numeric element within
  * atol + rtol*|ref| (NaN matches NaN, inf matches the same inf), shapes equal; metrics over all
  * outputs. m (may be NULL) names outputs in detail, which gets the first problem ("" if none). */
+/* Top-1 over the first n_take rows of out (argmax of the last axis; out holds one row per sample of
+ * a batch of `samples` samples) against labels[0..n_take): adds to *correct. Fails naming the
+ * output (name, may be NULL) when it is not [samples, ..., classes] with one row per sample, not
+ * numeric, or has fewer classes than a label needs. */
+alma_status alma__count_top1(const alma_tensor *out, const char *name, int64_t samples, const int64_t *labels,
+                             int64_t n_take, int64_t *correct);
 void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
                            double rtol, double atol, alma_output_check *c, char *detail, size_t dn);
 
@@ -169,6 +182,10 @@ struct alma_result {
   alma_cache_info cache;          /* strings owned (malloc'd), status NULL = no cache info */
   int n_scaling;
   alma_scaling_point *scaling;    /* stop_reason/error owned */
+  /* issue 5 */
+  char *saved_path;               /* save_converted: the file written, NULL when none */
+  int saved_alma_ops;             /* alma-domain nodes in it */
+  alma_accuracy acc;              /* acc.samples 0: not measured; acc.baseline owned (NULL: none) */
 };
 
 typedef struct alma__model_io {
@@ -203,6 +220,8 @@ const char *alma__result_status_str(alma_result_status s);
 /* Replaces the result's cache info (strings copied). */
 void alma__result_set_cache(alma_result *r, const char *status, const char *reason, int stale, const char *build,
                             const char *dir, const char *key, double build_s, int64_t graph_bytes);
+/* Sets acc.baseline (copied; "" = none) and acc.top1_drop. */
+void alma__result_set_baseline(alma_result *r, const char *baseline, double drop);
 /* A new zeroed scaling point (NaN numbers) at the end of r's list, or NULL on OOM. */
 alma_scaling_point *alma__result_add_scaling(alma_result *r);
 

@@ -34,6 +34,7 @@ void alma_config_init(alma_config *c) {
   c->cache = 1;
   snprintf(c->rebuild, sizeof c->rebuild, "if_needed");
   snprintf(c->calibrator, sizeof c->calibrator, "minmax");
+  c->calibration_batches = 8;
 }
 
 /* K_STR: free text (a path); K_LIST: a comma list of integers >= 1 (lo = 1: MAX allowed);
@@ -98,7 +99,11 @@ static const kdesc keys[] = {
     {"calibrator", K_CHOICE, OFF(calibrator), 0, sizeof(((alma_config *)0)->calibrator),
      "minmax | percentile | entropy, default minmax: INT8_STATIC calibration"},
     {"calibration_batches", K_I64, OFF(calibration_batches), 0, 1e6,
-     "integer >= 0, default 0 = the pass's own random batches: INT8_STATIC calibrates on the first N batches"},
+     "integer >= 0, default 8: INT8_STATIC calibrates on the first N batches of the data (0 = the pass's own random batches)"},
+    {"save_converted", K_STR, OFF(save_converted), 0, sizeof(((alma_config *)0)->save_converted),
+     "directory, default \"\" (off): write each conversion's final graph there as <conversion>.onnx"},
+    {"labels", K_STR, OFF(labels), 0, sizeof(((alma_config *)0)->labels),
+     "path, default \"\" (none): .npy or IDX integer class ids per data sample: top-1 accuracy per conversion"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 

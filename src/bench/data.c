@@ -746,3 +746,56 @@ alma_status alma__batcher_rewind(alma__batcher *b) {
   if (b->kind == D_LOADER && b->d->reset) return b->d->reset(b->d->user);
   return ALMA_OK;
 }
+
+int64_t alma__batcher_samples(const alma__batcher *b) {
+  if (b->kind == D_NPY || b->kind == D_IDX) return b->n_samples;
+  if (b->kind != D_DIR || b->n == 0) return -1;
+  int64_t n = 0;
+  for (int k = 0; k < b->n_batches; k++) n += samples_of(&b->batches[(int64_t)k * b->n]);
+  return n;
+}
+
+alma_status alma__labels_load(const char *path, int64_t **labels_out, int64_t *n_out, int64_t *max_out) {
+  *labels_out = NULL;
+  *n_out = 0;
+  *max_out = -1;
+  if (!path || !*path) return alma__errorf(ALMA_ERR_INVALID_ARG, "labels: empty path");
+  alma_tensor t;
+  alma_status st = ends_with(path, ".npy") ? alma_npy_load(path, &t) : alma_idx_load(path, &t);
+  if (st != ALMA_OK) return alma__error_prefix(st, "labels: ");
+  char shp[96];
+  if (!alma__dtype_is_int(t.dtype)) {
+    st = alma__errorf(ALMA_ERR_TYPE, "labels '%s' are %s: class labels must be integer ids (int8..int64, uint8..uint64)",
+                      path, alma_dtype_name(t.dtype));
+  } else if (!(t.rank == 1 || (t.rank == 2 && t.dims[1] == 1)) || t.dims[0] < 1) {
+    st = alma__errorf(ALMA_ERR_SHAPE, "labels '%s' have shape %s: expected [N] (one class id per sample), N >= 1", path,
+                      alma__shape_str(t.rank, t.dims, shp, sizeof shp));
+  }
+  int64_t n = st == ALMA_OK ? t.dims[0] : 0, max = -1;
+  int64_t *v = st == ALMA_OK ? malloc((size_t)n * sizeof *v) : NULL;
+  if (st == ALMA_OK && !v) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory for %lld labels", (long long)n);
+  for (int64_t i = 0; st == ALMA_OK && i < n; i++) {
+    if (t.dtype == ALMA_DTYPE_UINT64 && ((const uint64_t *)t.data)[i] > (uint64_t)INT64_MAX) {
+      st = alma__errorf(ALMA_ERR_PARSE, "labels '%s': label %llu (sample %lld) is no class any output has", path,
+                        (unsigned long long)((const uint64_t *)t.data)[i], (long long)i);
+      break;
+    }
+    int64_t x = alma__get_i64(t.data, t.dtype, i);
+    if (x < 0) {
+      st = alma__errorf(ALMA_ERR_PARSE, "labels '%s': label %lld (sample %lld) is not a class id (>= 0)", path,
+                        (long long)x, (long long)i);
+      break;
+    }
+    v[i] = x;
+    if (x > max) max = x;
+  }
+  alma_tensor_free_data(&t);
+  if (st != ALMA_OK) {
+    free(v);
+    return st;
+  }
+  *labels_out = v;
+  *n_out = n;
+  *max_out = max;
+  return ALMA_OK;
+}

@@ -6,6 +6,7 @@
  * loads the model or initializes a runtime itself (one copy of the model alive at a time, and no
  * CUDA context inherited across fork). */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <float.h>
@@ -40,6 +41,10 @@ typedef struct {
   /* worker: the one to run, and what the build cache decided for it (NULL: cache off) */
   const alma_conversion *one;
   const alma__cache_plan *plan;
+  /* labels (config labels): one class id per sample of the data set, or NULL */
+  const int64_t *labels;
+  int64_t n_labels;
+  int batch_suffix;                /* save_converted names carry _b<batch> (a batch-size sweep) */
 } job_args;
 
 static const char *runtime_device(const alma_runtime *rt) {
@@ -257,6 +262,40 @@ void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor 
   c->cosine_similarity = !nfloat ? NAN : (na == 0 && nb == 0) ? 1.0 : (na == 0 || nb == 0) ? 0.0 : dot / sqrt(na * nb);
 }
 
+/* ---- top-1 accuracy against labels ------------------------------------------------------------ */
+alma_status alma__count_top1(const alma_tensor *out, const char *name, int64_t samples, const int64_t *labels,
+                             int64_t n_take, int64_t *correct) {
+  char shp[96];
+  if (!name) name = "?";
+  if (!alma__dtype_is_float(out->dtype) && !alma__dtype_is_int(out->dtype))
+    return alma__errorf(ALMA_ERR_TYPE, "top-1: output '%s' is %s, not class scores", name, alma_dtype_name(out->dtype));
+  int64_t classes = out->rank >= 1 ? out->dims[out->rank - 1] : 0, n = alma_tensor_numel(out);
+  if (classes < 1 || n % classes || n / classes != samples)
+    return alma__errorf(ALMA_ERR_SHAPE,
+                        "top-1: output '%s' has shape %s for a batch of %lld samples: top-1 needs one row of class "
+                        "scores per sample ([batch, classes])",
+                        name, alma__shape_str(out->rank, out->dims, shp, sizeof shp), (long long)samples);
+  if (n_take < 0 || n_take > samples)
+    return alma__errorf(ALMA_ERR_INTERNAL, "top-1: %lld labels for a batch of %lld", (long long)n_take, (long long)samples);
+  for (int64_t i = 0; i < n_take; i++) {
+    if (labels[i] < 0 || labels[i] >= classes)
+      return alma__errorf(ALMA_ERR_SHAPE, "top-1: label %lld is not a class of output '%s', whose last axis has %lld entries",
+                          (long long)labels[i], name, (long long)classes);
+    /* The first maximum, as NumPy's argmax; a row of NaNs has none and counts as wrong. */
+    int64_t best = -1;
+    double bv = 0;
+    for (int64_t j = 0; j < classes; j++) {
+      double v = alma__get_f64(out->data, out->dtype, i * classes + j);
+      if (!isnan(v) && (best < 0 || v > bv)) {
+        best = j;
+        bv = v;
+      }
+    }
+    *correct += best == labels[i];
+  }
+  return ALMA_OK;
+}
+
 /* ---- the worker: one conversion ------------------------------------------------------------- */
 static void warn_into_result(void *user, const char *msg) { alma__result_warn((alma_result *)user, "%s", msg); }
 
@@ -356,6 +395,13 @@ static alma_status copy_batches(alma__batcher *b, const alma_config *cfg, int pr
 static int calibrates(const alma_conversion *c) {
   for (int i = 0; i < c->n_passes; i++)
     if (c->passes[i]->needs_calibration) return 1;
+  return 0;
+}
+
+/* A step that changes the numbers on purpose (int8, bf16, fp16). */
+static int is_lossy(const alma_conversion *c) {
+  for (int i = 0; i < c->n_passes; i++)
+    if (c->passes[i]->lossy) return 1;
   return 0;
 }
 
@@ -472,6 +518,104 @@ static alma_status save_graph(const alma_session *s, const char *path, int isola
   return alma__errorf(ALMA_ERR_IO, "%s", len ? msg : "the process writing it died");
 }
 
+/* mkdir -p: the save_converted directory and its parents. */
+static alma_status make_dirs(const char *dir) {
+  char p[1024];
+  struct stat sb;
+  if (!*dir || strlen(dir) >= sizeof p) return alma__errorf(ALMA_ERR_INVALID_ARG, "directory name '%s' empty or too long", dir);
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *q = p + 1;; q++) {
+    if (*q != '/' && *q) continue;
+    char c = *q;
+    *q = 0;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+      return alma__errorf(ALMA_ERR_IO, "cannot create directory '%s': %s", p, strerror(errno));
+    *q = c;
+    if (!c) break;
+  }
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return alma__errorf(ALMA_ERR_IO, "'%s' is not a directory", dir);
+  return ALMA_OK;
+}
+
+/* Nodes of the alma domain (FUSE's fused ops), subgraphs included. */
+static int count_alma_ops(const alma_graph *g) {
+  int n = 0;
+  for (int i = 0; g && i < g->n_nodes; i++) {
+    const alma_node *nd = &g->nodes[i];
+    if (nd->dead) continue;
+    n += nd->domain && !strcmp(nd->domain, "alma");
+    for (int k = 0; k < nd->n_attrs; k++) {
+      const alma_attr *at = &nd->attrs[k];
+      if (at->type == ALMA_ATTR_GRAPH) n += count_alma_ops(at->g);
+      for (int j = 0; at->type == ALMA_ATTR_GRAPHS && j < at->n; j++) n += count_alma_ops(at->graphs[j]);
+    }
+  }
+  return n;
+}
+
+/* save_converted: the session's graph as DIR/<conversion>[_b<batch>].onnx, the name keeping only
+ * [A-Za-z0-9+-._] of the conversion's. */
+static alma_status save_converted(const job_args *a, const alma_session *s, alma_result *r, int isolated) {
+  const char *dir = a->cfg->save_converted;
+  char name[256], path[1400];
+  size_t k = 0;
+  for (const char *p = a->one->name; *p && k < 200; p++)
+    name[k++] = isalnum((unsigned char)*p) || strchr("+-._", *p) ? *p : '_';
+  name[k] = 0;
+  if (a->batch_suffix) snprintf(name + k, sizeof name - k, "_b%lld", (long long)a->cfg->batch_size);
+  alma_status st = make_dirs(dir);
+  if (st == ALMA_OK) {
+    snprintf(path, sizeof path, "%s%s%s.onnx", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+    st = save_graph(s, path, isolated);
+  }
+  if (st != ALMA_OK) return alma__error_prefix(st, "save_converted: ");
+  r->saved_path = alma__strdup(path);
+  r->saved_alma_ops = count_alma_ops(alma__session_graph(s));
+  if (r->saved_alma_ops)
+    alma__result_warn(r, "saved graph %s has %d alma-domain op%s (FUSE's fused operators): alma loads it, ONNX Runtime "
+                      "and other ONNX tools cannot run it",
+                      path, r->saved_alma_ops, r->saved_alma_ops == 1 ? "" : "s");
+  return ALMA_OK;
+}
+
+/* Top-1 over the whole labelled data set, once, after timing: batches from the first, the last
+ * one cut to the samples left (a wrapped batch repeats samples from the start: counted once). The
+ * postprocess hook is not called (it sees timed batches only). */
+static alma_status accuracy_pass(const job_args *a, alma__chan *ch, alma_result *r, alma_session *s, const alma_model *m,
+                                 alma__batcher *b, alma_tensor *batch, alma_tensor *inputs, int n_in, alma_tensor *outs,
+                                 int n_out) {
+  int64_t total = alma__batcher_samples(b), done = 0, correct = 0;
+  if (total != a->n_labels)
+    return alma__errorf(ALMA_ERR_SHAPE, "%lld labels for %lld samples in the data", (long long)a->n_labels, (long long)total);
+  if (n_out < 1) return alma__errorf(ALMA_ERR_INVALID_MODEL, "the model has no output to take top-1 from");
+  alma_config nopost = *a->cfg;
+  nopost.postprocess = NULL;
+  double t0 = alma__bench_now(), last = t0;
+  ALMA_TRY(alma__batcher_rewind(b));
+  for (int64_t k = 0; done < total; k++) {
+    int64_t ns;
+    double pm, im, qm;
+    ALMA_TRY(alma__batcher_next(b, batch, &ns));
+    alma_status st = hooked_run(&nopost, s, batch, inputs, n_in, outs, n_out, &pm, &im, &qm);
+    int64_t take = ns < total - done ? ns : total - done;
+    if (st == ALMA_OK) st = alma__count_top1(&outs[0], alma_model_output_name(m, 0), ns, a->labels + done, take, &correct);
+    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
+    if (st != ALMA_OK) return alma__error_prefix(st, "batch %lld (samples %lld..): ", (long long)k, (long long)done);
+    if (take <= 0) return alma__errorf(ALMA_ERR_INTERNAL, "batch %lld has no samples", (long long)k);
+    done += take;
+    if (alma__bench_now() - last >= 0.25) {
+      alma__chan_line(ch, "progress accuracy %lld %lld", (long long)done, (long long)total);
+      last = alma__bench_now();
+    }
+  }
+  r->acc.samples = total;
+  r->acc.correct = correct;
+  r->acc.top1 = (double)correct / (double)total;
+  r->acc.seconds = alma__bench_now() - t0;
+  alma__result_set_baseline(r, "", NAN);
+  return ALMA_OK;
+}
+
 static void worker(void *arg, alma__chan *ch) {
   const job_args *a = arg;
   const alma_config *cfg = a->cfg;
@@ -561,6 +705,11 @@ static void worker(void *arg, alma__chan *ch) {
     if ((st = copy_batches(b, cfg, 1, n_in, n_calib, &calib, NULL)) != ALMA_OK) goto fail;
     if ((st = alma__batcher_rewind(b)) != ALMA_OK) goto fail;
   }
+  /* Said on a hit too: the cached build was calibrated the same way (the options are in its key). */
+  if (calibrates(conv) && (cfg->calibration_batches == 0 || !strcmp(alma_data_kind(a->data), "random")))
+    alma__result_warn(r, "%s calibrated on %s, which calibrates poorly: give real samples (--data)", conv->name,
+                      cfg->calibration_batches == 0 ? "the pass's own random batches (calibration_batches 0)"
+                                                    : "the benchmark's random data");
 
   STEP("convert");
   alma_session_options so;
@@ -585,6 +734,10 @@ static void worker(void *arg, alma__chan *ch) {
       unlink(plan->tmp_graph);
       alma__error_clear();
     }
+  }
+  if (cfg->save_converted[0]) {
+    STEP("save");
+    if ((st = save_converted(a, s, r, alma__chan_is_child(ch))) != ALMA_OK) goto fail;
   }
   if (cfg->build_only) {
     snprintf(r->mode, sizeof r->mode, "build");
@@ -723,9 +876,7 @@ static void worker(void *arg, alma__chan *ch) {
   } else {
     char detail[512];
     alma__compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
-    int lossy = 0;
-    for (int i = 0; i < a->one->n_passes; i++) lossy |= a->one->passes[i]->lossy;
-    if (lossy) {
+    if (is_lossy(a->one)) {
       /* int8/bf16/fp16 never meet float tolerances elementwise: judge them by what quantization
        * promises (cosine similarity and argmax agreement with fp32 EAGER), and still say how far
        * the elements are. */
@@ -739,6 +890,11 @@ static void worker(void *arg, alma__chan *ch) {
     } else if (!r->check.passed) {
       alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
     }
+  }
+
+  if (a->labels) {
+    STEP("accuracy");
+    if ((st = accuracy_pass(a, ch, r, s, m, b, batch, inputs, n_in, outs, n_out)) != ALMA_OK) goto fail;
   }
 
   /* The latency mode's peak: the throughput mode's extra sessions come after. */
@@ -893,6 +1049,7 @@ static void probe(void *arg, alma__chan *ch) {
     goto out;
   }
   cJSON_AddItemToObject(rec, "inputs", io_json(m, 1, alma__batcher_shapes(b)));
+  cJSON_AddNumberToObject(rec, "samples", (double)alma__batcher_samples(b));
   cJSON_AddItemToObject(rec, "outputs", io_json(m, 0, NULL));
 
   if (cfg->check_outputs && a->ref_path) {
@@ -1157,6 +1314,48 @@ static alma_status run_probe(job_args *ja, progress_ctx *pc, const alma__job_opt
   return ALMA_OK;
 }
 
+/* After the first probe: as many labels as the data has samples, and every label a class of the
+ * first output when its last axis is known statically (else each conversion checks at run time). */
+static alma_status check_labels(const char *path, int64_t n_labels, int64_t max_label, const cJSON *pr) {
+  const cJSON *ns = cJSON_GetObjectItemCaseSensitive(pr, "samples");
+  int64_t samples = cJSON_IsNumber(ns) ? (int64_t)ns->valuedouble : -1;
+  if (samples != n_labels)
+    return alma__errorf(ALMA_ERR_SHAPE, "labels '%s': %lld labels for %lld samples in the data: one class id per sample, in data order",
+                        path, (long long)n_labels, (long long)samples);
+  const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pr, "outputs"), 0);
+  if (!out) return alma__errorf(ALMA_ERR_INVALID_MODEL, "labels '%s': the model has no output to take top-1 from", path);
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(out, "shape"), *name = cJSON_GetObjectItemCaseSensitive(out, "name");
+  int rank = cJSON_IsArray(shape) && !cJSON_GetObjectItemCaseSensitive(out, "rank") ? cJSON_GetArraySize(shape) : -1;
+  const cJSON *last = rank > 0 ? cJSON_GetArrayItem(shape, rank - 1) : NULL;
+  int64_t classes = cJSON_IsNumber(last) ? (int64_t)last->valuedouble : -1;
+  const char *nm = cJSON_IsString(name) ? name->valuestring : "?";
+  if (rank == 0)
+    return alma__errorf(ALMA_ERR_SHAPE, "labels '%s': the first output '%s' is a scalar, not class scores per sample", path, nm);
+  if (classes >= 0 && max_label >= classes)
+    return alma__errorf(ALMA_ERR_SHAPE, "labels '%s': label %lld is not a class of the first output '%s', whose last axis has %lld entries",
+                        path, (long long)max_label, nm, (long long)classes);
+  return ALMA_OK;
+}
+
+/* top1_drop of every result from `from` on (one batch size) against the first of them without a
+ * lossy step that measured accuracy: fp32 EAGER when it is in the list. */
+static void set_baselines(alma_results *rs, int from, const alma_conversion *conv, int n_conv) {
+  const alma_result *base = NULL;
+  for (int i = from; i < rs->n && !base; i++) {
+    const alma_result *x = &rs->items[i];
+    for (int c = 0; x->acc.samples > 0 && c < n_conv; c++)
+      if (x->conversion && !strcmp(conv[c].name, x->conversion)) {
+        if (!is_lossy(&conv[c])) base = x;
+        break;
+      }
+  }
+  for (int i = from; i < rs->n; i++) {
+    alma_result *x = &rs->items[i];
+    if (x->acc.samples > 0)
+      alma__result_set_baseline(x, base ? base->conversion : "", base ? base->acc.top1 - x->acc.top1 : NAN);
+  }
+}
+
 static alma_status bench_common(const char *path, const alma_model *model, const alma_config *config,
                                 const char *const *names, int n_names, alma_data *data, alma_results **out) {
   if (!out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: results_out is NULL");
@@ -1186,10 +1385,29 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     return ALMA_ERR_INVALID_ARG;
   alma__rebuild policy;
   ALMA_TRY(alma__rebuild_parse(config->rebuild, &policy));
+  /* Labels belong to a data set with a known number of samples, in order. */
+  int64_t *labels = NULL, n_labels = 0, max_label = -1;
+  if (config->labels[0]) {
+    const char *kind = alma_data_kind(data);
+    if (!strcmp(kind, "random"))
+      return alma__errorf(ALMA_ERR_INVALID_ARG,
+                          "labels '%s' need the data set they label (--data: .npy, IDX or a batch directory): random "
+                          "inputs have no labels",
+                          config->labels);
+    if (!strcmp(kind, "loader"))
+      return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                          "labels '%s' with a data loader: alma cannot count a loader's samples; give the data as "
+                          ".npy/IDX files or a batch directory",
+                          config->labels);
+    ALMA_TRY(alma__labels_load(config->labels, &labels, &n_labels, &max_label));
+  }
 
   /* Conversions are parsed before anything runs: an unknown name fails the whole call. */
   alma_conversion *conv = calloc(MAX_CONVERSIONS, sizeof *conv);
-  if (!conv) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (!conv) {
+    free(labels);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
   int n_conv = 0, all = !names || n_names == 0;
   if (all) {
     for (int i = 0; i < alma__preset_count() && n_conv < MAX_CONVERSIONS; i++)
@@ -1199,6 +1417,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       alma_status st = alma__conversion_parse(names[i], &conv[n_conv]);
       if (st != ALMA_OK) {
         free(conv);
+        free(labels);
         return st;
       }
       n_conv++;
@@ -1208,6 +1427,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   alma_results *rs = calloc(1, sizeof *rs);
   if (!rs) {
     free(conv);
+    free(labels);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   double t_sweep = alma__bench_now();
@@ -1225,6 +1445,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   if (path && (st = hash_file(path, rs->model_file_sha256, &rs->model_file_bytes)) != ALMA_OK) {
     alma_results_free(rs);
     free(conv);
+    free(labels);
     return st;
   }
 
@@ -1237,7 +1458,8 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     snprintf(cache_off, sizeof cache_off, "cache off: %s", alma_last_error());
   if (path && !realpath(path, ckey.model_path)) snprintf(ckey.model_path, sizeof ckey.model_path, "%s", path);
 
-  job_args ja = {.model_path = path, .model = model, .cfg = config, .data = data, .n_conv = n_conv, .conv = conv};
+  job_args ja = {.model_path = path, .model = model, .cfg = config, .data = data, .n_conv = n_conv, .conv = conv,
+                 .labels = labels, .n_labels = n_labels, .batch_suffix = nbs > 1};
   ja.threads = config->threads > 0 ? config->threads : alma__physical_cores();
   char tmpdir[512] = "", ref[600] = "";
   if (config->check_outputs && !config->build_only) {
@@ -1265,12 +1487,17 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     pc.cfg = &cb;
     cJSON *pr = NULL;
     char *load_warnings = NULL;
-    if ((st = run_probe(&ja, &pc, &jo, &pr, &load_warnings)) != ALMA_OK) {
+    if ((st = run_probe(&ja, &pc, &jo, &pr, &load_warnings)) == ALMA_OK && ib == 0 && labels)
+      st = check_labels(config->labels, n_labels, max_label, pr);
+    if (st != ALMA_OK) {
       if (ib == 0) {
+        cJSON_Delete(pr);
+        free(load_warnings);
         remove_tmpdir(tmpdir, ref);
         alma__cache_close(cache);
         alma_results_free(rs);
         free(conv);
+        free(labels);
         return st;
       }
       /* A later batch size the model cannot take: the sweep ends here, with what it has. */
@@ -1299,6 +1526,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       }
       count *= nbs;
     }
+    int first_result = rs->n;
     for (int i = 0; i < n_conv && !stop; i++) {
       const cJSON *a = cJSON_GetArrayItem(avail, i);
       int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
@@ -1381,10 +1609,12 @@ static alma_status bench_common(const char *path, const alma_model *model, const
         if (config->fail_on_error) stop = 1;
       }
     }
+    set_baselines(rs, first_result, conv, n_conv);
     free(io);
     cJSON_Delete(pr);
     free(load_warnings);
   }
+  free(labels);
   int probe_failed = st != ALMA_OK && rs->n > 0;
   remove_tmpdir(tmpdir, ref);
   alma__cache_close(cache);

@@ -19,6 +19,7 @@ void alma__result_init(alma_result *r) {
   alma__latency_stats(NULL, 0, &r->post);
   r->cache.build_s = NAN;
   r->cache.graph_bytes = -1;
+  r->acc.top1 = r->acc.top1_drop = r->acc.seconds = NAN;
 }
 
 static void cache_info_free(alma_cache_info *c) {
@@ -49,6 +50,8 @@ void alma__result_clear(alma_result *r) {
   cache_info_free(&r->cache);
   for (int i = 0; i < r->n_scaling; i++) alma__scaling_point_clear(&r->scaling[i]);
   free(r->scaling);
+  free(r->saved_path);
+  free((char *)r->acc.baseline);
   alma__result_init(r);
 }
 
@@ -148,6 +151,14 @@ const alma_cache_info *alma_result_cache(const alma_result *r) {
   static const alma_cache_info off = {"off", "", 0, "", "", "", NAN, -1};
   return r->cache.status ? &r->cache : &off;
 }
+const alma_accuracy *alma_result_accuracy(const alma_result *r) { return r->acc.samples > 0 ? &r->acc : NULL; }
+void alma__result_set_baseline(alma_result *r, const char *baseline, double drop) {
+  free((char *)r->acc.baseline);
+  r->acc.baseline = alma__strdup(baseline ? baseline : "");
+  r->acc.top1_drop = drop;
+}
+const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_path); }
+int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i) {
   return i >= 0 && i < r->n_scaling ? &r->scaling[i] : NULL;

@@ -12,11 +12,14 @@ static const char *const columns[] = {
     "latency_p50_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms", "latency_max_ms",
     "latency_mean_ci95_lo_ms", "latency_mean_ci95_hi_ms", "latency_median_ci95_lo_ms",
     "latency_median_ci95_hi_ms", "latency_n", "check_performed", "check_max_abs_err", "check_max_rel_err",
-    "check_argmax_agreement", "check_cosine_similarity", "check_passed", "warnings", "error",
+    "check_argmax_agreement", "check_cosine", "check_passed", "warnings", "error",
     /* issue 6: appended, so that readers by position keep working */
     "mode", "instances", "workers", "threads_per_instance", "concurrent", "duration_s", "inferences",
     "throughput_avg", "throughput_peak", "cache", "cache_build", "cache_reason", "preprocess_mean_ms",
-    "postprocess_mean_ms", NULL};
+    "postprocess_mean_ms",
+    /* issue 5 */
+    "accuracy_top1", "accuracy_correct", "accuracy_samples", "accuracy_top1_drop", "accuracy_baseline",
+    "saved_converted", "saved_alma_ops", NULL};
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
@@ -83,7 +86,18 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   fputc(',', f); put_num(f, p->throughput_avg);
   fputc(',', f); put_num(f, p->throughput_peak);
   cache_cols(f, x);
-  fputs(",,\r\n", f);
+  fputs(",,,,,,,,,\r\n", f);  /* hook times, accuracy and the saved graph: the result's row has them */
+}
+
+static void issue5_cols(FILE *f, const alma_result *x) {
+  const alma_accuracy *a = alma_result_accuracy(x);
+  fputc(',', f); if (a) put_num(f, a->top1);
+  fputc(',', f); if (a) put_int(f, a->correct);
+  fputc(',', f); if (a) put_int(f, a->samples);
+  fputc(',', f); if (a) put_num(f, a->top1_drop);
+  fputc(',', f); if (a) put_str(f, a->baseline);
+  fputc(',', f); put_str(f, x->saved_path);
+  fputc(',', f); if (x->saved_path) put_int(f, x->saved_alma_ops);
 }
 
 alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
@@ -146,6 +160,7 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     cache_cols(f, x);
     fputc(',', f); if (x->pre.n) put_num(f, x->pre.mean);
     fputc(',', f); if (x->post.n) put_num(f, x->post.mean);
+    issue5_cols(f, x);
     fputs("\r\n", f);
     for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
   }

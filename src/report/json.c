@@ -97,7 +97,7 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(k, "max_abs_err", num(c->max_abs_err));
   cJSON_AddItemToObject(k, "max_rel_err", num(c->max_rel_err));
   cJSON_AddItemToObject(k, "argmax_agreement", num(c->argmax_agreement));
-  cJSON_AddItemToObject(k, "cosine_similarity", num(c->cosine_similarity));
+  cJSON_AddItemToObject(k, "cosine", num(c->cosine_similarity));
   cJSON_AddItemToObject(k, "passed", c->performed ? cJSON_CreateBool(c->passed) : cJSON_CreateNull());
 
   cJSON *w = cJSON_AddArrayToObject(o, "warnings");
@@ -110,6 +110,24 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "cache", cache_to_cjson(r));
   cJSON_AddItemToObject(o, "preprocess_ms", r->pre.n ? stats_to_cjson(&r->pre) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "postprocess_ms", r->post.n ? stats_to_cjson(&r->post) : cJSON_CreateNull());
+  if (r->acc.samples > 0) {
+    cJSON *a = cJSON_AddObjectToObject(o, "accuracy");
+    cJSON_AddItemToObject(a, "top1", num(r->acc.top1));
+    cJSON_AddNumberToObject(a, "correct", (double)r->acc.correct);
+    cJSON_AddNumberToObject(a, "samples", (double)r->acc.samples);
+    cJSON_AddItemToObject(a, "top1_drop", num(r->acc.top1_drop));
+    cJSON_AddItemToObject(a, "baseline", str_or_null(r->acc.baseline));
+    cJSON_AddItemToObject(a, "seconds", num(r->acc.seconds));
+  } else {
+    cJSON_AddNullToObject(o, "accuracy");
+  }
+  if (r->saved_path) {
+    cJSON *sv = cJSON_AddObjectToObject(o, "saved_converted");
+    cJSON_AddStringToObject(sv, "path", r->saved_path);
+    cJSON_AddNumberToObject(sv, "alma_ops", r->saved_alma_ops);
+  } else {
+    cJSON_AddNullToObject(o, "saved_converted");
+  }
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) cJSON_AddItemToArray(sc, scaling_to_cjson(&r->scaling[i]));
@@ -234,8 +252,24 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
     r->check.max_abs_err = get_num(k, "max_abs_err");
     r->check.max_rel_err = get_num(k, "max_rel_err");
     r->check.argmax_agreement = get_num(k, "argmax_agreement");
-    r->check.cosine_similarity = get_num(k, "cosine_similarity");
+    /* "cosine_similarity" in files of schema 1 */
+    r->check.cosine_similarity = cJSON_GetObjectItemCaseSensitive(k, "cosine") ? get_num(k, "cosine")
+                                                                                 : get_num(k, "cosine_similarity");
     r->check.passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "passed"));
+  }
+  const cJSON *ac = cJSON_GetObjectItemCaseSensitive(o, "accuracy");
+  if (cJSON_IsObject(ac) && get_i64(ac, "samples", 0) > 0) {
+    r->acc.samples = get_i64(ac, "samples", 0);
+    r->acc.correct = get_i64(ac, "correct", 0);
+    r->acc.top1 = get_num(ac, "top1");
+    r->acc.seconds = get_num(ac, "seconds");
+    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(ac, "baseline");
+    alma__result_set_baseline(r, cJSON_IsString(bl) ? bl->valuestring : "", get_num(ac, "top1_drop"));
+  }
+  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(o, "saved_converted");
+  if (cJSON_IsObject(sv)) {
+    r->saved_path = get_str(sv, "path");
+    r->saved_alma_ops = (int)get_i64(sv, "alma_ops", 0);
   }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings"), *it;
   cJSON_ArrayForEach(it, w) if (cJSON_IsString(it)) alma__result_warn(r, "%s", it->valuestring);
@@ -328,7 +362,8 @@ alma_status alma_results_to_json(const alma_results *r, int include_raw, char **
   cJSON *root = cJSON_CreateObject();
   if (!root) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   cJSON_AddStringToObject(root, "alma_version", alma_version());
-  cJSON_AddNumberToObject(root, "schema_version", 1);
+  /* 2: check.cosine_similarity renamed check.cosine (issue 5); readers take both. */
+  cJSON_AddNumberToObject(root, "schema_version", 2);
   char when[64] = "";
   time_t now = time(NULL);
   struct tm tmv;

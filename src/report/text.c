@@ -61,6 +61,26 @@ static void print_cache(const alma_result *x, FILE *f) {
     fprintf(f, "      cache      off%s%s\n", c->reason[0] ? ": " : "", c->reason);
 }
 
+static void print_saved(const alma_result *x, FILE *f) {
+  if (!x->saved_path) return;
+  if (x->saved_alma_ops)
+    fprintf(f, "      saved      %s (%d alma-domain op%s: alma runs it, ONNX Runtime cannot)\n", x->saved_path,
+            x->saved_alma_ops, x->saved_alma_ops == 1 ? "" : "s");
+  else
+    fprintf(f, "      saved      %s (standard ONNX ops only)\n", x->saved_path);
+}
+
+/* "98.89%", with " (-0.28)" points against the baseline when there is one (and it is another). */
+static const char *top1_str(const alma_result *x, char *buf, size_t n) {
+  const alma_accuracy *a = alma_result_accuracy(x);
+  if (!a) return "-";
+  int len = snprintf(buf, n, "%.2f%%", 100 * a->top1);
+  if (len > 0 && (size_t)len < n && a->baseline && *a->baseline && isfinite(a->top1_drop) &&
+      strcmp(a->baseline, x->conversion ? x->conversion : ""))
+    snprintf(buf + len, n - (size_t)len, " (%+.2f)", -100 * a->top1_drop + 0.0);
+  return buf;
+}
+
 static void print_block(const alma_result *x, FILE *f, int include_traceback) {
   char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
   char id[16] = "  -";
@@ -86,6 +106,7 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     fprintf(f, "[%s] %s: built (not timed: build_only), batch %lld, convert %s ms, peak RSS %s\n", id, x->conversion,
             (long long)x->batch_size, ms(1e3 * x->convert_s, a, sizeof a), mib(x->peak_rss_bytes, b, sizeof b));
     print_cache(x, f);
+    print_saved(x, f);
   } else {
     const alma_latency_stats *s = &x->latency;
     fprintf(f, "[%s] %s: ok on %s, %d thread%s, CPUs %s%s\n", id, x->conversion, x->device, x->threads,
@@ -115,6 +136,15 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
               x->check.cosine_similarity);
     else
       fprintf(f, "      check      not performed\n");
+    const alma_accuracy *acc = alma_result_accuracy(x);
+    if (acc) {
+      fprintf(f, "      accuracy   top-1 %.2f%% (%lld of %lld labelled samples; %.3g s, not timed)", 100 * acc->top1,
+              (long long)acc->correct, (long long)acc->samples, isfinite(acc->seconds) ? acc->seconds : 0.0);
+      if (acc->baseline && *acc->baseline && strcmp(acc->baseline, x->conversion) && isfinite(acc->top1_drop))
+        fprintf(f, ", %+.2f points vs %s", -100 * acc->top1_drop + 0.0, acc->baseline);
+      fputc('\n', f);
+    }
+    print_saved(x, f);
     if (x->stop_reason) fprintf(f, "      stopped    %s (timer overhead %.0f ns)\n", x->stop_reason, x->timer_overhead_ns);
   }
   for (int i = 0; i < x->n_warnings; i++) fprintf(f, "      warning: %s\n", x->warnings[i]);
@@ -173,13 +203,14 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
   }
   const alma_result **v = malloc((size_t)r->n * sizeof *v);
   if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  int width = 10, sweep = 0, cached = 0;
+  int width = 10, sweep = 0, cached = 0, accuracy = 0;
   for (int i = 0; i < r->n; i++) {
     v[i] = &r->items[i];
     int w = v[i]->conversion ? (int)strlen(v[i]->conversion) : 0;
     if (w > width) width = w;
     sweep |= v[i]->batch_size != r->items[0].batch_size;
     cached |= v[i]->cache.status != NULL;
+    accuracy |= v[i]->acc.samples > 0;
   }
   qsort(v, (size_t)r->n, sizeof *v, by_throughput_desc);
   /* With a batch-size sweep, one table per batch size: speed-ups compare like with like. */
@@ -198,8 +229,11 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
         base = x;
     }
     if (sweep) fprintf(f, "%sbatch size %lld\n", n_done > 1 ? "\n" : "", (long long)bs);
-    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  %s\n", "id", width, "conversion", "status", "samples/s",
-            "median ms", "p99 ms", "speed-up", cached ? "check    cache" : "check");
+    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  ", "id", width, "conversion", "status", "samples/s",
+            "median ms", "p99 ms", "speed-up");
+    if (accuracy) fprintf(f, "%-16s  ", "top-1");
+    fprintf(f, "%s\n", cached ? "check    cache" : "check");
+    const alma_result *acc_base = NULL;
     for (int i = 0; i < r->n; i++) {
       const alma_result *x = v[i];
       if (sweep && x->batch_size != bs) continue;
@@ -220,11 +254,20 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
       int timed = x->status == ALMA_RESULT_OK && strcmp(x->mode, "build");
       fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  ", id, width, x->conversion ? x->conversion : "", status, tp,
               timed ? ms(x->latency.p50, md, sizeof md) : "-", timed ? ms(x->latency.p99, p99, sizeof p99) : "-", su);
+      if (accuracy) {
+        char t1[48];
+        fprintf(f, "%-16s  ", top1_str(x, t1, sizeof t1));
+        if (!acc_base && x->acc.samples > 0) acc_base = x;
+      }
       if (cached) fprintf(f, "%-7s  %s", chk, cache_word(x, cw, sizeof cw));
       else fputs(chk, f);
       fputc('\n', f);
     }
     if (base) fprintf(f, "speed-up: throughput relative to %s\n", base->conversion);
+    if (acc_base)
+      fprintf(f, "top-1: share of the %lld labelled samples whose argmax (first output) is their label%s%s%s\n",
+              (long long)acc_base->acc.samples, acc_base->acc.baseline && *acc_base->acc.baseline ? "; (+-x): points vs " : "",
+              acc_base->acc.baseline ? acc_base->acc.baseline : "", acc_base->acc.baseline && *acc_base->acc.baseline ? ", the first conversion without a lossy step" : "");
   }
   for (int i = 0; i < r->n; i++)
     if (r->items[i].status != ALMA_RESULT_OK)

@@ -20,6 +20,10 @@ static void test_defaults(void **state) {
   assert_int_equal(c.check_outputs, 1);
   assert_int_equal(c.threads, 0);
   assert_true(c.rtol == 1e-3 && c.atol == 1e-4 && c.timeout_s == 600);
+  /* INT8_STATIC calibrates on the first 8 batches of the benchmark data unless told otherwise */
+  assert_int_equal(c.calibration_batches, 8);
+  assert_string_equal(c.save_converted, "");
+  assert_string_equal(c.labels, "");
   char buf[64];
   assert_int_equal(alma_config_get(&c, "warmup_s", buf, sizeof buf), ALMA_OK);
   assert_string_equal(buf, "0.1");
@@ -53,6 +57,16 @@ static void test_set(void **state) {
   assert_true(c.seed == UINT64_MAX);
   assert_int_equal(alma_config_set(&c, "threads", "8"), ALMA_OK);
   assert_int_equal(c.threads, 8);
+  assert_int_equal(alma_config_set(&c, "save_converted", "out/converted"), ALMA_OK);
+  assert_string_equal(c.save_converted, "out/converted");
+  assert_int_equal(alma_config_set(&c, "labels", "digits/test_labels.npy"), ALMA_OK);
+  assert_string_equal(c.labels, "digits/test_labels.npy");
+  assert_int_equal(alma_config_set(&c, "calibration_batches", "0"), ALMA_OK);
+  assert_int_equal(c.calibration_batches, 0);
+  char big[600];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  assert_int_equal(alma_config_set(&c, "labels", big), ALMA_ERR_INVALID_ARG);  /* longer than the field */
 }
 
 static void expect_error(const char *key, const char *value, const char *needle) {

@@ -4,6 +4,8 @@
  * check. argv[1]: the directory holding linear.onnx etc. */
 #include <math.h>
 #include <setjmp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -398,6 +400,166 @@ static void test_compare_outputs(void **state) {
   assert_non_null(strstr(detail, "shape [3,2]"));
 }
 
+static int file_exists(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+/* Labels from make_model.py: the model's argmax computed with NumPy, shifted for 3 samples; top-1
+ * is 7/10 on x.npy and 9/12 on batches/. The last batch of x.npy wraps around (samples 8, 9, 0,
+ * 1 with batch 4): each sample counts once. */
+static void test_labels(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.batch_size = 4;
+  char path[600];
+  alma_data *d;
+  alma_results *r;
+  snprintf(path, sizeof path, "%s/x.npy", dir);
+  assert_int_equal(alma_data_from_path(path, &d), ALMA_OK);
+  snprintf(c.labels, sizeof c.labels, "%s/labels.npy", dir);
+  const char *convs[] = {"INT8_DYNAMIC+EAGER", "EAGER", "FOLD+EAGER"};
+  assert_int_equal(alma_benchmark_model(linear, &c, convs, 3, d, &r), ALMA_OK);
+  for (int i = 0; i < 3; i++) {
+    const alma_accuracy *a = alma_result_accuracy(alma_results_get(r, i));
+    assert_non_null(a);
+    assert_int_equal(a->samples, 10);
+    /* the baseline is EAGER, the first without a lossy step, although listed second */
+    assert_string_equal(a->baseline, "EAGER");
+    assert_true(isfinite(a->seconds) && a->seconds >= 0);
+    if (i == 0) {
+      assert_true(a->correct >= 6 && a->correct <= 8);  /* int8: at most a sample either way */
+      assert_true(fabs(a->top1_drop - (0.7 - a->top1)) < 1e-12);
+    } else {
+      assert_int_equal(a->correct, 7);
+      assert_true(a->top1 == 0.7 && a->top1_drop == 0);
+    }
+  }
+  alma_results_free(r);
+  /* batch 3 (a last batch of 1 sample) and batch 16 (more than the data: 10 samples, then 6 again) */
+  for (int k = 0; k < 2; k++) {
+    c.batch_size = k ? 16 : 3;
+    assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_OK);
+    assert_int_equal(alma_result_accuracy(alma_results_get(r, 1))->correct, 7);
+    assert_int_equal(alma_result_accuracy(alma_results_get(r, 1))->samples, 10);
+    alma_results_free(r);
+  }
+  c.batch_size = 4;
+  /* refused before anything runs: too few labels, non-integer labels, a label past the classes */
+  const char *bad[] = {"labels_short.npy", "labels_float.npy", "labels_big.npy"};
+  const alma_status want[] = {ALMA_ERR_SHAPE, ALMA_ERR_TYPE, ALMA_ERR_SHAPE};
+  const char *says[] = {"9 labels for 10 samples", "integer", "label 8 is not a class of the first output 'y'"};
+  for (int k = 0; k < 3; k++) {
+    snprintf(c.labels, sizeof c.labels, "%s/%s", dir, bad[k]);
+    r = (alma_results *)1;
+    assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), want[k]);
+    assert_null(r);
+    if (!strstr(alma_last_error(), says[k])) fail_msg("'%s' lacks '%s'", alma_last_error(), says[k]);
+  }
+  alma_data_free(d);
+  /* labels without a data set, or with a loader */
+  snprintf(c.labels, sizeof c.labels, "%s/labels.npy", dir);
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, NULL, &r), ALMA_ERR_INVALID_ARG);
+  assert_null(r);
+  assert_non_null(strstr(alma_last_error(), "random inputs have no labels"));
+  lstate ls = {0};
+  assert_int_equal(alma_data_from_loader(lnext, lreset, &ls, &d), ALMA_OK);
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_ERR_UNSUPPORTED);
+  alma_data_free(d);
+  /* a batch directory with IDX labels, in-process */
+  snprintf(path, sizeof path, "%s/batches", dir);
+  assert_int_equal(alma_data_from_path(path, &d), ALMA_OK);
+  snprintf(c.labels, sizeof c.labels, "%s/batches_labels.idx", dir);
+  c.multiprocessing = 0;
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, d, &r), ALMA_OK);
+  for (int i = 0; i < 2; i++) {
+    const alma_accuracy *a = alma_result_accuracy(alma_results_get(r, i));
+    assert_true(a && a->samples == 12 && a->correct == 9);
+  }
+  alma_results_free(r);
+  alma_data_free(d);
+}
+
+static void test_save_converted(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  char out[512], p[700];
+  snprintf(c.save_converted, sizeof c.save_converted, "%s/saved/sub", dir);  /* created, parents included */
+  memcpy(out, c.save_converted, sizeof out);
+  c.cache = 0;
+  const char *convs[] = {"EAGER", "FOLD+EAGER", "FOLD+FUSE+EAGER"};
+  alma_results *r;
+  assert_int_equal(alma_benchmark_model(linear, &c, convs, 3, NULL, &r), ALMA_OK);
+  for (int i = 0; i < 3; i++) {
+    const alma_result *x = alma_results_get(r, i);
+    snprintf(p, sizeof p, "%s/%s.onnx", out, convs[i]);
+    assert_string_equal(alma_result_saved_path(x), p);
+    assert_true(file_exists(p));
+    alma_model *m;
+    assert_int_equal(alma_model_load(p, &m), ALMA_OK);  /* what was written loads back */
+    alma_model_free(m);
+  }
+  assert_int_equal(alma_result_saved_alma_ops(alma_results_get(r, 1)), 0);
+  /* FUSE's fused ops are saved too, and said to be alma's own */
+  const alma_result *fu = alma_results_get(r, 2);
+  if (alma_result_saved_alma_ops(fu) > 0) {
+    int said = 0;
+    for (int k = 0; k < alma_result_n_warnings(fu); k++) said |= strstr(alma_result_warning(fu, k), "ONNX Runtime") != NULL;
+    assert_true(said);
+  }
+  alma_results_free(r);
+  /* a sweep names the batch size; build_only saves too */
+  snprintf(c.batch_sizes, sizeof c.batch_sizes, "1,4");
+  c.build_only = 1;
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 1, NULL, &r), ALMA_OK);
+  assert_int_equal(alma_results_count(r), 2);
+  snprintf(p, sizeof p, "%s/EAGER_b4.onnx", out);
+  assert_string_equal(alma_result_saved_path(alma_results_get(r, 1)), p);
+  assert_true(file_exists(p));
+  alma_results_free(r);
+  /* a directory that cannot be made (its parent is a file): each conversion's error, no crash */
+  c.batch_sizes[0] = 0;
+  c.build_only = 0;
+  c.fail_on_error = 0;
+  snprintf(c.save_converted, sizeof c.save_converted, "%s/x.npy/sub", dir);
+  assert_int_equal(alma_benchmark_model(linear, &c, both, 2, NULL, &r), ALMA_ERR_IO);
+  assert_int_equal(alma_results_n_failed(r), 2);
+  for (int i = 0; i < 2; i++) {
+    const alma_result *x = alma_results_get(r, i);
+    assert_string_equal(alma_result_failed_step(x), "save");
+    assert_non_null(strstr(alma_result_error(x), "save_converted: cannot create directory"));
+  }
+  alma_results_free(r);
+}
+
+static void test_count_top1(void **state) {
+  (void)state;
+  float v[8] = {0.1f, 0.9f, 0.0f, 0.0f,  /* argmax 1 */
+                0.5f, 0.5f, 0.2f, NAN};  /* a tie: the first, 0; NaN ignored */
+  alma_tensor t = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {2, 4}, .data = v, .nbytes = sizeof v};
+  int64_t lab[2] = {1, 0}, correct = 0;
+  assert_int_equal(alma__count_top1(&t, "y", 2, lab, 2, &correct), ALMA_OK);
+  assert_int_equal(correct, 2);
+  lab[1] = 1;
+  assert_int_equal(alma__count_top1(&t, "y", 2, lab, 2, &correct), ALMA_OK);
+  assert_int_equal(correct, 3);
+  assert_int_equal(alma__count_top1(&t, "y", 2, lab, 1, &correct), ALMA_OK);  /* a wrapped batch: 1 of 2 */
+  assert_int_equal(correct, 4);
+  lab[0] = 4;
+  assert_int_equal(alma__count_top1(&t, "y", 2, lab, 2, &correct), ALMA_ERR_SHAPE);
+  assert_non_null(strstr(alma_last_error(), "label 4 is not a class of output 'y', whose last axis has 4 entries"));
+  lab[0] = 1;
+  assert_int_equal(alma__count_top1(&t, "y", 4, lab, 2, &correct), ALMA_ERR_SHAPE);  /* rows != samples */
+  assert_non_null(strstr(alma_last_error(), "one row of class scores per sample"));
+  float nan4[4] = {NAN, NAN, NAN, NAN};
+  alma_tensor u = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {1, 4}, .data = nan4, .nbytes = sizeof nan4};
+  correct = 0;
+  assert_int_equal(alma__count_top1(&u, "y", 1, lab, 1, &correct), ALMA_OK);
+  assert_int_equal(correct, 0);  /* no maximum: wrong */
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s DIR (holding the models of make_model.py)\n", argv[0]);
@@ -413,6 +575,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fault_oom),      cmocka_unit_test(test_fail_fast),
       cmocka_unit_test(test_rejected_before_running), cmocka_unit_test(test_data_sources),
       cmocka_unit_test(test_loader),         cmocka_unit_test(test_compare_outputs),
+      cmocka_unit_test(test_count_top1),     cmocka_unit_test(test_labels),
+      cmocka_unit_test(test_save_converted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,16 @@ static alma_results *sample(void) {
     r->stop_reason = strdup("reached n_samples");
   }
   alma__result_warn(&rs->items[1], "a warning, with \"quotes\" and a comma");
+  /* labels: 200 samples, EAGER the baseline; FOLD+EAGER's graph saved */
+  for (int k = 0; k < 2; k++) {
+    alma_result *r = &rs->items[k];
+    r->acc.samples = 200;
+    r->acc.correct = k ? 179 : 180;
+    r->acc.top1 = r->acc.correct / 200.0;
+    r->acc.seconds = 0.5;
+    alma__result_set_baseline(r, "EAGER", 0.9 - r->acc.top1);
+  }
+  rs->items[1].saved_path = strdup("out/FOLD+EAGER.onnx");
   alma_result *e = alma__results_add(rs);
   e->conversion = strdup("FOLD+FOLD+EAGER");
   e->status = ALMA_RESULT_ERROR;
@@ -116,6 +126,18 @@ static void test_json_schema(void **state) {
   assert_true(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(lat, "median_ci95"), 0)));  /* n < 6 */
   const cJSON *chk = cJSON_GetObjectItemCaseSensitive(r1, "check");
   assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(chk, "passed")));
+  assert_true(num(chk, "cosine") == 1);
+  assert_null(cJSON_GetObjectItemCaseSensitive(chk, "cosine_similarity"));  /* renamed in schema 2 */
+  assert_true(num(root, "schema_version") == 2);
+  const cJSON *acc = cJSON_GetObjectItemCaseSensitive(r1, "accuracy");
+  assert_true(num(acc, "top1") == 0.895 && num(acc, "samples") == 200 && num(acc, "correct") == 179);
+  assert_true(fabs(num(acc, "top1_drop") - 0.005) < 1e-12);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(acc, "baseline")->valuestring, "EAGER");
+  const cJSON *sv = cJSON_GetObjectItemCaseSensitive(r1, "saved_converted");
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(sv, "path")->valuestring, "out/FOLD+EAGER.onnx");
+  assert_true(num(sv, "alma_ops") == 0);
+  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(res, 0), "saved_converted")));
+  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(res, 2), "accuracy")));
   assert_true(num(chk, "max_abs_err") == 1e-7 && num(chk, "argmax_agreement") == 1);
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r1, "raw_ms")), 4);
   assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r1, "error")));
@@ -143,10 +165,27 @@ static void test_json_schema(void **state) {
     assert_true(back.latency.p99 == o->latency.p99 || (isnan(back.latency.p99) && isnan(o->latency.p99)));
     assert_true(back.latency.mean_ci95[1] == o->latency.mean_ci95[1] || isnan(o->latency.mean_ci95[1]));
     assert_int_equal(back.check.passed, o->check.passed);
+    assert_true(back.check.cosine_similarity == o->check.cosine_similarity ||
+                (isnan(back.check.cosine_similarity) && isnan(o->check.cosine_similarity)));
+    assert_true(back.acc.samples == o->acc.samples && back.acc.correct == o->acc.correct);
+    assert_true((back.saved_path == NULL) == (o->saved_path == NULL));
     alma__result_clear(&back);
   }
   cJSON_Delete(root);
   free(text);
+
+  /* files of schema 1 named the cosine "cosine_similarity" */
+  {
+    cJSON *old = cJSON_Parse("{\"status\": \"ok\", \"check\": {\"performed\": true, \"cosine_similarity\": 0.5}}");
+    alma_result back;
+    alma__result_init(&back);
+    assert_int_equal(alma__result_from_cjson(old, &back), ALMA_OK);
+    assert_true(back.check.cosine_similarity == 0.5);
+    assert_null(alma_result_accuracy(&back));
+    assert_string_equal(alma_result_saved_path(&back), "");
+    alma__result_clear(&back);
+    cJSON_Delete(old);
+  }
 
   /* without --raw there is no raw_ms */
   assert_int_equal(alma_results_to_json(rs, 0, &text), ALMA_OK);
@@ -158,7 +197,7 @@ static void test_json_schema(void **state) {
 }
 
 /* Minimal RFC 4180 reader: fields of one record starting at *p. */
-static int csv_record(const char **p, char fields[64][512]) {
+static int csv_record(const char **p, char fields[96][512]) {
   int n = 0;
   size_t len = 0;
   int quoted = 0;
@@ -198,12 +237,13 @@ static void test_csv(void **state) {
   FILE *f = open_memstream(&buf, &len);
   assert_int_equal(alma_results_write_csv(rs, f), ALMA_OK);
   fclose(f);
-  static char head[64][512], row[64][512];
+  static char head[96][512], row[96][512];
   const char *p = buf;
   int nh = csv_record(&p, head);
   assert_true(nh > 30);
   assert_string_equal(head[0], "id");
-  int col_conv = -1, col_tp = -1, col_warn = -1, col_err = -1, col_p50 = -1, col_pass = -1;
+  int col_conv = -1, col_tp = -1, col_warn = -1, col_err = -1, col_p50 = -1, col_pass = -1, col_cos = -1, col_top1 = -1,
+      col_saved = -1, col_drop = -1;
   for (int i = 0; i < nh; i++) {
     if (!strcmp(head[i], "conversion")) col_conv = i;
     if (!strcmp(head[i], "throughput_samples_per_s")) col_tp = i;
@@ -211,7 +251,12 @@ static void test_csv(void **state) {
     if (!strcmp(head[i], "error")) col_err = i;
     if (!strcmp(head[i], "latency_p50_ms")) col_p50 = i;
     if (!strcmp(head[i], "check_passed")) col_pass = i;
+    if (!strcmp(head[i], "check_cosine")) col_cos = i;
+    if (!strcmp(head[i], "accuracy_top1")) col_top1 = i;
+    if (!strcmp(head[i], "accuracy_top1_drop")) col_drop = i;
+    if (!strcmp(head[i], "saved_converted")) col_saved = i;
   }
+  assert_true(col_cos >= 0 && col_top1 >= 0 && col_saved >= 0 && col_drop >= 0);
   assert_true(col_conv >= 0 && col_tp >= 0 && col_warn >= 0 && col_err >= 0 && col_p50 >= 0 && col_pass >= 0);
   for (int k = 0; k < 4; k++) {
     assert_int_equal(csv_record(&p, row), nh);
@@ -220,6 +265,10 @@ static void test_csv(void **state) {
       assert_true(strtod(row[col_tp], NULL) == rs->items[k].throughput);
       assert_true(strtod(row[col_p50], NULL) == rs->items[k].latency.p50);
       assert_string_equal(row[col_pass], "true");
+      assert_true(strtod(row[col_cos], NULL) == 1);
+      assert_true(strtod(row[col_top1], NULL) == rs->items[k].acc.top1);
+      assert_true(strtod(row[col_drop], NULL) == rs->items[k].acc.top1_drop);
+      assert_string_equal(row[col_saved], k ? "out/FOLD+EAGER.onnx" : "");
     } else {
       assert_string_equal(row[col_tp], "");  /* unknown = empty */
       assert_string_equal(row[col_pass], "");
@@ -251,13 +300,19 @@ static void test_text(void **state) {
   assert_int_equal(alma_results_print(rs, f, 1), ALMA_OK);
   fclose(f);
   /* summary sorted by throughput: FOLD+EAGER (2x) above EAGER, failures last */
-  const char *table = strstr(buf, "speed-up  check");
+  const char *table = strstr(buf, "speed-up  top-1             check");
   assert_non_null(table);
   const char *fold = strstr(table, "FOLD+EAGER "), *eager = strstr(table, " EAGER "), *err = strstr(table, "FOLD+FOLD+EAGER");
   assert_true(fold && eager && err && fold < eager && eager < err);
   assert_non_null(strstr(table, "2.00x"));
   assert_non_null(strstr(table, "1.00x"));
   assert_non_null(strstr(buf, "speed-up: throughput relative to EAGER"));
+  /* accuracy: a line per conversion, a column with the change in points against the baseline */
+  assert_non_null(strstr(buf, "accuracy   top-1 90.00% (180 of 200 labelled samples"));
+  assert_non_null(strstr(buf, "accuracy   top-1 89.50% (179 of 200 labelled samples; 0.5 s, not timed), -0.50 points vs EAGER"));
+  assert_non_null(strstr(table, "89.50% (-0.50)"));
+  assert_non_null(strstr(buf, "saved      out/FOLD+EAGER.onnx (standard ONNX ops only)"));
+  assert_non_null(strstr(buf, "top-1: share of the 200 labelled samples"));
   assert_non_null(strstr(buf, "line two"));  /* traceback included */
   assert_non_null(strstr(buf, "unavailable: no CUDA device"));
   free(buf);

@@ -37,7 +37,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))["results"][1]
 c = r["check"]
 assert r["conversion"] == "INT8_DYNAMIC+EAGER", r["conversion"]
-assert c["passed"] is True and c["cosine_similarity"] >= 0.99 and c["max_abs_err"] > 0, c
+assert c["passed"] is True and c["cosine"] >= 0.99 and c["max_abs_err"] > 0, c
 PYEOF
 
 # --- success: JSON, CSV, raw, text report
@@ -132,6 +132,41 @@ expect 2 "$ALMA" bench "$DIR/linear.onnx" --instances 0,2
 contains "$OUT/err" "instances"
 expect 2 "$ALMA" bench "$DIR/linear.onnx" --batch-sizes 1,x
 contains "$OUT/err" "batch_sizes"
+
+# --- --labels: top-1 per conversion in the report, JSON and CSV; refusals with their exit codes
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,FOLD+EAGER -b 4 $FAST --data "$DIR/x.npy" --labels "$DIR/labels.npy" \
+  --json "$OUT/l.json" --csv "$OUT/l.csv"
+contains "$OUT/out" "accuracy   top-1 70.00% (7 of 10 labelled samples"
+contains "$OUT/out" "top-1: share of the 10 labelled samples"
+"$PY" - "$OUT/l.json" "$OUT/l.csv" <<'PYEOF' || fail "labels JSON/CSV"
+import csv, json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+for r in rs:
+    a = r["accuracy"]
+    assert a["top1"] == 0.7 and a["samples"] == 10 and a["correct"] == 7 and a["baseline"] == "EAGER", a
+    assert a["top1_drop"] == 0, a
+rows = list(csv.DictReader(open(sys.argv[2], newline="")))
+assert [float(r["accuracy_top1"]) for r in rows] == [0.7, 0.7] and rows[0]["accuracy_samples"] == "10", rows
+PYEOF
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --labels "$DIR/labels.npy"
+contains "$OUT/err" "random inputs have no labels"
+expect 3 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --data "$DIR/x.npy" --labels "$DIR/labels_short.npy"
+contains "$OUT/err" "9 labels for 10 samples"
+expect 3 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --data "$DIR/x.npy" --labels "$DIR/labels_float.npy"
+contains "$OUT/err" "must be integer ids"
+expect 3 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --data "$DIR/x.npy" --labels "$DIR/labels_big.npy"
+contains "$OUT/err" "label 8 is not a class of the first output 'y', whose last axis has 8 entries"
+
+# --- --save-converted: a file per conversion, named in the report and the JSON; an unusable
+# directory is each conversion's error (exit 1), not a crash
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,FOLD+EAGER $FAST --save-converted "$OUT/conv" --json "$OUT/s.json" --no-cache
+contains "$OUT/out" "saved      $OUT/conv/FOLD+EAGER.onnx (standard ONNX ops only)"
+[ -s "$OUT/conv/EAGER.onnx" ] && [ -s "$OUT/conv/FOLD+EAGER.onnx" ] || fail "saved files missing"
+expect 0 "$ALMA" run "$OUT/conv/FOLD+EAGER.onnx"
+"$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][1]['saved_converted']; assert r=={'path': sys.argv[2], 'alma_ops': 0}, r" \
+  "$OUT/s.json" "$OUT/conv/FOLD+EAGER.onnx" || fail "saved_converted in JSON"
+expect 1 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --save-converted "$DIR/x.npy/sub"
+contains "$OUT/out" "error in step 'save': ERR_IO: save_converted: cannot create directory"
 
 # --- usage errors: 2
 expect 2 "$ALMA" bench

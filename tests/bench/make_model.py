@@ -2,7 +2,11 @@
 """Writes the tiny models the bench tests run: linear.onnx (MatMul+Add+Relu+Identity+Softmax with a
 symbolic batch dim; FOLD has an Identity and a constant subgraph to remove), linear_b.onnx (the same
 graph with other weights: another model hash, same inputs) and two_inputs.onnx (Add of two inputs,
-fixed shapes). Usage: make_model.py OUTDIR"""
+fixed shapes), with data: x.npy (10 samples) and batches/ (3 batches of 4), and labels for them
+computed here with NumPy (labels.npy, batches_labels.idx: the model's argmax, then shifted for a
+known share of samples so that top-1 is exactly 7/10 and 9/12), plus bad label files.
+Usage: make_model.py OUTDIR"""
+import struct
 import os
 import sys
 
@@ -11,10 +15,23 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def linear(path, seed=0):
+def linear_weights(seed=0):
     rng = np.random.default_rng(seed)
-    w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W")
-    b = numpy_helper.from_array(rng.standard_normal((8,)).astype(np.float32), "B")
+    return rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8,)).astype(np.float32)
+
+
+def linear_reference(x, seed=0):
+    """The linear model's output in float64: softmax(relu(x W + B) / 4)."""
+    w, b = linear_weights(seed)
+    a = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0) / 4
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def linear(path, seed=0):
+    wv, bv = linear_weights(seed)
+    w = numpy_helper.from_array(wv, "W")
+    b = numpy_helper.from_array(bv, "B")
     two = numpy_helper.from_array(np.array([2.0], np.float32), "two")
     nodes = [
         helper.make_node("MatMul", ["x", "W"], ["mm"]),
@@ -49,13 +66,41 @@ def two_inputs(path):
     onnx.save(m, path)
 
 
+def labels_for(x, wrong):
+    """argmax of the reference, shifted by one class for the first `wrong` samples; the top two
+    scores of every sample must be far apart, so that float32 rounding cannot swap them."""
+    y = linear_reference(x)
+    top2 = np.sort(y, axis=-1)[:, -2:]
+    assert (top2[:, 1] - top2[:, 0] > 1e-4).all(), "a near tie: pick another seed"
+    lab = y.argmax(axis=-1).astype(np.int64)
+    lab[:wrong] = (lab[:wrong] + 1) % y.shape[-1]
+    return lab
+
+
+def write_idx1(path, v):
+    with open(path, "wb") as f:
+        f.write(struct.pack(">BBBBI", 0, 0, 0x08, 1, len(v)))
+        f.write(np.asarray(v, np.uint8).tobytes())
+
+
 def data(outdir):
     rng = np.random.default_rng(1)
-    np.save(os.path.join(outdir, "x.npy"), rng.standard_normal((10, 16)).astype(np.float32))
+    x = rng.standard_normal((10, 16)).astype(np.float32)
+    np.save(os.path.join(outdir, "x.npy"), x)
     d = os.path.join(outdir, "batches")
     os.makedirs(d, exist_ok=True)
+    xb = []
     for i in range(3):
-        np.save(os.path.join(d, "batch%02d.npy" % i), rng.standard_normal((4, 16)).astype(np.float32))
+        xb.append(rng.standard_normal((4, 16)).astype(np.float32))
+        np.save(os.path.join(d, "batch%02d.npy" % i), xb[-1])
+    lab = labels_for(x, 3)                       # top-1 7/10
+    np.save(os.path.join(outdir, "labels.npy"), lab)
+    write_idx1(os.path.join(outdir, "batches_labels.idx"), labels_for(np.concatenate(xb), 3))  # 9/12
+    np.save(os.path.join(outdir, "labels_short.npy"), lab[:9])
+    np.save(os.path.join(outdir, "labels_float.npy"), lab.astype(np.float32))
+    big = lab.copy()
+    big[4] = 8                                   # the output has 8 classes: 0..7
+    np.save(os.path.join(outdir, "labels_big.npy"), big)
 
 
 if __name__ == "__main__":

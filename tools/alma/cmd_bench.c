@@ -42,6 +42,8 @@ static void bench_usage(FILE *f) {
           "      --data PATH          data instead of random: a .npy per input (comma list), IDX files,\n"
           "                           or a directory of .npy batches\n"
           "      --data-scale S[:O]   file data converted to float inputs as x*S + O (e.g. 0.00392157)\n"
+          "      --labels FILE        integer class ids (.npy or IDX), one per sample of --data: top-1\n"
+          "                           accuracy of every conversion over the whole data set\n"
           "      --seed N             random data seed (default 0)\n"
           "      --batch-sizes LIST   a batch-size sweep, e.g. 1,8,32: results per batch size\n"
           "measurement\n"
@@ -72,12 +74,13 @@ static void bench_usage(FILE *f) {
           "      --build-only         convert (and cache) each conversion without timing it\n"
           "      --lean-cache         keep only state files, logs and benchmark records\n"
           "      --calibrator NAME    INT8_STATIC calibration: minmax (default), percentile, entropy\n"
-          "      --calibration-batches N  calibrate on the first N batches of the data (default 0:\n"
-          "                           the pass's own random batches)\n"
+          "      --calibration-batches N  calibrate on the first N batches of the data (default 8;\n"
+          "                           0: the pass's own random batches)\n"
           "output\n"
           "      --json FILE          write results as JSON (docs/json.md); '-' for stdout\n"
           "      --csv FILE           write results as CSV; '-' for stdout\n"
           "      --raw                include every batch latency in the JSON (raw_ms)\n"
+          "      --save-converted DIR write each conversion's converted graph as DIR/<conversion>.onnx\n"
           "  -v, --verbose            tracebacks in the report, children's stderr echoed\n"
           "  -q, --quiet              only the summary table\n"
           "  -h, --help               this help\n\n"
@@ -89,7 +92,7 @@ enum {
   O_INPUT = 256, O_DATA, O_DATA_SCALE, O_DEVICE, O_NO_OVERRIDE, O_THREADS, O_NO_MP, O_KEEP_GOING, O_WARMUP,
   O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
   O_SET, O_JSON, O_CSV, O_RAW, O_BATCH_SIZES, O_THROUGHPUT, O_INSTANCES, O_WORKERS, O_DURATION, O_CACHE_DIR,
-  O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES
+  O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED
 };
 
 static const struct option long_opts[] = {
@@ -131,6 +134,8 @@ static const struct option long_opts[] = {
     {"lean-cache", no_argument, 0, O_LEAN_CACHE},
     {"calibrator", required_argument, 0, O_CALIBRATOR},
     {"calibration-batches", required_argument, 0, O_CALIB_BATCHES},
+    {"labels", required_argument, 0, O_LABELS},
+    {"save-converted", required_argument, 0, O_SAVE_CONVERTED},
     {"verbose", no_argument, 0, 'v'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -239,6 +244,8 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_LEAN_CACHE: cfg.lean_cache = 1; break;
       case O_CALIBRATOR: bad |= set_key(&cfg, "--calibrator", "calibrator", optarg); break;
       case O_CALIB_BATCHES: bad |= set_key(&cfg, "--calibration-batches", "calibration_batches", optarg); break;
+      case O_LABELS: bad |= set_key(&cfg, "--labels", "labels", optarg); break;
+      case O_SAVE_CONVERTED: bad |= set_key(&cfg, "--save-converted", "save_converted", optarg); break;
       case 'v': verbose = 1; break;
       case 'q': quiet = 1; break;
       case 'h':
