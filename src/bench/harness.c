@@ -980,6 +980,28 @@ static void probe_fail(alma__chan *ch, cJSON *rec, alma_status st, const char *w
   free(text);
 }
 
+/* SHA-256 of the first n batches (dtype, shape and bytes of every input): what INT8_STATIC
+ * calibrates on, for the build cache's key. */
+static alma_status hash_batches(alma__batcher *b, int n_in, int64_t n, char hex[65]) {
+  alma_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+  alma_sha256 *h = alma__sha256_new();
+  alma_status st = in && h ? alma__batcher_rewind(b) : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int64_t k = 0; st == ALMA_OK && k < n; k++) {
+    int64_t ns;
+    if ((st = alma__batcher_next(b, in, &ns)) != ALMA_OK) break;
+    for (int i = 0; i < n_in; i++) {
+      int32_t head[2] = {(int32_t)in[i].dtype, (int32_t)in[i].rank};
+      alma__sha256_update(h, head, sizeof head);
+      alma__sha256_update(h, in[i].dims, sizeof in[i].dims[0] * (size_t)(in[i].rank > 0 ? in[i].rank : 0));
+      size_t nb = (size_t)alma_tensor_numel(&in[i]) * alma_dtype_size(in[i].dtype);
+      if (in[i].data && nb) alma__sha256_update(h, in[i].data, nb);
+    }
+  }
+  if (h) alma__sha256_final(h, hex);  /* frees h */
+  free(in);
+  return st;
+}
+
 static void probe(void *arg, alma__chan *ch) {
   const job_args *a = arg;
   const alma_config *cfg = a->cfg;
@@ -1072,6 +1094,14 @@ static void probe(void *arg, alma__chan *ch) {
     } else {
       cJSON_AddBoolToObject(rec, "reference", 1);
     }
+  }
+  int any_calib = 0;
+  for (int i = 0; i < a->n_conv; i++) any_calib |= calibrates(&a->conv[i]);
+  if (any_calib && cfg->calibration_batches > 0 && cfg->cache) {
+    /* After the reference: rewinding invalidates the views of batch 0. */
+    char hex[65];
+    if (hash_batches(b, n_in, cfg->calibration_batches, hex) == ALMA_OK) cJSON_AddStringToObject(rec, "calibration_sha256", hex);
+    alma__error_clear();
   }
   char *text = cJSON_PrintUnformatted(rec);
   if (text) alma__chan_record(ch, text);
@@ -1213,14 +1243,18 @@ static void inputs_text(const alma__model_io *io, int n, char *buf, size_t cap) 
 /* The options a conversion's build depends on: calibration (INT8_STATIC). Threads are not among
  * them: the cache keeps graphs, and runtime plans (which may depend on threads) are compiled anew
  * from them at every run. */
-static void build_options(const alma_conversion *c, const alma_config *cfg, const char *data_desc, char *buf, size_t n) {
+static void build_options(const alma_conversion *c, const alma_config *cfg, const char *data_desc, const char *calib_sha,
+                          char *buf, size_t n) {
   buf[0] = 0;
   if (!calibrates(c)) return;
   int w = snprintf(buf, n, "calibrator=%s calibration_batches=%lld", cfg->calibrator[0] ? cfg->calibrator : "minmax",
                    (long long)cfg->calibration_batches);
+  /* The data by name and by content (files rewritten under the same name, another loader): the
+   * same calibration batches make the same build. */
   if (cfg->calibration_batches > 0 && w > 0 && (size_t)w < n)
-    snprintf(buf + w, n - (size_t)w, " data=%s seed=%llu preprocess=%s", data_desc ? data_desc : "random",
-             (unsigned long long)cfg->seed, cfg->preprocess ? "hook" : "none");
+    snprintf(buf + w, n - (size_t)w, " data=%s seed=%llu preprocess=%s calibration_sha256=%s",
+             data_desc ? data_desc : "random", (unsigned long long)cfg->seed, cfg->preprocess ? "hook" : "none",
+             calib_sha && *calib_sha ? calib_sha : "unknown");
 }
 
 /* The cache's side of one conversion run: after the job, store the build (or its failure) and the
@@ -1555,7 +1589,9 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       if (cache) {
         snprintf(ckey.conversion, sizeof ckey.conversion, "%s", conv[i].name);
         inputs_text(io, n_io, ckey.inputs, sizeof ckey.inputs);
-        build_options(&conv[i], &cb, rs->data_desc, ckey.options, sizeof ckey.options);
+        const cJSON *csha = cJSON_GetObjectItemCaseSensitive(pr, "calibration_sha256");
+        build_options(&conv[i], &cb, rs->data_desc, cJSON_IsString(csha) ? csha->valuestring : NULL, ckey.options,
+                      sizeof ckey.options);
         alma__cache_key_finish(&ckey);
         if (alma__cache_plan_build(cache, &ckey, policy, cb.lean_cache, &plan) == ALMA_OK) cached = 1;
         else snprintf(cache_off, sizeof cache_off, "cache off: %s", alma_last_error());

@@ -534,6 +534,46 @@ static void test_save_converted(void **state) {
   alma_results_free(r);
 }
 
+/* INT8_STATIC's build depends on its calibration batches: the cache key has their SHA-256, so a
+ * data file rewritten under the same name is a stale build, rebuilt; the same data is a hit. */
+static void test_calibration_cache_key(void **state) {
+  (void)state;
+  alma_config c;
+  fast(&c);
+  c.batch_size = 2;
+  snprintf(c.cache_dir, sizeof c.cache_dir, "%s/calib-cache", dir);
+  char path[600];
+  snprintf(path, sizeof path, "%s/calib.npy", dir);
+  float v[4 * 16];
+  alma_tensor t = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {4, 16}, .data = v, .nbytes = sizeof v};
+  const char *conv[] = {"INT8_STATIC+EAGER"};
+  const char *want[] = {NULL, "hit", "built"};
+  for (int run = 0; run < 3; run++) {
+    for (int i = 0; i < 4 * 16; i++) v[i] = (float)((i * 7 + (run == 2 ? 3 : 0)) % 11) / 11.0f;
+    assert_int_equal(alma_npy_save(path, &t), ALMA_OK);
+    alma_data *d;
+    assert_int_equal(alma_data_from_path(path, &d), ALMA_OK);
+    alma_results *r;
+    assert_int_equal(alma_benchmark_model(linear, &c, conv, 1, d, &r), ALMA_OK);
+    const alma_cache_info *ci = alma_result_cache(alma_results_get(r, 0));
+    if (want[run]) assert_string_equal(ci->status, want[run]);
+    if (run == 2 && !strstr(ci->reason, "options")) fail_msg("rebuilt for '%s', not for its options", ci->reason);
+    /* random benchmark data is never said to calibrate well; real data is not warned about */
+    const alma_result *x = alma_results_get(r, 0);
+    for (int k = 0; k < alma_result_n_warnings(x); k++) assert_null(strstr(alma_result_warning(x, k), "calibrates poorly"));
+    alma_results_free(r);
+    alma_data_free(d);
+  }
+  alma_results *r;
+  assert_int_equal(alma_benchmark_model(linear, &c, conv, 1, NULL, &r), ALMA_OK);
+  int warned = 0;
+  const alma_result *x = alma_results_get(r, 0);
+  for (int k = 0; k < alma_result_n_warnings(x); k++)
+    warned |= strstr(alma_result_warning(x, k), "the benchmark's random data, which calibrates poorly") != NULL;
+  assert_true(warned);
+  alma_results_free(r);
+}
+
 static void test_count_top1(void **state) {
   (void)state;
   float v[8] = {0.1f, 0.9f, 0.0f, 0.0f,  /* argmax 1 */
@@ -576,7 +616,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_rejected_before_running), cmocka_unit_test(test_data_sources),
       cmocka_unit_test(test_loader),         cmocka_unit_test(test_compare_outputs),
       cmocka_unit_test(test_count_top1),     cmocka_unit_test(test_labels),
-      cmocka_unit_test(test_save_converted),
+      cmocka_unit_test(test_save_converted), cmocka_unit_test(test_calibration_cache_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
