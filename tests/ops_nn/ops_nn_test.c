@@ -2,61 +2,8 @@
  * naive double-precision references over many shapes and attribute combinations, the legacy
  * opset forms (Softmax < 13, BatchNormalization spatial/training, MaxPool < 8), non-float32
  * dtypes, and error paths. Nodes are built by hand and run with alma__op_run_node. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "ops/op.h"
+#include "op_test_util.h"
 #include "ops/sgemm.h"
-
-/* ---- building nodes ------------------------------------------------------------------------ */
-
-typedef struct {
-  alma_node n;
-  alma_attr attrs[12];
-  int ins[16], outs[8];
-} tnode;
-
-static void mk(tnode *t, const char *op, int opset, int nin, int nout) {
-  memset(t, 0, sizeof *t);
-  t->n.name = "t";
-  t->n.op_type = op;
-  t->n.domain = "";
-  t->n.n_inputs = nin;
-  t->n.n_outputs = nout;
-  for (int i = 0; i < 16; i++) t->ins[i] = i;
-  for (int i = 0; i < 8; i++) t->outs[i] = i;
-  t->n.inputs = t->ins;
-  t->n.outputs = t->outs;
-  t->n.attrs = t->attrs;
-  assert_int_equal(alma__op_resolve(&t->n, opset), ALMA_OK);
-}
-
-static alma_attr *add_attr(tnode *t, const char *name, alma_attr_type ty) {
-  alma_attr *a = &t->attrs[t->n.n_attrs++];
-  memset(a, 0, sizeof *a);
-  a->name = name;
-  a->type = ty;
-  return a;
-}
-static void attr_i(tnode *t, const char *name, int64_t v) { add_attr(t, name, ALMA_ATTR_INT)->i = v; }
-static void attr_f(tnode *t, const char *name, float v) { add_attr(t, name, ALMA_ATTR_FLOAT)->f = v; }
-static void attr_s(tnode *t, const char *name, const char *v) {
-  alma_attr *a = add_attr(t, name, ALMA_ATTR_STRING);
-  a->s = v;
-  a->s_len = strlen(v);
-}
-static void attr_ints(tnode *t, const char *name, const int64_t *v, int n) {
-  alma_attr *a = add_attr(t, name, ALMA_ATTR_INTS);
-  a->ints = (int64_t *)v;
-  a->n = n;
-}
 
 /* An owned float tensor of any float dtype filled from doubles (or random in [-1, 1)). */
 static uint64_t rng = 88172645463325252ull;
@@ -73,26 +20,8 @@ static alma_tensor mkt(alma_dtype dt, int rank, const int64_t *dims, const doubl
 }
 static double g(const alma_tensor *t, int64_t i) { return alma__get_f64(t->data, t->dtype, i); }
 
-static alma_status run(tnode *t, alma_tensor **in, int nin, alma_tensor *out, int nout) {
-  const alma_tensor *cin[16];
-  for (int i = 0; i < nin; i++) cin[i] = in[i];
-  return alma__op_run_node(NULL, &t->n, cin, nin, out, nout);
-}
-
-static void expect_shape(const alma_tensor *t, int rank, const int64_t *dims) {
-  assert_int_equal(t->rank, rank);
-  for (int i = 0; i < rank; i++) assert_int_equal(t->dims[i], dims[i]);
-}
-
 static void expect_close(const alma_tensor *got, const double *want, double tol) {
-  int64_t n = alma_tensor_numel(got);
-  for (int64_t i = 0; i < n; i++) {
-    double a = g(got, i), b = want[i];
-    if (!(fabs(a - b) <= tol * (1 + fabs(b)))) {
-      print_error("element %lld: got %.9g, want %.9g\n", (long long)i, a, b);
-      fail();
-    }
-  }
+  check_f_rel(got, want, alma_tensor_numel(got), tol);
 }
 
 /* ---- sgemm ------------------------------------------------------------------------------- */
@@ -186,7 +115,7 @@ static void conv_naive(const conv_case *c, const int64_t *out, const alma_tensor
 
 static void run_conv_case(const conv_case *c, alma_dtype dt) {
   tnode t;
-  mk(&t, "Conv", 22, c->bias ? 3 : 2, 1);
+  tn_make(&t, "Conv", 22, c->bias ? 3 : 2, 1);
   int64_t xd[5] = {c->N, c->C}, wd[5] = {c->M, c->C / c->group}, bd[1] = {c->M}, pads[6];
   for (int i = 0; i < c->nsp; i++) {
     xd[2 + i] = c->in[i], wd[2 + i] = c->k[i], pads[i] = c->pb[i], pads[c->nsp + i] = c->pe[i];
@@ -200,7 +129,7 @@ static void run_conv_case(const conv_case *c, alma_dtype dt) {
     attr_ints(&t, "pads", pads, 2 * c->nsp);
   alma_tensor x = mkt(dt, c->nsp + 2, xd, NULL), w = mkt(dt, c->nsp + 2, wd, NULL), b = mkt(dt, 1, bd, NULL);
   alma_tensor *in[3] = {&x, &w, &b}, out;
-  assert_int_equal(run(&t, in, c->bias ? 3 : 2, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, c->bias ? 3 : 2, &out, 1), ALMA_OK);
   /* expected output sizes and begin pads */
   int64_t osz[3], pb[3];
   for (int i = 0; i < c->nsp; i++) {
@@ -266,28 +195,28 @@ static void test_conv_errors(void **state) {
   int64_t xd[4] = {1, 3, 5, 5}, wd[4] = {4, 2, 3, 3};
   alma_tensor x = mkt(ALMA_DTYPE_FLOAT32, 4, xd, NULL), w = mkt(ALMA_DTYPE_FLOAT32, 4, wd, NULL), out;
   alma_tensor *in[2] = {&x, &w};
-  mk(&t, "Conv", 11, 2, 1); /* W has 2 channels per group but X has 3 */
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
-  mk(&t, "Conv", 11, 2, 1);
+  tn_make(&t, "Conv", 11, 2, 1); /* W has 2 channels per group but X has 3 */
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
+  tn_make(&t, "Conv", 11, 2, 1);
   attr_i(&t, "group", 0);
-  assert_int_not_equal(run(&t, in, 2, &out, 1), ALMA_OK);
+  assert_int_not_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
   int64_t wd2[4] = {4, 3, 7, 7};
   alma_tensor w2 = mkt(ALMA_DTYPE_FLOAT32, 4, wd2, NULL);
   in[1] = &w2;
-  mk(&t, "Conv", 11, 2, 1); /* kernel larger than the input */
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
-  mk(&t, "Conv", 11, 2, 1);
+  tn_make(&t, "Conv", 11, 2, 1); /* kernel larger than the input */
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
+  tn_make(&t, "Conv", 11, 2, 1);
   int64_t bad[3] = {1, 1, 1};
   attr_ints(&t, "strides", bad, 3);
-  assert_int_not_equal(run(&t, in, 2, &out, 1), ALMA_OK);
-  mk(&t, "Conv", 11, 2, 1);
+  assert_int_not_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
+  tn_make(&t, "Conv", 11, 2, 1);
   attr_s(&t, "auto_pad", "SAME");
-  assert_int_not_equal(run(&t, in, 2, &out, 1), ALMA_OK);
+  assert_int_not_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
   alma_tensor xi;
   assert_int_equal(alma__tensor_alloc(&xi, ALMA_DTYPE_INT32, 4, xd), ALMA_OK);
   in[0] = &xi;
-  mk(&t, "Conv", 11, 2, 1);
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_ERR_UNSUPPORTED);
+  tn_make(&t, "Conv", 11, 2, 1);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_ERR_UNSUPPORTED);
   alma_tensor_free_data(&x), alma_tensor_free_data(&w), alma_tensor_free_data(&w2), alma_tensor_free_data(&xi);
 }
 
@@ -308,7 +237,7 @@ static void test_convtranspose_vs_naive(void **state) {
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     __typeof__(cases[0]) *c = &cases[ci];
     tnode t;
-    mk(&t, "ConvTranspose", 11, c->bias ? 3 : 2, 1);
+    tn_make(&t, "ConvTranspose", 11, c->bias ? 3 : 2, 1);
     int64_t s[2] = {c->sh, c->sw}, d[2] = {c->dh, c->dw};
     attr_ints(&t, "strides", s, 2);
     attr_ints(&t, "dilations", d, 2);
@@ -324,7 +253,7 @@ static void test_convtranspose_vs_naive(void **state) {
     alma_tensor x = mkt(ALMA_DTYPE_FLOAT32, 4, xd, NULL), w = mkt(ALMA_DTYPE_FLOAT32, 4, wd, NULL),
                 b = mkt(ALMA_DTYPE_FLOAT32, 1, bd, NULL), out;
     alma_tensor *in[3] = {&x, &w, &b};
-    assert_int_equal(run(&t, in, c->bias ? 3 : 2, &out, 1), ALMA_OK);
+    assert_int_equal(tn_exec(&t, in, c->bias ? 3 : 2, &out, 1), ALMA_OK);
     int64_t OH, OW, ph = c->p[0], pw = c->p[1];
     if (c->oshape) {
       OH = c->oshape[0], OW = c->oshape[1];
@@ -335,7 +264,7 @@ static void test_convtranspose_vs_naive(void **state) {
       OW = c->sw * (c->W - 1) + c->op[1] + (c->kw - 1) * c->dw + 1 - c->p[1] - c->p[3];
     }
     int64_t od[4] = {c->N, c->M, OH, OW};
-    expect_shape(&out, 4, od);
+    check_shape(&out, 4, od);
     double *ref = calloc((size_t)(c->N * c->M * OH * OW), sizeof(double));
     for (int64_t n = 0; n < c->N; n++)
       for (int64_t ch = 0; ch < c->C; ch++)
@@ -369,13 +298,13 @@ static void test_maxpool_indices_and_versions(void **state) {
   alma_tensor x = mkt(ALMA_DTYPE_FLOAT32, 4, xd, xv), out[2];
   alma_tensor *in[1] = {&x};
   tnode t;
-  mk(&t, "MaxPool", 12, 1, 2);
+  tn_make(&t, "MaxPool", 12, 1, 2);
   int64_t k[2] = {2, 2};
   attr_ints(&t, "kernel_shape", k, 2);
   attr_i(&t, "storage_order", 1);
-  assert_int_equal(run(&t, in, 1, out, 2), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 1, out, 2), ALMA_OK);
   int64_t od[4] = {1, 2, 2, 3};
-  expect_shape(&out[0], 4, od);
+  check_shape(&out[0], 4, od);
   assert_int_equal(out[1].dtype, ALMA_DTYPE_INT64);
   for (int c = 0; c < 2; c++)
     for (int oh = 0; oh < 2; oh++)
@@ -394,14 +323,14 @@ static void test_maxpool_indices_and_versions(void **state) {
       }
   alma_tensor_free_data(&out[0]), alma_tensor_free_data(&out[1]);
   /* opset 7 has no Indices output; int8 is supported from 12 */
-  mk(&t, "MaxPool", 7, 1, 2);
+  tn_make(&t, "MaxPool", 7, 1, 2);
   attr_ints(&t, "kernel_shape", k, 2);
-  assert_int_not_equal(run(&t, in, 1, out, 2), ALMA_OK);
+  assert_int_not_equal(tn_exec(&t, in, 1, out, 2), ALMA_OK);
   alma_tensor xi = mkt(ALMA_DTYPE_INT8, 4, xd, xv);
   in[0] = &xi;
-  mk(&t, "MaxPool", 12, 1, 1);
+  tn_make(&t, "MaxPool", 12, 1, 1);
   attr_ints(&t, "kernel_shape", k, 2);
-  assert_int_equal(run(&t, in, 1, out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 1, out, 1), ALMA_OK);
   assert_int_equal(out[0].dtype, ALMA_DTYPE_INT8);
   assert_int_equal(((int8_t *)out[0].data)[0], 7); /* max of 0, 7 (row 0) and 6, 2 (row 1) */
   alma_tensor_free_data(&out[0]);
@@ -416,31 +345,31 @@ static void test_avgpool_versions(void **state) {
   alma_tensor x = mkt(ALMA_DTYPE_FLOAT64, 4, xd, ones), out;
   alma_tensor *in[1] = {&x};
   tnode t;
-  mk(&t, "AveragePool", 7, 1, 1);
+  tn_make(&t, "AveragePool", 7, 1, 1);
   attr_ints(&t, "kernel_shape", k, 2);
   attr_ints(&t, "pads", p, 4);
   attr_ints(&t, "strides", s, 2);
   attr_i(&t, "count_include_pad", 1);
-  assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   int64_t od[4] = {1, 1, 2, 2};
-  expect_shape(&out, 4, od);
+  check_shape(&out, 4, od);
   assert_true(fabs(g(&out, 0) - 0.25) < 1e-12);
   alma_tensor_free_data(&out);
-  mk(&t, "AveragePool", 7, 1, 1);
+  tn_make(&t, "AveragePool", 7, 1, 1);
   attr_ints(&t, "kernel_shape", k, 2);
   attr_ints(&t, "pads", p, 4);
   attr_ints(&t, "strides", s, 2);
-  assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   assert_true(fabs(g(&out, 0) - 1.0) < 1e-12);
   alma_tensor_free_data(&out);
   /* GlobalAveragePool / GlobalMaxPool on float16 */
   int64_t gd[4] = {2, 3, 2, 2};
   alma_tensor h = mkt(ALMA_DTYPE_FLOAT16, 4, gd, NULL);
   in[0] = &h;
-  mk(&t, "GlobalAveragePool", 1, 1, 1);
-  assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  tn_make(&t, "GlobalAveragePool", 1, 1, 1);
+  assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   int64_t god[4] = {2, 3, 1, 1};
-  expect_shape(&out, 4, god);
+  check_shape(&out, 4, god);
   for (int pl = 0; pl < 6; pl++) {
     double m = 0;
     for (int i = 0; i < 4; i++) m += g(&h, pl * 4 + i) / 4;
@@ -462,9 +391,9 @@ static void test_batchnorm_legacy_and_training(void **state) {
   for (int i = 0; i < 12; i++) ((float *)ps[3].data)[i] = (float)fabs(((float *)ps[3].data)[i]) + 0.5f;
   alma_tensor *in[5] = {&x, &ps[0], &ps[1], &ps[2], &ps[3]};
   tnode t;
-  mk(&t, "BatchNormalization", 7, 5, 1);
+  tn_make(&t, "BatchNormalization", 7, 5, 1);
   attr_i(&t, "spatial", 0);
-  assert_int_equal(run(&t, in, 5, out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 5, out, 1), ALMA_OK);
   double ref[24];
   for (int i = 0; i < 24; i++) {
     int p = i % 12;
@@ -477,9 +406,9 @@ static void test_batchnorm_legacy_and_training(void **state) {
   for (int i = 0; i < 4; i++) q[i] = mkt(ALMA_DTYPE_FLOAT32, 1, pd, NULL);
   for (int i = 0; i < 3; i++) ((float *)q[3].data)[i] = 1.0f + (float)i;
   alma_tensor *in2[5] = {&x, &q[0], &q[1], &q[2], &q[3]};
-  mk(&t, "BatchNormalization", 9, 5, 5);
+  tn_make(&t, "BatchNormalization", 9, 5, 5);
   attr_f(&t, "momentum", 0.8f);
-  assert_int_equal(run(&t, in2, 5, out, 5), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in2, 5, out, 5), ALMA_OK);
   for (int c = 0; c < 3; c++) {
     double mean = 0, var = 0;
     for (int n = 0; n < 2; n++)
@@ -499,8 +428,8 @@ static void test_batchnorm_legacy_and_training(void **state) {
   }
   for (int i = 0; i < 5; i++) alma_tensor_free_data(&out[i]);
   /* opset 14 without training_mode: inference even with 3 outputs declared */
-  mk(&t, "BatchNormalization", 15, 5, 1);
-  assert_int_equal(run(&t, in2, 5, out, 1), ALMA_OK);
+  tn_make(&t, "BatchNormalization", 15, 5, 1);
+  assert_int_equal(tn_exec(&t, in2, 5, out, 1), ALMA_OK);
   for (int i = 0; i < 24; i++) {
     int c = (i / 4) % 3;
     double want = g(&q[0], c) * (g(&x, i) - g(&q[2], c)) / sqrt(g(&q[3], c) + 1e-5) + g(&q[1], c);
@@ -509,8 +438,8 @@ static void test_batchnorm_legacy_and_training(void **state) {
   alma_tensor_free_data(&out[0]);
   /* wrong parameter size */
   in2[1] = &ps[0];
-  mk(&t, "BatchNormalization", 15, 5, 1);
-  assert_int_equal(run(&t, in2, 5, out, 1), ALMA_ERR_SHAPE);
+  tn_make(&t, "BatchNormalization", 15, 5, 1);
+  assert_int_equal(tn_exec(&t, in2, 5, out, 1), ALMA_ERR_SHAPE);
   alma_tensor_free_data(&x);
   for (int i = 0; i < 4; i++) alma_tensor_free_data(&ps[i]), alma_tensor_free_data(&q[i]);
 }
@@ -522,13 +451,13 @@ static void test_layernorm_outputs(void **state) {
               b = mkt(ALMA_DTYPE_FLOAT64, 2, bd, NULL), out[3];
   alma_tensor *in[3] = {&x, &sc, &b};
   tnode t;
-  mk(&t, "LayerNormalization", 17, 3, 3);
+  tn_make(&t, "LayerNormalization", 17, 3, 3);
   attr_i(&t, "axis", 1);
   attr_f(&t, "epsilon", 1e-3f);
   /* Scale [4] and B [1,4] broadcast to the normalized shape [3,4] */
-  assert_int_equal(run(&t, in, 3, out, 3), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 3, out, 3), ALMA_OK);
   int64_t md[3] = {2, 1, 1};
-  expect_shape(&out[1], 3, md);
+  check_shape(&out[1], 3, md);
   assert_int_equal(out[1].dtype, ALMA_DTYPE_FLOAT32);
   for (int r = 0; r < 2; r++) {
     double m = 0, v = 0;
@@ -556,9 +485,9 @@ static void test_softmax_legacy_axis(void **state) {
   for (int legacy = 0; legacy < 2; legacy++)
     for (int is_log = 0; is_log < 2; is_log++) {
       tnode t;
-      mk(&t, is_log ? "LogSoftmax" : "Softmax", legacy ? 11 : 13, 1, 1);
+      tn_make(&t, is_log ? "LogSoftmax" : "Softmax", legacy ? 11 : 13, 1, 1);
       attr_i(&t, "axis", 1);
-      assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+      assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
       double ref[24];
       if (legacy) { /* rows of 12 (dims 1 and 2 flattened) */
         for (int r = 0; r < 2; r++) {
@@ -584,17 +513,17 @@ static void test_softmax_legacy_axis(void **state) {
   alma_tensor h = mkt(ALMA_DTYPE_FLOAT16, 3, xd, NULL);
   in[0] = &h;
   tnode t;
-  mk(&t, "Softmax", 13, 1, 1);
-  assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  tn_make(&t, "Softmax", 13, 1, 1);
+  assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   for (int r = 0; r < 6; r++) {
     double s = 0;
     for (int j = 0; j < 4; j++) s += g(&out, r * 4 + j);
     assert_true(fabs(s - 1) < 3e-3);
   }
   alma_tensor_free_data(&out);
-  mk(&t, "Softmax", 13, 1, 1);
+  tn_make(&t, "Softmax", 13, 1, 1);
   attr_i(&t, "axis", 3);
-  assert_int_not_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  assert_int_not_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   alma_tensor_free_data(&x), alma_tensor_free_data(&h);
 }
 
@@ -613,12 +542,12 @@ static void test_gemm_broadcast_and_types(void **state) {
       c = mkt(ALMA_DTYPE_FLOAT32, 0, NULL, NULL);
     alma_tensor *in[3] = {&a, &b, &c};
     tnode t;
-    mk(&t, "Gemm", 13, 3, 1);
+    tn_make(&t, "Gemm", 13, 3, 1);
     attr_i(&t, "transA", 1);
     attr_i(&t, "transB", 1);
     attr_f(&t, "alpha", 0.5f);
     attr_f(&t, "beta", -2.0f);
-    assert_int_equal(run(&t, in, 3, &out, 1), ALMA_OK);
+    assert_int_equal(tn_exec(&t, in, 3, &out, 1), ALMA_OK);
     double ref[15];
     for (int i = 0; i < 3; i++)
       for (int j = 0; j < 5; j++) {
@@ -636,12 +565,12 @@ static void test_gemm_broadcast_and_types(void **state) {
   alma_tensor c = mkt(ALMA_DTYPE_FLOAT32, 2, bad, NULL);
   alma_tensor *in[3] = {&a, &b, &c};
   tnode t;
-  mk(&t, "Gemm", 13, 3, 1);
+  tn_make(&t, "Gemm", 13, 3, 1);
   attr_i(&t, "transA", 1);
   attr_i(&t, "transB", 1);
-  assert_int_equal(run(&t, in, 3, &out, 1), ALMA_ERR_SHAPE);
-  mk(&t, "Gemm", 9, 2, 1);
-  assert_int_not_equal(run(&t, in, 2, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 3, &out, 1), ALMA_ERR_SHAPE);
+  tn_make(&t, "Gemm", 9, 2, 1);
+  assert_int_not_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
   alma_tensor_free_data(&a), alma_tensor_free_data(&b), alma_tensor_free_data(&c);
   /* int64 Gemm with wrap-free small values, bias added exactly */
   int64_t id[2] = {2, 2};
@@ -649,8 +578,8 @@ static void test_gemm_broadcast_and_types(void **state) {
   alma_tensor ai = mkt(ALMA_DTYPE_INT64, 2, id, av), bi = mkt(ALMA_DTYPE_INT64, 2, id, bv),
               cii = mkt(ALMA_DTYPE_INT64, 2, id, cv);
   alma_tensor *ini[3] = {&ai, &bi, &cii};
-  mk(&t, "Gemm", 13, 3, 1);
-  assert_int_equal(run(&t, ini, 3, &out, 1), ALMA_OK);
+  tn_make(&t, "Gemm", 13, 3, 1);
+  assert_int_equal(tn_exec(&t, ini, 3, &out, 1), ALMA_OK);
   int64_t want[4] = {119, 222, 343, 450};
   for (int i = 0; i < 4; i++) assert_int_equal(((int64_t *)out.data)[i], want[i]);
   alma_tensor_free_data(&out);
@@ -667,9 +596,9 @@ static void matmul_check(alma_dtype dt, int ra, const int64_t *da, int rb, const
   }
   alma_tensor *in[2] = {&a, &b};
   tnode t;
-  mk(&t, "MatMul", 13, 2, 1);
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_OK);
-  expect_shape(&out, ro, dout);
+  tn_make(&t, "MatMul", 13, 2, 1);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
+  check_shape(&out, ro, dout);
   /* reference through numpy's promotion rules */
   int64_t pa[8], pb[8];
   int pra = ra == 1 ? 2 : ra, prb = rb == 1 ? 2 : rb;
@@ -714,8 +643,8 @@ static void test_matmul_shapes(void **state) {
   alma_tensor a = mkt(ALMA_DTYPE_FLOAT32, 2, da, NULL), b = mkt(ALMA_DTYPE_FLOAT32, 2, db, NULL), out;
   alma_tensor *in[2] = {&a, &b};
   tnode t;
-  mk(&t, "MatMul", 13, 2, 1);
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
+  tn_make(&t, "MatMul", 13, 2, 1);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
   alma_tensor_free_data(&a), alma_tensor_free_data(&b);
 }
 
@@ -765,9 +694,9 @@ static void einsum_case(const char *eq, int nops, const char *const *terms, cons
     in[o] = &ops[o];
   }
   tnode t;
-  mk(&t, "Einsum", 12, nops, 1);
+  tn_make(&t, "Einsum", 12, nops, 1);
   attr_s(&t, "equation", eq);
-  alma_status st = run(&t, in, nops, &out, 1);
+  alma_status st = tn_exec(&t, in, nops, &out, 1);
   if (st != ALMA_OK) print_error("%s: %s\n", eq, alma_last_error());
   assert_int_equal(st, ALMA_OK);
   assert_int_equal(out.rank, (int)strlen(outt));
@@ -804,11 +733,11 @@ static void test_einsum_ellipsis_and_errors(void **state) {
   alma_tensor a = mkt(ALMA_DTYPE_FLOAT32, 4, da, NULL), b = mkt(ALMA_DTYPE_FLOAT32, 3, db, NULL), out;
   alma_tensor *in[2] = {&a, &b};
   tnode t;
-  mk(&t, "Einsum", 12, 2, 1);
+  tn_make(&t, "Einsum", 12, 2, 1);
   attr_s(&t, "equation", "...ij, ...jk -> ...ik");
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
   int64_t od[4] = {2, 3, 3, 2};
-  expect_shape(&out, 4, od);
+  check_shape(&out, 4, od);
   for (int x = 0; x < 2; x++)
     for (int y = 0; y < 3; y++)
       for (int i = 0; i < 3; i++)
@@ -819,21 +748,21 @@ static void test_einsum_ellipsis_and_errors(void **state) {
         }
   alma_tensor_free_data(&out);
   /* implicit output with ellipsis: "...ij,...jk" -> "...ik" */
-  mk(&t, "Einsum", 12, 2, 1);
+  tn_make(&t, "Einsum", 12, 2, 1);
   attr_s(&t, "equation", "...ij,...jk");
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_OK);
-  expect_shape(&out, 4, od);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
+  check_shape(&out, 4, od);
   alma_tensor_free_data(&out);
   static const char *bad[] = {"ij,jk->q", "ij->ii", "i.j,jk", "ijk,jk", "ij,jk,kl", "ij,jk->i?", "ij,ik->ijj"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    mk(&t, "Einsum", 12, 2, 1);
+    tn_make(&t, "Einsum", 12, 2, 1);
     attr_s(&t, "equation", bad[i]);
-    assert_int_not_equal(run(&t, in, 2, &out, 1), ALMA_OK);
+    assert_int_not_equal(tn_exec(&t, in, 2, &out, 1), ALMA_OK);
   }
   /* label size mismatch */
-  mk(&t, "Einsum", 12, 2, 1);
+  tn_make(&t, "Einsum", 12, 2, 1);
   attr_s(&t, "equation", "...ij,...ij");
-  assert_int_equal(run(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
+  assert_int_equal(tn_exec(&t, in, 2, &out, 1), ALMA_ERR_SHAPE);
   alma_tensor_free_data(&a), alma_tensor_free_data(&b);
 }
 
@@ -845,12 +774,12 @@ static void test_lrn_instancenorm(void **state) {
   alma_tensor x = mkt(ALMA_DTYPE_FLOAT64, 4, xd, NULL), out;
   alma_tensor *in[3] = {&x};
   tnode t;
-  mk(&t, "LRN", 13, 1, 1);
+  tn_make(&t, "LRN", 13, 1, 1);
   attr_i(&t, "size", 4);
   attr_f(&t, "alpha", 0.5f);
   attr_f(&t, "beta", 0.6f);
   attr_f(&t, "bias", 1.5f);
-  assert_int_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   for (int c = 0; c < 5; c++)
     for (int s = 0; s < 4; s++) {
       double sq = 0;
@@ -860,12 +789,12 @@ static void test_lrn_instancenorm(void **state) {
       assert_true(fabs(g(&out, c * 4 + s) - want) < 1e-6);
     }
   alma_tensor_free_data(&out);
-  mk(&t, "LRN", 13, 1, 1); /* size is required */
-  assert_int_not_equal(run(&t, in, 1, &out, 1), ALMA_OK);
+  tn_make(&t, "LRN", 13, 1, 1); /* size is required */
+  assert_int_not_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
   alma_tensor sc = mkt(ALMA_DTYPE_FLOAT64, 1, pd, NULL), b = mkt(ALMA_DTYPE_FLOAT64, 1, pd, NULL);
   in[1] = &sc, in[2] = &b;
-  mk(&t, "InstanceNormalization", 6, 3, 1);
-  assert_int_equal(run(&t, in, 3, &out, 1), ALMA_OK);
+  tn_make(&t, "InstanceNormalization", 6, 3, 1);
+  assert_int_equal(tn_exec(&t, in, 3, &out, 1), ALMA_OK);
   for (int c = 0; c < 5; c++) {
     double m = 0, v = 0;
     for (int s = 0; s < 4; s++) m += g(&x, c * 4 + s) / 4;

@@ -1,91 +1,7 @@
 /* Unit tests of the reduction / selection / resize operators (src/ops/reduce.c topk.c misc.c
  * resize.c): the opset-specific forms, dtypes and edge cases the ONNX node tests do not reach
  * (attribute axes, integer and empty reductions, TopK-1/ties, Resize-10, bad input). */
-#include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-
-#include "ops/op.h"
-
-/* ---- node and tensor helpers -------------------------------------------------------------- */
-
-typedef struct {
-  alma_node n;
-  alma_attr attrs[8];
-  int ins[8], outs[4];
-} tnode;
-
-static void tn_init(tnode *t, const char *op, int nin, int nout) {
-  memset(t, 0, sizeof *t);
-  t->n.name = "t";
-  t->n.op_type = op;
-  t->n.domain = "";
-  t->n.n_inputs = nin;
-  t->n.n_outputs = nout;
-  for (int i = 0; i < nin; i++) t->ins[i] = i;
-  for (int i = 0; i < nout; i++) t->outs[i] = 100 + i;
-  t->n.inputs = t->ins;
-  t->n.outputs = t->outs;
-  t->n.attrs = t->attrs;
-}
-
-static alma_attr *tn_attr(tnode *t, const char *name, alma_attr_type ty) {
-  alma_attr *a = &t->attrs[t->n.n_attrs++];
-  a->name = name;
-  a->type = ty;
-  return a;
-}
-static void attr_i(tnode *t, const char *name, int64_t v) { tn_attr(t, name, ALMA_ATTR_INT)->i = v; }
-static void attr_f(tnode *t, const char *name, float v) { tn_attr(t, name, ALMA_ATTR_FLOAT)->f = v; }
-static void attr_s(tnode *t, const char *name, const char *s) {
-  alma_attr *a = tn_attr(t, name, ALMA_ATTR_STRING);
-  a->s = s;
-  a->s_len = strlen(s);
-}
-static void attr_ints(tnode *t, const char *name, int64_t *v, int n) {
-  alma_attr *a = tn_attr(t, name, ALMA_ATTR_INTS);
-  a->ints = v;
-  a->n = n;
-}
-
-static alma_tensor T(alma_dtype dt, const void *data, int rank, ...) {
-  alma_tensor t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.rank = rank;
-  va_list ap;
-  va_start(ap, rank);
-  for (int i = 0; i < rank; i++) t.dims[i] = va_arg(ap, int64_t);
-  va_end(ap);
-  t.data = (void *)data;
-  t.nbytes = (size_t)alma__numel(rank, t.dims) * alma_dtype_size(dt);
-  return t;
-}
-
-/* Resolves at `opset` and runs; outputs owned by the caller (freed with free_outs). */
-static alma_status run(tnode *t, int opset, const alma_tensor *const *in, alma_tensor *out) {
-  alma_status st = alma__op_resolve(&t->n, opset);
-  if (st != ALMA_OK) return st;
-  return alma__op_run_node(NULL, &t->n, in, t->n.n_inputs, out, t->n.n_outputs);
-}
-
-static alma_status infer(tnode *t, int opset, const alma_tensor *const *in, alma_tensor *out) {
-  alma_status st = alma__op_resolve(&t->n, opset);
-  if (st != ALMA_OK) return st;
-  memset(out, 0, sizeof(alma_tensor) * (size_t)t->n.n_outputs);
-  return t->n.op->infer(&t->n, in, t->n.n_inputs, out, t->n.n_outputs);
-}
-
-static void free_outs(alma_tensor *out, int n) {
-  for (int i = 0; i < n; i++) alma_tensor_free_data(&out[i]);
-}
-
-static void check_shape(const alma_tensor *t, int rank, const int64_t *dims) {
-  assert_int_equal(t->rank, rank);
-  for (int i = 0; i < rank; i++) assert_int_equal(t->dims[i], dims[i]);
-}
+#include "op_test_util.h"
 
 static void check_f32(const alma_tensor *t, const float *want, int n) {
   assert_int_equal(t->dtype, ALMA_DTYPE_FLOAT32);
@@ -95,11 +11,6 @@ static void check_f32(const alma_tensor *t, const float *want, int n) {
     if (isinf(want[i])) assert_true(g == want[i]);
     else assert_float_equal(g, want[i], 1e-5 + 1e-5 * fabsf(want[i]));
   }
-}
-
-static void check_i64(const alma_tensor *t, const int64_t *want, int n) {
-  assert_int_equal(alma_tensor_numel(t), n);
-  for (int i = 0; i < n; i++) assert_int_equal(alma__get_i64(t->data, t->dtype, i), want[i]);
 }
 
 /* ---- reductions ----------------------------------------------------------------------------- */
@@ -114,7 +25,7 @@ static void test_reduce_sum_attr_axes_opset1(void **s) {
   attr_i(&t, "keepdims", 0);
   alma_tensor x = T(ALMA_DTYPE_FLOAT32, X23, 2, (int64_t)2, (int64_t)3), out[1];
   const alma_tensor *in[] = {&x};
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   assert_int_equal(t.n.since_version, 11);
   int64_t d[] = {2};
   check_shape(&out[0], 1, d);
@@ -129,7 +40,7 @@ static void test_reduce_sum_axes_input_rules(void **s) {
   alma_tensor x = T(ALMA_DTYPE_FLOAT32, X23, 2, (int64_t)2, (int64_t)3), ax = T(ALMA_DTYPE_INT64, NULL, 1, (int64_t)0),
               out[1];
   const alma_tensor *in[] = {&x, &ax};
-  assert_int_equal(run(&t, 13, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_OK);
   int64_t d[] = {1, 1};
   check_shape(&out[0], 2, d);
   check_f32(&out[0], (float[]){21}, 1);
@@ -137,13 +48,13 @@ static void test_reduce_sum_axes_input_rules(void **s) {
   /* the axes attribute is not allowed once axes is an input */
   int64_t axes[] = {0};
   attr_ints(&t, "axes", axes, 1);
-  assert_int_equal(run(&t, 13, in, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_ERR_INVALID_MODEL);
   /* unknown axes value: the output shape is dynamic */
   tn_init(&t, "ReduceSum", 2, 1);
   int64_t one = 1;
   alma_tensor axu = T(ALMA_DTYPE_INT64, NULL, 1, one);
   const alma_tensor *in2[] = {&x, &axu};
-  assert_int_equal(infer(&t, 13, in2, out), ALMA_ERR_DYNAMIC);
+  assert_int_equal(tn_infer(&t, 13, in2, out), ALMA_ERR_DYNAMIC);
 }
 
 static void test_reduce_bad_axes(void **s) {
@@ -153,18 +64,18 @@ static void test_reduce_bad_axes(void **s) {
   alma_tensor x = T(ALMA_DTYPE_FLOAT32, X23, 2, (int64_t)2, (int64_t)3), ax = T(ALMA_DTYPE_INT64, bad, 1, (int64_t)1),
               out[1];
   const alma_tensor *in[] = {&x, &ax};
-  assert_int_equal(run(&t, 18, in, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 18, in, out), ALMA_ERR_INVALID_MODEL);
   int64_t dup[] = {1, -1};
   alma_tensor ax2 = T(ALMA_DTYPE_INT64, dup, 1, (int64_t)2);
   const alma_tensor *in2[] = {&x, &ax2};
-  assert_int_equal(run(&t, 18, in2, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 18, in2, out), ALMA_ERR_INVALID_MODEL);
   /* bool is allowed for ReduceMax only from opset 20 */
   static const uint8_t b[] = {1, 0};
   alma_tensor xb = T(ALMA_DTYPE_BOOL, b, 1, (int64_t)2);
   const alma_tensor *in3[] = {&xb};
   tn_init(&t, "ReduceMax", 1, 1);
-  assert_int_equal(run(&t, 18, in3, out), ALMA_ERR_UNSUPPORTED);
-  assert_int_equal(run(&t, 20, in3, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 18, in3, out), ALMA_ERR_UNSUPPORTED);
+  assert_int_equal(tn_run(&t, 20, in3, out), ALMA_OK);
   check_i64(&out[0], (int64_t[]){1}, 1);
   free_outs(out, 1);
 }
@@ -178,7 +89,7 @@ static void test_reduce_mean_int_attr_axes(void **s) {
   static const int32_t x[] = {1, 2, 4, -1, -2, -4};
   alma_tensor xt = T(ALMA_DTYPE_INT32, x, 2, (int64_t)2, (int64_t)3), out[1];
   const alma_tensor *in[] = {&xt};
-  assert_int_equal(run(&t, 13, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_OK);
   assert_int_equal(out[0].dtype, ALMA_DTYPE_INT32);
   check_i64(&out[0], (int64_t[]){2, -2}, 2);
   free_outs(out, 1);
@@ -199,7 +110,7 @@ static void test_reduce_empty_int(void **s) {
     int64_t ax1[] = {1};
     alma_tensor x = T(cases[c].dt, NULL, 2, (int64_t)2, (int64_t)0), ax = T(ALMA_DTYPE_INT64, ax1, 1, (int64_t)1), out[1];
     const alma_tensor *in[] = {&x, &ax};
-    assert_int_equal(run(&t, 20, in, out), ALMA_OK);
+    assert_int_equal(tn_run(&t, 20, in, out), ALMA_OK);
     int64_t d[] = {2, 1};
     check_shape(&out[0], 2, d);
     check_i64(&out[0], (int64_t[]){cases[c].want, cases[c].want}, 2);
@@ -214,7 +125,7 @@ static void test_reduce_uint64_and_logsumexp(void **s) {
   alma_tensor xt = T(ALMA_DTYPE_UINT64, x, 1, (int64_t)3), out[1];
   const alma_tensor *in[] = {&xt};
   attr_i(&t, "keepdims", 0);
-  assert_int_equal(run(&t, 13, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_OK);
   assert_int_equal(out[0].rank, 0);
   assert_true(((uint64_t *)out[0].data)[0] == UINT64_C(0x8000000000000005));
   free_outs(out, 1);
@@ -225,7 +136,7 @@ static void test_reduce_uint64_and_logsumexp(void **s) {
   const alma_tensor *in2[] = {&bt};
   int64_t axes[] = {1};
   attr_ints(&t, "axes", axes, 1);
-  assert_int_equal(run(&t, 13, in2, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in2, out), ALMA_OK);
   check_f32(&out[0], (float[]){1000 + logf(2), -INFINITY}, 2);
   free_outs(out, 1);
 }
@@ -241,7 +152,7 @@ static void test_reduce_noncontiguous_axes(void **s) {
   attr_i(&t, "keepdims", 0);
   alma_tensor xt = T(ALMA_DTYPE_FLOAT32, x, 3, (int64_t)2, (int64_t)3, (int64_t)2), out[1];
   const alma_tensor *in[] = {&xt};
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   /* j=0: 0+1+6+7, j=1: 2+3+8+9, j=2: 4+5+10+11 */
   check_f32(&out[0], (float[]){14, 22, 30}, 3);
   free_outs(out, 1);
@@ -255,16 +166,16 @@ static void test_argmax_int_last_index(void **s) {
   tn_init(&t, "ArgMax", 1, 1);
   attr_i(&t, "axis", 1);
   attr_i(&t, "select_last_index", 1);
-  assert_int_equal(run(&t, 12, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 12, in, out), ALMA_OK);
   check_i64(&out[0], (int64_t[]){2, 1}, 2);
   free_outs(out, 1);
   /* before opset 12 there is no select_last_index: first occurrence */
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   check_i64(&out[0], (int64_t[]){0, 0}, 2);
   free_outs(out, 1);
   tn_init(&t, "ArgMin", 1, 1);
   attr_i(&t, "keepdims", 0);
-  assert_int_equal(run(&t, 13, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_OK);
   int64_t d[] = {3};
   check_shape(&out[0], 1, d);
   check_i64(&out[0], (int64_t[]){1, 0, 1}, 3);
@@ -280,7 +191,7 @@ static void test_topk_v1_attr_and_ties(void **s) {
   tnode t;
   tn_init(&t, "TopK", 1, 2);
   attr_i(&t, "k", 4);
-  assert_int_equal(run(&t, 1, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 1, in, out), ALMA_OK);
   check_f32(&out[0], (float[]){3, 3, 3, 2}, 4);
   check_i64(&out[1], (int64_t[]){0, 2, 4, 3}, 4);
   free_outs(out, 2);
@@ -296,7 +207,7 @@ static void test_topk_smallest_int64_axis0(void **s) {
   tn_init(&t, "TopK", 2, 2);
   attr_i(&t, "axis", 0);
   attr_i(&t, "largest", 0);
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   int64_t d[] = {2, 2};
   check_shape(&out[0], 2, d);
   /* column 0: 4,2,2 -> 2(1),2(2); column 1: -1,9,0 -> -1(0),0(2) */
@@ -307,8 +218,8 @@ static void test_topk_smallest_int64_axis0(void **s) {
   int64_t big = 4;
   alma_tensor kb = T(ALMA_DTYPE_INT64, &big, 1, (int64_t)1), ku = T(ALMA_DTYPE_INT64, NULL, 1, (int64_t)1);
   const alma_tensor *in2[] = {&xt, &kb}, *in3[] = {&xt, &ku};
-  assert_int_equal(run(&t, 11, in2, out), ALMA_ERR_INVALID_ARG);
-  assert_int_equal(infer(&t, 11, in3, out), ALMA_ERR_DYNAMIC);
+  assert_int_equal(tn_run(&t, 11, in2, out), ALMA_ERR_INVALID_ARG);
+  assert_int_equal(tn_infer(&t, 11, in3, out), ALMA_ERR_DYNAMIC);
 }
 
 /* ---- NonZero, Trilu, CumSum ----------------------------------------------------------------- */
@@ -319,14 +230,14 @@ static void test_nonzero_float(void **s) {
   const alma_tensor *in[] = {&xt};
   tnode t;
   tn_init(&t, "NonZero", 1, 1);
-  assert_int_equal(run(&t, 13, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 13, in, out), ALMA_OK);
   int64_t d[] = {2, 3};
   check_shape(&out[0], 2, d);
   check_i64(&out[0], (int64_t[]){0, 1, 1, 2, 0, 2}, 6);
   free_outs(out, 1);
   alma_tensor xu = T(ALMA_DTYPE_FLOAT32, NULL, 1, (int64_t)3);
   const alma_tensor *in2[] = {&xu};
-  assert_int_equal(infer(&t, 13, in2, out), ALMA_ERR_DYNAMIC);
+  assert_int_equal(tn_infer(&t, 13, in2, out), ALMA_ERR_DYNAMIC);
 }
 
 static void test_trilu_bool(void **s) {
@@ -336,18 +247,18 @@ static void test_trilu_bool(void **s) {
   const alma_tensor *in[] = {&xt, &kt};
   tnode t;
   tn_init(&t, "Trilu", 2, 1);
-  assert_int_equal(run(&t, 14, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 14, in, out), ALMA_OK);
   check_i64(&out[0], (int64_t[]){0, 1, 1, 0, 0, 1, 0, 0, 0}, 9);
   free_outs(out, 1);
   attr_i(&t, "upper", 0);
   kt.data = &km1;
-  assert_int_equal(run(&t, 14, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 14, in, out), ALMA_OK);
   check_i64(&out[0], (int64_t[]){0, 0, 0, 1, 0, 0, 1, 1, 0}, 9);
   free_outs(out, 1);
   alma_tensor v = T(ALMA_DTYPE_BOOL, x, 1, (int64_t)3);
   const alma_tensor *in2[] = {&v};
   tn_init(&t, "Trilu", 1, 1);
-  assert_int_equal(run(&t, 14, in2, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 14, in2, out), ALMA_ERR_INVALID_MODEL);
 }
 
 static void test_cumsum_int(void **s) {
@@ -359,12 +270,12 @@ static void test_cumsum_int(void **s) {
   tn_init(&t, "CumSum", 2, 1);
   attr_i(&t, "exclusive", 1);
   attr_i(&t, "reverse", 1);
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   /* column 0: 1,3,5 -> reverse exclusive 8,5,0; column 1: 2,4,6 -> 10,6,0 */
   check_i64(&out[0], (int64_t[]){8, 10, 5, 6, 0, 0}, 6);
   free_outs(out, 1);
   axis = 2;
-  assert_int_equal(run(&t, 11, in, out), ALMA_ERR_INVALID_ARG);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_ERR_INVALID_ARG);
 }
 
 /* ---- Resize --------------------------------------------------------------------------------- */
@@ -378,7 +289,7 @@ static void test_resize10_nearest(void **s) {
   const alma_tensor *in[] = {&x, &st};
   tnode t;
   tn_init(&t, "Resize", 2, 1);
-  assert_int_equal(run(&t, 10, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 10, in, out), ALMA_OK);
   int64_t d[] = {1, 1, 4, 4};
   check_shape(&out[0], 4, d);
   check_f32(&out[0], (float[]){1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 16);
@@ -389,7 +300,7 @@ static void test_resize10_nearest(void **s) {
   alma_tensor xd = T(ALMA_DTYPE_FLOAT32, x24, 4, (int64_t)1, (int64_t)1, (int64_t)2, (int64_t)4),
               sdt = T(ALMA_DTYPE_FLOAT32, sd, 1, (int64_t)4);
   const alma_tensor *in2[] = {&xd, &sdt};
-  assert_int_equal(run(&t, 10, in2, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 10, in2, out), ALMA_OK);
   int64_t d2[] = {1, 1, 1, 2};
   check_shape(&out[0], 4, d2);
   check_f32(&out[0], (float[]){1, 3}, 2);
@@ -404,7 +315,7 @@ static void test_resize10_linear(void **s) {
   tnode t;
   tn_init(&t, "Resize", 2, 1);
   attr_s(&t, "mode", "linear");
-  assert_int_equal(run(&t, 10, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 10, in, out), ALMA_OK);
   float want[32] = {1, 1.25f, 1.5f, 1.75f, 2, 2, 2, 2, 2, 2.25f, 2.5f, 2.75f, 3, 3, 3, 3,
                     3, 3.25f, 3.5f, 3.75f, 4, 4, 4, 4, 3, 3.25f, 3.5f, 3.75f, 4, 4, 4, 4};
   check_f32(&out[0], want, 32);
@@ -412,7 +323,7 @@ static void test_resize10_linear(void **s) {
   /* cubic did not exist at opset 10 */
   tn_init(&t, "Resize", 2, 1);
   attr_s(&t, "mode", "cubic");
-  assert_int_equal(run(&t, 10, in, out), ALMA_ERR_UNSUPPORTED);
+  assert_int_equal(tn_run(&t, 10, in, out), ALMA_ERR_UNSUPPORTED);
 }
 
 static void test_resize11_sizes_uint8(void **s) {
@@ -425,7 +336,7 @@ static void test_resize11_sizes_uint8(void **s) {
   tnode t;
   tn_init(&t, "Resize", 4, 1);
   attr_s(&t, "mode", "linear");
-  assert_int_equal(run(&t, 11, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
   assert_int_equal(out[0].dtype, ALMA_DTYPE_UINT8);
   /* half_pixel, scale 3/4: x_ori = 1/6, 1.5, 17/6 -> 0.5, 4.5, 8.5 -> 0, 4, 8 */
   check_i64(&out[0], (int64_t[]){0, 4, 8}, 3);
@@ -441,27 +352,27 @@ static void test_resize_bad_inputs(void **s) {
   tn_init(&t, "Resize", 4, 1);
   t.ins[1] = -1;
   const alma_tensor *both[] = {&x, NULL, &st, &sz};
-  assert_int_equal(run(&t, 13, both, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 13, both, out), ALMA_ERR_INVALID_MODEL);
   const alma_tensor *none[] = {&x, NULL, NULL, NULL};
-  assert_int_equal(run(&t, 13, none, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 13, none, out), ALMA_ERR_INVALID_MODEL);
   float neg[] = {1, 1, -2, 2};
   alma_tensor nt = T(ALMA_DTYPE_FLOAT32, neg, 1, (int64_t)4);
   const alma_tensor *negs[] = {&x, NULL, &nt, NULL};
-  assert_int_equal(run(&t, 13, negs, out), ALMA_ERR_INVALID_ARG);
+  assert_int_equal(tn_run(&t, 13, negs, out), ALMA_ERR_INVALID_ARG);
   alma_tensor short_sc = T(ALMA_DTYPE_FLOAT32, sc, 1, (int64_t)2);
   const alma_tensor *shorts[] = {&x, NULL, &short_sc, NULL};
-  assert_int_equal(run(&t, 13, shorts, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 13, shorts, out), ALMA_ERR_INVALID_MODEL);
   alma_tensor unk = T(ALMA_DTYPE_FLOAT32, NULL, 1, (int64_t)4);
   const alma_tensor *dyn[] = {&x, NULL, &unk, NULL};
-  assert_int_equal(infer(&t, 13, dyn, out), ALMA_ERR_DYNAMIC);
+  assert_int_equal(tn_infer(&t, 13, dyn, out), ALMA_ERR_DYNAMIC);
   tn_init(&t, "Resize", 4, 1);
   attr_s(&t, "coordinate_transformation_mode", "tf_crop_and_resize");
   const alma_tensor *noroi[] = {&x, NULL, &st, NULL};
-  assert_int_equal(run(&t, 13, noroi, out), ALMA_ERR_INVALID_MODEL);
+  assert_int_equal(tn_run(&t, 13, noroi, out), ALMA_ERR_INVALID_MODEL);
   tn_init(&t, "Resize", 4, 1);
   attr_s(&t, "mode", "bilinear");
   const alma_tensor *ok[] = {&x, NULL, &st, NULL};
-  assert_int_equal(run(&t, 13, ok, out), ALMA_ERR_UNSUPPORTED);
+  assert_int_equal(tn_run(&t, 13, ok, out), ALMA_ERR_UNSUPPORTED);
 }
 
 static void test_resize_nearest_bool_axes(void **s) {
@@ -476,7 +387,7 @@ static void test_resize_nearest_bool_axes(void **s) {
   tn_init(&t, "Resize", 3, 1);
   t.ins[1] = -1;
   attr_ints(&t, "axes", axes, 1);
-  assert_int_equal(run(&t, 18, in, out), ALMA_OK);
+  assert_int_equal(tn_run(&t, 18, in, out), ALMA_OK);
   int64_t d[] = {2, 4};
   check_shape(&out[0], 2, d);
   check_i64(&out[0], (int64_t[]){1, 1, 0, 0, 0, 0, 1, 1}, 8);
@@ -485,7 +396,7 @@ static void test_resize_nearest_bool_axes(void **s) {
   t.ins[1] = -1;
   attr_ints(&t, "axes", axes, 1);
   attr_s(&t, "mode", "linear");
-  assert_int_equal(run(&t, 18, in, out), ALMA_ERR_UNSUPPORTED);
+  assert_int_equal(tn_run(&t, 18, in, out), ALMA_ERR_UNSUPPORTED);
 }
 
 static void test_resize_cubic_antialias_constant(void **s) {
@@ -505,7 +416,7 @@ static void test_resize_cubic_antialias_constant(void **s) {
     attr_i(&t, "antialias", 1);
     attr_i(&t, "exclude_outside", 1);
     attr_f(&t, "cubic_coeff_a", -0.5f);
-    assert_int_equal(run(&t, 19, in, out), ALMA_OK);
+    assert_int_equal(tn_run(&t, 19, in, out), ALMA_OK);
     int64_t d[] = {1, 1, 2, 3};
     check_shape(&out[0], 4, d);
     check_f32(&out[0], (float[]){2.5f, 2.5f, 2.5f, 2.5f, 2.5f, 2.5f}, 6);
