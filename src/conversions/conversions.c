@@ -23,6 +23,8 @@ static const alma_preset presets[] = {
     {41, "INT8_STATIC+EAGER", "post-training static int8 (QDQ graph, calibrated activations) on EAGER, which runs it in float: the accuracy reference for int8 runtimes", NULL},
     {42, "FOLD+INT8_STATIC+EAGER", "constant folding, then static int8 quantization, on EAGER", NULL},
     {43, "BF16+EAGER", "bfloat16 weights and activations (Conv/Gemm/MatMul and the ops between), float32 elsewhere, on EAGER", "CPU with AVX512_BF16 or AMX-BF16"},
+    {46, "FOLD+INT8_STATIC+XNNPACK", "constant folding, static int8 quantization, then XNNPACK: QDQ conv/matmul clusters and QLinear ops in int8 (qint8, per-channel weights), the rest in float", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
+    {47, "INT8_STATIC+XNNPACK", "static int8 quantization (QDQ graph) run by XNNPACK: int8 convolutions between QuantizeLinear/DequantizeLinear pairs, float elsewhere", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */

@@ -27,9 +27,10 @@ void alma__xrt_static_free(xrt_static *s) {
   memset(s, 0, sizeof *s);
 }
 
-static const alma_tensor *cinit(const alma_graph *g, const alma_node *n, int k) {
-  return k < n->n_inputs ? alma__xrt_const(g, n->inputs[k]) : NULL;
+static const alma_tensor *cinit_p(const xrt_plan *p, const alma_node *n, int k) {
+  return k < n->n_inputs ? alma__xrt_cst(p->g, p->cval, n->inputs[k]) : NULL;
 }
+#define cinit(g, n, k) cinit_p(p, n, k)
 
 alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
   const alma_graph *g = p->g;
@@ -76,9 +77,8 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
        * position hw*C + c */
       size_t fc = 1, fhw = 1;
       if (xn->flatten_perm) {
-        const xrt_node *fl = &p->xn[g->values[n->inputs[0]].producer];
-        fc = (size_t)fl->flat_c;
-        fhw = (size_t)fl->flat_hw;
+        fc = (size_t)xn->flat_c;
+        fhw = (size_t)xn->flat_hw;
         if (fc * fhw != K) return alma__op_error(n, ALMA_ERR_INTERNAL, "flattened size %zu is not K = %zu", fc * fhw, K);
       }
       for (size_t o = 0; o < N; o++)
@@ -221,12 +221,20 @@ static int xdims(const bctx *c, int v, size_t *dims) {
   return t->rank;
 }
 
+/* Defines value v (fp32, or its 8-bit form) with the given external id and flags. */
+static enum xnn_status define_value(bctx *c, int v, size_t r, const size_t *d, uint32_t ext, uint32_t flags, uint32_t *out) {
+  const xrt_vq *q = &c->p->vq[v];
+  if (!q->q) return xnn_define_tensor_value(c->sg, xnn_datatype_fp32, r, d, NULL, ext, flags, out);
+  return xnn_define_quantized_tensor_value(c->sg, q->dom == XQ_S8 ? xnn_datatype_qint8 : xnn_datatype_quint8, q->zp,
+                                           q->scale, r, d, NULL, ext, flags, out);
+}
+
 static int vid(bctx *c, const alma_node *n, int v, uint32_t *out) {
   if (c->id[v] == XNN_INVALID_VALUE_ID) {
     size_t d[XNN_MAX_TENSOR_DIMS];
     int r = xdims(c, v, d);
     if (r < 0) return fail(c, n, "value '%s': rank 1 to %d with non-empty dims needed", c->p->g->values[v].name, XNN_MAX_TENSOR_DIMS);
-    XTRY(c, n, xnn_define_tensor_value(c->sg, xnn_datatype_fp32, (size_t)r, d, NULL, XNN_INVALID_VALUE_ID, 0, &c->id[v]));
+    XTRY(c, n, define_value(c, v, (size_t)r, d, XNN_INVALID_VALUE_ID, 0, &c->id[v]));
   }
   *out = c->id[v];
   return 0;
@@ -274,10 +282,13 @@ static int layout_free(const bctx *c, int v) {
   return !c->P->nhwc || t->rank != 4 || t->dims[1] == 1 || t->dims[2] * t->dims[3] == 1;
 }
 
+static int define_qnode(bctx *c, int ni);
+
 static int define_node(bctx *c, int ni) {
   const alma_graph *g = c->p->g;
   const alma_node *n = &g->nodes[ni];
   const xrt_node *xn = &c->p->xn[ni];
+  if (xn->q) return define_qnode(c, ni);
   int x = n->inputs[0];
   int y = xn->fused_act >= 0 ? g->nodes[xn->fused_act].outputs[0] : n->outputs[0];
   float lo = xn->out_min, hi = xn->out_max;
@@ -290,7 +301,7 @@ static int define_node(bctx *c, int ni) {
   switch (xn->kind) {
     case XK_CONV:
     case XK_DWCONV: {
-      const alma_tensor *W = alma__xrt_const(g, n->inputs[1]);
+      const alma_tensor *W = alma__xrt_cst(g, c->p->cval, n->inputs[1]);
       int64_t k[2] = {W->dims[2], W->dims[3]};
       geo2 o;
       if (geometry(c, n, x, n->outputs[0], k, 1, 0, &o)) return -1;
@@ -404,6 +415,10 @@ static int define_node(bctx *c, int ni) {
       XTRY(c, n, xnn_define_add2(c->sg, lo, hi, t, bb, yi, 0));
       return 0;
     }
+    case XK_QUANT:
+    case XK_DEQUANT:
+      XTRY(c, n, xnn_define_convert(c->sg, xi, yi, 0));
+      return 0;
     case XK_PAD: {
       size_t pre[XNN_MAX_TENSOR_DIMS], post[XNN_MAX_TENSOR_DIMS];
       int r = c->shape[x].rank;
@@ -420,10 +435,78 @@ static int define_node(bctx *c, int ni) {
   return fail(c, n, "not an XNNPACK node");
 }
 
-static void *buf_alloc(size_t numel) {
+/* A convolution or fully-connected node computed in 8 bits: a QLinearConv / QLinearMatMul, or the
+ * head of a QDQ cluster, which reads the DequantizeLinear's 8-bit input and writes the
+ * QuantizeLinear's output (or, before a MaxPool, its own clamped output in Q's parameters). A
+ * fully-connected node is a 1x1 convolution over [M, 1, 1, K]. */
+static int define_qnode(bctx *c, int ni) {
+  const xrt_plan *p = c->p;
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[ni];
+  const xrt_node *xn = &p->xn[ni];
+  const xrt_qstatic *s = &xn->qw;
+  int xq = xn->qlin ? n->inputs[0] : g->nodes[xn->qdq].inputs[0];
+  int y = xn->fused_act >= 0 ? g->nodes[xn->fused_act].outputs[0] : n->outputs[0];
+  const xrt_vq *vx = &p->vq[xq], *vy = &p->vq[y];
+  if (!vx->q || !vy->q || vx->dom != xn->q || vy->dom != xn->q) return fail(c, n, "8-bit values in another XNNPACK type");
+  uint32_t xi, yi, wi, bi = XNN_INVALID_VALUE_ID;
+  if (vid(c, n, xq, &xi) || vid(c, n, y, &yi)) return -1;
+  size_t bd[1] = {s->chans};
+  if (xn->q == XQ_S8) {
+    XTRY(c, n, xnn_define_channelwise_quantized_tensor_value(c->sg, xnn_datatype_qcint8, s->ws, 4, xn->kind == XK_DWCONV ? 3 : 0,
+                                                             s->dims, s->w, XNN_INVALID_VALUE_ID, 0, &wi));
+    if (s->b)
+      XTRY(c, n, xnn_define_channelwise_quantized_tensor_value(c->sg, xnn_datatype_qcint32, s->bs, 1, 0, bd, s->b,
+                                                               XNN_INVALID_VALUE_ID, 0, &bi));
+  } else {
+    XTRY(c, n, xnn_define_quantized_tensor_value(c->sg, xnn_datatype_quint8, s->wzp, s->ws1, 4, s->dims, s->w,
+                                                 XNN_INVALID_VALUE_ID, 0, &wi));
+    if (s->b)
+      XTRY(c, n, xnn_define_quantized_tensor_value(c->sg, xnn_datatype_qint32, 0, s->bs[0], 1, bd, s->b, XNN_INVALID_VALUE_ID,
+                                                   0, &bi));
+  }
+  float lo, hi;
+  alma__xrt_qclamp(vy, xn->out_min, xn->out_max, &lo, &hi);
+  enum xnn_datatype qt = xn->q == XQ_S8 ? xnn_datatype_qint8 : xnn_datatype_quint8;
+  if (xn->kind == XK_FC) {
+    /* [..., K] -> [M, 1, 1, K] -> conv -> [M, 1, 1, N] -> [..., N] */
+    const alma_tensor *X = &c->shape[xq], *Y = &c->shape[y];
+    size_t K = s->dims[3], N = s->chans, M = (size_t)alma_tensor_numel(X) / (K ? K : 1);
+    if (X->rank < 1 || (size_t)X->dims[X->rank - 1] != K || Y->rank < 1 || (size_t)Y->dims[Y->rank - 1] != N ||
+        (size_t)alma_tensor_numel(Y) != M * N || M == 0)
+      return fail(c, n, "matrix shapes do not match the weights");
+    size_t d4[4] = {M, 1, 1, K}, o4[4] = {M, 1, 1, N};
+    uint32_t x4, y4;
+    XTRY(c, n, xnn_define_quantized_tensor_value(c->sg, qt, vx->zp, vx->scale, 4, d4, NULL, XNN_INVALID_VALUE_ID, 0, &x4));
+    XTRY(c, n, xnn_define_quantized_tensor_value(c->sg, qt, vy->zp, vy->scale, 4, o4, NULL, XNN_INVALID_VALUE_ID, 0, &y4));
+    XTRY(c, n, xnn_define_static_reshape(c->sg, 4, d4, xi, x4, 0));
+    XTRY(c, n, xnn_define_convolution_2d(c->sg, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, K, N, lo, hi, x4, wi, bi, y4, 0));
+    size_t yd[XNN_MAX_TENSOR_DIMS];
+    int r = xdims(c, y, yd);
+    XTRY(c, n, xnn_define_static_reshape(c->sg, (size_t)r, yd, y4, yi, 0));
+    return 0;
+  }
+  int64_t k[2] = {s->dims[1], s->dims[2]};
+  geo2 o;
+  /* the geometry from the node's own input and output shapes (8-bit or float: the same dims) */
+  if (geometry(c, n, n->inputs[0], n->outputs[0], k, 1, 0, &o)) return -1;
+  int64_t G = alma__attr_i(n, "group", 1), O = (int64_t)s->chans;
+  int64_t Ig = xn->kind == XK_DWCONV ? 1 : (int64_t)s->dims[3];
+  if (c->shape[xq].dims[1] != Ig * G)
+    return fail(c, n, "input has %lld channels, the weights need %lld", (long long)c->shape[xq].dims[1], (long long)(Ig * G));
+  if (xn->kind == XK_CONV)
+    XTRY(c, n, xnn_define_convolution_2d(c->sg, o.pt, o.pr, o.pb, o.pl, o.kh, o.kw, o.sh, o.sw, o.dh, o.dw, (uint32_t)G,
+                                         (size_t)Ig, (size_t)(O / G), lo, hi, xi, wi, bi, yi, 0));
+  else
+    XTRY(c, n, xnn_define_depthwise_convolution_2d(c->sg, o.pt, o.pr, o.pb, o.pl, o.kh, o.kw, o.sh, o.sw, o.dh, o.dw,
+                                                   (uint32_t)(O / G), (size_t)G, lo, hi, xi, wi, bi, yi, 0));
+  return 0;
+}
+
+static void *buf_alloc(size_t bytes) {
   void *p = NULL;
-  if (posix_memalign(&p, 64, numel * sizeof(float) + XNN_EXTRA_BYTES)) return NULL;
-  memset((char *)p + numel * sizeof(float), 0, XNN_EXTRA_BYTES);
+  if (posix_memalign(&p, 64, bytes + XNN_EXTRA_BYTES)) return NULL;
+  memset((char *)p + bytes, 0, XNN_EXTRA_BYTES);
   return p;
 }
 
@@ -446,8 +529,8 @@ alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, 
   const alma_graph *g = p->g;
   bctx c = {.p = p, .P = P, .shape = shape, .b = b};
   c.id = malloc(sizeof(uint32_t) * ((size_t)g->n_values + 1));
-  b->in_buf = calloc((size_t)P->n_in + 1, sizeof(float *));
-  b->out_buf = calloc((size_t)P->n_out + 1, sizeof(float *));
+  b->in_buf = calloc((size_t)P->n_in + 1, sizeof(void *));
+  b->out_buf = calloc((size_t)P->n_out + 1, sizeof(void *));
   b->ext = calloc((size_t)(P->n_in + P->n_out) + 1, sizeof *b->ext);
   b->n_in = P->n_in;
   b->n_out = P->n_out;
@@ -470,11 +553,11 @@ alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, 
       bad = fail(&c, NULL, "boundary value '%s': rank 1 to %d with non-empty dims needed", g->values[v].name, XNN_MAX_TENSOR_DIMS);
       break;
     }
-    xst = xnn_define_tensor_value(c.sg, xnn_datatype_fp32, (size_t)r, d, NULL, (uint32_t)i,
-                                  in ? XNN_VALUE_FLAG_EXTERNAL_INPUT : XNN_VALUE_FLAG_EXTERNAL_OUTPUT, &c.id[v]);
+    xst = define_value(&c, v, (size_t)r, d, (uint32_t)i, in ? XNN_VALUE_FLAG_EXTERNAL_INPUT : XNN_VALUE_FLAG_EXTERNAL_OUTPUT,
+                       &c.id[v]);
     if (xst != xnn_status_success) bad = fail(&c, NULL, "defining boundary value '%s': %s", g->values[v].name, xs(xst));
     b->ext[i].id = (uint32_t)i;
-    size_t numel = 1;
+    size_t numel = p->vq[v].q ? 1 : sizeof(float); /* bytes */
     for (int k = 0; k < r; k++) numel *= d[k];
     /* inputs always go through a padded buffer (XNNPACK reads up to XNN_EXTRA_BYTES past the
      * end); NHWC outputs are staged and reordered, other outputs are written in place */

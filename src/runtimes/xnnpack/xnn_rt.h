@@ -5,7 +5,15 @@
  * XNNPACK subgraph. A partition runs when the executor reaches its last node (the anchor); the
  * executor's hook skips its other nodes. A partition is in NHWC mode when it holds a spatial op
  * (Conv, pools, PRelu): its rank-4 values are NHWC inside XNNPACK and reordered only at the
- * partition's boundary; otherwise every value keeps ONNX's layout (plain mode, no reorders). */
+ * partition's boundary; otherwise every value keeps ONNX's layout (plain mode, no reorders).
+ *
+ * int8 (xnn_quant.c): QuantizeLinear / DequantizeLinear become XNNPACK convert nodes, and a QDQ
+ * cluster DequantizeLinear(x) -> Conv/Gemm/MatMul(DequantizeLinear(int8 W)) -> [Relu|Clip] ->
+ * [MaxPool] -> [Flatten|Reshape] -> QuantizeLinear, or a QLinearConv / QLinearMatMul, becomes one quantized XNNPACK
+ * convolution reading and writing int8, so int8 values stay int8 between such nodes. XNNPACK
+ * values of 8-bit tensors are qint8 (signed domain) or quint8 (unsigned domain); a uint8 tensor
+ * in the signed domain holds q - 128 with zero point zp - 128 (the same real values), converted at
+ * the partition boundary. */
 #ifndef ALMA_XNN_RT_H
 #define ALMA_XNN_RT_H
 
@@ -36,7 +44,11 @@ enum xrt_kind {
   XK_PRELU,
   XK_BN,        /* BatchNormalization (inference): a multiply and an add by per-channel constants */
   XK_PAD,       /* Pad, constant mode, non-negative constant pads */
+  XK_QUANT,     /* QuantizeLinear, per tensor: xnn convert fp32 -> qint8/quint8 */
+  XK_DEQUANT,   /* DequantizeLinear, per tensor, of a computed value: xnn convert qint8/quint8 -> fp32 */
 };
+/* quantized convolution / fully-connected node (xrt_node.q) */
+enum { XQ_NONE = 0, XQ_S8 = 1, XQ_U8 = 2 }; /* qint8 with per-channel int8 weights; quint8 with uint8 weights */
 enum { XB_ADD, XB_SUB, XB_MUL, XB_DIV, XB_MAX, XB_MIN };
 enum { XU_ABS, XU_NEG, XU_FLOOR, XU_CEIL, XU_SQRT, XU_ROUND, XU_SIGMOID, XU_HARDSWISH };
 
@@ -46,6 +58,27 @@ typedef struct xrt_static {
   int rank;
   size_t dims[XNN_MAX_TENSOR_DIMS];
 } xrt_static;
+
+/* Quantized weights of a conv/fc node in XNNPACK's layout (owned; padded like xrt_static). */
+typedef struct xrt_qstatic {
+  void *w;                  /* int8 (XQ_S8) or uint8 (XQ_U8) */
+  int32_t *b;               /* int32 bias in units of x_scale * w_scale[c]; NULL: none */
+  float *ws, *bs;           /* per output channel: weight scales, bias scales (XQ_S8) */
+  float ws1;                /* XQ_U8: the weights' one scale and zero point */
+  int32_t wzp;
+  int rank;
+  size_t dims[4];
+  size_t chans;             /* output channels */
+} xrt_qstatic;
+
+/* How an 8-bit tensor lives in XNNPACK (xrt_plan.vq, per graph value). */
+typedef struct xrt_vq {
+  unsigned char q;          /* an 8-bit quantized value inside XNNPACK */
+  unsigned char dom;        /* XQ_S8: qint8, XQ_U8: quint8 */
+  unsigned char flip;       /* its ONNX type has the other signedness: q ^ 0x80 at the boundary */
+  float scale;
+  int32_t zp;               /* in the XNNPACK domain */
+} xrt_vq;
 
 typedef struct xrt_node {
   int kind, sub;
@@ -66,6 +99,15 @@ typedef struct xrt_node {
   int cst_slot;             /* binary: the constant operand's input index, -1 if none */
   int64_t chans;            /* PRelu, BatchNormalization: channel count */
   int64_t pad_pre[XNN_MAX_TENSOR_DIMS], pad_post[XNN_MAX_TENSOR_DIMS]; /* Pad, ONNX axis order */
+  /* int8 (xnn_quant.c) */
+  int q;                    /* conv/dwconv/fc computed in 8 bits: XQ_S8 or XQ_U8 (XQ_NONE: float) */
+  int qlin;                 /* a QLinearConv / QLinearMatMul (always quantized) */
+  int qdq;                  /* QDQ cluster: the DequantizeLinear producing input 0 (-1) */
+  int qact, qpool, qreshape, qquant; /* QDQ cluster: its Relu/Clip, MaxPool, Flatten/Reshape and
+                                        QuantizeLinear nodes (-1: none) */
+  int qin;                  /* the 8-bit value the quantized node reads */
+  float qs, qz;             /* QuantizeLinear / DequantizeLinear: scale, zero point (ONNX type) */
+  xrt_qstatic qw;
 } xrt_node;
 
 typedef struct xrt_build xrt_build;
@@ -91,6 +133,10 @@ typedef struct xrt_plan {
   unsigned char *exported;  /* per value: a partition value read outside it (allocated by the hook) */
   int n_parts;
   xrt_part *parts;
+  alma_tensor *cval;        /* per value: DequantizeLinear of constants, evaluated at compile (no data: none) */
+  xrt_vq *vq;               /* per value: its int8 form in XNNPACK */
+  alma_dtype *vdt;          /* per value: its static dtype (what the executor hands over) */
+  int n_qnodes, n_qother;   /* convolution/matmul nodes and pooling/reshape nodes computed in 8 bits */
   char why_none[256];       /* why no node runs on XNNPACK, when static inference failed */
 } xrt_plan;
 
@@ -102,8 +148,8 @@ struct xrt_build {
   int failed;               /* XNNPACK rejected this shape: the partition's nodes run on EAGER */
   char why[320];
   xnn_runtime_t rt;
-  float **in_buf;           /* per external input: its XNNPACK layout, padded */
-  float **out_buf;          /* per exported value: NHWC staging (rank 4 in NHWC mode), else NULL */
+  void **in_buf;            /* per external input: its XNNPACK layout, padded */
+  void **out_buf;           /* per exported value: NHWC staging (rank 4 in NHWC mode), else NULL */
   struct xnn_external_value *ext; /* n_in + n_out */
 };
 
@@ -118,8 +164,36 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node);
 void alma__xrt_static_free(xrt_static *s);
 
 /* dst[b][c][r] = src[b][r][c] for b < batch, r < rows, c < cols (NCHW <-> NHWC with rows/cols
- * being C and H*W or the reverse). Parallel over the pool. */
-void alma__xrt_transpose(pthreadpool_t pool, const float *src, float *dst, size_t batch, size_t rows, size_t cols);
+ * being C and H*W or the reverse), elements of `es` bytes (4 or 1). Parallel over the pool. */
+void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols);
+
+/* ---- int8 (xnn_quant.c) ---- */
+typedef struct uses_t {
+  int *off, *list;        /* consumers of value v: list[off[v] .. off[v+1]) (node indices) */
+  unsigned char *is_out;  /* graph outputs */
+} uses_t;
+
+/* The parts of a DequantizeLinear of constants producing v (per tensor or along one axis). */
+typedef struct xrt_dqc {
+  const alma_tensor *x, *scale, *zp; /* zp may be NULL */
+  int axis;                          /* -1: per tensor */
+} xrt_dqc;
+int alma__xrt_dq_const(const alma_graph *g, int v, xrt_dqc *out);
+/* Evaluates every DequantizeLinear of constants into p->cval (EAGER's kernel: the same floats). */
+alma_status alma__xrt_eval_dq_consts(const alma_graph *g, alma_tensor *cval);
+/* QuantizeLinear / DequantizeLinear / QLinearConv / QLinearMatMul: fills xn when XNNPACK takes n.
+ * vdt: static dtypes; cval: evaluated constants. */
+int alma__xrt_analyze_quant(const alma_graph *g, const alma_tensor *cval, const alma_dtype *vdt, const alma_node *n,
+                            int rank_x, int rank_y, xrt_node *xn);
+/* Before partitioning: drops Q/DQ nodes whose parameters disagree with their value's, finds the
+ * QDQ clusters, picks each 8-bit value's domain. */
+alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u);
+/* After partitioning: keeps the clusters whose nodes share a partition and folds them. */
+void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u);
+alma_status alma__xrt_prepare_qstatics(xrt_plan *p, int node);
+void alma__xrt_qstatic_free(xrt_qstatic *s);
+/* output clamp of a quantized node writing value y, from a float range */
+void alma__xrt_qclamp(const xrt_vq *vy, float lo, float hi, float *qlo, float *qhi);
 
 /* The constant behind value v: an initializer (not overridable as a graph input) or a Constant
  * node's tensor, possibly through a chain of Identity nodes (PyTorch exports shared weights that
@@ -138,6 +212,13 @@ static inline const alma_tensor *alma__xrt_const(const alma_graph *g, int v) {
     v = n->inputs[0];
   }
   return NULL;
+}
+
+/* The constant behind value v for the runtime: a DequantizeLinear of constants (evaluated at
+ * compile), else alma__xrt_const. */
+static inline const alma_tensor *alma__xrt_cst(const alma_graph *g, const alma_tensor *cval, int v) {
+  if (v >= 0 && cval && cval[v].data) return &cval[v];
+  return alma__xrt_const(g, v);
 }
 
 #endif

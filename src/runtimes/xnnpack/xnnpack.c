@@ -23,6 +23,8 @@
 typedef struct actx {
   const alma_graph *g;
   const alma_tensor *i2, *i3; /* static inference with symbolic dims bound to 2 and to 3 */
+  const alma_tensor *cval;    /* per value: evaluated DequantizeLinear of constants (may be NULL) */
+  const alma_dtype *vdt;      /* per value: static dtype */
 } actx;
 
 static int f32(const actx *a, int v) { return v >= 0 && a->i2[v].rank >= 0 && a->i2[v].dtype == ALMA_DTYPE_FLOAT32; }
@@ -33,7 +35,7 @@ static int64_t sdim(const actx *a, int v, int d) {
   return a->i2[v].dims[d] == a->i3[v].dims[d] ? a->i2[v].dims[d] : -1;
 }
 static const alma_tensor *cst(const actx *a, const alma_node *n, int k) {
-  return k < n->n_inputs ? alma__xrt_const(a->g, n->inputs[k]) : NULL;
+  return k < n->n_inputs ? alma__xrt_cst(a->g, a->cval, n->inputs[k]) : NULL;
 }
 static int cst_f32_scalar(const actx *a, const alma_node *n, int k, float *out) {
   const alma_tensor *t = cst(a, n, k);
@@ -63,9 +65,12 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
   int x = n->n_inputs > 0 ? n->inputs[0] : -1, y = n->outputs[0];
   for (int k = 1; k < n->n_outputs; k++)
     if (n->outputs[k] >= 0) return 0; /* optional outputs (MaxPool Indices, BN statistics) */
+  if (!strcmp(t, "QuantizeLinear") || !strcmp(t, "DequantizeLinear") || !strcmp(t, "QLinearConv") ||
+      !strcmp(t, "QLinearMatMul"))
+    return alma__xrt_analyze_quant(a->g, a->cval, a->vdt, n, rank_of(a, x), rank_of(a, y), xn);
   if (!f32(a, y)) return 0;
   /* a constant data input (not a binary op's operand) would be a value XNNPACK never computes */
-  if (x >= 0 && alma__xrt_const(a->g, x) && strcmp(t, "Add") && strcmp(t, "Sub") && strcmp(t, "Mul") &&
+  if (x >= 0 && alma__xrt_cst(a->g, a->cval, x) && strcmp(t, "Add") && strcmp(t, "Sub") && strcmp(t, "Mul") &&
       strcmp(t, "Div") && strcmp(t, "Max") && strcmp(t, "Min"))
     return 0;
   int ry = rank_of(a, y);
@@ -257,11 +262,6 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
 }
 
 /* ---- partitioning ------------------------------------------------------------------------------ */
-typedef struct uses_t {
-  int *off, *list;        /* consumers of value v: list[off[v] .. off[v+1]) (node indices) */
-  unsigned char *is_out;  /* graph outputs */
-} uses_t;
-
 static alma_status uses_build(const alma_graph *g, uses_t *u) {
   int nv = g->n_values, total = 0;
   u->off = calloc((size_t)nv + 2, sizeof(int));
@@ -363,17 +363,40 @@ static int is_fusable_producer(int kind, int sub) {
   }
 }
 
-/* Flatten node f (NCHW order of NHWC data) is read only by fully-connected nodes of partition q,
- * as their data input, and is not a graph output. */
-static int flatten_feeds_fc(const xrt_plan *p, const uses_t *u, int f, int q) {
-  int y = p->g->nodes[f].outputs[0];
-  if (u->is_out[y] || u->off[y + 1] == u->off[y]) return 0;
+static int value_feeds_fc(const xrt_plan *p, const uses_t *u, int y, int q, int depth) {
+  if (u->is_out[y] || u->off[y + 1] == u->off[y] || depth > 4) return 0;
   for (int j = u->off[y]; j < u->off[y + 1]; j++) {
     int c = u->list[j];
     const alma_node *cn = &p->g->nodes[c];
-    if (p->xn[c].part != q || p->xn[c].kind != XK_FC || cn->inputs[0] != y || (cn->n_inputs > 1 && cn->inputs[1] == y)) return 0;
+    if (p->xn[c].part != q) return 0;
+    /* QuantizeLinear / DequantizeLinear keep each element in its place (INT8_STATIC's pair) */
+    if (p->xn[c].kind == XK_QUANT || p->xn[c].kind == XK_DEQUANT) {
+      if (!value_feeds_fc(p, u, cn->outputs[0], q, depth + 1)) return 0;
+      continue;
+    }
+    if (p->xn[c].kind != XK_FC || cn->inputs[0] != y || (cn->n_inputs > 1 && cn->inputs[1] == y)) return 0;
   }
   return 1;
+}
+
+/* Flatten node f (NCHW order of NHWC data) is read only by fully-connected nodes of partition q,
+ * as their data input, directly or through QuantizeLinear / DequantizeLinear, and is not a graph
+ * output. */
+static int flatten_feeds_fc(const xrt_plan *p, const uses_t *u, int f, int q) {
+  return value_feeds_fc(p, u, p->g->nodes[f].outputs[0], q, 0);
+}
+
+/* The Flatten (sub 1) of partition q that a fully-connected node's input x comes from, directly or
+ * through QuantizeLinear / DequantizeLinear nodes; -1 if none. */
+static int flatten_source(const xrt_plan *p, int x, int q) {
+  for (int depth = 0; x >= 0 && depth < 6; depth++) {
+    int pr = p->g->values[x].producer;
+    if (pr < 0 || p->xn[pr].part != q) return -1;
+    if (p->xn[pr].kind == XK_RESHAPE && p->xn[pr].sub == 1) return pr;
+    if (p->xn[pr].kind != XK_QUANT && p->xn[pr].kind != XK_DEQUANT) return -1;
+    x = p->g->nodes[pr].inputs[0];
+  }
+  return -1;
 }
 
 static alma_status partition(xrt_plan *p, const uses_t *u) {
@@ -459,10 +482,14 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
   for (int i = 0; i < nn; i++) {
     xrt_node *a = &p->xn[i];
     if (a->part < 0) continue;
-    int x = g->nodes[i].inputs[0], pr = x >= 0 ? g->values[x].producer : -1;
-    /* a fully-connected node reading an NCHW Flatten of NHWC data (the partition's mode decides) */
-    if (a->kind == XK_FC && pr >= 0 && p->xn[pr].part == a->part && p->xn[pr].kind == XK_RESHAPE && p->xn[pr].sub == 1)
-      a->flatten_perm = p->parts[a->part].nhwc;
+    int x = g->nodes[i].inputs[0], fl = a->kind == XK_FC ? flatten_source(p, x, a->part) : -1;
+    /* a fully-connected node reading an NCHW Flatten of NHWC data (the partition's mode decides):
+     * its weights take the Flatten's C and H*W */
+    if (fl >= 0 && p->parts[a->part].nhwc) {
+      a->flatten_perm = 1;
+      a->flat_c = p->xn[fl].flat_c;
+      a->flat_hw = p->xn[fl].flat_hw;
+    }
     /* Add of a constant [N] after a fully-connected node without bias: its bias */
     if (a->kind == XK_BINARY && a->sub == XB_ADD && a->cst_slot >= 0) {
       int xv = g->nodes[i].inputs[1 - a->cst_slot], fp = g->values[xv].producer;
@@ -471,7 +498,7 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
         continue;
       const alma_node *f = &g->nodes[fp];
       if (f->n_inputs > 2 && f->inputs[2] >= 0) continue; /* Gemm with C */
-      const alma_tensor *W = alma__xrt_const(g, f->inputs[1]), *B = alma__xrt_const(g, g->nodes[i].inputs[a->cst_slot]);
+      const alma_tensor *W = alma__xrt_cst(g, p->cval, f->inputs[1]), *B = alma__xrt_cst(g, p->cval, g->nodes[i].inputs[a->cst_slot]);
       int64_t N = !strcmp(f->op_type, "Gemm") && alma__attr_i(f, "transB", 0) ? W->dims[0] : W->dims[1];
       if (alma_tensor_numel(B) != N || B->rank < 1 || B->dims[B->rank - 1] != N || B->rank > p->xn[fp].out_rank) continue;
       p->xn[fp].bias_node = i;
@@ -479,10 +506,12 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
       a->fused_into = fp;
     }
   }
+  /* QDQ clusters whose nodes share a partition run in int8 */
+  alma__xrt_quant_fold(p, u);
   /* activations folded into their producer's output clamp */
   for (int i = 0; i < nn; i++) {
     xrt_node *a = &p->xn[i];
-    if (a->part < 0 || a->kind != XK_CLAMP) continue;
+    if (a->part < 0 || a->kind != XK_CLAMP || a->fused_into >= 0) continue;
     int x = g->nodes[i].inputs[0], pr = g->values[x].producer;
     if (pr >= 0 && p->xn[pr].fused_into >= 0) pr = p->xn[pr].fused_into; /* x is that node's output now */
     if (pr < 0 || p->xn[pr].part != a->part || p->xn[pr].has_clamp || p->xn[pr].fused_into >= 0) continue;
@@ -535,7 +564,7 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
       for (int j = 0; j < n->n_inputs; j++) {
         int v = n->inputs[j], pr = v >= 0 ? g->values[v].producer : -1;
         xn->ext_slot[j] = -1;
-        if (v < 0 || alma__xrt_const(g, v) || (pr >= 0 && p->xn[pr].part == q)) continue;
+        if (v < 0 || alma__xrt_cst(g, p->cval, v) || (pr >= 0 && p->xn[pr].part == q)) continue;
         if (seen[v] != stamp) {
           seen[v] = stamp;
           int is_in = g->values[v].is_input;
@@ -555,7 +584,8 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
       }
     }
     if (st != ALMA_OK) break;
-    for (int k = 0; k < P->n_nodes && st == ALMA_OK; k++) st = alma__xrt_prepare_statics(p, P->nodes[k]);
+    for (int k = 0; k < P->n_nodes && st == ALMA_OK; k++)
+      st = p->xn[P->nodes[k]].q ? alma__xrt_prepare_qstatics(p, P->nodes[k]) : alma__xrt_prepare_statics(p, P->nodes[k]);
   }
   free(seen);
   free(last_use);
@@ -586,11 +616,21 @@ static int xrt_supports(const alma_graph *g, const alma_node *n) {
   /* without shapes: the node is of a kind XNNPACK runs (its shapes decide at compile) */
   alma_infer_result r;
   if (alma__graph_infer(g, NULL, 1, 1 << 16, &r) != ALMA_OK) return 0;
-  actx a = {g, r.info, r.info};
-  xrt_node xn;
-  memset(&xn, 0, sizeof xn);
-  int ok = analyze(&a, n, &xn);
+  alma_tensor *cval = calloc((size_t)g->n_values + 1, sizeof *cval);
+  alma_dtype *vdt = calloc((size_t)g->n_values + 1, sizeof *vdt);
+  int ok = 0;
+  if (cval && vdt && alma__xrt_eval_dq_consts(g, cval) == ALMA_OK) {
+    for (int v = 0; v < g->n_values; v++) vdt[v] = r.info[v].rank >= 0 ? r.info[v].dtype : ALMA_DTYPE_UNDEFINED;
+    actx a = {g, r.info, r.info, cval, vdt};
+    xrt_node xn;
+    memset(&xn, 0, sizeof xn);
+    ok = analyze(&a, n, &xn);
+  }
+  for (int v = 0; cval && v < g->n_values; v++) alma_tensor_free_data(&cval[v]);
+  free(cval);
+  free(vdt);
   alma__infer_result_free(&r);
+  alma__error_clear();
   return ok;
 }
 
@@ -613,8 +653,13 @@ static void plan_free(xrt_plan *p) {
     for (int i = 0; i < p->g->n_nodes; i++) {
       alma__xrt_static_free(&p->xn[i].w);
       alma__xrt_static_free(&p->xn[i].b);
+      alma__xrt_qstatic_free(&p->xn[i].qw);
       free(p->xn[i].ext_slot);
     }
+  for (int v = 0; p->cval && v < p->g->n_values; v++) alma_tensor_free_data(&p->cval[v]);
+  free(p->cval);
+  free(p->vq);
+  free(p->vdt);
   free(p->xn);
   free(p->defer);
   free(p->exported);
@@ -631,24 +676,30 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   p->xn = calloc((size_t)g->n_nodes + 1, sizeof *p->xn);
   p->defer = calloc((size_t)g->n_nodes + 1, 1);
   p->exported = calloc((size_t)g->n_values + 1, 1);
-  if (!p->xn || !p->defer || !p->exported) {
-    free(p->xn);
-    free(p->defer);
-    free(p->exported);
-    free(p);
+  p->cval = calloc((size_t)g->n_values + 1, sizeof *p->cval);
+  p->vq = calloc((size_t)g->n_values + 1, sizeof *p->vq);
+  p->vdt = calloc((size_t)g->n_values + 1, sizeof *p->vdt);
+  if (!p->xn || !p->defer || !p->exported || !p->cval || !p->vq || !p->vdt) {
+    plan_free(p);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   for (int i = 0; i < g->n_nodes; i++) p->xn[i].part = p->xn[i].fused_into = p->xn[i].fused_act = -1;
   alma_infer_result r2 = {0}, r3 = {0};
   /* constant propagation of small values resolves shape subgraphs (Shape -> Gather -> Reshape) */
-  alma_status st = alma__graph_infer(g, NULL, 2, 1 << 16, &r2);
+  alma_status st = alma__xrt_eval_dq_consts(g, p->cval);
+  if (st == ALMA_OK) st = alma__graph_infer(g, NULL, 2, 1 << 16, &r2);
   if (st == ALMA_OK) st = alma__graph_infer(g, NULL, 3, 1 << 16, &r3);
+  if (st == ALMA_ERR_NOMEM) {
+    plan_free(p);
+    return st;
+  }
   if (st != ALMA_OK) {
     /* no static shapes: nothing is planned for XNNPACK, every node runs on EAGER */
     snprintf(p->why_none, sizeof p->why_none, "static shape inference failed: %s", alma_last_error());
     alma__error_clear();
   } else {
-    actx a = {g, r2.info, r3.info};
+    for (int v = 0; v < g->n_values; v++) p->vdt[v] = r2.info[v].rank >= 0 ? r2.info[v].dtype : ALMA_DTYPE_UNDEFINED;
+    actx a = {g, r2.info, r3.info, p->cval, p->vdt};
     for (int i = 0; i < g->n_nodes; i++) {
       xrt_node *xn = &p->xn[i];
       if (!analyze(&a, &g->nodes[i], xn)) {
@@ -661,15 +712,18 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   }
   uses_t u = {0};
   st = uses_build(g, &u);
+  if (st == ALMA_OK) st = alma__xrt_quant_plan(p, &u);
   if (st == ALMA_OK) st = partition(p, &u);
   for (int i = 0; i < g->n_nodes; i++) p->defer[i] = p->xn[i].part >= 0;
-  /* Constant, or Identity of a constant, read only as a weight by partitions (directly or through
-   * more such Identities): the partitions baked the constant in, so the node need not run */
+  /* Constant, Identity of a constant or DequantizeLinear of constants, read only as a weight by
+   * partitions (directly or through more such Identities): the partitions baked the constant in,
+   * so the node need not run */
   for (int i = g->n_nodes - 1; st == ALMA_OK && i >= 0; i--) {
     const alma_node *n = &g->nodes[i];
     int v = n->n_outputs == 1 ? n->outputs[0] : -1;
-    if (p->xn[i].part >= 0 || (strcmp(n->op_type, "Identity") && strcmp(n->op_type, "Constant")) || n->domain[0] || v < 0 || u.is_out[v] ||
-        !alma__xrt_const(g, v) || u.off[v + 1] == u.off[v])
+    if (p->xn[i].part >= 0 || n->domain[0] || v < 0 || u.is_out[v] || !alma__xrt_cst(g, p->cval, v) ||
+        u.off[v + 1] == u.off[v] ||
+        (strcmp(n->op_type, "Identity") && strcmp(n->op_type, "Constant") && strcmp(n->op_type, "DequantizeLinear")))
       continue;
     int all = 1;
     for (int j = u.off[v]; j < u.off[v + 1] && all; j++) all = p->defer[u.list[j]];
@@ -704,6 +758,12 @@ typedef struct xrt_run {
 
 static int nhwc4(const xrt_part *P, const alma_tensor *t) { return P->nhwc && t->rank == 4; }
 
+/* uint8 <-> int8 domain change of 8-bit data: q ^ 0x80 = q -/+ 128 */
+static void flip8(void *data, size_t n) {
+  uint8_t *d = data;
+  for (size_t i = 0; i < n; i++) d[i] ^= 0x80;
+}
+
 /* Runs the partition's nodes with EAGER kernels (a shape XNNPACK rejected). */
 static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
   const alma_graph *g = rs->p->g;
@@ -721,7 +781,8 @@ static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
     }
     for (int j = 0; j < n->n_inputs; j++) {
       int v = n->inputs[j], e = rs->p->xn[ni].ext_slot[j];
-      in[j] = v < 0 ? NULL : e >= 0 ? &rs->cap[q][e] : alma__xrt_const(g, v) ? alma__xrt_const(g, v) : &loc[v];
+      const alma_tensor *cv = v < 0 ? NULL : alma__xrt_cst(g, rs->p->cval, v);
+      in[j] = v < 0 ? NULL : e >= 0 ? &rs->cap[q][e] : cv ? cv : &loc[v];
     }
     st = alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs);
     for (int o = 0; st == ALMA_OK && o < n->n_outputs; o++) {
@@ -794,11 +855,13 @@ static alma_status run_part(xrt_run *rs, int q) {
 
   for (int e = 0; e < P->n_in; e++) {
     const alma_tensor *t = &cap[e];
+    size_t es = alma_dtype_size(t->dtype), numel = (size_t)alma_tensor_numel(t);
     if (nhwc4(P, t))
-      alma__xrt_transpose(p->pool, t->data, b->in_buf[e], (size_t)t->dims[0], (size_t)t->dims[1],
+      alma__xrt_transpose(p->pool, t->data, b->in_buf[e], es, (size_t)t->dims[0], (size_t)t->dims[1],
                           (size_t)(t->dims[2] * t->dims[3]));
     else
-      memcpy(b->in_buf[e], t->data, (size_t)alma_tensor_numel(t) * sizeof(float));
+      memcpy(b->in_buf[e], t->data, numel * es);
+    if (p->vq[P->in[e]].flip) flip8(b->in_buf[e], numel);
     b->ext[e].id = (uint32_t)e;
     b->ext[e].data = b->in_buf[e];
   }
@@ -812,10 +875,11 @@ static alma_status run_part(xrt_run *rs, int q) {
     return alma__errorf(ALMA_ERR_INTERNAL, "XNNPACK partition %d (ending at node '%s'): running failed (status %d)", q,
                         g->nodes[P->anchor].name, (int)xst);
   for (int e = 0; e < P->n_out; e++) {
-    if (!b->out_buf[e]) continue;
     alma_tensor *t = &rs->shape[P->out[e]];
-    alma__xrt_transpose(p->pool, b->out_buf[e], t->data, (size_t)t->dims[0], (size_t)(t->dims[2] * t->dims[3]),
-                        (size_t)t->dims[1]);
+    if (b->out_buf[e])
+      alma__xrt_transpose(p->pool, b->out_buf[e], t->data, alma_dtype_size(t->dtype), (size_t)t->dims[0],
+                          (size_t)(t->dims[2] * t->dims[3]), (size_t)t->dims[1]);
+    if (p->vq[P->out[e]].flip) flip8(t->data, (size_t)alma_tensor_numel(t));
   }
   return ALMA_OK;
 }
@@ -843,15 +907,17 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
       sin[j] = NULL;
     } else if (e >= 0) {
       if (!rs->have[q][e]) {
-        if (!in[j] || in[j]->dtype != ALMA_DTYPE_FLOAT32 || (!in[j]->data && alma_tensor_numel(in[j])))
-          return alma__op_error(n, ALMA_ERR_INTERNAL, "XNNPACK input '%s' has no float32 value", g->values[v].name);
+        alma_dtype want = p->vq[v].q ? p->vdt[v] : ALMA_DTYPE_FLOAT32;
+        if (!in[j] || in[j]->dtype != want || (!in[j]->data && alma_tensor_numel(in[j])))
+          return alma__op_error(n, ALMA_ERR_INTERNAL, "XNNPACK input '%s' has no %s value", g->values[v].name,
+                                alma_dtype_name(want));
         if (P->in_copy[e]) ALMA_TRY(alma__tensor_copy(&rs->cap[q][e], in[j]));
         else rs->cap[q][e] = alma__tensor_view(in[j]);
         rs->have[q][e] = 1;
       }
       sin[j] = &rs->cap[q][e];
-    } else if (alma__xrt_const(g, v)) {
-      sin[j] = alma__xrt_const(g, v);
+    } else if (alma__xrt_cst(g, p->cval, v)) {
+      sin[j] = alma__xrt_cst(g, p->cval, v);
     } else {
       sin[j] = &rs->shape[v]; /* a partition value: its shape, data not computed yet */
     }
@@ -911,8 +977,9 @@ out:
 static void xrt_free(void *plan) { plan_free(plan); }
 
 static const char *kind_name(int k) {
-  static const char *names[] = {"-", "conv", "dwconv", "fc", "maxpool", "avgpool", "gap", "binary",
-                                "unary", "clamp", "leaky_relu", "elu", "softmax", "reshape", "prelu", "bn", "pad"};
+  static const char *names[] = {"-", "conv", "dwconv", "fc", "maxpool", "avgpool", "gap", "binary", "unary",
+                                "clamp", "leaky_relu", "elu", "softmax", "reshape", "prelu", "bn", "pad", "quantize",
+                                "dequantize"};
   return k >= 0 && k < (int)(sizeof names / sizeof names[0]) ? names[k] : "?";
 }
 
@@ -926,6 +993,9 @@ static void xrt_describe(void *plan, FILE *f) {
           p->threads, p->threads == 1 ? "" : "s", n_x, g->n_nodes, p->n_parts, p->n_parts == 1 ? "" : "s", reorders,
           reorders == 1 ? "" : "s");
   if (p->why_none[0]) fprintf(f, "  (%s)\n", p->why_none);
+  if (p->n_qnodes)
+    fprintf(f, "  %d convolution/matmul node%s computed in int8 (and %d pooling/reshape node%s)\n", p->n_qnodes,
+            p->n_qnodes == 1 ? "" : "s", p->n_qother, p->n_qother == 1 ? "" : "s");
   for (int q = 0; q < p->n_parts; q++) {
     xrt_part *P = &p->parts[q];
     fprintf(f, "  partition %d: %d nodes, %s, %d input%s, %d output%s, %d reorder%s, ends at '%s'\n", q, P->n_nodes,
@@ -936,11 +1006,17 @@ static void xrt_describe(void *plan, FILE *f) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const xrt_node *xn = &p->xn[i];
-    char where[96];
+    char where[128];
     if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
     else if (xn->part < 0) snprintf(where, sizeof where, "EAGER");
     else if (xn->fused_into >= 0) snprintf(where, sizeof where, "XNNPACK p%d (folded into '%s')", xn->part, g->nodes[xn->fused_into].name);
+    else if (xn->q)
+      snprintf(where, sizeof where, "XNNPACK p%d %s %s%s", xn->part, kind_name(xn->kind),
+               xn->q == XQ_S8 ? "int8 (qint8, per-channel weights)" : "int8 (quint8)",
+               xn->flatten_perm ? " (weights in NHWC order)" : "");
     else if (xn->kind == XK_FC && xn->flatten_perm) snprintf(where, sizeof where, "XNNPACK p%d fc (weights in NHWC order)", xn->part);
+    else if (xn->part >= 0 && p->vq[g->nodes[i].inputs[0]].q && (xn->kind == XK_MAXPOOL || xn->kind == XK_RESHAPE))
+      snprintf(where, sizeof where, "XNNPACK p%d %s int8", xn->part, kind_name(xn->kind));
     else snprintf(where, sizeof where, "XNNPACK p%d %s", xn->part, kind_name(xn->kind));
     fprintf(f, "  %-40s %-20s %s\n", g->nodes[i].name, g->nodes[i].op_type, where);
   }

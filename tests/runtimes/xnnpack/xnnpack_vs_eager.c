@@ -5,7 +5,14 @@
  *
  * usage: xnnpack_vs_eager DIR
  * Error measure: max|xnn - eager| <= 1e-4 * max(1, max|eager|) (XNNPACK sums in another order and
- * its sigmoid/elu use polynomial approximations; a wrong kernel or layout errs by O(1)). */
+ * its sigmoid/elu use polynomial approximations; a wrong kernel or layout errs by O(1)).
+ *
+ * int8 models (manifest lines with two more columns: the convolution/matmul nodes XNNPACK must
+ * compute in int8, and the quantization step S of the float outputs): XNNPACK's integer
+ * requantization may land one step away from EAGER's float evaluation of the QDQ graph where a
+ * value falls within float rounding of a half step, so float outputs must agree within
+ * S * 1.001 + 1e-5 * max|eager| and 8-bit outputs within 1. uint8 / int8 inputs get uniform
+ * random integers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +30,7 @@ static float frand(void) {
   return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 4.0f - 2.0f;
 }
 
-static int check_plan(const alma_model *m, int want_nodes, int want_parts) {
+static int check_plan(const alma_model *m, int want_nodes, int want_parts, int want_q) {
   const alma_runtime *rt = alma__runtime_find("XNNPACK");
   alma_runtime_opts o = {.threads = 1};
   void *plan = NULL;
@@ -37,42 +44,58 @@ static int check_plan(const alma_model *m, int want_nodes, int want_parts) {
   rt->describe(plan, f);
   fclose(f);
   rt->free(plan);
-  int nodes = -1, total = -1, parts = -1;
+  int nodes = -1, total = -1, parts = -1, qn = 0;
   const char *p = strstr(buf, "): ");
   if (p) sscanf(p, "): %d of %d nodes in %d partition", &nodes, &total, &parts);
-  int ok = (want_nodes < 0 || nodes == want_nodes) && (want_parts < 0 || parts == want_parts);
-  printf("  plan: %d of %d nodes on XNNPACK in %d partitions%s\n", nodes, total, parts, ok ? "" : "  <- MISMATCH");
+  if ((p = strstr(buf, " convolution/matmul node"))) {
+    while (p > buf && p[-1] >= '0' && p[-1] <= '9') p--;
+    qn = atoi(p);
+  }
+  int ok = (want_nodes < 0 || nodes == want_nodes) && (want_parts < 0 || parts == want_parts) && (want_q < 0 || qn == want_q);
+  printf("  plan: %d of %d nodes on XNNPACK in %d partitions, %d int8 conv/matmul%s\n", nodes, total, parts, qn,
+         ok ? "" : "  <- MISMATCH");
   if (!ok) printf("%s", buf);
   free(buf);
   return ok;
 }
 
-static int compare(const char *what, const alma_tensor *got, const alma_tensor *ref) {
-  if (!alma__same_shape(got, ref) || got->dtype != ref->dtype) {
-    printf("  %s: shape or dtype differs\n", what);
+static double elem(const alma_tensor *t, int64_t i) {
+  switch (t->dtype) {
+    case ALMA_DTYPE_UINT8: return ((const uint8_t *)t->data)[i];
+    case ALMA_DTYPE_INT8: return ((const int8_t *)t->data)[i];
+    default: return ((const float *)t->data)[i];
+  }
+}
+
+/* step > 0: an int8 model's outputs (see the top) */
+static int compare(const char *what, const alma_tensor *got, const alma_tensor *ref, double step) {
+  if (!alma__same_shape(got, ref) || got->dtype != ref->dtype ||
+      (ref->dtype != ALMA_DTYPE_FLOAT32 && ref->dtype != ALMA_DTYPE_UINT8 && ref->dtype != ALMA_DTYPE_INT8)) {
+    printf("  %s: shape or dtype differs (or not float32/uint8/int8)\n", what);
     return 0;
   }
   int64_t n = alma_tensor_numel(ref);
   double max_err = 0, max_ref = 0;
-  const float *a = got->data, *b = ref->data;
   for (int64_t i = 0; i < n; i++) {
-    double e = fabs((double)a[i] - b[i]);
-    if (isnan(a[i]) != isnan(b[i])) e = INFINITY;
+    double a = elem(got, i), b = elem(ref, i), e = fabs(a - b);
+    if (isnan(a) != isnan(b)) e = INFINITY;
     if (e > max_err) max_err = e;
-    if (fabs(b[i]) > max_ref) max_ref = fabs(b[i]);
+    if (fabs(b) > max_ref) max_ref = fabs(b);
   }
-  int ok = max_err <= 1e-4 * (max_ref > 1 ? max_ref : 1);
+  double tol = 1e-4 * (max_ref > 1 ? max_ref : 1);
+  if (step > 0) tol = ref->dtype == ALMA_DTYPE_FLOAT32 ? step * 1.001 + 1e-5 * max_ref : 1;
+  int ok = max_err <= tol;
   if (!ok) printf("  %s: max abs err %.3g (max |ref| %.3g)  <- MISMATCH\n", what, max_err, max_ref);
   return ok;
 }
 
-static int run_model(const char *path, int want_nodes, int want_parts) {
+static int run_model(const char *path, int want_nodes, int want_parts, int want_q, double step) {
   alma_model *m = NULL;
   if (alma_model_load(path, &m) != ALMA_OK) {
     printf("  load failed: %s\n", alma_last_error());
     return 0;
   }
-  int ok = check_plan(m, want_nodes, want_parts);
+  int ok = check_plan(m, want_nodes, want_parts, want_q);
   int ni = alma_model_num_inputs(m), no = alma_model_num_outputs(m);
   for (int threads = 1; threads <= 2; threads++) {
     alma_session_options so;
@@ -90,7 +113,8 @@ static int run_model(const char *path, int want_nodes, int want_parts) {
       alma_tensor in[8], oe[8], ox[8];
       memset(in, 0, sizeof in);
       for (int i = 0; i < ni && i < 8; i++) {
-        in[i].dtype = ALMA_DTYPE_FLOAT32;
+        alma_dtype dt = alma_model_input_dtype(m, i);
+        in[i].dtype = dt == ALMA_DTYPE_UINT8 || dt == ALMA_DTYPE_INT8 ? dt : ALMA_DTYPE_FLOAT32;
         in[i].rank = alma_model_input_rank(m, i);
         int64_t n = 1;
         for (int k = 0; k < in[i].rank; k++) {
@@ -98,10 +122,16 @@ static int run_model(const char *path, int want_nodes, int want_parts) {
           in[i].dims[k] = d < 0 ? batches[bi] : d;
           n *= in[i].dims[k];
         }
-        float *p = malloc(sizeof(float) * (size_t)n);
-        for (int64_t j = 0; j < n; j++) p[j] = frand();
+        size_t es = in[i].dtype == ALMA_DTYPE_FLOAT32 ? sizeof(float) : 1;
+        void *p = malloc(es * (size_t)n + 1);
+        for (int64_t j = 0; j < n; j++) {
+          float r = frand(); /* [-2, 2) */
+          if (in[i].dtype == ALMA_DTYPE_FLOAT32) ((float *)p)[j] = r;
+          else if (in[i].dtype == ALMA_DTYPE_UINT8) ((uint8_t *)p)[j] = (uint8_t)(int)((r + 2.0f) * 64.0f);
+          else ((int8_t *)p)[j] = (int8_t)(int)floorf(r * 64.0f);
+        }
         in[i].data = p;
-        in[i].nbytes = sizeof(float) * (size_t)n;
+        in[i].nbytes = es * (size_t)n;
       }
       alma_status s1 = alma_session_run(se, in, ni, oe, no);
       alma_status s2 = s1 == ALMA_OK ? alma_session_run(sx, in, ni, ox, no) : s1;
@@ -112,7 +142,7 @@ static int run_model(const char *path, int want_nodes, int want_parts) {
         for (int k = 0; k < no; k++) {
           char what[128];
           snprintf(what, sizeof what, "batch %d, %d threads, output '%s'", batches[bi], threads, alma_model_output_name(m, k));
-          ok &= compare(what, &ox[k], &oe[k]);
+          ok &= compare(what, &ox[k], &oe[k], step);
           alma_tensor_free_data(&oe[k]);
           alma_tensor_free_data(&ox[k]);
         }
@@ -143,11 +173,12 @@ int main(int argc, char **argv) {
   int n = 0, bad = 0;
   while (fgets(line, sizeof line, f)) {
     char name[256];
-    int nodes, parts;
-    if (line[0] == '#' || sscanf(line, "%255s %d %d", name, &nodes, &parts) != 3) continue;
+    int nodes, parts, qn = -1;
+    double step = 0;
+    if (line[0] == '#' || sscanf(line, "%255s %d %d %d %lf", name, &nodes, &parts, &qn, &step) < 3) continue;
     snprintf(path, sizeof path, "%s/%s.onnx", argv[1], name);
     printf("%s\n", name);
-    int ok = run_model(path, nodes, parts);
+    int ok = run_model(path, nodes, parts, qn, step);
     printf("%s %s\n", ok ? "PASS" : "FAIL", name);
     n++;
     bad += !ok;
