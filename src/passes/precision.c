@@ -8,7 +8,8 @@
  * accuracy studies on any machine: EAGER's kernels accept both types and compute in float32).
  *
  * The transform, in the spirit of automatic mixed precision:
- *  - compute ops (Conv, ConvTranspose, Gemm, MatMul) run in the low type;
+ *  - compute ops (Conv, ConvTranspose, Gemm, MatMul, and FUSE's alma.FusedConv/FusedGemm/
+ *    FusedMatMul) run in the low type;
  *  - type-agnostic and elementwise ops (activations, Add/Mul..., pooling, BatchNormalization,
  *    Concat, Reshape, Transpose, Slice, Pad, Resize ...) follow: low when one of their float inputs
  *    already is, so chains stay low without Casts in between;
@@ -70,10 +71,23 @@ static const op_rule rules[] = {
     {"DepthToSpace", 0, 0x1}, {"SpaceToDepth", 0, 0x1},
 };
 
+/* FUSE's fused compute nodes (src/ops/fused.h): every input has the type T (FusedConv's residual Z
+ * and FusedMatMul's bias too), so FUSE may run before this pass (BatchNorm folded in float32, the
+ * weights rounded once). alma.Attention is left alone: Softmax stays float32 here. */
+static const op_rule alma_rules[] = {{"FusedConv", 1, 0xf}, {"FusedGemm", 1, 0x7}, {"FusedMatMul", 1, 0x7}};
+
 static const op_rule *rule_for(const alma_node *n) {
-  if (n->domain[0] || n->n_implicit) return NULL;
-  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-    if (!strcmp(rules[i].op, n->op_type)) return &rules[i];
+  if (n->n_implicit) return NULL;
+  const op_rule *tab = rules;
+  size_t nr = sizeof rules / sizeof rules[0];
+  if (!strcmp(n->domain, "alma")) {
+    tab = alma_rules;
+    nr = sizeof alma_rules / sizeof alma_rules[0];
+  } else if (n->domain[0]) {
+    return NULL;
+  }
+  for (size_t i = 0; i < nr; i++)
+    if (!strcmp(tab[i].op, n->op_type)) return &tab[i];
   return NULL;
 }
 

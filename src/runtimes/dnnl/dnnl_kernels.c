@@ -13,15 +13,27 @@
 #include "runtimes/dnnl/dnnl_rt.h"
 
 #define F32 ALMA_DTYPE_FLOAT32
+#define BF16 ALMA_DTYPE_BFLOAT16
 
 static int is_f32(const dn_val *v) { return v && v->live && v->t.dtype == F32; }
+/* The types the kernels compute in: float32, and bfloat16 (the BF16 pass's graphs). A bfloat16
+ * primitive exists only where oneDNN has bf16 kernels for the CPU (AVX512_BF16/AMX; emulated on
+ * AVX512_CORE for some); elsewhere its creation fails and the node runs on EAGER. */
+static int dt_ok(alma_dtype t) { return t == F32 || t == BF16; }
+static int is_fp(const dn_val *v) { return v && v->live && dt_ok(v->t.dtype); }
+static int is_dt(const dn_val *v, alma_dtype t) { return v && v->live && v->t.dtype == t; }
+static dnnl_data_type_t ddt(alma_dtype t) { return alma__dn_dtype(t); }
+static void plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims, alma_dtype t) {
+  alma__dn_plain_md_dt(md, rank, dims, alma__dn_dtype(t));
+}
 static int is_op(const alma_node *n, const char *t) { return !n->domain[0] && !strcmp(n->op_type, t); }
 
 /* ---- classification --------------------------------------------------------------------------- */
+/* A constant scalar of a float type (the BF16 pass converts Clip's bounds to bfloat16), as float. */
 static int const_scalar_f32(const alma_graph *g, int v, float *out) {
   const alma_tensor *t = alma__dn_const(g, v);
-  if (!t || t->dtype != F32 || alma_tensor_numel(t) != 1) return 0;
-  *out = *(const float *)t->data;
+  if (!t || !alma__dtype_is_float(t->dtype) || alma_tensor_numel(t) != 1) return 0;
+  *out = (float)alma__get_f64(t->data, t->dtype, 0);
   return 1;
 }
 
@@ -172,8 +184,8 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
   if (!strcmp(n->domain, "alma")) {
     alma_dtype dt = g->values[n->outputs[0]].dtype;
-    if (dt != F32 && dt != ALMA_DTYPE_UNDEFINED) {
-      *why = "not float32";
+    if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
+      *why = "not float32 or bfloat16";
       return DK_NONE;
     }
     return classify_fused(n, d, why);
@@ -205,8 +217,14 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     return DK_VIEW;
   }
   alma_dtype dt = g->values[n->outputs[0]].dtype;
-  if (dt != F32 && dt != ALMA_DTYPE_UNDEFINED) {
-    *why = "not float32";
+  if (is_op(n, "Cast")) { /* float32 <-> bfloat16 (the BF16 pass's boundaries); other pairs on EAGER */
+    alma_dtype from = n->n_inputs == 1 && n->inputs[0] >= 0 ? g->values[n->inputs[0]].dtype : ALMA_DTYPE_UNDEFINED;
+    if (dt_ok((alma_dtype)alma__attr_i(n, "to", 0)) && (dt_ok(from) || from == ALMA_DTYPE_UNDEFINED)) return DK_CAST;
+    *why = "cast other than between float32 and bfloat16";
+    return DK_NONE;
+  }
+  if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
+    *why = "not float32 or bfloat16";
     return DK_NONE;
   }
   if (!strcmp(op, "Conv")) return n->n_inputs >= 2 ? DK_CONV : DK_NONE;
@@ -447,12 +465,30 @@ static int same_dims(const alma_tensor *a, const alma_tensor *b) {
   return 1;
 }
 
-/* The residual of a fused sum: live, float32, exactly the output's shape. */
+/* The residual of a fused sum: live, of the output's dtype and exactly its shape. */
 static dn_val *sum_residual(dn_plan *p, const dn_node *d, const alma_tensor *os) {
   const dn_post *q = find_post(d, DP_SUM);
   if (!q) return NULL;
   dn_val *r = &p->vals[q->other];
-  return is_f32(r) && same_dims(&r->t, os) ? r : NULL;
+  return is_dt(r, os->dtype) && same_dims(&r->t, os) ? r : NULL;
+}
+
+/* v's plain data as float32: its own, or converted into *tmp (caller unrefs) from bfloat16. For
+ * the parameters oneDNN takes in float32 only (normalization scale/shift/statistics) or best so
+ * (biases: every bf16 convolution and matmul accepts an f32 bias). */
+static alma_status f32_of(dn_plan *p, dn_val *v, const alma_node *n, void **ptr, dn_buf **tmp) {
+  *tmp = NULL;
+  ALMA_TRY(alma__dn_val_plain(p, v, n));
+  if (v->t.dtype == F32) {
+    *ptr = v->t.data;
+    return ALMA_OK;
+  }
+  int64_t cnt = alma__numel(v->t.rank, v->t.dims);
+  if (!(*tmp = alma__dn_alloc(p, (size_t)cnt * sizeof(float)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  float *d = (*tmp)->ptr;
+  for (int64_t i = 0; i < cnt; i++) d[i] = (float)alma__get_f64(v->t.data, v->t.dtype, i);
+  *ptr = d;
+  return ALMA_OK;
 }
 
 /* A buffer in layout md holding r's data: r's own when it can be taken over, else a copy. */
@@ -495,7 +531,8 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
-  if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
+  alma_dtype dt = x ? x->t.dtype : F32; /* src, weights and dst; the bias goes in as float32 */
+  if (!is_fp(x) || !is_dt(w, dt) || (b && !is_fp(b)) || os[0].dtype != dt) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
   if (r < 3 || r > 5 || w->t.rank != r) return ALMA_OK;
   int64_t G = alma__attr_i(n, "group", 1), C = x->t.dims[1], OC = w->t.dims[0];
@@ -532,7 +569,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   }
   for (int i = 0; i < wnd; i++) wd64[i] = wd[i];
   dnnl_memory_desc_t wplain;
-  alma__dn_plain_md(&wplain, wnd, wd64);
+  plain_md(&wplain, wnd, wd64, dt);
 
   if (!key_match(pr, 3, key, ikey)) {
     prim_begin(pr, 3, key, ikey);
@@ -545,10 +582,10 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
       pe[i] = gm.pe[i];
     }
     dnnl_memory_desc_t s_any, w_any, b_md, d_any;
-    dnnl_memory_desc_init_by_tag(&s_any, r, sd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&s_any, r, sd, ddt(dt), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, ddt(dt), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(dt), dnnl_format_tag_any);
     dnnl_convolution_desc_t cd;
     if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
                                                    b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
@@ -582,7 +619,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   if (pr->declined) return ALMA_OK;
 
   alma_status st = ALMA_OK;
-  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL;
+  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL, *btmp = NULL;
   void *sp = NULL, *wp = pr->wei, *bp = NULL;
   st = alma__dn_val_get(p, x, &pr->src_md, 1, &sp, &stmp, n);
   if (st == ALMA_OK && !wp) {
@@ -598,7 +635,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
       }
     }
   }
-  if (st == ALMA_OK && b && (st = alma__dn_val_plain(p, b, n)) == ALMA_OK) bp = b->t.data;
+  if (st == ALMA_OK && b) st = f32_of(p, b, n, &bp, &btmp);
   if (st == ALMA_OK) {
     if (res) st = sum_dst(p, res, &pr->dst_md, &db, n);
     else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -612,6 +649,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   }
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
+  alma__dn_unref(p, btmp);
   if (st != ALMA_OK) {
     alma__dn_unref(p, db);
     return st;
@@ -628,7 +666,8 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
-  if (!is_f32(x) || !is_f32(w) || (b && !is_f32(b)) || os[0].dtype != F32) return ALMA_OK;
+  alma_dtype dt = x ? x->t.dtype : F32;
+  if (!is_fp(x) || !is_dt(w, dt) || (b && !is_fp(b)) || os[0].dtype != dt) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
   if (r < 3 || r > 5 || w->t.rank != r || os[0].rank != r) return ALMA_OK;
   int64_t G = alma__attr_i(n, "group", 1), C = x->t.dims[1];
@@ -685,16 +724,16 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
   if (nsp > 0) ws[wnd - 1] = 1;
   for (int i = wnd - 2; i >= o + 2; i--) ws[i] = ws[i + 1] * wd[i + 1];
   dnnl_memory_desc_t wsrc;
-  dnnl_memory_desc_init_by_strides(&wsrc, wnd, wd, dnnl_f32, ws);
+  dnnl_memory_desc_init_by_strides(&wsrc, wnd, wd, ddt(dt), ws);
   if (!key_match(pr, 3, key, ikey)) {
     prim_begin(pr, 3, key, ikey);
     dnnl_dims_t sd, dd, bd = {OC};
     for (int i = 0; i < r; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
     dnnl_memory_desc_t s_any, w_any, b_md, d_any;
-    dnnl_memory_desc_init_by_tag(&s_any, r, sd, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&s_any, r, sd, ddt(dt), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, ddt(dt), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(dt), dnnl_format_tag_any);
     dnnl_deconvolution_desc_t dc;
     if (dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct, &s_any,
                                                      &w_any, b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
@@ -714,8 +753,8 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
   }
   if (pr->declined) return ALMA_OK;
   alma_status stt = ALMA_OK;
-  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL;
-  void *sp = NULL, *wp = pr->wei;
+  dn_buf *stmp = NULL, *wtmp = NULL, *db = NULL, *btmp = NULL;
+  void *sp = NULL, *wp = pr->wei, *bp = NULL;
   stt = alma__dn_val_get(p, x, &pr->src_md, 1, &sp, &stmp, n);
   if (stt == ALMA_OK && !wp && (stt = alma__dn_val_plain(p, w, n)) == ALMA_OK) {
     if (!(wtmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->wei_md)))) {
@@ -726,18 +765,19 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
       p->n_reorder_wei++;
     }
   }
-  if (stt == ALMA_OK && b) stt = alma__dn_val_plain(p, b, n);
+  if (stt == ALMA_OK && b) stt = f32_of(p, b, n, &bp, &btmp);
   if (stt == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
     stt = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (stt == ALMA_OK) {
     void *ptrs[DN_MAX_MEM] = {sp, wp};
     int k = 2;
-    if (b) ptrs[k++] = b->t.data;
+    if (b) ptrs[k++] = bp;
     ptrs[k++] = db->ptr;
     stt = alma__dn_exec(p, pr, pr->p, ptrs, n);
   }
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
+  alma__dn_unref(p, btmp);
   if (stt != ALMA_OK) {
     alma__dn_unref(p, db);
     return stt;
@@ -754,7 +794,7 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
-  if (!is_f32(x) || os[0].dtype != F32) return ALMA_OK;
+  if (!is_fp(x) || os[0].dtype != x->t.dtype) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
   if (r < 3 || r > 5 || os[0].rank != r) return ALMA_OK;
   int global = !strncmp(n->op_type, "Global", 6);
@@ -801,7 +841,7 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     dnnl_dims_t dd;
     for (int i = 0; i < r; i++) dd[i] = os[0].dims[i];
     dnnl_memory_desc_t d_any;
-    dnnl_memory_desc_init_by_tag(&d_any, r, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(x->t.dtype), dnnl_format_tag_any);
     dnnl_pooling_v2_desc_t pdsc;
     if (dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, d->alg, &key[0], &d_any, st, kr, dl, pl, pe) !=
         dnnl_success)
@@ -838,17 +878,17 @@ static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, const 
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
-  if (!is_f32(x) || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  if (!is_fp(x) || os[0].dtype != x->t.dtype || !same_dims(&x->t, &os[0])) return ALMA_OK;
   dn_elt elt[DN_MAX_ELT];
   memcpy(elt, d->elt, sizeof elt);
   int64_t ikey[8] = {0};
-  if (d->rt_clip) { /* scalar float32 bounds from the inputs, as EAGER reads them */
+  if (d->rt_clip) { /* scalar bounds (x's type) from the inputs, as EAGER reads them */
     float b[2] = {-INFINITY, INFINITY};
     for (int k = 1; k < 3 && k < nin; k++) {
       if (!in[k]) continue;
-      if (!is_f32(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != 1) return ALMA_OK;
+      if (!is_fp(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != 1) return ALMA_OK;
       ALMA_TRY(alma__dn_val_plain(p, in[k], n));
-      b[k - 1] = *(const float *)in[k]->t.data;
+      b[k - 1] = (float)alma__get_f64(in[k]->t.data, in[k]->t.dtype, 0);
     }
     if (isnan(b[0]) || isnan(b[1]) || b[0] > b[1]) return ALMA_OK;
     elt[0].alpha = b[0];
@@ -915,7 +955,8 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1];
-  if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32) return ALMA_OK;
+  alma_dtype dt = os[0].dtype;
+  if (!dt_ok(dt) || !is_dt(a, dt) || !is_dt(b, dt)) return ALMA_OK;
   int r = os[0].rank > 0 ? os[0].rank : 1;
   if (a->t.rank > r || b->t.rank > r) return ALMA_OK;
   int64_t da[ALMA_MAX_RANK], db_[ALMA_MAX_RANK], dout[ALMA_MAX_RANK];
@@ -938,13 +979,13 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
   if (s0->t.rank == r && !(os[0].rank == 0)) alma__dn_val_md(s0, &m0);
   else {
     ALMA_TRY(alma__dn_val_plain(p, s0, n));
-    alma__dn_plain_md(&m0, r, dout);
+    plain_md(&m0, r, dout, dt);
   }
   if (s1_full && s1->t.rank == r) {
     m1 = m0;
   } else {
     ALMA_TRY(alma__dn_val_plain(p, s1, n));
-    alma__dn_plain_md(&m1, r, d1);
+    plain_md(&m1, r, d1, dt);
   }
   dnnl_memory_desc_t key[2] = {m0, m1};
   int64_t ikey[8] = {swap};
@@ -984,7 +1025,7 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
   }
   if (os[0].rank == 0 || s0->t.rank != r) { /* plain data of the output's own shape */
     dnnl_memory_desc_t pl;
-    alma__dn_plain_md(&pl, os[0].rank, os[0].dims);
+    plain_md(&pl, os[0].rank, os[0].dims, dt);
     alma__dn_val_set(out[0], &os[0], &pl, db);
   } else {
     alma__dn_val_set(out[0], &os[0], &m0, db);
@@ -1002,10 +1043,11 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (nin < 5) return ALMA_OK;
   dn_val *x = in[0];
-  if (!is_f32(x) || x->t.rank < 2 || x->t.rank > 5 || os[0].dtype != F32 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  if (!is_fp(x) || x->t.rank < 2 || x->t.rank > 5 || os[0].dtype != x->t.dtype || !same_dims(&x->t, &os[0]))
+    return ALMA_OK;
   int64_t C = x->t.dims[1];
-  for (int k = 1; k < 5; k++)
-    if (!is_f32(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != C) return ALMA_OK;
+  for (int k = 1; k < 5; k++) /* scale, shift, mean, var: any float type, given to oneDNN as float32 */
+    if (!is_fp(in[k]) || alma__numel(in[k]->t.rank, in[k]->t.dims) != C) return ALMA_OK;
   float eps = alma__attr_f(n, "epsilon", 1e-5f);
   dnnl_memory_desc_t key[1];
   int64_t ikey[8] = {0};
@@ -1031,13 +1073,19 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
       return prim_decline(pr, n, "primitive creation failed");
   }
   if (pr->declined) return ALMA_OK;
-  for (int k = 1; k < 5; k++) ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+  void *prm[4];
+  dn_buf *ptmp[4] = {NULL, NULL, NULL, NULL};
+  alma_status s = ALMA_OK;
+  for (int k = 1; k < 5 && s == ALMA_OK; k++) s = f32_of(p, in[k], n, &prm[k - 1], &ptmp[k - 1]);
   void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
-  dn_buf *db = alma__dn_val_steal(x, &pr->dst_md);
-  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
-    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  void *ptrs[DN_MAX_MEM] = {sp, db->ptr, in[1]->t.data, in[2]->t.data, in[3]->t.data, in[4]->t.data};
-  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  dn_buf *db = s == ALMA_OK ? alma__dn_val_steal(x, &pr->dst_md) : NULL;
+  if (s == ALMA_OK && !db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    s = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (s == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {sp, db->ptr, prm[0], prm[1], prm[2], prm[3]};
+    s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  for (int k = 0; k < 4; k++) alma__dn_unref(p, ptmp[k]);
   if (s != ALMA_OK) {
     alma__dn_unref(p, db);
     return s;
@@ -1054,7 +1102,9 @@ static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const al
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *sc = nin > 1 ? in[1] : NULL, *sh = nin > 2 ? in[2] : NULL;
-  if (!is_f32(x) || !is_f32(sc) || (sh && !is_f32(sh)) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  if (!is_fp(x) || !is_fp(sc) || (sh && !is_fp(sh)) || x->t.rank < 1 || os[0].dtype != x->t.dtype ||
+      !same_dims(&x->t, &os[0]))
+    return ALMA_OK;
   int axis;
   if (alma__norm_axis(alma__attr_i(n, "axis", -1), x->t.rank, &axis) != ALMA_OK) {
     alma__error_clear();
@@ -1065,7 +1115,7 @@ static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const al
   int64_t d2[2] = {M, D};
   dnnl_memory_desc_t key[1];
   int64_t ikey[8] = {sh != NULL};
-  alma__dn_plain_md(&key[0], 2, d2);
+  plain_md(&key[0], 2, d2, x->t.dtype);
   float eps = alma__attr_f(n, "epsilon", 1e-5f);
   if (!key_match(pr, 1, key, ikey)) {
     prim_begin(pr, 1, key, ikey);
@@ -1086,16 +1136,21 @@ static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const al
   }
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
-  ALMA_TRY(alma__dn_val_plain(p, sc, n));
-  if (sh) ALMA_TRY(alma__dn_val_plain(p, sh, n));
+  void *scp = NULL, *shp = NULL;
+  dn_buf *sct = NULL, *sht = NULL, *db = NULL; /* scale and shift: float32 for oneDNN */
+  alma_status s = f32_of(p, sc, n, &scp, &sct);
+  if (s == ALMA_OK && sh) s = f32_of(p, sh, n, &shp, &sht);
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, x->t.rank, x->t.dims);
+  plain_md(&pl, x->t.rank, x->t.dims, x->t.dtype);
   void *sp = x->t.data;
-  dn_buf *db = alma__dn_val_steal(x, &pl);
-  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  void *ptrs[DN_MAX_MEM] = {sp, db->ptr, sc->t.data, sh ? sh->t.data : NULL};
-  if (!sh) ptrs[3] = NULL;
-  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (s == ALMA_OK && !(db = alma__dn_val_steal(x, &pl)) && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl))))
+    s = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (s == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {sp, db->ptr, scp, shp};
+    s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, sct);
+  alma__dn_unref(p, sht);
   if (s != ALMA_OK) {
     alma__dn_unref(p, db);
     return s;
@@ -1112,7 +1167,7 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
-  if (!is_f32(x) || x->t.rank < 1 || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  if (!is_fp(x) || x->t.rank < 1 || os[0].dtype != x->t.dtype || !same_dims(&x->t, &os[0])) return ALMA_OK;
   int r = x->t.rank, axis;
   int64_t dflt = n->since_version >= 13 ? -1 : 1;
   if (alma__norm_axis(alma__attr_i(n, "axis", dflt), r, &axis) != ALMA_OK) {
@@ -1124,10 +1179,10 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
   int sm_axis = axis;
   if (n->since_version < 13) { /* coerced to 2-D at axis */
     int64_t d2[2] = {alma__numel(axis, x->t.dims), alma__numel(r - axis, x->t.dims + axis)};
-    alma__dn_plain_md(&key[0], 2, d2);
+    plain_md(&key[0], 2, d2, x->t.dtype);
     sm_axis = 1;
   } else {
-    alma__dn_plain_md(&key[0], r, x->t.dims);
+    plain_md(&key[0], r, x->t.dims, x->t.dtype);
   }
   if (!key_match(pr, 1, key, ikey)) {
     prim_begin(pr, 1, key, ikey);
@@ -1146,7 +1201,7 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, r, x->t.dims);
+  plain_md(&pl, r, x->t.dims, x->t.dtype);
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {x->t.data, db->ptr};
@@ -1164,7 +1219,7 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
 /* Output buffer of a matmul: the fused residual (taken over or copied), else a new one. */
 static alma_status mm_dst(dn_plan *p, dn_val *res, const alma_tensor *os, dn_buf **db, const alma_node *n) {
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, os->rank, os->dims);
+  plain_md(&pl, os->rank, os->dims, os->dtype);
   if (res) return sum_dst(p, res, &pl, db, n);
   *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
   return *db ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -1177,7 +1232,8 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
   dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1];
-  if (!is_f32(a) || !is_f32(b) || os[0].dtype != F32 || a->t.rank < 1 || b->t.rank < 1) return ALMA_OK;
+  alma_dtype dt = os[0].dtype; /* A, B and the output; a fused bias goes in as float32 */
+  if (!dt_ok(dt) || !is_dt(a, dt) || !is_dt(b, dt) || a->t.rank < 1 || b->t.rank < 1) return ALMA_OK;
   int64_t ad[ALMA_MAX_RANK + 1], bd[ALMA_MAX_RANK + 1];
   int ra = a->t.rank, rb = b->t.rank;
   if (ra == 1) ad[0] = 1, ad[1] = a->t.dims[0], ra = 2;
@@ -1214,7 +1270,7 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
     const dn_post *q = find_post(d, DP_BIAS);
     if (q) {
       bias = &p->vals[q->other];
-      if (!is_f32(bias) || bias->t.rank > os[0].rank) return ALMA_OK;
+      if (!is_fp(bias) || bias->t.rank > os[0].rank) return ALMA_OK;
       int64_t ob[ALMA_MAX_RANK];
       ext_dims(&bias->t, os[0].rank, ob);
       for (int i = 0; i < os[0].rank; i++)
@@ -1236,9 +1292,9 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
     if (find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
   }
   dnnl_memory_desc_t amd, bmd_plain, dmd, biasmd;
-  alma__dn_plain_md(&amd, r, sa);
-  alma__dn_plain_md(&bmd_plain, r, sb);
-  alma__dn_plain_md(&dmd, r, sd);
+  plain_md(&amd, r, sa, dt);
+  plain_md(&bmd_plain, r, sb, dt);
+  plain_md(&dmd, r, sd, dt);
   memset(&biasmd, 0, sizeof biasmd);
   if (bias) alma__dn_plain_md(&biasmd, r, biasd);
   dnnl_memory_desc_t key[4] = {amd, bmd_plain, dmd, biasmd};
@@ -1248,7 +1304,7 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
     dnnl_memory_desc_t wmd = bmd_plain;
     if (bc && collapse) {
       dnnl_dims_t wd = {K, N};
-      dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_f32, dnnl_format_tag_any);
+      dnnl_memory_desc_init_by_tag(&wmd, 2, wd, ddt(dt), dnnl_format_tag_any);
     }
     dnnl_matmul_desc_t md;
     if (dnnl_matmul_desc_init(&md, &amd, &wmd, bias ? &biasmd : NULL, &dmd) != dnnl_success)
@@ -1271,20 +1327,24 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
     ALMA_TRY(alma__dn_val_plain(p, b, n));
     wp = b->t.data;
   }
-  if (bias) ALMA_TRY(alma__dn_val_plain(p, bias, n));
-  dn_buf *db = NULL;
-  ALMA_TRY(mm_dst(p, res, &os[0], &db, n));
-  void *ptrs[DN_MAX_MEM] = {a->t.data, wp};
-  int k = 2;
-  if (bias) ptrs[k++] = bias->t.data;
-  ptrs[k++] = db->ptr;
-  alma_status s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  void *biasp = NULL;
+  dn_buf *biast = NULL, *db = NULL;
+  if (bias) ALMA_TRY(f32_of(p, bias, n, &biasp, &biast));
+  alma_status s = mm_dst(p, res, &os[0], &db, n);
+  if (s == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {a->t.data, wp};
+    int k = 2;
+    if (bias) ptrs[k++] = biasp;
+    ptrs[k++] = db->ptr;
+    s = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, biast);
   if (s != ALMA_OK) {
     alma__dn_unref(p, db);
     return s;
   }
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, os[0].rank, os[0].dims);
+  plain_md(&pl, os[0].rank, os[0].dims, dt);
   alma__dn_val_set(out[0], &os[0], &pl, db);
   *done = 1;
   return ALMA_OK;
@@ -1297,7 +1357,10 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
   dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1], *c = nin > 2 ? in[2] : NULL;
-  if (!is_f32(a) || !is_f32(b) || (c && !is_f32(c)) || a->t.rank != 2 || b->t.rank != 2 || os[0].rank != 2) return ALMA_OK;
+  alma_dtype dt = os[0].dtype; /* A, B, the output and C; C as a bias goes in as float32 */
+  if (!dt_ok(dt) || !is_dt(a, dt) || !is_dt(b, dt) || (c && !is_dt(c, dt)) || a->t.rank != 2 || b->t.rank != 2 ||
+      os[0].rank != 2)
+    return ALMA_OK;
   int ta = alma__attr_i(n, "transA", 0) != 0, tb = alma__attr_i(n, "transB", 0) != 0;
   float alpha = alma__attr_f(n, "alpha", 1.0f), beta = alma__attr_f(n, "beta", 1.0f);
   int64_t M = ta ? a->t.dims[1] : a->t.dims[0], K = ta ? a->t.dims[0] : a->t.dims[1];
@@ -1319,9 +1382,9 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
   const alma_tensor *bc = alma__dn_const(p->g, n->inputs[1]);
   dnnl_dims_t dA = {M, K}, sA = {ta ? 1 : K, ta ? M : 1}, dB = {K, N}, sB = {tb ? 1 : N, tb ? K : 1};
   dnnl_memory_desc_t amd, bmd, dmd, cmd;
-  dnnl_memory_desc_init_by_strides(&amd, 2, dA, dnnl_f32, sA);
-  dnnl_memory_desc_init_by_strides(&bmd, 2, dB, dnnl_f32, sB);
-  alma__dn_plain_md(&dmd, 2, (int64_t[]){M, N});
+  dnnl_memory_desc_init_by_strides(&amd, 2, dA, ddt(dt), sA);
+  dnnl_memory_desc_init_by_strides(&bmd, 2, dB, ddt(dt), sB);
+  plain_md(&dmd, 2, (int64_t[]){M, N}, dt);
   memset(&cmd, 0, sizeof cmd);
   if (as_bias) alma__dn_plain_md(&cmd, 2, cd);
   dnnl_memory_desc_t key[4] = {amd, bmd, dmd, cmd};
@@ -1329,7 +1392,7 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
   if (!key_match(pr, 4, key, ikey)) {
     prim_begin(pr, 4, key, ikey);
     dnnl_memory_desc_t wmd = bmd;
-    if (bc) dnnl_memory_desc_init_by_tag(&wmd, 2, dB, dnnl_f32, dnnl_format_tag_any);
+    if (bc) dnnl_memory_desc_init_by_tag(&wmd, 2, dB, ddt(dt), dnnl_format_tag_any);
     dnnl_matmul_desc_t md;
     if (dnnl_matmul_desc_init(&md, &amd, &wmd, as_bias ? &cmd : NULL, &dmd) != dnnl_success)
       return prim_decline(pr, n, "matmul descriptor rejected");
@@ -1361,23 +1424,28 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
       wp = wtmp->ptr;
     }
   }
-  if (c) ALMA_TRY(alma__dn_val_plain(p, c, n));
-  dn_buf *db = NULL;
-  alma_status s = mm_dst(p, res, &os[0], &db, n);
-  if (s == ALMA_OK && prefill) {
-    float *y = db->ptr;
-    const float *cv = c->t.data;
+  void *cp = NULL;
+  dn_buf *ctmp = NULL, *db = NULL;
+  alma_status s = ALMA_OK;
+  if (c) s = as_bias ? f32_of(p, c, n, &cp, &ctmp) : alma__dn_val_plain(p, c, n);
+  if (s == ALMA_OK) s = mm_dst(p, res, &os[0], &db, n);
+  if (s == ALMA_OK && prefill) { /* C broadcast into the output (same dtype), the sum post-op scales it */
+    size_t es = alma_dtype_size(dt);
+    char *y = db->ptr;
+    const char *cv = c->t.data;
     for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) y[i * N + j] = cv[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)];
+      for (int64_t j = 0; j < N; j++)
+        memcpy(y + (size_t)(i * N + j) * es, cv + (size_t)((cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)) * es, es);
   }
   if (s == ALMA_OK) {
     void *ptrs[DN_MAX_MEM] = {a->t.data, wp};
     int k = 2;
-    if (as_bias) ptrs[k++] = c->t.data;
+    if (as_bias) ptrs[k++] = cp;
     ptrs[k++] = db->ptr;
     s = alma__dn_exec(p, pr, pr->p, ptrs, n);
   }
   alma__dn_unref(p, wtmp);
+  alma__dn_unref(p, ctmp);
   if (s != ALMA_OK) {
     alma__dn_unref(p, db);
     return s;
@@ -1572,7 +1640,7 @@ static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_te
   const alma_node *n = &p->g->nodes[idx];
   dn_val *x = in[0];
   int r = x ? x->t.rank : 0;
-  if (!is_f32(x) || r < 2 || os[0].rank != r || os[0].dtype != F32) return ALMA_OK;
+  if (!is_fp(x) || r < 2 || os[0].rank != r || os[0].dtype != x->t.dtype) return ALMA_OK;
   const int64_t *perm = NULL;
   int np = alma__attr_ints(n, "perm", &perm);
   int pm[DNNL_MAX_NDIMS], seen[DNNL_MAX_NDIMS] = {0};
@@ -1585,7 +1653,7 @@ static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_te
   dnnl_memory_desc_t xmd, view, dmd;
   alma__dn_val_md(x, &xmd);
   if (dnnl_memory_desc_permute_axes(&view, &xmd, pm) != dnnl_success) return ALMA_OK;
-  alma__dn_plain_md(&dmd, r, os[0].dims);
+  plain_md(&dmd, r, os[0].dims, x->t.dtype);
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_status st = alma__dn_reorder(p, &view, x->has_blk ? x->bbuf->ptr : x->t.data, &dmd, db->ptr, n);
@@ -1606,7 +1674,7 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
   int r = x ? x->t.rank : 0;
-  if (!is_f32(x) || r < 1 || os[0].dtype != F32) return ALMA_OK;
+  if (!is_fp(x) || r < 1 || os[0].dtype != x->t.dtype) return ALMA_OK;
   /* axes: an input from opset 18 (ReduceSum: 13), else the attribute */
   int axes_input = n->since_version >= 18 || (is_op(n, "ReduceSum") && n->since_version >= 13);
   int64_t axes[ALMA_MAX_RANK];
@@ -1637,8 +1705,8 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
   if (alma__numel(r, rd) != alma__numel(os[0].rank, os[0].dims)) return ALMA_OK;
   dnnl_memory_desc_t key[2];
   int64_t ikey[8] = {0};
-  alma__dn_plain_md(&key[0], r, x->t.dims);
-  alma__dn_plain_md(&key[1], r, rd);
+  plain_md(&key[0], r, x->t.dims, x->t.dtype);
+  plain_md(&key[1], r, rd, x->t.dtype);
   if (!key_match(pr, 2, key, ikey)) {
     prim_begin(pr, 2, key, ikey);
     float pw = is_op(n, "ReduceL1") ? 1.0f : 2.0f;
@@ -1655,7 +1723,7 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
   dnnl_memory_desc_t omd;
-  alma__dn_plain_md(&omd, os[0].rank, os[0].dims);
+  plain_md(&omd, os[0].rank, os[0].dims, x->t.dtype);
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&omd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {x->t.data, db->ptr};
@@ -1676,9 +1744,9 @@ static alma_status run_concat(dn_plan *p, int idx, dn_val **in, int nin, const a
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   int r = os[0].rank, axis;
-  if (nin < 1 || nin > DN_MAX_KEY || nin > DN_MAX_MEM - 2 || r < 1 || os[0].dtype != F32) return ALMA_OK;
+  if (nin < 1 || nin > DN_MAX_KEY || nin > DN_MAX_MEM - 2 || r < 1 || !dt_ok(os[0].dtype)) return ALMA_OK;
   for (int k = 0; k < nin; k++)
-    if (!is_f32(in[k]) || in[k]->t.rank != r) return ALMA_OK;
+    if (!is_dt(in[k], os[0].dtype) || in[k]->t.rank != r) return ALMA_OK;
   if (alma__norm_axis(alma__attr_i(n, "axis", 0), r, &axis) != ALMA_OK) {
     alma__error_clear();
     return ALMA_OK;
@@ -1749,11 +1817,11 @@ static alma_status slice_one(dn_plan *p, const alma_node *n, dn_val *x, const al
   if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) != dnnl_success) {
     /* a blocked layout the view cannot cut: take the plain copy */
     ALMA_TRY(alma__dn_val_plain(p, x, n));
-    alma__dn_plain_md(&xmd, r, x->t.dims);
+    plain_md(&xmd, r, x->t.dims, x->t.dtype);
     if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) != dnnl_success)
       return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN sub-memory view failed");
   }
-  alma__dn_plain_md(&dmd, r, os->dims);
+  plain_md(&dmd, r, os->dims, x->t.dtype);
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   int blk = x->has_blk && dnnl_memory_desc_equal(&xmd, &x->bmd);
@@ -1771,9 +1839,9 @@ static alma_status run_slice(dn_plan *p, int idx, dn_val **in, int nin, const al
   const alma_node *n = &p->g->nodes[idx];
   dn_val *x = in[0];
   int r = x ? x->t.rank : 0;
-  if (!is_f32(x) || r < 1) return ALMA_OK;
+  if (!is_fp(x) || r < 1) return ALMA_OK;
   for (int k = 0; k < nout; k++)
-    if (out[k] && (os[k].rank != r || os[k].dtype != F32)) return ALMA_OK;
+    if (out[k] && (os[k].rank != r || os[k].dtype != x->t.dtype)) return ALMA_OK;
   int64_t offs[ALMA_MAX_RANK] = {0};
   if (is_op(n, "Split")) {
     int axis;
@@ -1824,7 +1892,9 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *sl = in[1];
-  if (!is_f32(x) || !is_f32(sl) || x->t.rank < 1 || sl->t.rank > x->t.rank || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  if (!is_fp(x) || !is_dt(sl, x->t.dtype) || os[0].dtype != x->t.dtype || x->t.rank < 1 || sl->t.rank > x->t.rank ||
+      !same_dims(&x->t, &os[0]))
+    return ALMA_OK;
   int64_t sd[ALMA_MAX_RANK];
   ext_dims(&sl->t, x->t.rank, sd);
   for (int i = 0; i < x->t.rank; i++)
@@ -1832,7 +1902,7 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
   dnnl_memory_desc_t key[2];
   int64_t ikey[8] = {0};
   alma__dn_val_md(x, &key[0]);
-  alma__dn_plain_md(&key[1], x->t.rank, sd);
+  plain_md(&key[1], x->t.rank, sd, sl->t.dtype);
   if (!key_match(pr, 2, key, ikey)) {
     prim_begin(pr, 2, key, ikey);
     dnnl_prelu_desc_t pd;
@@ -1864,6 +1934,44 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
   return ALMA_OK;
 }
 
+/* ---- Cast float32 <-> bfloat16 ----------------------------------------------------------------------- */
+/* An elementwise conversion of the value's buffer in whatever layout it has: oneDNN memory
+ * descriptors count strides in elements, so the same descriptor with the other data type describes
+ * the converted buffer, and blocked values stay blocked for the next primitive (the padding of a
+ * blocked layout holds zeros, which convert to zeros). Not a oneDNN reorder, which rounds to
+ * nearest even: ONNX's Cast to bfloat16, as EAGER and ONNX's test data do it, truncates. */
+static void f32_to_bf16_trunc(const uint32_t *s, uint16_t *d, size_t cnt) {
+  for (size_t i = 0; i < cnt; i++) {
+    uint32_t u = s[i];
+    /* NaN stays a quiet NaN (truncation could leave an infinity) */
+    d[i] = (uint16_t)((u >> 16) | ((u & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u));
+  }
+}
+
+static void bf16_to_f32(const uint16_t *s, uint32_t *d, size_t cnt) {
+  for (size_t i = 0; i < cnt; i++) d[i] = (uint32_t)s[i] << 16;
+}
+
+static alma_status run_cast(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  (void)idx;
+  dn_val *x = in[0];
+  if (!is_fp(x) || !dt_ok(os[0].dtype) || !same_dims(&x->t, &os[0])) return ALMA_OK;
+  dnnl_memory_desc_t xmd, ymd;
+  alma__dn_val_md(x, &xmd); /* blocked when it has that form: what the next primitive likely takes */
+  ymd = xmd;
+  ymd.data_type = ddt(os[0].dtype);
+  const void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+  size_t cnt = dnnl_memory_desc_get_size(&xmd) / alma_dtype_size(x->t.dtype);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&ymd));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (x->t.dtype == os[0].dtype) memcpy(db->ptr, sp, dnnl_memory_desc_get_size(&xmd));
+  else if (x->t.dtype == F32) f32_to_bf16_trunc(sp, db->ptr, cnt);
+  else bf16_to_f32(sp, db->ptr, cnt);
+  alma__dn_val_set(out[0], &os[0], &ymd, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -1886,6 +1994,7 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_MATMUL: return nin >= 2 && in[1] ? run_matmul(p, idx, fused, in, outshape, out, done) : ALMA_OK;
     case DK_GEMM: return nin >= 2 && in[1] ? run_gemm(p, idx, fused, in, nin, outshape, out, done) : ALMA_OK;
     case DK_VIEW: return run_view(p, idx, in, outshape, out, done);
+    case DK_CAST: return run_cast(p, idx, in, outshape, out, done);
     default: return ALMA_OK;
   }
 }

@@ -66,6 +66,7 @@ enum dn_kind {
   DK_CONCAT,    /* concat primitive (blocked inputs stay blocked) */
   DK_SLICE,     /* Slice (unit steps) and Split: reorders from sub-memory views */
   DK_PRELU,     /* prelu primitive */
+  DK_CAST,      /* Cast between float32 and bfloat16: an elementwise conversion keeping the layout */
   DK_COUNT
 };
 
@@ -151,15 +152,19 @@ typedef struct dn_plan {
   /* stats of the last run */
   int runs;
   int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;
+  int64_t n_native_bf16;           /* nodes of n_native that computed on bfloat16 data (Cast, views aside) */
 } dn_plan;
 
 /* ---- dnnl_runtime.c: memory and values ---------------------------------------------------- */
 dn_buf *alma__dn_alloc(dn_plan *p, size_t size);
 void alma__dn_unref(dn_plan *p, dn_buf *b);
-/* Plain row-major md for (rank, dims); rank 0 becomes [1]. */
+/* oneDNN's data type for an alma dtype (f32, bf16, f16, s8, u8, s32), dnnl_data_type_undef for others. */
+dnnl_data_type_t alma__dn_dtype(alma_dtype t);
+/* Plain row-major md for (rank, dims); rank 0 becomes [1]. float32; _dt: of data type dt. */
 void alma__dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
+void alma__dn_plain_md_dt(dnnl_memory_desc_t *md, int rank, const int64_t *dims, dnnl_data_type_t dt);
 int alma__dn_is_plain(const dnnl_memory_desc_t *md);
-/* The layout a value currently has (blocked if it has one, else plain). */
+/* The layout a value currently has (blocked if it has one, else plain), in the value's dtype. */
 void alma__dn_val_md(const dn_val *v, dnnl_memory_desc_t *md);
 /* Makes the value available plain (reorder from blocked). */
 alma_status alma__dn_val_plain(dn_plan *p, dn_val *v, const alma_node *n);

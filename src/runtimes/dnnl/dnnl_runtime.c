@@ -113,7 +113,30 @@ void *alma__dn_scratch(dn_plan *p, size_t size) {
 }
 
 /* ---- layouts and values --------------------------------------------------------------------- */
+dnnl_data_type_t alma__dn_dtype(alma_dtype t) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT32: return dnnl_f32;
+    case ALMA_DTYPE_BFLOAT16: return dnnl_bf16;
+    case ALMA_DTYPE_FLOAT16: return dnnl_f16;
+    case ALMA_DTYPE_INT8: return dnnl_s8;
+    case ALMA_DTYPE_UINT8: return dnnl_u8;
+    case ALMA_DTYPE_INT32: return dnnl_s32;
+    default: return dnnl_data_type_undef;
+  }
+}
+
+/* A value's own data type; types oneDNN lacks (int64 shapes, bool) keep the float32 md they always
+ * had: such values are only ever read plain, never reordered. */
+static dnnl_data_type_t val_dt(alma_dtype t) {
+  dnnl_data_type_t d = alma__dn_dtype(t);
+  return d == dnnl_data_type_undef ? dnnl_f32 : d;
+}
+
 void alma__dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
+  alma__dn_plain_md_dt(md, rank, dims, dnnl_f32);
+}
+
+void alma__dn_plain_md_dt(dnnl_memory_desc_t *md, int rank, const int64_t *dims, dnnl_data_type_t dt) {
   dnnl_dims_t d, s;
   int nd = rank > 0 ? rank : 1;
   if (rank <= 0) {
@@ -123,7 +146,7 @@ void alma__dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
   }
   s[nd - 1] = 1;
   for (int i = nd - 2; i >= 0; i--) s[i] = s[i + 1] * (d[i + 1] > 0 ? d[i + 1] : 1);
-  dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
+  dnnl_memory_desc_init_by_strides(md, nd, d, dt, s);
 }
 
 int alma__dn_is_plain(const dnnl_memory_desc_t *md) {
@@ -131,13 +154,13 @@ int alma__dn_is_plain(const dnnl_memory_desc_t *md) {
   dnnl_memory_desc_t pl;
   int64_t dims[DNNL_MAX_NDIMS];
   for (int i = 0; i < md->ndims; i++) dims[i] = md->dims[i];
-  alma__dn_plain_md(&pl, md->ndims, dims);
+  alma__dn_plain_md_dt(&pl, md->ndims, dims, md->data_type);
   return dnnl_memory_desc_equal(&pl, md);
 }
 
 void alma__dn_val_md(const dn_val *v, dnnl_memory_desc_t *md) {
   if (v->has_blk) *md = v->bmd;
-  else alma__dn_plain_md(md, v->t.rank, v->t.dims);
+  else alma__dn_plain_md_dt(md, v->t.rank, v->t.dims, val_dt(v->t.dtype));
 }
 
 alma_status alma__dn_reorder(dn_plan *p, const dnnl_memory_desc_t *smd, void *sptr, const dnnl_memory_desc_t *dmd,
@@ -188,7 +211,7 @@ alma_status alma__dn_val_plain(dn_plan *p, dn_val *v, const alma_node *n) {
   if (v->has_plain) return ALMA_OK;
   if (!v->has_blk) return n ? alma__op_error(n, ALMA_ERR_INTERNAL, "value has no data") : ALMA_ERR_INTERNAL;
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+  alma__dn_plain_md_dt(&pl, v->t.rank, v->t.dims, val_dt(v->t.dtype));
   dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
   if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_status st = alma__dn_reorder(p, &v->bmd, v->bbuf->ptr, &pl, b->ptr, n);
@@ -212,7 +235,7 @@ alma_status alma__dn_val_get(dn_plan *p, dn_val *v, const dnnl_memory_desc_t *wa
     return ALMA_OK;
   }
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+  alma__dn_plain_md_dt(&pl, v->t.rank, v->t.dims, val_dt(v->t.dtype));
   int want_plain = dnnl_memory_desc_equal(&pl, want);
   if (v->has_plain && want_plain) {
     *ptr = v->t.data;
@@ -256,7 +279,7 @@ dn_buf *alma__dn_val_steal(dn_val *v, const dnnl_memory_desc_t *md) {
   }
   if (v->has_plain && v->pbuf && v->pbuf->refs == 1) {
     dnnl_memory_desc_t pl;
-    alma__dn_plain_md(&pl, v->t.rank, v->t.dims);
+    alma__dn_plain_md_dt(&pl, v->t.rank, v->t.dims, val_dt(v->t.dtype));
     if (!dnnl_memory_desc_equal(&pl, md)) return NULL;
     dn_buf *b = v->pbuf;
     v->pbuf = NULL;
@@ -275,7 +298,7 @@ void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_des
   v->t.nbytes = (size_t)alma__numel(shape->rank, shape->dims) * alma_dtype_size(shape->dtype);
   v->live = 1;
   dnnl_memory_desc_t pl;
-  alma__dn_plain_md(&pl, shape->rank, shape->dims);
+  alma__dn_plain_md_dt(&pl, shape->rank, shape->dims, val_dt(shape->dtype));
   if (dnnl_memory_desc_equal(&pl, md)) {
     v->pbuf = b;
     v->t.data = b->ptr;
@@ -392,6 +415,12 @@ static int has_empty(const dn_val *const *in, int nin, const alma_tensor *out, i
   return 0;
 }
 
+/* A native node that computed on bfloat16 data (data movement and Cast aside): the stats' count. */
+static int computes_bf16(const dn_node *d, const dn_val *y) {
+  return y && y->t.dtype == ALMA_DTYPE_BFLOAT16 && d->kind != DK_VIEW && d->kind != DK_CAST &&
+         d->kind != DK_TRANSPOSE && d->kind != DK_SLICE && d->kind != DK_CONCAT;
+}
+
 static alma_status run_single(dn_plan *p, int idx) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
@@ -413,6 +442,7 @@ static alma_status run_single(dn_plan *p, int idx) {
     if (done) {
       p->n_native++;
       d->n_native++;
+      if (computes_bf16(d, out[0])) p->n_native_bf16++;
     }
   }
   if (!done) ALMA_TRY(run_eager(p, idx));
@@ -458,6 +488,7 @@ static alma_status run_group(dn_plan *p, int h) {
   p->n_native += d->nmem;
   p->n_fused++;
   d->n_native++;
+  if (computes_bf16(d, &p->vals[g->nodes[d->mem[d->nmem - 1]].outputs[0]])) p->n_native_bf16 += d->nmem;
   for (int m = 0; m < d->nmem; m++) {
     const alma_node *mn = &g->nodes[d->mem[m]];
     for (int k = 0; k < mn->n_inputs; k++) {
@@ -567,6 +598,7 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
     *handled = 1;
     p->n_native++;
     d->n_native++;
+    if (nout > 0 && out[0].dtype == ALMA_DTYPE_BFLOAT16 && computes_bf16(d, &ov[0])) p->n_native_bf16++;
   }
   return st;
 }
@@ -706,13 +738,15 @@ static alma_status dn_run(void *plan, const alma_tensor *inputs, int n_inputs, a
   dn_plan *p = plan;
   set_threads(p->threads);
   p->n_reorder_in = p->n_reorder_out = p->n_reorder_wei = p->n_native = p->n_eager = p->n_fused = 0;
+  p->n_native_bf16 = 0;
   alma_status st = p->hook_mode ? alma__exec_graph(p->g, hook, p, inputs, n_inputs, outputs, n_outputs)
                                 : run_own(p, inputs, n_inputs, outputs, n_outputs);
   dnnl_stream_wait(p->strm);
   p->runs++;
-  ALMA_LOGD("DNNL run: %lld nodes on oneDNN (%lld fused groups), %lld on EAGER; reorders: %lld to blocked, %lld to "
-            "plain, %lld weights; pool %zu bytes",
-            (long long)p->n_native, (long long)p->n_fused, (long long)p->n_eager, (long long)p->n_reorder_in,
+  ALMA_LOGD("DNNL run: %lld nodes on oneDNN (%lld fused groups, %lld in bfloat16), %lld on EAGER; reorders: %lld to "
+            "blocked, %lld to plain, %lld weights; pool %zu bytes",
+            (long long)p->n_native, (long long)p->n_fused, (long long)p->n_native_bf16, (long long)p->n_eager,
+            (long long)p->n_reorder_in,
             (long long)p->n_reorder_out, (long long)p->n_reorder_wei, p->pool_bytes);
   return st;
 }
@@ -775,7 +809,8 @@ static void dn_free(void *plan) {
 static const char *kind_name(int k) {
   static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
                                         "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution",
-                                        "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu"};
+                                        "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu",
+                                        "cast (conversion, layout kept)"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 
@@ -836,9 +871,10 @@ static void dn_describe(void *plan, FILE *f) {
           g->n_nodes, groups, p->hook_mode ? " (subgraph ops: one node at a time, plain layout)" : "", to_plain,
           from_eager);
   if (p->runs)
-    fprintf(f, "  DNNL last run: %lld nodes on oneDNN, %lld on EAGER; reorders %lld to blocked, %lld to plain, %lld weights\n",
-            (long long)p->n_native, (long long)p->n_eager, (long long)p->n_reorder_in, (long long)p->n_reorder_out,
-            (long long)p->n_reorder_wei);
+    fprintf(f, "  DNNL last run: %lld nodes on oneDNN (%lld computing in bfloat16), %lld on EAGER; reorders %lld to "
+               "blocked, %lld to plain, %lld weights\n",
+            (long long)p->n_native, (long long)p->n_native_bf16, (long long)p->n_eager, (long long)p->n_reorder_in,
+            (long long)p->n_reorder_out, (long long)p->n_reorder_wei);
 }
 
 const alma_runtime alma__runtime_dnnl = {

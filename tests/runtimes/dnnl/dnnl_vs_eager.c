@@ -6,6 +6,15 @@
  * really ran nodes and fused groups (a test that silently fell back to EAGER everywhere would prove
  * nothing).
  *
+ * bfloat16: each model also goes through the BF16 pass (ALMA_FORCE_BF16=1 where the CPU lacks
+ * bf16) with DNNL (FOLD+BF16+DNNL, FOLD+FUSE+BF16+DNNL, FOLD+BF16+FUSE+DNNL) against the same pass
+ * on EAGER (FOLD+BF16+EAGER, FOLD+FUSE+BF16+EAGER): both compute in bfloat16 with float32
+ * accumulation, in different orders, so outputs agree to a few bfloat16 ulps of the output's
+ * scale (max abs error <= 2% of max |EAGER|, cosine >= 0.9995). On a CPU with AVX512_BF16/AMX the
+ * converted model with Conv/MatMul/Gemm must have run bfloat16 primitives; elsewhere none can be
+ * created (oneDNN 2.6 has no bf16 kernels below AVX512) and every bf16 compute node falls back to
+ * EAGER, the Casts staying native.
+ *
  * usage: dnnl_vs_eager DIR [MODEL.onnx...]   (exit 1 on any mismatch) */
 #ifdef ALMA_HAVE_DNNL
 #include <dirent.h>
@@ -16,6 +25,9 @@
 #include "graph/model.h"
 #include "passes/pass.h"
 #include "runtimes/dnnl/dnnl_rt.h"
+#include "runtimes/session.h"
+
+static int bf16_cpu; /* the BF16 pass is available without ALMA_FORCE_BF16 */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void) {
@@ -59,6 +71,32 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
   return 1;
 }
 
+/* Outputs of two bfloat16 computations: close relative to the output's scale. */
+static int compare_bf16(const char *what, const alma_tensor *got, const alma_tensor *want) {
+  if (got->dtype != want->dtype || !alma__same_shape(got, want) || got->dtype != ALMA_DTYPE_FLOAT32) {
+    printf("  %s: dtype or shape differs\n", what);
+    return 0;
+  }
+  const float *a = got->data, *b = want->data;
+  double scale = 0, err = 0, ab = 0, aa = 0, bb = 0;
+  int64_t n = alma_tensor_numel(want), worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (fabs(b[i]) > scale) scale = fabs(b[i]);
+    double e = fabs((double)a[i] - b[i]);
+    if (!(e <= err)) err = e, worst = i; /* NaN counts as the worst */
+    ab += (double)a[i] * b[i];
+    aa += (double)a[i] * a[i];
+    bb += (double)b[i] * b[i];
+  }
+  double cos = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+  if (!(err <= 0.02 * scale + 1e-6) || !(cos >= 0.9995)) {
+    printf("  %s: max abs err %.4g (element %lld: %.6g vs %.6g) of scale %.4g, cosine %.6f\n", what, err,
+           (long long)worst, a[worst], b[worst], scale, cos);
+    return 0;
+  }
+  return 1;
+}
+
 static int run_session(const alma_model *m, const char *conv, int threads, const alma_tensor *in, int nin,
                        alma_tensor *out, int nout, int runs) {
   alma_session_options o;
@@ -81,20 +119,87 @@ static int run_session(const alma_model *m, const char *conv, int threads, const
   return ok;
 }
 
-/* White box: the plan's counters after a run through the vtable. */
-static int check_native(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *native, int64_t *fused) {
+/* White box: the plan's counters after a run of graph g through the vtable. */
+static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, int nout, int64_t *native,
+                          int64_t *fused, int64_t *bf16) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
   alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
-  if (!rt || rt->compile(m->graph, &ro, &plan) != ALMA_OK) return 0;
+  if (!rt || rt->compile(g, &ro, &plan) != ALMA_OK) return 0;
   alma_tensor out[16];
   memset(out, 0, sizeof out);
   int ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
   dn_plan *p = plan;
   *native = p->n_native;
   *fused = p->n_fused;
+  if (bf16) *bf16 = p->n_native_bf16;
   for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
   rt->free(plan);
+  return ok;
+}
+
+static int check_native(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *native, int64_t *fused) {
+  return check_native_g(m->graph, in, nin, nout, native, fused, NULL);
+}
+
+static int has_op(const alma_graph *g, const char *op) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (strstr(g->nodes[i].op_type, op)) return 1;
+  return 0;
+}
+
+/* The BF16 pass through DNNL against the same pass through EAGER (see the top). */
+static int test_bf16(const char *path, const alma_model *m, int batch, const alma_tensor *in, int nin, int nout) {
+  static const char *convs[] = {"FOLD+BF16+DNNL", "FOLD+FUSE+BF16+DNNL", "FOLD+BF16+FUSE+DNNL"};
+  static const char *refs[] = {"FOLD+BF16+EAGER", "FOLD+FUSE+BF16+EAGER", "FOLD+BF16+EAGER"};
+  int nconv = alma__pass_find("FUSE") ? 3 : 1, ok = 1;
+  for (int c = 0; c < nconv && ok; c++) {
+    alma_tensor want[16], got[16];
+    if (!run_session(m, refs[c], 1, in, nin, want, nout, 1)) return 0;
+    for (int threads = 1; threads <= 2 && ok; threads++) {
+      if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+        ok = 0;
+        break;
+      }
+      for (int k = 0; k < nout; k++) {
+        char what[256];
+        snprintf(what, sizeof what, "%s batch %d threads %d output '%s' vs %s", convs[c], batch, threads,
+                 alma_model_output_name(m, k), refs[c]);
+        ok &= compare_bf16(what, &got[k], &want[k]);
+        alma_tensor_free_data(&got[k]);
+      }
+    }
+    for (int k = 0; k < nout; k++) alma_tensor_free_data(&want[k]);
+    /* what ran natively, on the converted graph */
+    alma_session *s = NULL;
+    if (ok && alma_session_create(m, convs[c], NULL, &s) != ALMA_OK) {
+      printf("  %s: session: %s\n", convs[c], alma_last_error());
+      ok = 0;
+    }
+    int64_t native = 0, fused = 0, bf16 = 0;
+    if (ok && !check_native_g(alma__session_graph(s), in, nin, nout, &native, &fused, &bf16)) {
+      printf("  %s: direct DNNL run failed: %s\n", convs[c], alma_last_error());
+      ok = 0;
+    }
+    const alma_graph *g = s ? alma__session_graph(s) : NULL;
+    int compute = g && (has_op(g, "Conv") || has_op(g, "MatMul") || has_op(g, "Gemm"));
+    int casts = g && has_op(g, "Cast");
+    if (ok) printf("%s batch %d %s: %lld nodes on oneDNN, %lld in bfloat16\n", path, batch, convs[c], (long long)native,
+                   (long long)bf16);
+    if (ok && bf16_cpu && compute && bf16 == 0) {
+      printf("  %s: this CPU has bf16, but no bfloat16 primitive ran\n", convs[c]);
+      ok = 0;
+    }
+    if (ok && !bf16_cpu && bf16 != 0) {
+      printf("  %s: %lld bfloat16 primitives ran on a CPU without bf16 kernels?\n", convs[c], (long long)bf16);
+      ok = 0;
+    }
+    if (ok && casts && native == 0) {
+      printf("  %s: the Casts did not run on DNNL\n", convs[c]);
+      ok = 0;
+    }
+    alma_session_free(s);
+  }
   return ok;
 }
 
@@ -149,6 +254,7 @@ static int test_model(const char *path) {
       printf("  expected at least 3 fused groups\n");
       ok = 0;
     }
+    if (ok && alma__pass_find("BF16")) ok = test_bf16(path, m, batch, in, nin, nout);
     for (int k = 0; k < nin; k++) alma_tensor_free_data(&in[k]);
     for (int k = 0; k < nout && ok; k++) alma_tensor_free_data(&want[k]);
   }
@@ -182,6 +288,13 @@ int main(int argc, char **argv) {
     closedir(d);
     qsort(names, (size_t)nn, sizeof *names, cmp_names);
   }
+  /* BF16 where the CPU has it, forced elsewhere (every bf16 primitive then falls back) */
+  const alma_pass *bp = alma__pass_find("BF16");
+  unsetenv("ALMA_FORCE_BF16");
+  bf16_cpu = bp && (!bp->available || bp->available() == ALMA_OK);
+  alma__error_clear();
+  setenv("ALMA_FORCE_BF16", "1", 1);
+  printf("BF16: %s\n", bf16_cpu ? "this CPU has bf16" : "forced (no bf16 on this CPU: bf16 compute falls back to EAGER)");
   int fails = 0;
   for (int i = 0; i < nn; i++) {
     char path[4096];

@@ -3,8 +3,9 @@
 post-op fusion (conv+relu, conv+add+relu with the residual from a graph input or from a later
 branch, matmul+bias+relu, matmul+residual), blocked layouts crossing EAGER nodes and view ops,
 values read by several consumers, graph outputs that are also intermediates, ConvTranspose,
-pooling variants, Gemm alpha/beta, LayerNormalization and attention-like batched MatMul.
-dnnl_vs_eager runs each through DNNL and EAGER at two batch sizes and compares.
+pooling variants, Gemm alpha/beta, LayerNormalization and attention-like batched MatMul, Casts
+between float32 and bfloat16. dnnl_vs_eager runs each through DNNL and EAGER at two batch sizes
+and compares, and through the BF16 pass with DNNL against the same pass with EAGER.
 
 usage: make_models.py OUTDIR"""
 import os
@@ -240,10 +241,33 @@ def concat_split(d):
     save(d, "concat_split", nodes, [x_in("x", 3, 7, 7)], [y_out("y", 4), y_out("sl", 4)], inits)
 
 
+def casts(d):
+    # Cast float32 -> bfloat16 of a blocked conv output and back, with exact bfloat16 ops between
+    # (Relu, MaxPool, Add of values that are bfloat16 already, Concat): DNNL must truncate as ONNX's
+    # Cast does (EAGER), not round to nearest even like a oneDNN reorder, so the fp32 comparison
+    # (rtol 1e-4, a bfloat16 ulp is 2^-8) catches a rounding Cast. Also a Cast to the same type.
+    BF = TensorProto.BFLOAT16
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Cast", ["c1"], ["cb"], to=BF),
+        N("Relu", ["cb"], ["rb"]),
+        N("MaxPool", ["rb"], ["mb"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Cast", ["mb"], ["y1"], to=TensorProto.FLOAT),
+        N("Add", ["rb", "cb"], ["ab"]),
+        N("Concat", ["ab", "cb"], ["kb"], axis=1),
+        N("Cast", ["kb"], ["y2"], to=TensorProto.FLOAT),
+        N("Cast", ["x"], ["xb"], to=BF),
+        N("Cast", ["xb"], ["y3"], to=TensorProto.FLOAT),
+        N("Cast", ["c1"], ["y4"], to=TensorProto.FLOAT),
+    ]
+    save(d, "casts", nodes, [x_in("x", 3, 6, 6)], [y_out("y1", 4), y_out("y2", 4), y_out("y3", 4), y_out("y4", 4)],
+         [w("w1", 5, 3, 3, 3, scale=1.0)], opset=14)
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split):
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split, casts):
         f(d)
 
 
