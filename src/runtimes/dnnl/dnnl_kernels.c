@@ -182,6 +182,8 @@ static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
   *why = NULL;
   if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
+  int qk = alma__dn_q_classify(g, n, d, why); /* quantization operators: dnnl_int8.c */
+  if (qk >= 0) return qk;
   if (!strcmp(n->domain, "alma")) {
     alma_dtype dt = g->values[n->outputs[0]].dtype;
     if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
@@ -1994,6 +1996,8 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_MATMUL: return nin >= 2 && in[1] ? run_matmul(p, idx, fused, in, outshape, out, done) : ALMA_OK;
     case DK_GEMM: return nin >= 2 && in[1] ? run_gemm(p, idx, fused, in, nin, outshape, out, done) : ALMA_OK;
     case DK_VIEW: return run_view(p, idx, in, outshape, out, done);
+    case DK_QDQ:
+    case DK_QLINEAR: return alma__dn_q_run(p, idx, in, nin, outshape, out, nout, done);
     case DK_CAST: return run_cast(p, idx, in, outshape, out, done);
     default: return ALMA_OK;
   }

@@ -67,6 +67,8 @@ enum dn_kind {
   DK_SLICE,     /* Slice (unit steps) and Split: reorders from sub-memory views */
   DK_PRELU,     /* prelu primitive */
   DK_CAST,      /* Cast between float32 and bfloat16: an elementwise conversion keeping the layout */
+  DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8.c) */
+  DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8.c) */
   DK_COUNT
 };
 
@@ -118,6 +120,7 @@ typedef struct dn_node {
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
   double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
+  int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
 
 typedef struct dn_pool_ent {
@@ -153,6 +156,8 @@ typedef struct dn_plan {
   int runs;
   int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;
   int64_t n_native_bf16;           /* nodes of n_native that computed on bfloat16 data (Cast, views aside) */
+  struct dn_qstate *q;             /* int8 clusters and primitives (dnnl_int8.c), NULL until needed */
+  int64_t n_int8, n_int8_reorder;  /* last run: int8 convolutions/matmuls, Quantize/Dequantize reorders */
 } dn_plan;
 
 /* ---- dnnl_runtime.c: memory and values ---------------------------------------------------- */
@@ -199,6 +204,31 @@ void alma__dn_prim_free(dn_prim *pr);
 dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_attr_t attr,
                                  char *impl, size_t nimpl);
 alma_status alma__dn_exec(dn_plan *p, dn_prim *pr, dnnl_primitive_t prim, void *const *ptrs, const alma_node *n);
+
+/* ---- dnnl_runtime.c: the executor, for dnnl_int8.c ----------------------------------------- */
+/* Runs node idx alone (oneDNN or EAGER) and retires its inputs, as the executor does. */
+alma_status alma__dn_run_node(dn_plan *p, int idx);
+/* One use of value v is done (released at its last). */
+void alma__dn_use_done(dn_plan *p, int v);
+
+/* ---- dnnl_int8.c: int8 execution ------------------------------------------------------------ */
+/* q_role: a member of an int8 cluster (runs as one primitive when its last member is reached), or
+ * a DequantizeLinear read only by int8 clusters (runs only when one of them falls back). */
+enum { DN_Q_NONE = 0, DN_Q_MEMBER, DN_Q_LAZY };
+/* DK_QDQ / DK_QLINEAR for the quantization operators it takes, DK_NONE with *why for those it
+ * leaves to EAGER, -1 for other operators. */
+int alma__dn_q_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why);
+/* Compile: finds the QDQ clusters (after plan_fuse; overlapping float groups are dissolved). */
+void alma__dn_q_plan(dn_plan *p);
+/* Executor: node idx has a q_role; runs its cluster when idx is its last member (*at: the anchor). */
+alma_status alma__dn_q_step(dn_plan *p, int idx, int *at);
+/* DK_QDQ and DK_QLINEAR nodes (alma__dn_run's contract). */
+alma_status alma__dn_q_run(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
+                           int *done);
+/* describe(): prints node idx's line when it is part of a cluster (returns 1); the int8 summary. */
+int alma__dn_q_describe(dn_plan *p, int idx, FILE *f);
+void alma__dn_q_summary(dn_plan *p, FILE *f);
+void alma__dn_q_free(dn_plan *p);
 
 #endif
 #endif

@@ -460,6 +460,10 @@ static int member_of(const dn_node *h, int node) {
   return 0;
 }
 
+/* For dnnl_int8.c: a cluster declined at run time runs its nodes through these. */
+alma_status alma__dn_run_node(dn_plan *p, int idx) { return run_single(p, idx); }
+void alma__dn_use_done(dn_plan *p, int v) { val_use_done(p, v); }
+
 static alma_status run_group(dn_plan *p, int h) {
   const alma_graph *g = p->g;
   dn_node *d = &p->nodes[h];
@@ -525,7 +529,9 @@ static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, 
     const dn_node *d = &p->nodes[i];
     double t0 = p->profile ? alma__now_s() : 0;
     int at = i;
-    if (d->head >= 0) {
+    if (d->q_role) { /* int8 cluster member or absorbed DequantizeLinear (dnnl_int8.c) */
+      st = alma__dn_q_step(p, i, &at);
+    } else if (d->head >= 0) {
       if (i != p->nodes[d->head].last) continue;
       at = d->head;
       st = run_group(p, d->head);
@@ -729,7 +735,10 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
     d->head = -1;
     d->kind = alma__dn_classify(g, &g->nodes[i], d, &d->why);
   }
-  if (!p->hook_mode) plan_fuse(p);
+  if (!p->hook_mode) {
+    plan_fuse(p);
+    alma__dn_q_plan(p); /* int8 clusters; dissolves the float groups they overlap */
+  }
   *plan_out = p;
   return ALMA_OK;
 }
@@ -781,6 +790,7 @@ static void dn_free(void *plan) {
   dn_plan *p = plan;
   if (!p) return;
   if (p->profile) print_profile(p);
+  alma__dn_q_free(p);
   if (p->nodes)
     for (int i = 0; i < p->g->n_nodes; i++) {
       for (int k = 0; k < DN_NPRIM; k++)
@@ -810,7 +820,8 @@ static const char *kind_name(int k) {
   static const char *names[DK_COUNT] = {"-", "convolution", "pooling", "eltwise", "binary", "batch_normalization",
                                         "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution",
                                         "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu",
-                                        "cast (conversion, layout kept)"};
+                                        "cast (conversion, layout kept)", "reorder (quantize/dequantize)",
+                                        "int8 convolution/matmul"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 
@@ -826,6 +837,7 @@ static void dn_describe(void *plan, FILE *f) {
     const alma_node *n = &g->nodes[i];
     const dn_node *d = &p->nodes[i];
     native += d->kind != DK_NONE;
+    if (alma__dn_q_describe(p, i, f)) continue;
     if (d->head == i) groups++;
     if (d->head >= 0 && d->head != i) {
       const alma_node *hn = &g->nodes[d->head];
@@ -875,6 +887,7 @@ static void dn_describe(void *plan, FILE *f) {
                "blocked, %lld to plain, %lld weights\n",
             (long long)p->n_native, (long long)p->n_native_bf16, (long long)p->n_eager, (long long)p->n_reorder_in,
             (long long)p->n_reorder_out, (long long)p->n_reorder_wei);
+  alma__dn_q_summary(p, f);
 }
 
 const alma_runtime alma__runtime_dnnl = {

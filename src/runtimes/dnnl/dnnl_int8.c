@@ -1,0 +1,1453 @@
+/* DNNL runtime: int8 execution of quantized graphs.
+ *
+ * Quantized models arrive as QDQ graphs (alma's INT8_STATIC, ONNX Runtime's quantizer, PyTorch QAT
+ * exports): DequantizeLinear -> Conv/MatMul/Gemm in float -> QuantizeLinear. EAGER and the float
+ * path run them as written. At compile time this file finds the clusters
+ *
+ *   DequantizeLinear(x: u8/s8, per-tensor)                                      \
+ *   DequantizeLinear(W: s8 constant or QuantizeLinear(float constant), zero point 0,
+ *                    per-tensor or per output channel)                          -> Conv | MatMul | Gemm
+ *   [DequantizeLinear(B: int32 constant) | float constant bias]                 /
+ *     -> [eltwise nodes, one Add of a residual] -> [QuantizeLinear (per-tensor)]
+ *
+ * and runs each as ONE oneDNN int8 primitive: source u8/s8 with its zero point, weights s8
+ * reordered once into the primitive's layout and cached, the bias in accumulator units, output
+ * scales x_scale * w_scale[c] (per channel), the eltwise and sum post-ops, and an int8 destination
+ * with its zero point when the QuantizeLinear belongs to the cluster (else float32). The
+ * DequantizeLinear nodes read only by clusters ("lazy") never run. QLinearConv / QLinearMatMul /
+ * ConvInteger / MatMulInteger nodes map onto the same primitives (DK_QLINEAR), and a
+ * QuantizeLinear / DequantizeLinear left on its own (before a residual Add, say) runs as a oneDNN
+ * reorder with scale and zero point that keeps the value's layout (DK_QDQ): int8 values stay int8
+ * and blocked between int8 primitives. A QuantizeLinear feeding a cluster writes the layout that
+ * cluster's primitive reads.
+ *
+ * Anything else falls back, with the float path's results: what does not match at compile time
+ * keeps its nodes; a cluster declined at run time (a shape or type oneDNN rejects, a reference-only
+ * kernel) runs its nodes one by one, its lazy DequantizeLinear nodes computed on demand.
+ *
+ * Numerics: the primitive computes the integer products exactly (int32 accumulation) and
+ * requantizes once in float32, where EAGER sums dequantized float products; the two round
+ * differently near a half step, so int8 outputs agree within one quantization step.
+ * x86 without VNNI (AVX2, AVX-512 before Cascade Lake) multiplies u8 x s8 with vpmaddubsw, whose
+ * int16 sums of two products saturate (255 * 127 * 2 > 32767): oneDNN leaves that to the user for
+ * u8 sources (observed here: results off by up to 128 steps on random data), and for s8 sources
+ * shifts by +128 and halves the convolution weights (7-bit weights: a bounded error of one weight
+ * step) while its s8 matmul is exact. So on such CPUs the sources are given to oneDNN as s8
+ * (x - 128, zero point - 128): exact matmuls, convolutions with oneDNN's 7-bit weights
+ * (ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating u8 form instead). With VNNI or AMX
+ * (vpdpbusd) u8 sources go in as they are and everything is exact. */
+#ifdef ALMA_HAVE_DNNL
+
+#include <math.h>
+
+#include "ops/nn_util.h"
+#include "runtimes/dnnl/dnnl_rt.h"
+
+#define F32 ALMA_DTYPE_FLOAT32
+#define U8 ALMA_DTYPE_UINT8
+#define S8 ALMA_DTYPE_INT8
+#define S32 ALMA_DTYPE_INT32
+
+enum { QK_CONV = 1, QK_MATMUL, QK_GEMM };
+enum { Q_MAX_ELT = 4 };
+
+/* A created int8 primitive for one input layout and one set of parameters (the key). */
+typedef struct qprim {
+  int valid, declined;
+  dnnl_memory_desc_t xmd;           /* key: the source as it arrives */
+  uint64_t pkey;                    /* key: hash of shapes and quantization parameters */
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_t p;
+  dnnl_memory_desc_t src_md, wei_md, dst_md, bias_md, wplain;
+  dnnl_memory_t m_src, m_wei, m_bias, m_dst, m_scr;
+  size_t scr_size;
+  void *wei;                        /* constant weights in wei_md (owned) */
+  float *bias;                      /* bias in accumulator units (owned) */
+  int shift;                        /* the u8 source is given as s8 (x - 128) */
+  dnnl_primitive_t sh;              /* its reorder, from shift_from */
+  dnnl_memory_desc_t shift_from;
+  dnnl_memory_t sh_s, sh_d;
+  int has_sum;
+  dn_buf *cache;                    /* DK_QDQ of a constant: its result, kept across runs */
+  char impl[64];
+  char why[160];
+} qprim;
+
+/* What one int8 primitive computes, resolved from constants (clusters) or inputs (QLinear*). */
+typedef struct qargs {
+  int kind;
+  const alma_node *n;               /* the node with the attributes (Conv/Gemm/QLinearConv...) */
+  dn_val *x;                        /* quantized source, u8 or s8 */
+  float xs;
+  int32_t xzp;
+  const int8_t *w;                  /* int8 weights, as ONNX stores them */
+  int wrank;
+  int64_t wdims[ALMA_MAX_RANK];
+  int wconst;                       /* constant: reordered once and cached */
+  const float *ws;                  /* weight scales: 1 or one per output channel */
+  int64_t nws;
+  const int32_t *bq;                /* bias in accumulator units (int32), or */
+  const float *bf;                  /* bias in real units (float32), or neither */
+  int n_elt;
+  dn_elt elt[Q_MAX_ELT];
+  dn_val *res;                      /* residual added by a sum post-op, */
+  int sum_pos;                      /* after this many eltwise steps */
+  int yq;                           /* quantized destination: */
+  float ys;
+  int32_t yzp;
+  alma_dtype ydt;
+  int s32;                          /* ConvInteger/MatMulInteger: int32 accumulators out */
+  int transb;                       /* Gemm */
+} qargs;
+
+/* A QDQ cluster: its nodes, and everything its primitive needs, read from constants at compile. */
+typedef struct qclu {
+  int kind, anchor, last;
+  int nmem, mem[DN_MAX_MEMBERS];
+  int xv, dq_x;                     /* quantized source value and the DequantizeLinear reading it */
+  int dq_w, dq_b;                   /* DequantizeLinear nodes of the weights and the bias (-1: none) */
+  float xs;
+  int32_t xzp;
+  alma_dtype xdt;                   /* from the zero point; UNDEFINED: checked at run time */
+  const int8_t *w;
+  int8_t *w_own;                    /* weights quantized here (QuantizeLinear of a float constant) */
+  int wrank;
+  int64_t wdims[ALMA_MAX_RANK];
+  float *ws;
+  int64_t nws;
+  int32_t *bq;                      /* owned */
+  float *bf;                        /* owned */
+  int n_elt;
+  dn_elt elt[Q_MAX_ELT];
+  int sum_other;                    /* residual value, -1 */
+  int sum_pos;                      /* eltwise steps before the sum */
+  int yq;
+  float ys;
+  int32_t yzp;
+  alma_dtype ydt;
+  int outv;                         /* the last member's output */
+  int transb;
+  int x_extra_use;                  /* the DequantizeLinear of x also runs: the cluster holds a use of xv */
+  int n_int8_runs, n_fallback_runs;
+  qprim pr;
+} qclu;
+
+typedef struct qlazy {
+  int node, out, pending, ran;
+} qlazy;
+
+typedef struct dn_qstate {
+  qclu *clu;
+  int nclu;
+  qlazy *lazy;
+  int nlazy;
+  int *hint;                        /* per node: QuantizeLinear -> cluster whose source layout it writes, -1 */
+  qprim **nprim;                    /* per node: DK_QDQ / DK_QLINEAR primitives */
+  int64_t run_id;
+  int conv_s8;                      /* u8 sources to convolutions as s8 (x - 128): 0 never, 1 always, 2 when
+                                       their zero point is not 0 (see the top comment) */
+  int mm_off;                       /* no int8 matmul (CPU without VNNI): see the top comment */
+  int fallback;                     /* ALMA_DNNL_INT8=fallback: decline every int8 primitive at run time (tests) */
+  int off;                          /* ALMA_DNNL_INT8=0: no clusters, no int8 primitives */
+} dn_qstate;
+
+/* ---- small helpers -------------------------------------------------------------------------------- */
+static int is_op(const alma_node *n, const char *t) { return !n->domain[0] && !strcmp(n->op_type, t); }
+static int is_q8(alma_dtype t) { return t == U8 || t == S8; }
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static int has_vnni(void) {
+  int isa = (int)dnnl_get_effective_cpu_isa();
+  return (isa & 0x40) != 0 || (isa & 0x400) != 0; /* avx512_core_vnni (and above), avx2_vnni */
+}
+
+static dn_qstate *qstate(dn_plan *p) {
+  if (p->q) return p->q;
+  dn_qstate *S = calloc(1, sizeof *S);
+  if (!S) return NULL;
+  S->hint = malloc(sizeof(int) * ((size_t)p->g->n_nodes + 1));
+  S->nprim = calloc((size_t)p->g->n_nodes + 1, sizeof *S->nprim);
+  if (!S->hint || !S->nprim) {
+    free(S->hint);
+    free(S->nprim);
+    free(S);
+    return NULL;
+  }
+  for (int i = 0; i < p->g->n_nodes; i++) S->hint[i] = -1;
+  S->run_id = -1;
+  int vnni = has_vnni();
+  const char *cs = getenv("ALMA_DNNL_INT8_CONV_SRC");
+  S->conv_s8 = vnni || (cs && !strcmp(cs, "u8")) ? 0 : cs && !strcmp(cs, "s8") ? 1 : 2;
+  const char *mm = getenv("ALMA_DNNL_INT8_MATMUL");
+  S->mm_off = !vnni && !(mm && !strcmp(mm, "1"));
+  const char *m = getenv("ALMA_DNNL_INT8");
+  S->off = m && !strcmp(m, "0");
+  S->fallback = m && !strcmp(m, "fallback");
+  p->q = S;
+  return S;
+}
+
+/* A new run resets the per-run state (counters, lazy nodes). */
+static void new_run(dn_plan *p, dn_qstate *S) {
+  if (S->run_id == p->runs) return;
+  S->run_id = p->runs;
+  p->n_int8 = p->n_int8_reorder = 0;
+  for (int k = 0; k < S->nlazy; k++) {
+    S->lazy[k].pending = p->static_uses[S->lazy[k].out];
+    S->lazy[k].ran = 0;
+  }
+}
+
+static void qprim_free(qprim *q) {
+  if (q->p) dnnl_primitive_destroy(q->p);
+  if (q->pd) dnnl_primitive_desc_destroy(q->pd);
+  if (q->sh) dnnl_primitive_destroy(q->sh);
+  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->sh_s, &q->sh_d};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+    if (*ms[i]) dnnl_memory_destroy(*ms[i]);
+  free(q->wei);
+  free(q->bias);
+  if (q->cache && --q->cache->refs <= 0) { /* values hold it only during a run */
+    free(q->cache->ptr);
+    free(q->cache);
+  }
+  memset(q, 0, sizeof *q);
+}
+
+static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) {
+  dnnl_memory_desc_t xmd = q->xmd;
+  uint64_t k = q->pkey;
+  qprim_free(q);
+  q->valid = q->declined = 1;
+  q->xmd = xmd;
+  q->pkey = k;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(q->why, sizeof q->why, fmt, ap);
+  va_end(ap);
+  ALMA_LOGD("DNNL int8: node '%s' (%s) not in int8: %s", n->name, n->op_type, q->why);
+  return ALMA_OK;
+}
+
+static dnnl_primitive_attr_t new_attr(void) {
+  dnnl_primitive_attr_t a = NULL;
+  if (dnnl_primitive_attr_create(&a) != dnnl_success) return NULL;
+  dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user);
+  return a;
+}
+
+static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
+
+/* Constant scalar scale (float32, one element, positive and finite). */
+static int const_scale(const alma_graph *g, int v, float *s) {
+  const alma_tensor *t = v >= 0 ? alma__dn_const(g, v) : NULL;
+  if (!t || t->dtype != F32 || alma_tensor_numel(t) != 1) return 0;
+  *s = *(const float *)t->data;
+  return *s > 0 && isfinite(*s);
+}
+
+/* Constant scalar zero point of an 8-bit type; absent: uint8 0 (or dflt when known). */
+static int const_zp(const alma_graph *g, const alma_node *n, int k, int32_t *zp, alma_dtype *dt, alma_dtype dflt) {
+  *zp = 0;
+  *dt = dflt;
+  if (n->n_inputs <= k || n->inputs[k] < 0) return 1;
+  const alma_tensor *t = alma__dn_const(g, n->inputs[k]);
+  if (!t || alma_tensor_numel(t) != 1 || !is_q8(t->dtype)) return 0;
+  *dt = t->dtype;
+  *zp = t->dtype == U8 ? *(const uint8_t *)t->data : *(const int8_t *)t->data;
+  return 1;
+}
+
+/* Per-tensor Quantize/DequantizeLinear with constant parameters (opset 21's blocks excluded). */
+static int qdq_params(const alma_graph *g, const alma_node *n, float *s, int32_t *zp, alma_dtype *dt) {
+  if (n->n_inputs < 2 || alma__attr_i(n, "block_size", 0) != 0 || !const_scale(g, n->inputs[1], s)) return 0;
+  alma_dtype dflt = ALMA_DTYPE_UNDEFINED;
+  if (is_op(n, "QuantizeLinear")) {
+    int64_t od = alma__attr_i(n, "output_dtype", 0);
+    dflt = od ? (alma_dtype)od : U8;
+  }
+  if (!const_zp(g, n, 2, zp, dt, dflt)) return 0;
+  return *dt == ALMA_DTYPE_UNDEFINED || is_q8(*dt);
+}
+
+static const alma_node *producer(const alma_graph *g, int v) {
+  if (v < 0 || v >= g->n_values) return NULL;
+  int pi = g->values[v].producer;
+  return pi >= 0 && pi < g->n_nodes ? &g->nodes[pi] : NULL;
+}
+
+/* ---- classification of the quantization operators ------------------------------------------------- */
+int alma__dn_q_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
+  (void)d;
+  if (n->domain[0]) return -1;
+  int q = is_op(n, "QuantizeLinear"), dq = is_op(n, "DequantizeLinear");
+  if (q || dq) {
+    if (n->n_inputs < 2 || alma__attr_i(n, "block_size", 0) != 0) {
+      *why = "blocked quantization";
+      return DK_NONE;
+    }
+    if (q && alma__attr_i(n, "saturate", 1) == 0) {
+      *why = "saturate = 0";
+      return DK_NONE;
+    }
+    return DK_QDQ; /* types and per-axis zero points are checked when it runs */
+  }
+  if (is_op(n, "QLinearConv") || is_op(n, "QLinearMatMul") || is_op(n, "ConvInteger") || is_op(n, "MatMulInteger"))
+    return DK_QLINEAR;
+  (void)g;
+  return -1;
+}
+
+/* ---- the int8 primitive ------------------------------------------------------------------------------ */
+/* Output shape of the convolution / matmul, or 0 when oneDNN's form does not apply. */
+static int q_shape(const qargs *a, alma_tensor *os) {
+  const alma_tensor *x = &a->x->t;
+  memset(os, 0, sizeof *os);
+  os->dtype = a->yq ? a->ydt : a->s32 ? S32 : F32;
+  if (a->kind == QK_CONV) {
+    int r = x->rank, nsp = r - 2;
+    if (r < 3 || r > 5 || a->wrank != r) return 0;
+    int64_t G = alma__attr_i(a->n, "group", 1), C = x->dims[1], OC = a->wdims[0];
+    if (G < 1 || C % G || OC % G || a->wdims[1] * G != C) return 0;
+    alma__nn_geom gm;
+    if (alma__nn_geom_read(a->n, nsp, x->dims + 2, a->wdims + 2, 1, &gm) != ALMA_OK ||
+        alma__nn_geom_forward(a->n, &gm, 0) != ALMA_OK) {
+      alma__error_clear();
+      return 0;
+    }
+    os->rank = r;
+    os->dims[0] = x->dims[0];
+    os->dims[1] = OC;
+    for (int i = 0; i < nsp; i++) {
+      if (gm.out[i] <= 0) return 0;
+      os->dims[2 + i] = gm.out[i];
+    }
+    return 1;
+  }
+  if (a->kind == QK_GEMM) {
+    if (x->rank != 2 || a->wrank != 2 || alma__attr_i(a->n, "transA", 0)) return 0;
+    int64_t K = a->transb ? a->wdims[1] : a->wdims[0], N = a->transb ? a->wdims[0] : a->wdims[1];
+    if (x->dims[1] != K) return 0;
+    os->rank = 2;
+    os->dims[0] = x->dims[0];
+    os->dims[1] = N;
+    return 1;
+  }
+  /* MatMul: [.., M, K] x [K, N], or the same batch dims on both sides */
+  if (x->rank < 2 || a->wrank < 2) return 0;
+  int64_t K = a->wdims[a->wrank - 2], N = a->wdims[a->wrank - 1];
+  if (x->dims[x->rank - 1] != K) return 0;
+  if (a->wrank > 2) {
+    if (a->wrank != x->rank) return 0;
+    for (int i = 0; i < x->rank - 2; i++)
+      if (x->dims[i] != a->wdims[i]) return 0;
+  }
+  os->rank = x->rank;
+  memcpy(os->dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  os->dims[x->rank - 1] = N;
+  return 1;
+}
+
+static uint64_t q_key(const qargs *a, const alma_tensor *os, int shift) {
+  uint64_t h = 1469598103934665603ull;
+  int32_t ints[8] = {a->kind, a->xzp, a->yq, a->yzp, (int32_t)a->ydt, a->s32, a->n_elt, shift};
+  h = fnv(h, ints, sizeof ints);
+  h = fnv(h, &a->xs, sizeof a->xs);
+  h = fnv(h, &a->ys, sizeof a->ys);
+  h = fnv(h, a->wdims, sizeof(int64_t) * (size_t)a->wrank);
+  h = fnv(h, os->dims, sizeof(int64_t) * (size_t)os->rank);
+  if (a->ws) h = fnv(h, a->ws, sizeof(float) * (size_t)a->nws);
+  int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os->dims[os->rank - 1];
+  int bias = a->bq ? 1 : a->bf ? 2 : 0; /* the values are baked into the primitive: hashed */
+  h = fnv(h, &bias, sizeof bias);
+  if (a->bq) h = fnv(h, a->bq, sizeof(int32_t) * (size_t)OC);
+  if (a->bf) h = fnv(h, a->bf, sizeof(float) * (size_t)OC);
+  h = fnv(h, a->elt, sizeof(dn_elt) * (size_t)a->n_elt);
+  int has_res = a->res ? 1 + a->sum_pos : 0;
+  h = fnv(h, &has_res, sizeof has_res);
+  return h;
+}
+
+static int add_memory(dn_plan *p, dnnl_memory_t *m, const dnnl_memory_desc_t *md) {
+  return dnnl_memory_create(m, md, p->eng, DNNL_MEMORY_NONE) == dnnl_success;
+}
+
+/* Builds the primitive for a (its key is already in q). */
+static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tensor *os, int shift) {
+  const alma_node *n = a->n;
+  const alma_tensor *x = &a->x->t;
+  dnnl_data_type_t sdt = shift ? dnnl_s8 : alma__dn_dtype(x->dtype);
+  dnnl_data_type_t ddt = alma__dn_dtype(os->dtype);
+  int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os->dims[os->rank - 1];
+  if (a->nws != 1 && a->nws != OC) return qdecline(q, n, "weight scales neither per tensor nor per output channel");
+  dnnl_memory_desc_t s_md, w_md, b_md, d_md;
+  int with_bias = a->bq || a->bf;
+  int mask = 0;                     /* output scale mask: the output-channel axis of dst */
+  int wnd = 0;
+  dnnl_dims_t wd;
+  if (a->kind == QK_CONV) {
+    int r = x->rank, nsp = r - 2;
+    int64_t G = alma__attr_i(n, "group", 1), C = x->dims[1];
+    dnnl_dims_t sd, dd, bd = {OC};
+    for (int i = 0; i < r; i++) sd[i] = x->dims[i], dd[i] = os->dims[i];
+    wnd = G > 1 ? r + 1 : r;
+    if (G > 1) {
+      wd[0] = G;
+      wd[1] = OC / G;
+      wd[2] = C / G;
+      for (int i = 0; i < nsp; i++) wd[3 + i] = a->wdims[2 + i];
+    } else {
+      for (int i = 0; i < r; i++) wd[i] = a->wdims[i];
+    }
+    dnnl_memory_desc_init_by_tag(&s_md, r, sd, sdt, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_s8, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&d_md, r, dd, ddt, dnnl_format_tag_any);
+    mask = 1 << 1;
+    int64_t wd64[DNNL_MAX_NDIMS];
+    for (int i = 0; i < wnd; i++) wd64[i] = wd[i];
+    alma__dn_plain_md_dt(&q->wplain, wnd, wd64, dnnl_s8);
+  } else {
+    /* matmul: A [M', K] (batch dims collapsed into rows for 2-D weights) or [B.., M, K] */
+    int collapse = a->wrank == 2;
+    int r = collapse ? 2 : x->rank;
+    int64_t K = x->dims[x->rank - 1], N = os->dims[os->rank - 1];
+    int64_t sa[DNNL_MAX_NDIMS], sdd[DNNL_MAX_NDIMS], bd[DNNL_MAX_NDIMS];
+    if (collapse) {
+      sa[0] = alma__numel(x->rank, x->dims) / (K ? K : 1);
+      sa[1] = K;
+      sdd[0] = sa[0];
+      sdd[1] = N;
+    } else {
+      memcpy(sa, x->dims, sizeof(int64_t) * (size_t)r);
+      memcpy(sdd, os->dims, sizeof(int64_t) * (size_t)r);
+    }
+    for (int i = 0; i < r; i++) bd[i] = 1;
+    bd[r - 1] = N;
+    alma__dn_plain_md_dt(&s_md, r, sa, sdt);
+    alma__dn_plain_md_dt(&d_md, r, sdd, ddt);
+    alma__dn_plain_md_dt(&b_md, r, bd, dnnl_f32);
+    /* weights: [K, N] (Gemm with transB: stored [N, K]) or [B.., K, N] */
+    wnd = collapse ? 2 : a->wrank;
+    if (a->transb) {
+      dnnl_dims_t dB = {K, N}, sB = {1, K};
+      dnnl_memory_desc_init_by_strides(&q->wplain, 2, dB, dnnl_s8, sB);
+    } else {
+      alma__dn_plain_md_dt(&q->wplain, wnd, a->wdims, dnnl_s8);
+    }
+    for (int i = 0; i < wnd; i++) wd[i] = q->wplain.dims[i];
+    if (a->wconst) dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_s8, dnnl_format_tag_any);
+    else w_md = q->wplain;
+    mask = 1 << (r - 1);
+  }
+  /* attributes: scales, zero points, post-ops */
+  dnnl_primitive_attr_t attr = new_attr();
+  dnnl_post_ops_t po = NULL;
+  float *sc = malloc(sizeof(float) * (size_t)(a->nws > 0 ? a->nws : 1));
+  if (!attr || !sc || dnnl_post_ops_create(&po) != dnnl_success) {
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    free(sc);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  /* 1/y_scale folds into the output scales when the post-ops commute with a positive scale (Relu,
+   * LeakyRelu; Clip with its bounds scaled too), else it is a final linear post-op */
+  dn_elt elt[Q_MAX_ELT];
+  memcpy(elt, a->elt, sizeof elt);
+  int fold_y = a->yq && !a->res;
+  for (int e = 0; e < a->n_elt && fold_y; e++) {
+    if (elt[e].alg == dnnl_eltwise_clip_v2 || elt[e].alg == dnnl_eltwise_clip) {
+      elt[e].alpha /= a->ys;
+      elt[e].beta /= a->ys;
+    } else if (elt[e].alg != dnnl_eltwise_relu) {
+      fold_y = 0;
+    }
+  }
+  if (!fold_y) memcpy(elt, a->elt, sizeof elt);
+  for (int64_t c = 0; c < a->nws; c++) {
+    double s = a->s32 ? 1.0 : (double)a->xs * (a->ws ? a->ws[c] : 1.0f);
+    if (fold_y) s /= a->ys;
+    sc[c] = (float)s;
+  }
+  dnnl_status_t s = dnnl_success;
+  if (!a->s32) s = dnnl_primitive_attr_set_output_scales(attr, a->nws, a->nws > 1 ? mask : 0, sc);
+  int32_t szp = a->xzp - (shift ? 128 : 0);
+  if (s == dnnl_success && szp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &szp);
+  if (s == dnnl_success && a->yq && a->yzp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &a->yzp);
+  for (int e = 0; s == dnnl_success && e <= a->n_elt; e++) { /* in the graph's order */
+    if (a->res && e == a->sum_pos) s = dnnl_post_ops_append_sum(po, 1.0f);
+    if (s == dnnl_success && e < a->n_elt)
+      s = dnnl_post_ops_append_eltwise(po, 1.0f, elt[e].alg, elt[e].alpha, elt[e].beta);
+  }
+  if (s == dnnl_success && a->yq && !fold_y) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, 1.0f / a->ys, 0);
+  if (s == dnnl_success && dnnl_post_ops_len(po) > 0) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  dnnl_post_ops_destroy(po);
+  if (s != dnnl_success) {
+    dnnl_primitive_attr_destroy(attr);
+    free(sc);
+    return qdecline(q, n, "attributes rejected (status %d)", (int)s);
+  }
+  if (a->kind == QK_CONV) {
+    dnnl_convolution_desc_t cd;
+    int r = x->rank, nsp = r - 2;
+    alma__nn_geom gm;
+    alma__nn_geom_read(n, nsp, x->dims + 2, a->wdims + 2, 1, &gm);
+    alma__nn_geom_forward(n, &gm, 0);
+    dnnl_dims_t st, dl, pl, pe;
+    for (int i = 0; i < nsp; i++) {
+      st[i] = gm.s[i];
+      dl[i] = gm.d[i] - 1;
+      pl[i] = gm.pb[i];
+      pe[i] = gm.pe[i];
+    }
+    s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_md, &w_md,
+                                                   with_bias ? &b_md : NULL, &d_md, st, dl, pl, pe);
+    if (s == dnnl_success) s = alma__dn_pd_create(p, &q->pd, &cd, attr, q->impl, sizeof q->impl);
+  } else {
+    dnnl_matmul_desc_t md;
+    s = dnnl_matmul_desc_init(&md, &s_md, &w_md, with_bias ? &b_md : NULL, &d_md);
+    if (s == dnnl_success) s = alma__dn_pd_create(p, &q->pd, &md, attr, q->impl, sizeof q->impl);
+  }
+  dnnl_primitive_attr_destroy(attr);
+  free(sc);
+  if (s != dnnl_success) return qdecline(q, n, "no int8 implementation (status %d)", (int)s);
+  /* a reference int8 kernel is slower than the float path it replaces */
+  if (impl_is_ref(q->impl)) return qdecline(q, n, "only a reference int8 kernel (%s)", q->impl);
+  q->src_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0);
+  q->wei_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
+  q->dst_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0);
+  q->bias_md = b_md;
+  q->shift = shift;
+  q->has_sum = a->res != NULL;
+  if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, &q->src_md) ||
+      !add_memory(p, &q->m_wei, &q->wei_md) || (with_bias && !add_memory(p, &q->m_bias, &b_md)) ||
+      !add_memory(p, &q->m_dst, &q->dst_md))
+    return qdecline(q, n, "primitive creation failed");
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
+  if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd))
+    return qdecline(q, n, "primitive creation failed");
+  /* bias in accumulator units: dst = scale * (acc + bias) in oneDNN 2.x */
+  if (with_bias) {
+    if (!(q->bias = malloc(sizeof(float) * (size_t)OC))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    for (int64_t c = 0; c < OC; c++) {
+      double wsc = a->ws ? a->ws[a->nws > 1 ? c : 0] : 1.0;
+      q->bias[c] = a->bq ? (float)a->bq[c] : (float)((double)a->bf[c] / ((double)a->xs * wsc));
+    }
+  }
+  if (a->wconst) {
+    size_t sz = dnnl_memory_desc_get_size(&q->wei_md);
+    if (!(q->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    p->n_reorder_wei++;
+    ALMA_TRY(alma__dn_reorder(p, &q->wplain, (void *)a->w, &q->wei_md, q->wei, n));
+  }
+  return ALMA_OK;
+}
+
+/* The u8 -> s8 (x - 128) reorder of the source, from layout from into the primitive's. */
+static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from, void *sp, void *dp, const alma_node *n) {
+  if (!q->sh || !dnnl_memory_desc_equal(&q->shift_from, from)) {
+    if (q->sh) dnnl_primitive_destroy(q->sh);
+    if (q->sh_s) dnnl_memory_destroy(q->sh_s);
+    if (q->sh_d) dnnl_memory_destroy(q->sh_d);
+    q->sh = NULL;
+    q->sh_s = q->sh_d = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int32_t z = 128;
+    dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &z);
+    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, from, p->eng, &q->src_md, p->eng, attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&q->sh, pd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success && (!add_memory(p, &q->sh_s, from) || !add_memory(p, &q->sh_d, &q->src_md))) s = dnnl_out_of_memory;
+    if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN u8 -> s8 reorder failed (status %d)", (int)s);
+    q->shift_from = *from;
+  }
+  dnnl_memory_set_data_handle(q->sh_s, sp);
+  dnnl_memory_set_data_handle(q->sh_d, dp);
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, q->sh_s}, {DNNL_ARG_TO, q->sh_d}};
+  dnnl_status_t s = dnnl_primitive_execute(q->sh, p->strm, 2, args);
+  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN u8 -> s8 reorder failed (status %d)", (int)s);
+  p->n_int8_reorder++;
+  return ALMA_OK;
+}
+
+/* The destination buffer: the residual's own when it can be taken over, else a copy of it. */
+static alma_status q_sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n) {
+  *out = alma__dn_val_steal(r, md);
+  if (*out) return ALMA_OK;
+  dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(md));
+  if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dnnl_memory_desc_t rmd;
+  alma__dn_val_md(r, &rmd);
+  void *rp = r->has_blk ? r->bbuf->ptr : r->t.data;
+  alma_status st = ALMA_OK;
+  if (dnnl_memory_desc_equal(&rmd, md)) {
+    memcpy(b->ptr, rp, dnnl_memory_desc_get_size(md));
+  } else {
+    st = alma__dn_reorder(p, &rmd, rp, md, b->ptr, n);
+    p->n_reorder_in++;
+  }
+  if (st != ALMA_OK) alma__dn_unref(p, b);
+  else *out = b;
+  return st;
+}
+
+/* Runs a as one int8 primitive into *out (*done = 1), or declines (*done = 0). */
+static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int *done) {
+  const alma_node *n = a->n;
+  dn_qstate *S = p->q;
+  dn_val *x = a->x;
+  *done = 0;
+  if (!x || !x->live || !is_q8(x->t.dtype)) return ALMA_OK;
+  alma_tensor os;
+  if (!q_shape(a, &os)) return ALMA_OK;
+  if (alma__numel(os.rank, os.dims) == 0 || alma__numel(x->t.rank, x->t.dims) == 0) return ALMA_OK;
+  if (a->res && (!a->res->live || a->res->t.dtype != F32 || a->res->t.rank != os.rank ||
+                 memcmp(a->res->t.dims, os.dims, sizeof(int64_t) * (size_t)os.rank)))
+    return ALMA_OK;
+  int is_mm = a->kind != QK_CONV;
+  if (is_mm && S->mm_off) return ALMA_OK;
+  int shift = !is_mm && x->t.dtype == U8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
+  /* the key: the source's dims and type (its layout is converted into the primitive's) */
+  dnnl_memory_desc_t xmd, xpl;
+  alma__dn_plain_md_dt(&xpl, x->t.rank, x->t.dims, alma__dn_dtype(x->t.dtype));
+  alma__dn_val_md(x, &xmd);
+  uint64_t key = q_key(a, &os, shift);
+  if (!q->valid || q->pkey != key || !dnnl_memory_desc_equal(&q->xmd, &xpl)) {
+    qprim_free(q);
+    q->valid = 1;
+    q->xmd = xpl;
+    q->pkey = key;
+    ALMA_TRY(q_build(p, q, a, &os, shift));
+  }
+  if (q->declined) return ALMA_OK;
+  alma_status st = ALMA_OK;
+  dn_buf *stmp = NULL, *db = NULL;
+  void *sp = NULL;
+  if (is_mm) {
+    /* plain source, read through the primitive's (collapsed) md */
+    if ((st = alma__dn_val_plain(p, x, n)) != ALMA_OK) return st;
+    sp = x->t.data;
+    if (shift) {
+      if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      dnnl_memory_desc_t from = q->src_md;
+      from.data_type = dnnl_u8;
+      st = q_shift(p, q, &from, sp, stmp->ptr, n);
+      sp = stmp->ptr;
+    }
+  } else if (shift) {
+    if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    st = q_shift(p, q, &xmd, x->has_blk ? x->bbuf->ptr : x->t.data, stmp->ptr, n);
+    sp = stmp->ptr;
+  } else {
+    st = alma__dn_val_get(p, x, &q->src_md, 1, &sp, &stmp, n);
+  }
+  void *wp = q->wei;
+  dn_buf *wtmp = NULL;
+  if (st == ALMA_OK && !wp) { /* run-time weights: reordered for this run only */
+    if (dnnl_memory_desc_equal(&q->wplain, &q->wei_md)) {
+      wp = (void *)a->w;
+    } else if (!(wtmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->wei_md)))) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    } else {
+      st = alma__dn_reorder(p, &q->wplain, (void *)a->w, &q->wei_md, wtmp->ptr, n);
+      wp = wtmp->ptr;
+      p->n_reorder_wei++;
+    }
+  }
+  dnnl_memory_desc_t omd = q->dst_md;
+  if (is_mm) alma__dn_plain_md_dt(&omd, os.rank, os.dims, q->dst_md.data_type);
+  if (st == ALMA_OK) {
+    if (a->res) st = q_sum_dst(p, a->res, &omd, &db, n);
+    else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  if (st == ALMA_OK) {
+    dnnl_exec_arg_t args[5];
+    int na = 0;
+    dnnl_memory_set_data_handle(q->m_src, sp);
+    dnnl_memory_set_data_handle(q->m_wei, wp);
+    dnnl_memory_set_data_handle(q->m_dst, db->ptr);
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, q->m_src};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, q->m_wei};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, q->m_dst};
+    if (q->m_bias) {
+      dnnl_memory_set_data_handle(q->m_bias, q->bias);
+      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, q->m_bias};
+    }
+    if (q->m_scr) {
+      void *scr = alma__dn_scratch(p, q->scr_size);
+      if (!scr) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
+      dnnl_memory_set_data_handle(q->m_scr, scr);
+      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->m_scr};
+    }
+    if (st == ALMA_OK) {
+      dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, na, args);
+      if (s != dnnl_success) st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", q->impl, (int)s);
+    }
+  }
+  alma__dn_unref(p, stmp);
+  alma__dn_unref(p, wtmp);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out, &os, &omd, db);
+  p->n_int8++;
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- compile: the clusters ----------------------------------------------------------------------------- */
+static const alma_node *dq_of(const alma_graph *g, int v) {
+  const alma_node *d = producer(g, v);
+  return d && is_op(d, "DequantizeLinear") ? d : NULL;
+}
+
+/* Weights W (int8 constant, or QuantizeLinear of a float constant to int8 computed here) behind
+ * DequantizeLinear dq, scales per tensor or along oc_axis of W, zero points all 0. */
+static int match_weights(const alma_graph *g, const alma_node *dq, int oc_axis, qclu *c) {
+  if (dq->n_inputs < 2 || alma__attr_i(dq, "block_size", 0) != 0) return 0;
+  const alma_tensor *W = alma__dn_const(g, dq->inputs[0]);
+  const alma_node *qn = NULL;
+  if (!W) { /* PyTorch QAT: QuantizeLinear(float W, s, zp) -> DequantizeLinear */
+    qn = producer(g, dq->inputs[0]);
+    if (!qn || !is_op(qn, "QuantizeLinear") || qn->n_inputs < 3 || alma__attr_i(qn, "block_size", 0) != 0) return 0;
+    W = alma__dn_const(g, qn->inputs[0]);
+    if (!W || W->dtype != F32) return 0;
+  } else if (W->dtype != S8) {
+    return 0;
+  }
+  if (W->rank < 2 || W->rank > ALMA_MAX_RANK || oc_axis >= W->rank) return 0;
+  int64_t OC = W->dims[oc_axis];
+  const alma_tensor *sc = alma__dn_const(g, dq->inputs[1]);
+  if (!sc || sc->dtype != F32) return 0;
+  int64_t ns = alma_tensor_numel(sc);
+  int axis = (int)alma__attr_i(dq, "axis", 1);
+  if (axis < 0) axis += W->rank;
+  if (ns != 1 && (ns != OC || axis != oc_axis)) return 0;
+  const float *sv = sc->data;
+  for (int64_t k = 0; k < ns; k++)
+    if (!(sv[k] > 0) || !isfinite(sv[k])) return 0;
+  if (dq->n_inputs > 2 && dq->inputs[2] >= 0) { /* zero points: int8 zeros */
+    const alma_tensor *z = alma__dn_const(g, dq->inputs[2]);
+    if (!z || z->dtype != S8) return 0;
+    for (int64_t k = 0; k < alma_tensor_numel(z); k++)
+      if (((const int8_t *)z->data)[k]) return 0;
+  }
+  int64_t nw = alma_tensor_numel(W);
+  if (qn) { /* quantize the float weights as QuantizeLinear does: saturate(round(w / s) + zp) */
+    const alma_tensor *qs = alma__dn_const(g, qn->inputs[1]), *qz = alma__dn_const(g, qn->inputs[2]);
+    if (!qs || qs->dtype != F32 || !qz || qz->dtype != S8) return 0;
+    int64_t nqs = alma_tensor_numel(qs), nqz = alma_tensor_numel(qz);
+    int qaxis = (int)alma__attr_i(qn, "axis", 1);
+    if (qaxis < 0) qaxis += W->rank;
+    if ((nqs != 1 && (nqs != W->dims[qaxis])) || (nqz != 1 && nqz != nqs) || qaxis < 0 || qaxis >= W->rank) return 0;
+    int64_t inner = alma__numel(W->rank - qaxis - 1, W->dims + qaxis + 1), dim = W->dims[qaxis];
+    if (!(c->w_own = malloc((size_t)nw))) return 0;
+    for (int64_t i = 0; i < nw; i++) {
+      int64_t ch = nqs == 1 ? 0 : (i / inner) % dim;
+      float s = ((const float *)qs->data)[ch];
+      int zp = ((const int8_t *)qz->data)[nqz == 1 ? 0 : ch];
+      float v = rintf(((const float *)W->data)[i] / s) + (float)zp;
+      v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+      if (v != v) v = (float)zp;
+      c->w_own[i] = (int8_t)v;
+    }
+    c->w = c->w_own;
+  } else {
+    c->w = W->data;
+  }
+  c->wrank = W->rank;
+  memcpy(c->wdims, W->dims, sizeof(int64_t) * (size_t)W->rank);
+  if (!(c->ws = malloc(sizeof(float) * (size_t)ns))) return 0;
+  memcpy(c->ws, sv, sizeof(float) * (size_t)ns);
+  c->nws = ns;
+  return 1;
+}
+
+/* Bias input v of Conv/Gemm: DequantizeLinear(int32 constant, scale, 0) or a float constant, OC values. */
+static int match_bias(const alma_graph *g, int v, int64_t OC, qclu *c) {
+  const alma_node *dq = dq_of(g, v);
+  if (dq) {
+    const alma_tensor *B = alma__dn_const(g, dq->inputs[0]);
+    const alma_tensor *sc = dq->n_inputs > 1 ? alma__dn_const(g, dq->inputs[1]) : NULL;
+    if (!B || B->dtype != S32 || alma_tensor_numel(B) != OC || !sc || sc->dtype != F32 ||
+        alma__attr_i(dq, "block_size", 0) != 0)
+      return 0;
+    int64_t ns = alma_tensor_numel(sc);
+    if (ns != 1 && ns != OC) return 0;
+    if (dq->n_inputs > 2 && dq->inputs[2] >= 0) {
+      const alma_tensor *z = alma__dn_const(g, dq->inputs[2]);
+      if (!z || z->dtype != S32) return 0;
+      for (int64_t k = 0; k < alma_tensor_numel(z); k++)
+        if (((const int32_t *)z->data)[k]) return 0;
+    }
+    const int32_t *bv = B->data;
+    const float *sv = sc->data;
+    /* when the bias scale is x_scale * w_scale (as the spec asks and quantizers write), the int32
+     * values are the accumulator units themselves: exact */
+    int exact = 1;
+    for (int64_t k = 0; k < OC && exact; k++)
+      exact = sv[ns == 1 ? 0 : k] == c->xs * c->ws[c->nws == 1 ? 0 : k];
+    if (exact) {
+      if (!(c->bq = malloc(sizeof(int32_t) * (size_t)OC))) return 0;
+      memcpy(c->bq, bv, sizeof(int32_t) * (size_t)OC);
+    } else {
+      if (!(c->bf = malloc(sizeof(float) * (size_t)OC))) return 0;
+      for (int64_t k = 0; k < OC; k++) c->bf[k] = (float)bv[k] * sv[ns == 1 ? 0 : k];
+    }
+    c->dq_b = (int)(dq - g->nodes);
+    return 1;
+  }
+  const alma_tensor *B = alma__dn_const(g, v);
+  if (!B || B->dtype != F32 || alma_tensor_numel(B) != OC || (B->rank == 2 && B->dims[0] != 1) || B->rank > 2) return 0;
+  if (!(c->bf = malloc(sizeof(float) * (size_t)OC))) return 0;
+  memcpy(c->bf, B->data, sizeof(float) * (size_t)OC);
+  return 1;
+}
+
+static void clu_free(qclu *c) {
+  free(c->w_own);
+  free(c->ws);
+  free(c->bq);
+  free(c->bf);
+  qprim_free(&c->pr);
+}
+
+/* Node i as the anchor of a cluster: fills c (members: the anchor and its post chain). */
+static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[i];
+  memset(c, 0, sizeof *c);
+  c->dq_b = -1;
+  c->sum_other = -1;
+  c->anchor = i;
+  int kind = is_op(n, "Conv") ? QK_CONV : is_op(n, "MatMul") ? QK_MATMUL : is_op(n, "Gemm") ? QK_GEMM : 0;
+  if (!kind || n->n_inputs < 2 || n->n_outputs != 1 || n->outputs[0] < 0) return 0;
+  if (kind != QK_CONV && p->q->mm_off) return 0; /* the float path keeps its own fusion */
+  if (kind == QK_GEMM && (alma__attr_i(n, "transA", 0) || alma__attr_f(n, "alpha", 1.0f) != 1.0f ||
+                          alma__attr_f(n, "beta", 1.0f) != 1.0f || n->since_version < 7))
+    return 0;
+  c->kind = kind;
+  c->transb = kind == QK_GEMM && alma__attr_i(n, "transB", 0) != 0;
+  const alma_node *dx = dq_of(g, n->inputs[0]), *dw = dq_of(g, n->inputs[1]);
+  if (!dx || !dw || dx->n_inputs < 2 || dx->inputs[0] < 0) return 0;
+  if (!qdq_params(g, dx, &c->xs, &c->xzp, &c->xdt)) return 0;
+  c->xv = dx->inputs[0];
+  c->dq_x = (int)(dx - g->nodes);
+  c->dq_w = (int)(dw - g->nodes);
+  int oc_axis = kind == QK_CONV ? 0 : c->transb ? 0 : 1;
+  if (!match_weights(g, dw, oc_axis, c)) goto no;
+  if (kind == QK_MATMUL && c->wrank != 2) goto no;
+  int64_t OC = c->wdims[oc_axis];
+  if (n->n_inputs > 2 && n->inputs[2] >= 0 && !match_bias(g, n->inputs[2], OC, c)) goto no;
+  /* the post chain: single-consumer values through eltwise nodes, one Add, a QuantizeLinear */
+  c->mem[c->nmem++] = i;
+  int v = n->outputs[0];
+  while (c->nmem < DN_MAX_MEMBERS) {
+    if (p->static_uses[v] != 1 || consumer[v] < 0) break;
+    int ci = consumer[v];
+    const alma_node *cn = &g->nodes[ci];
+    if (cn->n_outputs != 1 || cn->outputs[0] < 0 || p->nodes[ci].q_role) break;
+    dn_elt e[DN_MAX_ELT];
+    int ne = 0;
+    if (is_op(cn, "QuantizeLinear")) {
+      if (c->sum_other >= 0 || cn->inputs[0] != v) break; /* a sum needs a float destination */
+      alma_dtype ydt;
+      if (!qdq_params(g, cn, &c->ys, &c->yzp, &ydt) || !is_q8(ydt)) break;
+      c->yq = 1;
+      c->ydt = ydt;
+      c->mem[c->nmem++] = ci;
+      v = cn->outputs[0];
+      break;
+    }
+    if ((ne = alma__dn_eltwise_steps(g, cn, e)) > 0 && cn->inputs[0] == v) {
+      if (c->n_elt + ne > Q_MAX_ELT) break;
+      memcpy(&c->elt[c->n_elt], e, sizeof(dn_elt) * (size_t)ne);
+      c->n_elt += ne;
+    } else if (is_op(cn, "Add") && cn->n_inputs == 2 && c->sum_other < 0 && cn->since_version >= 7) {
+      int other = cn->inputs[0] == v ? cn->inputs[1] : cn->inputs[0];
+      if (other == v || other < 0) break;
+      const alma_tensor *ct = alma__dn_const(g, other);
+      if (ct) { /* a MatMul's bias as a constant Add (PyTorch's Linear on 3-D inputs, ORT's QDQ MatMul) */
+        if (kind != QK_MATMUL || c->nmem != 1 || c->bq || c->bf || ct->dtype != F32 || alma_tensor_numel(ct) != OC ||
+            ct->rank < 1 || ct->dims[ct->rank - 1] != OC)
+          break;
+        if (!(c->bf = malloc(sizeof(float) * (size_t)OC))) break;
+        memcpy(c->bf, ct->data, sizeof(float) * (size_t)OC);
+      } else {
+        c->sum_other = other;
+        c->sum_pos = c->n_elt;
+      }
+    } else {
+      break;
+    }
+    c->mem[c->nmem++] = ci;
+    v = cn->outputs[0];
+  }
+  c->outv = v;
+  c->last = c->mem[c->nmem - 1];
+  return 1;
+no:
+  clu_free(c);
+  return 0;
+}
+
+void alma__dn_q_plan(dn_plan *p) {
+  const alma_graph *g = p->g;
+  dn_qstate *S = qstate(p);
+  if (!S || S->off) return;
+  int nv = g->n_values, nn = g->n_nodes;
+  int *consumer = malloc(sizeof(int) * (size_t)(nv + 1));
+  qclu *clu = calloc((size_t)nn + 1, sizeof *clu);
+  if (!consumer || !clu) {
+    free(consumer);
+    free(clu);
+    return;
+  }
+  for (int v = 0; v < nv; v++) consumer[v] = -1;
+  for (int i = 0; i < nn; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] >= 0) consumer[g->nodes[i].inputs[k]] = i;
+  int nc = 0;
+  for (int i = 0; i < nn; i++) {
+    if (p->nodes[i].q_role || !match_cluster(p, i, consumer, &clu[nc])) continue;
+    qclu *c = &clu[nc];
+    for (int m = 0; m < c->nmem; m++) {
+      p->nodes[c->mem[m]].q_role = DN_Q_MEMBER;
+      p->nodes[c->mem[m]].q_idx = nc;
+    }
+    nc++;
+  }
+  S->clu = clu;
+  S->nclu = nc;
+  /* float groups overlapping a cluster are dissolved (their other nodes run alone) */
+  for (int i = 0; i < nn; i++) {
+    if (p->nodes[i].q_role != DN_Q_MEMBER || p->nodes[i].head < 0) continue;
+    dn_node *h = &p->nodes[p->nodes[i].head];
+    for (int m = 0; m < h->nmem; m++) p->nodes[h->mem[m]].head = -1;
+    h->nmem = h->npost = 0;
+  }
+  /* lazy DequantizeLinear nodes: every reader is a cluster anchor */
+  S->lazy = calloc((size_t)nn + 1, sizeof *S->lazy);
+  for (int ci = 0; ci < nc && S->lazy; ci++) {
+    qclu *c = &clu[ci];
+    int dqs[3] = {c->dq_x, c->dq_w, c->dq_b};
+    for (int k = 0; k < 3; k++) {
+      int d = dqs[k];
+      if (d < 0 || p->nodes[d].q_role) continue;
+      int out = g->nodes[d].outputs[0], all = out >= 0 && !g->values[out].is_output;
+      for (int j = 0; j < nn && all; j++)
+        for (int q = 0; q < g->nodes[j].n_inputs && all; q++)
+          if (g->nodes[j].inputs[q] == out)
+            all = p->nodes[j].q_role == DN_Q_MEMBER && clu[p->nodes[j].q_idx].anchor == j && q < 3;
+      for (int j = 0; j < nn && all; j++)
+        for (int q = 0; q < g->nodes[j].n_implicit; q++) all &= g->nodes[j].implicit_inputs[q] != out;
+      if (!all) continue;
+      p->nodes[d].q_role = DN_Q_LAZY;
+      p->nodes[d].q_idx = S->nlazy;
+      S->lazy[S->nlazy].node = d;
+      S->lazy[S->nlazy].out = out;
+      S->nlazy++;
+    }
+  }
+  for (int ci = 0; ci < nc; ci++) {
+    qclu *c = &clu[ci];
+    /* the DequantizeLinear of x runs anyway: keep xv alive for the cluster */
+    if (p->nodes[c->dq_x].q_role != DN_Q_LAZY) {
+      c->x_extra_use = 1;
+      p->static_uses[c->xv]++;
+    }
+    /* a QuantizeLinear writing xv writes it in this cluster's source layout */
+    const alma_node *qn = producer(g, c->xv);
+    if (qn && is_op(qn, "QuantizeLinear") && S->hint[qn - g->nodes] < 0) S->hint[qn - g->nodes] = ci;
+  }
+  free(consumer);
+}
+
+/* ---- run: clusters ------------------------------------------------------------------------------------ */
+static void clu_args(dn_plan *p, qclu *c, qargs *a) {
+  memset(a, 0, sizeof *a);
+  a->kind = c->kind;
+  a->n = &p->g->nodes[c->anchor];
+  a->x = &p->vals[c->xv];
+  a->xs = c->xs;
+  a->xzp = c->xzp;
+  a->w = c->w;
+  a->wrank = c->wrank;
+  memcpy(a->wdims, c->wdims, sizeof a->wdims);
+  a->wconst = 1;
+  a->ws = c->ws;
+  a->nws = c->nws;
+  a->bq = c->bq;
+  a->bf = c->bf;
+  a->n_elt = c->n_elt;
+  memcpy(a->elt, c->elt, sizeof a->elt);
+  a->res = c->sum_other >= 0 ? &p->vals[c->sum_other] : NULL;
+  a->sum_pos = c->sum_pos;
+  a->yq = c->yq;
+  a->ys = c->ys;
+  a->yzp = c->yzp;
+  a->ydt = c->ydt;
+  a->transb = c->transb;
+}
+
+/* Input v of the anchor is retired: through its lazy DequantizeLinear when it has one. */
+static void anchor_input_done(dn_plan *p, dn_qstate *S, int v) {
+  const alma_node *d = producer(p->g, v);
+  int di = d ? (int)(d - p->g->nodes) : -1;
+  if (di < 0 || p->nodes[di].q_role != DN_Q_LAZY) {
+    alma__dn_use_done(p, v);
+    return;
+  }
+  qlazy *L = &S->lazy[p->nodes[di].q_idx];
+  L->pending--;
+  if (L->ran) {
+    alma__dn_use_done(p, v);
+  } else if (L->pending <= 0) { /* never materialized: its own inputs are done */
+    for (int k = 0; k < d->n_inputs; k++) alma__dn_use_done(p, d->inputs[k]);
+  }
+}
+
+static alma_status clu_fallback(dn_plan *p, dn_qstate *S, qclu *c) {
+  const alma_graph *g = p->g;
+  const alma_node *an = &g->nodes[c->anchor];
+  c->n_fallback_runs++;
+  for (int k = 0; k < an->n_inputs; k++) { /* lazy DequantizeLinear inputs computed now */
+    const alma_node *d = producer(g, an->inputs[k]);
+    if (!d || an->inputs[k] < 0) continue;
+    int di = (int)(d - g->nodes);
+    if (p->nodes[di].q_role != DN_Q_LAZY) continue;
+    qlazy *L = &S->lazy[p->nodes[di].q_idx];
+    if (L->ran) continue;
+    ALMA_TRY(alma__dn_run_node(p, di));
+    L->ran = 1;
+    p->vals[L->out].uses = L->pending;
+  }
+  for (int m = 0; m < c->nmem; m++) ALMA_TRY(alma__dn_run_node(p, c->mem[m]));
+  for (int k = 0; k < an->n_inputs; k++) {
+    const alma_node *d = producer(g, an->inputs[k]);
+    if (d && an->inputs[k] >= 0 && p->nodes[d - g->nodes].q_role == DN_Q_LAZY) S->lazy[p->nodes[d - g->nodes].q_idx].pending--;
+  }
+  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  return ALMA_OK;
+}
+
+alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
+  dn_qstate *S = p->q;
+  dn_node *d = &p->nodes[idx];
+  *at = idx;
+  if (!S) return alma__errorf(ALMA_ERR_INTERNAL, "int8 state missing");
+  new_run(p, S);
+  if (d->q_role != DN_Q_MEMBER) return ALMA_OK; /* lazy: runs only on demand */
+  qclu *c = &S->clu[d->q_idx];
+  if (idx != c->last) return ALMA_OK;
+  *at = c->anchor;
+  const alma_graph *g = p->g;
+  int done = 0;
+  if (!S->fallback) {
+    qargs a;
+    clu_args(p, c, &a);
+    if (!c->xdt || c->xdt == a.x->t.dtype) ALMA_TRY(q_exec(p, &c->pr, &a, &p->vals[c->outv], &done));
+  }
+  if (!done) return clu_fallback(p, S, c);
+  c->n_int8_runs++;
+  p->n_native += c->nmem;
+  p->nodes[c->anchor].n_native++;
+  /* retire the members' inputs from outside the cluster */
+  const alma_node *an = &g->nodes[c->anchor];
+  for (int k = 0; k < an->n_inputs; k++)
+    if (an->inputs[k] >= 0) anchor_input_done(p, S, an->inputs[k]);
+  for (int m = 1; m < c->nmem; m++) {
+    const alma_node *mn = &g->nodes[c->mem[m]];
+    for (int k = 0; k < mn->n_inputs; k++) {
+      int v = mn->inputs[k], pr = v >= 0 ? g->values[v].producer : -1;
+      if (v < 0) continue;
+      int inside = 0;
+      for (int j = 0; j < m && !inside; j++) inside = pr == c->mem[j];
+      if (!inside) alma__dn_use_done(p, v);
+    }
+  }
+  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  dn_val *o = &p->vals[c->outv];
+  if (o->uses <= 0 && o->live) { /* nobody reads it */
+    o->uses = 1;
+    alma__dn_use_done(p, c->outv);
+  }
+  return ALMA_OK;
+}
+
+/* ---- run: QuantizeLinear / DequantizeLinear as reorders ------------------------------------------------ */
+static qprim *node_prim(dn_plan *p, int idx) {
+  dn_qstate *S = qstate(p);
+  if (!S) return NULL;
+  if (!S->nprim[idx]) S->nprim[idx] = calloc(1, sizeof(qprim));
+  return S->nprim[idx];
+}
+
+/* A scale / zero point input's values as float / int32 (plain data). Returns the count, 0 on a
+ * type it does not take. */
+static int64_t read_f32(dn_plan *p, dn_val *v, const alma_node *n, const float **out) {
+  if (!v || !v->live || v->t.dtype != F32) return 0;
+  if (alma__dn_val_plain(p, v, n) != ALMA_OK) return 0;
+  *out = v->t.data;
+  return alma__numel(v->t.rank, v->t.dims);
+}
+
+static int64_t read_zp(dn_plan *p, dn_val *v, const alma_node *n, int32_t *z, int64_t max, alma_dtype *dt) {
+  if (!v || !v->live || (v->t.dtype != U8 && v->t.dtype != S8 && v->t.dtype != S32)) return 0;
+  if (alma__dn_val_plain(p, v, n) != ALMA_OK) return 0;
+  int64_t cnt = alma__numel(v->t.rank, v->t.dims);
+  if (cnt > max) return 0;
+  for (int64_t k = 0; k < cnt; k++) z[k] = (int32_t)alma__get_i64(v->t.data, v->t.dtype, k);
+  *dt = v->t.dtype;
+  return cnt;
+}
+
+/* QuantizeLinear of a plain float32 input, per tensor, as ONNX (and EAGER) computes it:
+ * saturate(round_half_even(x / scale) + zero_point), NaN to 0. */
+static alma_status q_plain(dn_plan *p, dn_val *x, float s, int32_t zp, const alma_tensor *os, dn_val *out, int *done) {
+  int64_t cnt = alma__numel(x->t.rank, x->t.dims);
+  dnnl_memory_desc_t md;
+  alma__dn_plain_md_dt(&md, os->rank, os->dims, alma__dn_dtype(os->dtype));
+  dn_buf *db = alma__dn_alloc(p, (size_t)cnt);
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  const float *xv = x->t.data;
+  float lo = os->dtype == U8 ? 0.0f : -128.0f, hi = os->dtype == U8 ? 255.0f : 127.0f, z = (float)zp;
+  if (os->dtype == U8) {
+    uint8_t *y = db->ptr;
+    for (int64_t i = 0; i < cnt; i++) {
+      float v = rintf(xv[i] / s) + z;
+      y[i] = (uint8_t)(v != v ? 0.0f : v < lo ? lo : v > hi ? hi : v);
+    }
+  } else {
+    int8_t *y = db->ptr;
+    for (int64_t i = 0; i < cnt; i++) {
+      float v = rintf(xv[i] / s) + z;
+      y[i] = (int8_t)(v != v ? 0.0f : v < lo ? lo : v > hi ? hi : v);
+    }
+  }
+  alma__dn_val_set(out, os, &md, db);
+  p->n_int8_reorder++;
+  *done = 1;
+  return ALMA_OK;
+}
+
+static alma_status run_qdq(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_qstate *S = qstate(p);
+  qprim *q = node_prim(p, idx);
+  if (!S || !q) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  new_run(p, S);
+  int quant = is_op(n, "QuantizeLinear");
+  dn_val *x = in[0];
+  if (!x || !x->live || nin < 2 || !in[1]) return ALMA_OK;
+  alma_dtype idt = x->t.dtype, odt = os[0].dtype;
+  if (quant ? (idt != F32 || !is_q8(odt)) : ((!is_q8(idt) && idt != S32) || odt != F32)) return ALMA_OK;
+  if (x->t.rank != os[0].rank || memcmp(x->t.dims, os[0].dims, sizeof(int64_t) * (size_t)x->t.rank)) return ALMA_OK;
+  if (alma__numel(x->t.rank, x->t.dims) == 0) return ALMA_OK;
+  const float *sc = NULL;
+  int64_t ns = read_f32(p, in[1], n, &sc);
+  int r = x->t.rank, axis = 0;
+  if (ns < 1) return ALMA_OK;
+  if (ns > 1) { /* per axis */
+    int64_t a = alma__attr_i(n, "axis", 1);
+    if (a < 0) a += r;
+    if (a < 0 || a >= r || x->t.dims[a] != ns || in[1]->t.rank != 1) return ALMA_OK;
+    axis = (int)a;
+  }
+  int32_t zp = 0;
+  if (nin > 2 && in[2]) {
+    int32_t zbuf[1];
+    alma_dtype zdt;
+    int64_t nz = in[2]->t.rank <= 1 && alma__numel(in[2]->t.rank, in[2]->t.dims) == 1 ? read_zp(p, in[2], n, zbuf, 1, &zdt) : 0;
+    if (nz == 1) {
+      zp = zbuf[0];
+    } else { /* per-axis zero points: oneDNN takes one; all zero is one */
+      const void *zd;
+      int64_t cnt = alma__numel(in[2]->t.rank, in[2]->t.dims);
+      if (!in[2]->live || !alma__dtype_is_int(in[2]->t.dtype) || alma__dn_val_plain(p, in[2], n) != ALMA_OK) return ALMA_OK;
+      zd = in[2]->t.data;
+      for (int64_t k = 0; k < cnt; k++)
+        if (alma__get_i64(zd, in[2]->t.dtype, k)) return ALMA_OK;
+    }
+  }
+  for (int64_t k = 0; k < ns; k++)
+    if (!(sc[k] > 0) || !isfinite(sc[k])) return ALMA_OK; /* EAGER says what a zero or NaN scale gives */
+  /* oneDNN multiplies by 1/scale where ONNX divides: the two round apart only when x / scale lies
+   * within a float's precision of a half-integer, but they can. A plain input (graph input, EAGER
+   * output: no layout to keep) is quantized here with ONNX's division; per axis, it stays on EAGER
+   * unless 1/scale is exact. */
+  if (quant && !x->has_blk) {
+    if (ns == 1) return q_plain(p, x, sc[0], zp, &os[0], out[0], done);
+    for (int64_t k = 0; k < ns; k++) {
+      int e;
+      if (frexpf(sc[k], &e) != 0.5f) return ALMA_OK;
+    }
+  }
+  /* a constant dequantized (weights the int8 path did not take): once, then shared */
+  int cst = !quant && alma__dn_const(p->g, n->inputs[0]) && alma__dn_const(p->g, n->inputs[1]) &&
+            (n->n_inputs < 3 || n->inputs[2] < 0 || alma__dn_const(p->g, n->inputs[2]));
+  if (cst && q->valid && q->cache) {
+    q->cache->refs++;
+    alma__dn_val_set(out[0], &os[0], &q->dst_md, q->cache);
+    *done = 1;
+    return ALMA_OK;
+  }
+  /* the output's layout: the cluster reading it when there is one, else the input's */
+  dnnl_memory_desc_t xmd, ymd;
+  alma__dn_val_md(x, &xmd);
+  ymd = xmd;
+  ymd.data_type = alma__dn_dtype(odt);
+  if (quant && S->hint[idx] >= 0) { /* (a shifting cluster then shifts within that layout) */
+    qprim *cp = &S->clu[S->hint[idx]].pr;
+    if (cp->valid && !cp->declined && cp->src_md.ndims == r &&
+        !memcmp(cp->src_md.dims, xmd.dims, sizeof(dnnl_dim_t) * (size_t)r)) {
+      ymd = cp->src_md;
+      ymd.data_type = alma__dn_dtype(odt);
+    }
+  }
+  if (ymd.format_kind != dnnl_blocked) alma__dn_plain_md_dt(&ymd, r, os[0].dims, alma__dn_dtype(odt));
+  uint64_t key = 1469598103934665603ull;
+  key = fnv(key, sc, sizeof(float) * (size_t)ns);
+  key = fnv(key, &zp, sizeof zp);
+  key = fnv(key, &axis, sizeof axis);
+  key = fnv(key, &ymd, sizeof ymd);
+  if (!q->valid || q->pkey != key || !dnnl_memory_desc_equal(&q->xmd, &xmd)) {
+    qprim_free(q);
+    q->valid = 1;
+    q->xmd = xmd;
+    q->pkey = key;
+    float *s2 = malloc(sizeof(float) * (size_t)ns);
+    dnnl_primitive_attr_t attr = new_attr();
+    if (!s2 || !attr) {
+      free(s2);
+      if (attr) dnnl_primitive_attr_destroy(attr);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t k = 0; k < ns; k++) s2[k] = quant ? 1.0f / sc[k] : sc[k];
+    dnnl_status_t s = dnnl_primitive_attr_set_output_scales(attr, ns, ns > 1 ? 1 << axis : 0, s2);
+    if (s == dnnl_success && zp) s = dnnl_primitive_attr_set_zero_points(attr, quant ? DNNL_ARG_DST : DNNL_ARG_SRC, 1, 0, &zp);
+    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&q->pd, &xmd, p->eng, &ymd, p->eng, attr);
+    dnnl_primitive_attr_destroy(attr);
+    free(s2);
+    if (s != dnnl_success) return qdecline(q, n, "no reorder for these types (status %d)", (int)s);
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(q->pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(q->impl, sizeof q->impl, "%s", impl ? impl : "?");
+    q->src_md = xmd;
+    q->dst_md = ymd;
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
+    if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, &xmd) ||
+        !add_memory(p, &q->m_dst, &ymd) ||
+        (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd)))
+      return qdecline(q, n, "reorder creation failed");
+  }
+  if (q->declined) return ALMA_OK;
+  dn_buf *db = NULL;
+  if (cst) { /* kept by the primitive (one reference) across runs, never pooled */
+    size_t sz = dnnl_memory_desc_get_size(&q->dst_md);
+    if ((db = malloc(sizeof *db)) && !(db->ptr = aligned_alloc(64, (sz + 63) & ~(size_t)63))) {
+      free(db);
+      db = NULL;
+    }
+    if (db) {
+      db->size = sz;
+      db->refs = 1;
+      db->pooled = 0;
+    }
+  } else {
+    db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->dst_md));
+  }
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dnnl_memory_set_data_handle(q->m_src, x->has_blk ? x->bbuf->ptr : x->t.data);
+  dnnl_memory_set_data_handle(q->m_dst, db->ptr);
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, q->m_src}, {DNNL_ARG_TO, q->m_dst}};
+  dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, 2, args);
+  if (s != dnnl_success) {
+    alma__dn_unref(p, db);
+    return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s reorder failed (status %d)", q->impl, (int)s);
+  }
+  if (cst) {
+    q->cache = db;
+    db->refs++;
+  }
+  alma__dn_val_set(out[0], &os[0], &q->dst_md, db);
+  p->n_int8_reorder++;
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- run: QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger --------------------------------------- */
+/* A scalar parameter input (scale or zero point). */
+static int scalar_f32(dn_plan *p, dn_val *v, const alma_node *n, float *out) {
+  const float *f;
+  if (read_f32(p, v, n, &f) != 1) return 0;
+  *out = f[0];
+  return *out > 0 && isfinite(*out);
+}
+
+static int scalar_zp(dn_plan *p, dn_val *v, const alma_node *n, int32_t *z, alma_dtype want) {
+  alma_dtype dt;
+  if (!v) {
+    *z = 0;
+    return 1;
+  }
+  return read_zp(p, v, n, z, 1, &dt) == 1 && dt == want;
+}
+
+static alma_status run_qlinear(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_qstate *S = qstate(p);
+  qprim *q = node_prim(p, idx);
+  if (!S || !q) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  new_run(p, S);
+  if (S->fallback || S->off) return ALMA_OK; /* no int8 primitives: EAGER's integer kernels */
+  int integer = is_op(n, "ConvInteger") || is_op(n, "MatMulInteger");
+  int conv = is_op(n, "QLinearConv") || is_op(n, "ConvInteger");
+  qargs a;
+  memset(&a, 0, sizeof a);
+  a.kind = conv ? QK_CONV : QK_MATMUL;
+  a.n = n;
+  /* inputs: QLinear: x, xs, xzp, w, ws, wzp, ys, yzp [, B]; Integer: x, w [, xzp, wzp] */
+  int iw = integer ? 1 : 3;
+  dn_val *x = in[0], *w = nin > iw ? in[iw] : NULL;
+  if (!x || !x->live || !is_q8(x->t.dtype) || !w || !w->live || w->t.dtype != S8 || w->t.rank > ALMA_MAX_RANK) return ALMA_OK;
+  a.x = x;
+  float one = 1.0f;
+  if (integer) {
+    if (!scalar_zp(p, nin > 2 ? in[2] : NULL, n, &a.xzp, x->t.dtype)) return ALMA_OK;
+    int32_t wzp = 0;
+    if (!scalar_zp(p, nin > 3 ? in[3] : NULL, n, &wzp, S8) || wzp) return ALMA_OK;
+    a.xs = 1.0f;
+    a.ws = &one;
+    a.nws = 1;
+    a.s32 = 1;
+  } else {
+    if (nin < 8 || !scalar_f32(p, in[1], n, &a.xs) || !scalar_zp(p, in[2], n, &a.xzp, x->t.dtype)) return ALMA_OK;
+    a.nws = read_f32(p, in[4], n, &a.ws);
+    if (a.nws < 1) return ALMA_OK;
+    for (int64_t k = 0; k < a.nws; k++)
+      if (!(a.ws[k] > 0) || !isfinite(a.ws[k])) return ALMA_OK;
+    dn_val *wz = in[5];
+    if (wz) { /* all zero */
+      if (!wz->live || wz->t.dtype != S8 || alma__dn_val_plain(p, wz, n) != ALMA_OK) return ALMA_OK;
+      for (int64_t k = 0; k < alma__numel(wz->t.rank, wz->t.dims); k++)
+        if (((const int8_t *)wz->t.data)[k]) return ALMA_OK;
+    }
+    if (!scalar_f32(p, in[6], n, &a.ys) || !in[7] || !is_q8(in[7]->t.dtype) ||
+        !scalar_zp(p, in[7], n, &a.yzp, in[7]->t.dtype))
+      return ALMA_OK;
+    a.yq = 1;
+    a.ydt = in[7]->t.dtype;
+    if (conv && nin > 8 && in[8]) {
+      dn_val *b = in[8];
+      if (!b->live || b->t.dtype != S32 || alma__dn_val_plain(p, b, n) != ALMA_OK) return ALMA_OK;
+      if (alma__numel(b->t.rank, b->t.dims) != w->t.dims[0]) return ALMA_OK;
+      a.bq = b->t.data;
+    }
+  }
+  if (alma__dn_val_plain(p, w, n) != ALMA_OK) return ALMA_OK;
+  a.w = w->t.data;
+  a.wrank = w->t.rank;
+  memcpy(a.wdims, w->t.dims, sizeof(int64_t) * (size_t)w->t.rank);
+  a.wconst = alma__dn_const(p->g, n->inputs[iw]) != NULL;
+  int64_t OC = conv ? a.wdims[0] : a.wdims[a.wrank - 1];
+  if (a.nws != 1 && a.nws != OC) return ALMA_OK;
+  if (!conv && a.wrank == 1) return ALMA_OK;
+  alma_status st = q_exec(p, q, &a, out[0], done);
+  if (st == ALMA_OK && *done && (out[0]->t.dtype != os[0].dtype || out[0]->t.rank != os[0].rank ||
+                                  memcmp(out[0]->t.dims, os[0].dims, sizeof(int64_t) * (size_t)os[0].rank)))
+    return alma__op_error(n, ALMA_ERR_INTERNAL, "int8 primitive's output shape differs from the inferred one");
+  return st;
+}
+
+alma_status alma__dn_q_run(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
+                           int *done) {
+  *done = 0;
+  if (nout < 1 || !out[0]) return ALMA_OK;
+  if (p->nodes[idx].kind == DK_QDQ) return run_qdq(p, idx, in, nin, os, out, done);
+  return run_qlinear(p, idx, in, nin, os, out, done);
+}
+
+/* ---- describe and free --------------------------------------------------------------------------------- */
+static const char *dt_name(alma_dtype t) { return t == U8 ? "u8" : t == S8 ? "s8" : t == S32 ? "s32" : "f32"; }
+
+int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
+  dn_qstate *S = p->q;
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[idx];
+  const dn_node *d = &p->nodes[idx];
+  if (!S || !d->q_role) return 0;
+  if (d->q_role == DN_Q_LAZY) {
+    fprintf(f, "  %-40s %-20s DNNL  absorbed: int8 primitives read its input directly\n", n->name, n->op_type);
+    return 1;
+  }
+  const qclu *c = &S->clu[d->q_idx];
+  if (idx != c->anchor) {
+    const char *as = is_op(n, "QuantizeLinear") ? "its int8 destination (requantization)"
+                     : !is_op(n, "Add")         ? "eltwise post-op"
+                     : c->sum_other >= 0 && (n->inputs[0] == c->sum_other || n->inputs[1] == c->sum_other) ? "sum post-op"
+                                                                                                          : "bias";
+    fprintf(f, "  %-40s %-20s DNNL  fused into int8 '%s' as %s\n", n->name, n->op_type, g->nodes[c->anchor].name, as);
+    return 1;
+  }
+  fprintf(f, "  %-40s %-20s DNNL  int8 %s (src %s%s, weights s8 %s, %s dst)", n->name, n->op_type,
+          c->kind == QK_CONV ? "convolution" : "matmul", c->xdt ? dt_name(c->xdt) : "u8/s8",
+          c->kind == QK_CONV && c->xdt != S8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && c->xzp)) ? " given as s8" : "",
+          c->nws > 1 ? "per channel" : "per tensor", c->yq ? dt_name(c->ydt) : "f32");
+  if (c->nmem > 1) fprintf(f, " + %d post-op node%s", c->nmem - 1, c->nmem > 2 ? "s" : "");
+  if (c->pr.valid && !c->pr.declined) fprintf(f, " [%s]", c->pr.impl);
+  if (c->pr.declined) fprintf(f, " [declined at run time: %s]", c->pr.why);
+  if (c->n_fallback_runs) fprintf(f, " (%d runs on the float path)", c->n_fallback_runs);
+  fputc('\n', f);
+  return 1;
+}
+
+void alma__dn_q_summary(dn_plan *p, FILE *f) {
+  dn_qstate *S = p->q;
+  int nq = 0, nql = 0;
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    nq += p->nodes[i].kind == DK_QDQ && !p->nodes[i].q_role;
+    nql += p->nodes[i].kind == DK_QLINEAR;
+  }
+  if (!S && !nq && !nql) return;
+  int nc = S ? S->nclu : 0, nl = S ? S->nlazy : 0;
+  if (!nc && !nq && !nql) return;
+  fprintf(f,
+          "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), %d QLinear/Integer nodes, "
+          "%d Quantize/DequantizeLinear as reorders; %s%s",
+          nc, nl, nql, nq,
+          !S || !S->conv_s8     ? "u8/s8 sources as they are"
+          : S->conv_s8 == 1 ? "no VNNI: convolution sources given as s8 (oneDNN's 7-bit weights)"
+                            : "no VNNI: u8 convolution sources with a zero point given as s8 (oneDNN's 7-bit weights)",
+          S && S->mm_off ? ", matmuls on the float path (oneDNN's int8 gemm saturates without VNNI)" : "");
+  if (p->runs) fprintf(f, "; last run: %lld int8 primitives, %lld int8 reorders", (long long)p->n_int8, (long long)p->n_int8_reorder);
+  fputc('\n', f);
+}
+
+void alma__dn_q_free(dn_plan *p) {
+  dn_qstate *S = p->q;
+  if (!S) return;
+  for (int k = 0; k < S->nclu; k++) clu_free(&S->clu[k]);
+  for (int i = 0; i < p->g->n_nodes; i++)
+    if (S->nprim[i]) {
+      qprim_free(S->nprim[i]);
+      free(S->nprim[i]);
+    }
+  free(S->clu);
+  free(S->lazy);
+  free(S->hint);
+  free(S->nprim);
+  free(S);
+  p->q = NULL;
+}
+
+#endif

@@ -1,0 +1,233 @@
+/* The DNNL runtime's int8 path against EAGER, on the quantized graphs make_int8_models.py writes.
+ *
+ * For each DIR/NAME.onnx with its NAME.txt ("atol A", "step S", "int8 N"): batch sizes 1 and 3,
+ * thread counts 1 and 2, conversions DNNL and FOLD+DNNL, two runs each (the second on cached
+ * primitives, reordered weights and pooled buffers), in three modes:
+ *   - default: what the runtime does on this CPU (int8 matmuls only with VNNI);
+ *   - ALMA_DNNL_INT8_MATMUL=1: int8 matmuls on any CPU (the models' 7-bit matmul weights cannot
+ *     saturate oneDNN's u8 x s8 kernels), where at least N int8 primitives must run;
+ *   - ALMA_DNNL_INT8=fallback: every cluster declined at run time, so its nodes run one by one
+ *     through the float path with the lazily computed DequantizeLinear inputs; no int8 primitive
+ *     may run.
+ * Every output must be within A of EAGER's, and 99% of its elements within S (one quantization
+ * step: the int8 primitive requantizes once where EAGER rounds float sums, so a value near a half
+ * step may round the other way, and that step then travels).
+ *
+ * usage: dnnl_int8_test DIR   (exit 1 on any mismatch) */
+#ifdef ALMA_HAVE_DNNL
+#include <dirent.h>
+#include <math.h>
+
+#include "alma/alma.h"
+#include "core/core.h"
+#include "graph/model.h"
+#include "runtimes/dnnl/dnnl_rt.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static double urand(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+static int make_inputs(const alma_model *m, int batch, alma_tensor *in) {
+  for (int i = 0; i < alma_model_num_inputs(m); i++) {
+    int rank = alma_model_input_rank(m, i);
+    int64_t dims[ALMA_MAX_RANK];
+    for (int k = 0; k < rank; k++) {
+      int64_t d = alma_model_input_dim(m, i, k);
+      dims[k] = d >= 0 ? d : k == 0 ? batch : 1;
+    }
+    if (alma_model_input_dtype(m, i) != ALMA_DTYPE_FLOAT32 ||
+        alma__tensor_alloc(&in[i], ALMA_DTYPE_FLOAT32, rank, dims) != ALMA_OK)
+      return 0;
+    float *p = in[i].data;
+    for (int64_t k = 0; k < alma_tensor_numel(&in[i]); k++) p[k] = nrand();
+  }
+  return 1;
+}
+
+static int compare(const char *what, const alma_tensor *got, const alma_tensor *want, double atol, double step) {
+  if (got->dtype != want->dtype || !alma__same_shape(got, want) || got->dtype != ALMA_DTYPE_FLOAT32) {
+    printf("  %s: dtype or shape differs from EAGER's\n", what);
+    return 0;
+  }
+  const float *a = got->data, *b = want->data;
+  int64_t n = alma_tensor_numel(want), off = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]);
+    if (!(d <= atol)) {
+      printf("  %s: element %lld: got %.6g, expected %.6g (allowed %g)\n", what, (long long)i, a[i], b[i], atol);
+      return 0;
+    }
+    off += d > step + 1e-5 * fabs(b[i]);
+    if (d > worst) worst = d;
+  }
+  if (off > n / 100) {
+    printf("  %s: %lld of %lld elements beyond one step (%g); largest difference %g\n", what, (long long)off, (long long)n,
+           step, worst);
+    return 0;
+  }
+  return 1;
+}
+
+static int run_session(const alma_model *m, const char *conv, int threads, const alma_tensor *in, int nin,
+                       alma_tensor *out, int nout, int runs) {
+  alma_session_options o;
+  alma_session_options_init(&o);
+  o.threads = threads;
+  alma_session *s = NULL;
+  if (alma_session_create(m, conv, &o, &s) != ALMA_OK) {
+    printf("  %s: session: %s\n", conv, alma_last_error());
+    return 0;
+  }
+  int ok = 1;
+  for (int r = 0; r < runs && ok; r++) {
+    if (r)
+      for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+    if (alma_session_run(s, in, nin, out, nout) != ALMA_OK) {
+      printf("  %s: run %d: %s\n", conv, r, alma_last_error());
+      ok = 0;
+    }
+  }
+  alma_session_free(s);
+  return ok;
+}
+
+/* White box: the plan's int8 counter after a second run through the vtable (threads 2). */
+static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *n_int8) {
+  const alma_runtime *rt = alma__runtime_find("DNNL");
+  alma_runtime_opts ro = {.threads = 2};
+  void *plan = NULL;
+  if (!rt || rt->compile(m->graph, &ro, &plan) != ALMA_OK) return 0;
+  int ok = 1;
+  for (int r = 0; r < 2 && ok; r++) {
+    alma_tensor out[16];
+    memset(out, 0, sizeof out);
+    ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
+    for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+  }
+  *n_int8 = ((dn_plan *)plan)->n_int8;
+  rt->free(plan);
+  return ok;
+}
+
+static int read_spec(const char *model, double *atol, double *step, int *n_int8) {
+  char path[4096];
+  snprintf(path, sizeof path, "%.*s.txt", (int)(strlen(model) - 5), model);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int got = 0;
+  char key[32];
+  double v;
+  while (fscanf(f, "%31s %lf", key, &v) == 2) {
+    if (!strcmp(key, "atol")) *atol = v, got |= 1;
+    if (!strcmp(key, "step")) *step = v, got |= 2;
+    if (!strcmp(key, "int8")) *n_int8 = (int)v, got |= 4;
+  }
+  fclose(f);
+  return got == 7;
+}
+
+static const char *modes[][2] = {{"default", NULL}, {"ALMA_DNNL_INT8_MATMUL", "1"}, {"ALMA_DNNL_INT8", "fallback"}};
+
+static int test_model(const char *path) {
+  double atol = 0, step = 0;
+  int want_int8 = 0;
+  if (!read_spec(path, &atol, &step, &want_int8)) {
+    printf("%s: no readable .txt beside it\n", path);
+    return 0;
+  }
+  alma_model *m = NULL;
+  if (alma_model_load(path, &m) != ALMA_OK) {
+    printf("%s: load failed: %s\n", path, alma_last_error());
+    return 0;
+  }
+  int nin = alma_model_num_inputs(m), nout = alma_model_num_outputs(m), ok = nin <= 16 && nout <= 16;
+  static const char *convs[] = {"DNNL", "FOLD+DNNL"};
+  for (int batch = 1; batch <= 3 && ok; batch += 2) {
+    alma_tensor in[16], want[16], got[16];
+    memset(in, 0, sizeof in);
+    if (!make_inputs(m, batch, in)) {
+      printf("%s: inputs must be float32\n", path);
+      ok = 0;
+      break;
+    }
+    ok = run_session(m, "EAGER", 1, in, nin, want, nout, 1);
+    for (int md = 0; md < 3 && ok; md++) {
+      if (modes[md][1]) setenv(modes[md][0], modes[md][1], 1);
+      for (int c = 0; c < 2 && ok; c++)
+        for (int threads = 1; threads <= 2 && ok; threads++) {
+          if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+            ok = 0;
+            break;
+          }
+          for (int k = 0; k < nout; k++) {
+            char what[256];
+            snprintf(what, sizeof what, "%s (%s) batch %d threads %d output '%s'", convs[c], modes[md][0], batch, threads,
+                     alma_model_output_name(m, k));
+            ok &= compare(what, &got[k], &want[k], atol, step);
+            alma_tensor_free_data(&got[k]);
+          }
+        }
+      int64_t n8 = -1;
+      if (ok && !count_int8(m, in, nin, nout, &n8)) {
+        printf("  direct DNNL run failed: %s\n", alma_last_error());
+        ok = 0;
+      }
+      if (ok && md == 1 && n8 < want_int8) {
+        printf("  %s: %lld int8 primitives ran, expected at least %d\n", modes[md][0], (long long)n8, want_int8);
+        ok = 0;
+      }
+      if (ok && md == 2 && n8 != 0) {
+        printf("  fallback mode: %lld int8 primitives ran\n", (long long)n8);
+        ok = 0;
+      }
+      if (ok) printf("%s batch %d %s: %lld int8 primitives\n", path, batch, modes[md][0], (long long)n8);
+      if (modes[md][1]) unsetenv(modes[md][0]);
+    }
+    for (int k = 0; k < nin; k++) alma_tensor_free_data(&in[k]);
+    for (int k = 0; k < nout && ok; k++) alma_tensor_free_data(&want[k]);
+  }
+  printf("%s: %s\n", path, ok ? "PASS" : "FAIL");
+  alma_model_free(m);
+  return ok;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  char *names[256];
+  int nn = 0;
+  DIR *d = opendir(argv[1]);
+  if (!d) {
+    fprintf(stderr, "cannot open %s\n", argv[1]);
+    return 2;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) && nn < 256) {
+    size_t l = strlen(e->d_name);
+    if (l > 5 && !strcmp(e->d_name + l - 5, ".onnx")) names[nn++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)nn, sizeof *names, cmp_names);
+  int fails = 0;
+  for (int i = 0; i < nn; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", argv[1], names[i]);
+    fails += !test_model(path);
+    free(names[i]);
+  }
+  printf("%d models, %d failed\n", nn, fails);
+  return nn == 0 || fails ? 1 : 0;
+}
+#else
+int main(void) { return 77; }
+#endif

@@ -1,0 +1,250 @@
+"""Small quantized graphs for the DNNL runtime's int8 path (dnnl_int8_test.c).
+
+usage: make_int8_models.py OUTDIR
+
+Writes OUTDIR/<name>.onnx and OUTDIR/<name>.txt ("step S", "atol A", "int8 N": 99% of the outputs
+within S of EAGER's (about one quantization step of the output), all within A, and how many int8
+primitives (clusters, QLinear nodes) the DNNL runtime must run at least when it runs int8 matmuls).
+Inputs are float32 [batch, ...] ~ N(0, 1).
+
+The QDQ forms are the ones INT8_STATIC, ONNX Runtime's quantizer and PyTorch's QAT export write:
+uint8 activations per tensor (zero points 0 and not 0, so padding and zero points are exercised),
+int8 weights per channel or per tensor, int32 biases with scale x_scale * w_scale, eltwise and
+residual Adds before the requantization. On CPUs without VNNI oneDNN's int8 kernels are inexact
+(see dnnl_int8.c): its s8 convolutions halve the weights (exact on even values) and its u8 ones
+saturate pairs of products beyond 32767 (impossible with |w| <= 64). So convolution weights are
+even integers in [-64, 64] and matmul weights in [-63, 63]: these tests hold the structure
+(clusters, layouts, parameters, fallbacks) to one step on every CPU, and the accuracy on real
+weights is checked on real models (check_int8.py). Fallback cases (per-axis activations, non-zero
+weight zero points) must give EAGER's results through the float path.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(7)
+
+
+def const(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+class G:
+    def __init__(self, name):
+        self.name, self.nodes, self.inits, self.k = name, [], [], 0
+
+    def uniq(self, base):
+        self.k += 1
+        return f"{base}_{self.k}"
+
+    def init(self, base, arr):
+        n = self.uniq(base)
+        self.inits.append(const(n, arr))
+        return n
+
+    def node(self, op, ins, attrs=None, out=None, n_out=1):
+        outs = [out or self.uniq(op.lower())] if n_out == 1 else [self.uniq(op.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op, ins, outs, name=self.uniq(op), **(attrs or {})))
+        return outs[0] if n_out == 1 else outs
+
+    def q(self, x, s, zp, dt=np.uint8):
+        return self.node("QuantizeLinear", [x, self.init("s", np.float32(s)), self.init("zp", dt(zp))])
+
+    def dq(self, xq, s, zp, dt=np.uint8, axis=None):
+        ins = [xq, self.init("s", np.asarray(s, np.float32)), self.init("zp", np.asarray(zp, dt))]
+        return self.node("DequantizeLinear", ins, {"axis": axis} if axis is not None else None)
+
+    def qdq(self, x, s, zp, dt=np.uint8):
+        return self.dq(self.q(x, s, zp, dt), s, zp, dt)
+
+    def wq(self, shape, axis=0, per_channel=True, bits7=False):
+        """Even int8 weights (convolutions) or 7-bit ones (matmuls) and their scales; returns (DQ
+        output, int8 array, scales)."""
+        w = (rng.integers(-63, 64, size=shape) if bits7 else rng.integers(-32, 33, size=shape) * 2).astype(np.int8)
+        nch = shape[axis]
+        s = (rng.uniform(0.5, 2.0, size=nch) * 0.02).astype(np.float32) if per_channel else np.float32(0.02)
+        wn = self.init("w", w)
+        sn = self.init("ws", s)
+        zn = self.init("wzp", np.zeros(nch if per_channel else (), np.int8))
+        out = self.node("DequantizeLinear", [wn, sn, zn], {"axis": axis} if per_channel else None)
+        return out, w, s
+
+    def bias_q(self, xs, ws, n):
+        b = rng.integers(-2000, 2000, size=n).astype(np.int32)
+        bs = (np.float32(xs) * np.asarray(ws, np.float32)).astype(np.float32)
+        if bs.ndim == 0:
+            bs = np.full(n, bs, np.float32)
+        return self.node("DequantizeLinear", [self.init("b", b), self.init("bs", bs)], {"axis": 0})
+
+    def save(self, outdir, in_shape, out_name, step, atol, n_int8, opset=13, in_name="x"):
+        inp = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, ["N"] + list(in_shape[1:]))
+        out = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N"] + ["?"] * (len(in_shape) - 1))
+        graph = helper.make_graph(self.nodes, self.name, [inp], [out], self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 7
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(outdir, self.name + ".onnx"))
+        with open(os.path.join(outdir, self.name + ".txt"), "w") as f:
+            f.write(f"step {step}\natol {atol}\nint8 {n_int8}\n")
+
+
+def conv_relu_q(outdir):
+    """Conv (pads, zero points) + bias + Relu + QuantizeLinear -> u8 dst; then a conv reading it,
+    f32 out through a standalone DequantizeLinear of a requantized value."""
+    g = G("int8_conv_relu_q")
+    xs, xzp = 0.03, 120
+    x = g.qdq("x", xs, xzp)
+    w, _, ws = g.wq((16, 8, 3, 3))
+    y = g.node("Conv", [x, w, g.bias_q(xs, ws, 16)], {"pads": [1, 1, 1, 1]})
+    y = g.node("Relu", [y])
+    ys, yzp = 0.05, 3
+    yq = g.q(y, ys, yzp)
+    y = g.dq(yq, ys, yzp)
+    w2, _, ws2 = g.wq((8, 16, 3, 3))
+    z = g.node("Conv", [y, w2, g.bias_q(ys, ws2, 8)], {"strides": [2, 2], "pads": [0, 1, 1, 0]})
+    zs, zzp = 0.04, 128
+    g.dq(g.q(z, zs, zzp), zs, zzp)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 8, 10, 10), "out", 0.04, 0.2, 2)
+
+
+def resblock(outdir):
+    """ResNet basic block as INT8_STATIC writes it: the residual Add as a sum post-op with Relu, a
+    standalone QuantizeLinear of the block output (read by the next conv and by the next Add)."""
+    g = G("int8_resblock")
+    xs, xzp = 0.03, 128
+    xin = g.node("Relu", ["x"])
+    x = g.qdq(xin, xs, 0)
+    w1, _, ws1 = g.wq((8, 8, 3, 3))
+    h = g.node("Relu", [g.node("Conv", [x, w1, g.bias_q(xs, ws1, 8)], {"pads": [1, 1, 1, 1]})])
+    hs = 0.05
+    h = g.qdq(h, hs, 0)
+    w2, _, ws2 = g.wq((8, 8, 3, 3))
+    y = g.node("Conv", [h, w2, g.bias_q(hs, ws2, 8)], {"pads": [1, 1, 1, 1]})
+    y = g.node("Relu", [g.node("Add", [y, xin])])
+    ys = 0.05
+    yq = g.qdq(y, ys, 0)
+    w3, _, ws3 = g.wq((8, 8, 1, 1))
+    z = g.node("Conv", [yq, w3, g.bias_q(ys, ws3, 8)])
+    g.node("Add", [z, y], out="out")
+    del xzp
+    g.save(outdir, (1, 8, 7, 7), "out", 0.05, 2.0, 3)
+
+
+def depthwise(outdir):
+    """Depthwise conv (group = C) with Clip(0, 6), per-tensor weights, an s8 activation."""
+    g = G("int8_depthwise")
+    x = g.qdq("x", 0.02, -5, np.int8)
+    w, _, ws = g.wq((12, 1, 3, 3), per_channel=False)
+    y = g.node("Conv", [x, w, g.bias_q(0.02, ws, 12)], {"group": 12, "pads": [1, 1, 1, 1]})
+    y = g.node("Clip", [y, g.init("lo", np.float32(0)), g.init("hi", np.float32(6))])
+    g.dq(g.q(y, 0.03, 0), 0.03, 0)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 12, 9, 9), "out", 0.03, 0.1, 1)
+
+
+def gemm_mlp(outdir):
+    """Flatten -> Gemm (transB, per-channel, int32 bias) + Relu + Q -> Gemm (float bias) f32 out."""
+    g = G("int8_gemm")
+    f = g.node("Flatten", ["x"])
+    xs = 0.03
+    x = g.qdq(f, xs, 128)
+    w, _, ws = g.wq((32, 48), axis=0, bits7=True)
+    h = g.node("Relu", [g.node("Gemm", [x, w, g.bias_q(xs, ws, 32)], {"transB": 1})])
+    hs = 0.04
+    h = g.qdq(h, hs, 0)
+    w2, _, _ = g.wq((32, 10), axis=1, bits7=True)
+    g.node("Gemm", [h, w2, g.init("fb", rng.standard_normal(10).astype(np.float32))], out="out")
+    g.save(outdir, (1, 3, 4, 4), "out", 0.1, 1.0, 2)
+
+
+def matmul3d(outdir):
+    """MatMul of a 3-D activation by constant [K, N] weights, bias as an Add of a constant (ORT's
+    QDQ MatMul), then Q/DQ; a second MatMul with f32 out."""
+    g = G("int8_matmul")
+    xs = 0.03
+    x = g.qdq("x", xs, 128)
+    w, _, ws = g.wq((16, 24), axis=1, bits7=True)
+    y = g.node("Add", [g.node("MatMul", [x, w]), g.init("bias", rng.standard_normal(24).astype(np.float32))])
+    ys = 0.05
+    y = g.qdq(y, ys, 128)
+    w2, _, _ = g.wq((24, 8), axis=1, per_channel=False, bits7=True)
+    g.node("MatMul", [y, w2], out="out")
+    g.save(outdir, (1, 5, 16), "out", 0.1, 1.0, 2)
+
+
+def qat_weights(outdir):
+    """PyTorch QAT export: weights as QuantizeLinear(float constant) -> DequantizeLinear, zero
+    points through Identity, a float bias."""
+    g = G("int8_qat")
+    zp_u8 = g.init("zpu", np.uint8(0))
+    zpi = g.node("Identity", [zp_u8])
+    s_in = g.init("sin", np.float32(0.03))
+    x = g.node("DequantizeLinear", [g.node("QuantizeLinear", ["x", s_in, zpi]), s_in, zpi])
+    wf = (rng.integers(-32, 33, size=(6, 4, 3, 3)) * 2 * 0.01).astype(np.float32)
+    ws = g.init("wsc", np.full(6, 0.01, np.float32))
+    wz = g.init("wz", np.zeros(6, np.int8))
+    wq = g.node("QuantizeLinear", [g.init("wf", wf), ws, wz], {"axis": 0})
+    w = g.node("DequantizeLinear", [wq, ws, wz], {"axis": 0})
+    y = g.node("Relu", [g.node("Conv", [x, w, g.init("fb", rng.standard_normal(6).astype(np.float32))])])
+    s_out = g.init("so", np.float32(0.05))
+    zpo = g.node("Identity", [zp_u8])
+    g.node("DequantizeLinear", [g.node("QuantizeLinear", [y, s_out, zpo]), s_out, zpo], out="out")
+    g.save(outdir, (1, 4, 8, 8), "out", 0.05, 0.15, 1)
+
+
+def qlinear(outdir):
+    """QLinearConv and QLinearMatMul with constant s8 weights (what the QLINEAR pass and ORT's
+    QOperator format write)."""
+    g = G("int8_qlinear")
+    xs, xzp = 0.03, 100
+    xq = g.q("x", xs, xzp)
+    w = (rng.integers(-32, 33, size=(8, 3, 3, 3)) * 2).astype(np.int8)
+    ws = (rng.uniform(0.5, 2, 8) * 0.02).astype(np.float32)
+    b = rng.integers(-500, 500, 8).astype(np.int32)
+    ys, yzp = 0.05, 10
+    yq = g.node("QLinearConv", [xq, g.init("xs", np.float32(xs)), g.init("xzp", np.uint8(xzp)), g.init("w", w),
+                                g.init("ws", ws), g.init("wzp", np.zeros(8, np.int8)), g.init("ys", np.float32(ys)),
+                                g.init("yzp", np.uint8(yzp)), g.init("b", b)], {"pads": [1, 1, 1, 1]})
+    f = g.node("Reshape", [yq, g.init("shape", np.array([0, -1], np.int64))])
+    w2 = rng.integers(-63, 64, size=(8 * 6 * 6, 5)).astype(np.int8)
+    zs, zzp = 0.1, 128
+    zq = g.node("QLinearMatMul", [f, g.init("fs", np.float32(ys)), g.init("fzp", np.uint8(yzp)), g.init("w2", w2),
+                                  g.init("w2s", np.float32(0.01)), g.init("w2zp", np.int8(0)),
+                                  g.init("zs", np.float32(zs)), g.init("zzp", np.uint8(zzp))])
+    g.dq(zq, zs, zzp)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 3, 6, 6), "out", 0.1, 0.3, 2)
+
+
+def fallbacks(outdir):
+    """What the int8 path leaves to the float path: per-axis activation scales, non-zero weight
+    zero points; the result must still be EAGER's."""
+    g = G("int8_fallback")
+    xq = g.q("x", 0.03, 128)
+    x = g.dq(xq, 0.03, 128)
+    # per-axis dequantization of an activation (axis 1): not a cluster
+    xa = g.dq(g.node("QuantizeLinear", ["x", g.init("sa", np.full(4, 0.03, np.float32)),
+                                        g.init("za", np.full(4, 128, np.uint8))], {"axis": 1}),
+              np.full(4, 0.03, np.float32), np.full(4, 128, np.uint8), axis=1)
+    w = (rng.integers(-32, 33, size=(4, 4, 1, 1)) * 2).astype(np.int8)
+    wz = g.node("DequantizeLinear", [g.init("w", w), g.init("ws", np.float32(0.02)), g.init("wzp", np.int8(3))])
+    y1 = g.node("Conv", [x, wz])  # weight zero point 3: float path
+    w2, _, _ = g.wq((4, 4, 1, 1))
+    y2 = g.node("Conv", [xa, w2])
+    g.node("Add", [y1, y2], out="out")
+    g.save(outdir, (1, 4, 5, 5), "out", 0.01, 0.1, 0)
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks):
+        f(outdir)
+
+
+if __name__ == "__main__":
+    main()
