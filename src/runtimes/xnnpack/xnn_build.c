@@ -64,8 +64,8 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
       break;
     }
     case XK_FC: {
-      int gemm = !strcmp(n->op_type, "Gemm");
-      const alma_tensor *W = cinit(g, n, 1), *C = gemm ? cinit(g, n, 2) : NULL;
+      int gemm = xn->fcg; /* Gemm, FusedGemm; FusedMatMul's bias is a C with beta = 1 */
+      const alma_tensor *W = cinit(g, n, 1), *C = gemm || xn->fused_op ? cinit(g, n, 2) : NULL;
       int transB = gemm ? alma__attr_i(n, "transB", 0) != 0 : 0;
       float alpha = gemm ? alma__attr_f(n, "alpha", 1.0f) : 1.0f, beta = gemm ? alma__attr_f(n, "beta", 1.0f) : 1.0f;
       size_t K = (size_t)(transB ? W->dims[1] : W->dims[0]), N = (size_t)(transB ? W->dims[0] : W->dims[1]);
@@ -156,7 +156,7 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
   }
   int need_w = xn->kind != XK_BINARY || xn->cst_slot >= 0;
   int need_b = xn->kind == XK_CONV || xn->kind == XK_DWCONV || xn->kind == XK_BN ||
-               (xn->kind == XK_FC && ((!strcmp(n->op_type, "Gemm") && cinit(g, n, 2)) || xn->bias_node >= 0));
+               (xn->kind == XK_FC && (((xn->fcg || xn->fused_op) && cinit(g, n, 2)) || xn->bias_node >= 0));
   if ((need_w && !xn->w.data) || (need_b && !xn->b.data))
     return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory laying out constants for XNNPACK");
   return ALMA_OK;
@@ -284,6 +284,58 @@ static int layout_free(const bctx *c, int v) {
 
 static int define_qnode(bctx *c, int ni);
 
+/* A fused node's epilogue (FusedConv's + Z, an activation XNNPACK computes as a node of its own):
+ * epilogue_in gives the value the conv/fc writes (a new internal one when an epilogue follows,
+ * else y itself) and the clamp that conv/fc applies (none when an epilogue op takes it);
+ * epilogue then defines the ops from that value t to y. */
+static int has_epilogue(const xrt_node *xn) { return xn->zslot >= 0 || (xn->fact.kind != ALMA_ACT_NONE && !xn->act_clamp); }
+
+static int temp_like(bctx *c, const alma_node *n, int y, uint32_t *out) {
+  size_t d[XNN_MAX_TENSOR_DIMS];
+  int r = xdims(c, y, d);
+  if (r < 0) return fail(c, n, "output: rank 1 to %d with non-empty dims needed", XNN_MAX_TENSOR_DIMS);
+  XTRY(c, n, xnn_define_tensor_value(c->sg, xnn_datatype_fp32, (size_t)r, d, NULL, XNN_INVALID_VALUE_ID, 0, out));
+  return 0;
+}
+
+static int epilogue_in(bctx *c, const alma_node *n, const xrt_node *xn, int y, uint32_t *t, float *lo, float *hi) {
+  if (!has_epilogue(xn)) return 0;
+  if (temp_like(c, n, y, t)) return -1;
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  return 0;
+}
+
+static int epilogue(bctx *c, const alma_node *n, const xrt_node *xn, int y, uint32_t t, uint32_t yi) {
+  if (!has_epilogue(xn)) return 0;
+  int act_op = xn->fact.kind != ALMA_ACT_NONE && !xn->act_clamp;
+  if (xn->zslot >= 0) {
+    /* + Z, with the clamp when the activation is one (or none follows) */
+    uint32_t zi, si = yi;
+    int zv = n->inputs[xn->zslot];
+    if (vid(c, n, zv, &zi)) return -1;
+    if (c->shape[zv].rank != 4) return fail(c, n, "residual of rank %d", c->shape[zv].rank);
+    if (act_op && temp_like(c, n, y, &si)) return -1;
+    XTRY(c, n, xnn_define_add2(c->sg, act_op ? -INFINITY : xn->out_min, act_op ? INFINITY : xn->out_max, t, zi, si, 0));
+    if (!act_op) return 0;
+    t = si;
+  }
+  switch (xn->fact.kind) {
+    case ALMA_ACT_HARDSWISH: XTRY(c, n, xnn_define_hardswish(c->sg, t, yi, 0)); break;
+    case ALMA_ACT_SIGMOID: XTRY(c, n, xnn_define_sigmoid(c->sg, t, yi, 0)); break;
+    case ALMA_ACT_LEAKYRELU: XTRY(c, n, xnn_define_leaky_relu(c->sg, xn->fact.p0, t, yi, 0)); break;
+    case ALMA_ACT_SILU: {
+      uint32_t s;
+      if (temp_like(c, n, y, &s)) return -1;
+      XTRY(c, n, xnn_define_sigmoid(c->sg, t, s, 0));
+      XTRY(c, n, xnn_define_multiply2(c->sg, -INFINITY, INFINITY, t, s, yi, 0));
+      break;
+    }
+    default: return fail(c, n, "activation without an XNNPACK node");
+  }
+  return 0;
+}
+
 static int define_node(bctx *c, int ni) {
   const alma_graph *g = c->p->g;
   const alma_node *n = &g->nodes[ni];
@@ -309,18 +361,23 @@ static int define_node(bctx *c, int ni) {
       int64_t G = alma__attr_i(n, "group", 1), O = W->dims[0], Ig = W->dims[1];
       if (c->shape[x].dims[1] != Ig * G) return fail(c, n, "input has %lld channels, the weights need %lld",
                                                      (long long)c->shape[x].dims[1], (long long)(Ig * G));
+      uint32_t ti = yi;
+      if (epilogue_in(c, n, xn, y, &ti, &lo, &hi)) return -1;
       if (xn->kind == XK_CONV)
         XTRY(c, n, xnn_define_convolution_2d(c->sg, o.pt, o.pr, o.pb, o.pl, o.kh, o.kw, o.sh, o.sw, o.dh, o.dw, (uint32_t)G,
-                                             (size_t)Ig, (size_t)(O / G), lo, hi, xi, wi, bi, yi, 0));
+                                             (size_t)Ig, (size_t)(O / G), lo, hi, xi, wi, bi, ti, 0));
       else
         XTRY(c, n, xnn_define_depthwise_convolution_2d(c->sg, o.pt, o.pr, o.pb, o.pl, o.kh, o.kw, o.sh, o.sw, o.dh, o.dw,
-                                                       (uint32_t)(O / G), (size_t)G, lo, hi, xi, wi, bi, yi, 0));
-      return 0;
+                                                       (uint32_t)(O / G), (size_t)G, lo, hi, xi, wi, bi, ti, 0));
+      return epilogue(c, n, xn, y, ti, yi);
     }
-    case XK_FC:
+    case XK_FC: {
       if (sid(c, n, &xn->w, &wi) || (xn->b.data && sid(c, n, &xn->b, &bi))) return -1;
-      XTRY(c, n, xnn_define_fully_connected(c->sg, lo, hi, xi, wi, bi, yi, 0));
-      return 0;
+      uint32_t ti = yi;
+      if (epilogue_in(c, n, xn, y, &ti, &lo, &hi)) return -1;
+      XTRY(c, n, xnn_define_fully_connected(c->sg, lo, hi, xi, wi, bi, ti, 0));
+      return epilogue(c, n, xn, y, ti, yi);
+    }
     case XK_MAXPOOL:
     case XK_AVGPOOL: {
       const int64_t *ks = NULL;

@@ -343,7 +343,7 @@ static int find_cluster(xrt_plan *p, const uses_t *u, int ci) {
   const alma_graph *g = p->g;
   xrt_node *xn = p->xn, *c = &xn[ci];
   const alma_node *n = &g->nodes[ci];
-  if (c->qlin || (c->kind != XK_CONV && c->kind != XK_DWCONV && c->kind != XK_FC)) return 0;
+  if (c->qlin || c->fused_op || (c->kind != XK_CONV && c->kind != XK_DWCONV && c->kind != XK_FC)) return 0;
   int d = g->values[n->inputs[0]].producer;
   if (d < 0 || xn[d].kind != XK_DEQUANT) return 0;
   int v = n->outputs[0], act = -1, pool = -1, reshape = -1;

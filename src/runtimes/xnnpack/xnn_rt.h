@@ -23,6 +23,7 @@
 #include <xnnpack.h>
 
 #include "graph/infer.h"
+#include "ops/fused.h"
 #include "runtimes/exec.h"
 #include "runtimes/runtime.h"
 
@@ -99,6 +100,13 @@ typedef struct xrt_node {
   int cst_slot;             /* binary: the constant operand's input index, -1 if none */
   int64_t chans;            /* PRelu, BatchNormalization: channel count */
   int64_t pad_pre[XNN_MAX_TENSOR_DIMS], pad_post[XNN_MAX_TENSOR_DIMS]; /* Pad, ONNX axis order */
+  /* FUSE's alma.FusedConv / FusedGemm / FusedMatMul: conv/fc, then + Z (FusedConv's residual,
+   * input zslot), then the activation (a clamp folds into the last op; others are XNNPACK nodes) */
+  int fused_op;             /* an alma.Fused* node */
+  int fcg;                  /* fc: Gemm semantics (Gemm, FusedGemm) */
+  int zslot;                /* FusedConv: input index of Z (-1: none) */
+  int act_clamp;            /* the fused activation is a clamp (out_min/out_max) */
+  alma_fused_act fact;      /* the fused activation */
   /* int8 (xnn_quant.c) */
   int q;                    /* conv/dwconv/fc computed in 8 bits: XQ_S8 or XQ_U8 (XQ_NONE: float) */
   int qlin;                 /* a QLinearConv / QLinearMatMul (always quantized) */

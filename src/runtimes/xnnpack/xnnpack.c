@@ -58,10 +58,42 @@ static int set(xrt_node *xn, int kind, int sub, int can_plain, int can_nhwc) {
   return 1;
 }
 
+/* FUSE's fused op n: the base op it computes ("Conv", "Gemm", "MatMul") and its activation in xn;
+ * NULL when XNNPACK has no node for that activation (Gelu, Tanh, HardSigmoid). */
+static const char *fused_base(const alma_node *n, xrt_node *xn) {
+  static const char *map[][2] = {{"FusedConv", "Conv"}, {"FusedGemm", "Gemm"}, {"FusedMatMul", "MatMul"}};
+  const char *base = NULL;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(n->op_type, map[i][0])) base = map[i][1];
+  if (!base) return NULL;
+  if (alma__fused_act_parse(n, &xn->fact) != ALMA_OK) {
+    alma__error_clear();
+    return NULL;
+  }
+  switch (xn->fact.kind) {
+    case ALMA_ACT_NONE: case ALMA_ACT_HARDSWISH: case ALMA_ACT_SIGMOID: case ALMA_ACT_SILU: case ALMA_ACT_LEAKYRELU:
+      break;
+    case ALMA_ACT_RELU:
+      xn->act_clamp = 1;
+      break;
+    case ALMA_ACT_CLIP:
+      if (isnan(xn->fact.p0) || isnan(xn->fact.p1) || xn->fact.p0 > xn->fact.p1) return NULL;
+      xn->act_clamp = 1;
+      break;
+    default:
+      return NULL;
+  }
+  if (xn->fact.kind == ALMA_ACT_LEAKYRELU && !isfinite(xn->fact.p0)) return NULL;
+  xn->fused_op = 1;
+  return base;
+}
+
 /* Fills xn (kind, modes, parameters) when XNNPACK can run n; returns 0 otherwise. */
 static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
-  if (!n->op || n->domain[0] || n->n_implicit || n->n_outputs < 1 || n->outputs[0] < 0) return 0;
+  if (!n->op || n->n_implicit || n->n_outputs < 1 || n->outputs[0] < 0) return 0;
   const char *t = n->op_type;
+  xn->zslot = -1;
+  if (n->domain[0] && (strcmp(n->domain, "alma") || !(t = fused_base(n, xn)))) return 0;
   int x = n->n_inputs > 0 ? n->inputs[0] : -1, y = n->outputs[0];
   for (int k = 1; k < n->n_outputs; k++)
     if (n->outputs[k] >= 0) return 0; /* optional outputs (MaxPool Indices, BN statistics) */
@@ -78,6 +110,10 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
   xn->out_rank = ry;
   xn->out_min = -INFINITY;
   xn->out_max = INFINITY;
+  if (xn->act_clamp) {
+    xn->out_min = xn->fact.kind == ALMA_ACT_RELU ? 0.0f : xn->fact.p0;
+    xn->out_max = xn->fact.kind == ALMA_ACT_RELU ? INFINITY : xn->fact.p1;
+  }
 
   if (!strcmp(t, "Conv")) {
     const alma_tensor *W = cst(a, n, 1), *B = n->n_inputs > 2 && n->inputs[2] >= 0 ? cst(a, n, 2) : NULL;
@@ -90,6 +126,12 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
     int nk = alma__attr_ints(n, "kernel_shape", &ks);
     if (nk && (nk != 2 || ks[0] != W->dims[2] || ks[1] != W->dims[3])) return 0;
     int dw = W->dims[1] == 1 && G > 1;
+    if (xn->fused_op && n->n_inputs > 3 && n->inputs[3] >= 0) {
+      /* FusedConv's residual: a computed rank-4 float tensor (an XNNPACK add after the conv) */
+      int z = n->inputs[3];
+      if (!f32(a, z) || rank_of(a, z) != 4 || alma__xrt_cst(a->g, a->cval, z)) return 0;
+      xn->zslot = 3;
+    }
     return set(xn, dw ? XK_DWCONV : XK_CONV, 0, 0, 1);
   }
   if (!strcmp(t, "Gemm") || !strcmp(t, "MatMul")) {
@@ -97,8 +139,17 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
     const alma_tensor *W = cst(a, n, 1);
     if (!f32(a, x) || !W || W->dtype != ALMA_DTYPE_FLOAT32 || W->rank != 2) return 0;
     int rx = rank_of(a, x);
+    xn->fcg = gemm;
+    if (!gemm && xn->fused_op && n->n_inputs > 2 && n->inputs[2] >= 0) {
+      /* FusedMatMul's bias: constant, one value or N along the last axis */
+      const alma_tensor *C = cst(a, n, 2);
+      int64_t N = W->dims[1], cn = C ? alma_tensor_numel(C) : 0;
+      if (!C || C->dtype != ALMA_DTYPE_FLOAT32 || (cn != 1 && !(cn == N && C->rank >= 1 && C->dims[C->rank - 1] == N)))
+        return 0;
+    }
     if (gemm) {
-      if (n->since_version < 7 || alma__attr_i(n, "transA", 0) || rx != 2) return 0;
+      /* alma.FusedGemm follows Gemm's opset-13 rules whatever its own version */
+      if ((!xn->fused_op && n->since_version < 7) || alma__attr_i(n, "transA", 0) || rx != 2) return 0;
       int64_t N = alma__attr_i(n, "transB", 0) ? W->dims[0] : W->dims[1];
       if (n->n_inputs > 2 && n->inputs[2] >= 0) {
         const alma_tensor *C = cst(a, n, 2);
@@ -352,7 +403,11 @@ static alma_status split_and_add(xrt_plan *p, const uses_t *u, int *L, int n, in
   return ALMA_OK;
 }
 
-static int is_fusable_producer(int kind, int sub) {
+/* A Relu/Clip after node xn can become its output clamp: not after a fused activation that is an
+ * XNNPACK node of its own (the clamp would come before it), nor after a second clamp. */
+static int is_fusable_producer(const xrt_node *xn) {
+  int kind = xn->kind, sub = xn->sub;
+  if (xn->fact.kind != ALMA_ACT_NONE) return 0;
   switch (kind) {
     case XK_CONV: case XK_DWCONV: case XK_FC: case XK_MAXPOOL: case XK_AVGPOOL: case XK_GAP: case XK_BN:
       return 1;
@@ -477,7 +532,8 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
   for (int i = 0; i < nn; i++) {
     xrt_node *a = &p->xn[i];
     a->fused_into = a->fused_act = a->bias_node = -1;
-    a->has_clamp = a->flatten_perm = 0;
+    a->has_clamp = a->act_clamp; /* a fused Relu/Clip is the clamp already */
+    a->flatten_perm = 0;
   }
   for (int i = 0; i < nn; i++) {
     xrt_node *a = &p->xn[i];
@@ -494,12 +550,12 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
     if (a->kind == XK_BINARY && a->sub == XB_ADD && a->cst_slot >= 0) {
       int xv = g->nodes[i].inputs[1 - a->cst_slot], fp = g->values[xv].producer;
       if (fp < 0 || p->xn[fp].part != a->part || p->xn[fp].kind != XK_FC || p->xn[fp].fused_act >= 0 || u->is_out[xv] ||
-          u->off[xv + 1] - u->off[xv] != 1)
+          u->off[xv + 1] - u->off[xv] != 1 || p->xn[fp].fact.kind != ALMA_ACT_NONE || p->xn[fp].q)
         continue;
       const alma_node *f = &g->nodes[fp];
-      if (f->n_inputs > 2 && f->inputs[2] >= 0) continue; /* Gemm with C */
+      if (f->n_inputs > 2 && f->inputs[2] >= 0) continue; /* Gemm with C, FusedMatMul with bias */
       const alma_tensor *W = alma__xrt_cst(g, p->cval, f->inputs[1]), *B = alma__xrt_cst(g, p->cval, g->nodes[i].inputs[a->cst_slot]);
-      int64_t N = !strcmp(f->op_type, "Gemm") && alma__attr_i(f, "transB", 0) ? W->dims[0] : W->dims[1];
+      int64_t N = p->xn[fp].fcg && alma__attr_i(f, "transB", 0) ? W->dims[0] : W->dims[1];
       if (alma_tensor_numel(B) != N || B->rank < 1 || B->dims[B->rank - 1] != N || B->rank > p->xn[fp].out_rank) continue;
       p->xn[fp].bias_node = i;
       p->xn[fp].fused_act = i;
@@ -515,7 +571,7 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
     int x = g->nodes[i].inputs[0], pr = g->values[x].producer;
     if (pr >= 0 && p->xn[pr].fused_into >= 0) pr = p->xn[pr].fused_into; /* x is that node's output now */
     if (pr < 0 || p->xn[pr].part != a->part || p->xn[pr].has_clamp || p->xn[pr].fused_into >= 0) continue;
-    if (!is_fusable_producer(p->xn[pr].kind, p->xn[pr].sub) || u->is_out[x] || u->off[x + 1] - u->off[x] != 1) continue;
+    if (!is_fusable_producer(&p->xn[pr]) || u->is_out[x] || u->off[x + 1] - u->off[x] != 1) continue;
     p->xn[pr].fused_act = i;
     p->xn[pr].has_clamp = 1;
     p->xn[pr].out_min = a->out_min;

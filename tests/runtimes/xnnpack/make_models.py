@@ -34,7 +34,10 @@ def vinfo(name, shape):
 
 def save(out, name, nodes, inputs, outputs, inits, expect, opset=13):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_models.py")
+    ops = [helper.make_opsetid("", opset)]
+    if any(n.domain == "alma" for n in nodes):
+        ops.append(helper.make_opsetid("alma", 1))  # FUSE's fused ops, as alma saves them
+    m = helper.make_model(g, opset_imports=ops, producer_name="make_models.py")
     m.ir_version = 7
     # graph outputs carry no shapes (alma infers them), which onnx.checker would reject
     onnx.save(m, os.path.join(out, name + ".onnx"))
@@ -178,6 +181,40 @@ def models(out):
         helper.make_node("MatMul", ["r", "w2"], ["m2"]),
         helper.make_node("Add", ["m2", "b2"], ["y"])],
         [vinfo("x", [N, 5, 8])], [vinfo("y", None)], [w("w", 8, 6), w("b", 1, 6), w("w2", 6, 6), w("b2", 5, 6)], (5, 1)))
+    # FUSE's fused ops (alma domain): FusedConv with each activation XNNPACK has a node for, a
+    # residual Z (an add after the conv) with and without an activation, a Relu after a fused
+    # conv without activation (folded into the add's clamp), a depthwise FusedConv with Relu6
+    A = "alma"
+    man.append(save(out, "fused_conv", [
+        helper.make_node("FusedConv", ["x", "w1", "b1"], ["a"], domain=A, pads=[1, 1, 1, 1], activation="HardSwish"),
+        helper.make_node("FusedConv", ["a", "w2", "b2", "a"], ["r"], domain=A, pads=[1, 1, 1, 1], activation="Relu"),
+        helper.make_node("FusedConv", ["r", "w3"], ["c"], domain=A, pads=[1, 1, 1, 1], group=4, activation="Clip",
+                         activation_params=[0.0, 0.8]),
+        helper.make_node("FusedConv", ["c", "w4", "b4"], ["s"], domain=A, activation="SiLU"),
+        helper.make_node("FusedConv", ["s", "w5", "b5", "c"], ["sg"], domain=A, activation="Sigmoid"),
+        helper.make_node("FusedConv", ["sg", "w6", "b6", "s"], ["z"], domain=A),
+        helper.make_node("Relu", ["z"], ["zr"]),
+        helper.make_node("FusedConv", ["zr", "w7"], ["y"], domain=A, strides=[2, 2], activation="LeakyRelu",
+                         activation_params=[0.2])],
+        [vinfo("x", [N, 3, 7, 7])], [vinfo("y", None)],
+        [w("w1", 4, 3, 3, 3), w("b1", 4), w("w2", 4, 4, 3, 3), w("b2", 4), w("w3", 4, 1, 3, 3), w("w4", 4, 4, 1, 1),
+         w("b4", 4), w("w5", 4, 4, 1, 1), w("b5", 4), w("w6", 4, 4, 1, 1), w("b6", 4), w("w7", 5, 4, 3, 3)], (8, 1)))
+    # FusedGemm (alpha, transB, C, LeakyRelu) and FusedMatMul (bias, Sigmoid; Clip) in plain layout
+    man.append(save(out, "fused_fc", [
+        helper.make_node("FusedGemm", ["x", "wg", "cg"], ["g"], domain=A, transB=1, alpha=0.5, activation="LeakyRelu",
+                         activation_params=[0.1]),
+        helper.make_node("FusedMatMul", ["g", "wm", "bm"], ["m"], domain=A, activation="Sigmoid"),
+        helper.make_node("FusedMatMul", ["m", "wm2"], ["y"], domain=A, activation="Clip", activation_params=[-0.5, 0.5])],
+        [vinfo("x", [N, 8])], [vinfo("y", None)], [w("wg", 6, 8), w("cg", 6), w("wm", 6, 5), w("bm", 5), w("wm2", 5, 4)],
+        (3, 1)))
+    # activations XNNPACK has no node for stay on EAGER (Tanh, Gelu, HardSigmoid)
+    man.append(save(out, "fused_eager_acts", [
+        helper.make_node("FusedConv", ["x", "w1"], ["a"], domain=A, activation="Tanh"),
+        helper.make_node("FusedConv", ["a", "w2"], ["b"], domain=A, activation="Gelu"),
+        helper.make_node("FusedConv", ["b", "w3"], ["c"], domain=A, activation="HardSigmoid"),
+        helper.make_node("FusedConv", ["c", "w4"], ["y"], domain=A, activation="Relu")],
+        [vinfo("x", [N, 3, 4, 4])], [vinfo("y", None)],
+        [w("w1", 3, 3, 1, 1), w("w2", 3, 3, 1, 1), w("w3", 3, 3, 1, 1), w("w4", 2, 3, 1, 1)], (1, 1)))
     return man
 
 
