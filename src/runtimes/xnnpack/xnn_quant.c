@@ -154,14 +154,15 @@ static int weight_form(const qdesc *d) {
 }
 
 /* Scales XNNPACK accepts: positive normal, and a requantization multiplier x_scale * w_scale /
- * y_scale in [2^-32, 256) for every channel (its operators refuse others). */
+ * y_scale in [2^-32, 256) for every channel (its operators refuse others; XNNPACK computes it in
+ * float, hence the margins). */
 static int scales_ok(const qdesc *d) {
   if (!good_scale(d->xs) || !good_scale(d->ys)) return 0;
   for (int64_t c = 0; c < d->chans; c++) {
     float w = ws_at(d, c);
     if (!good_scale(w)) return 0;
     double r = (double)d->xs * w / d->ys;
-    if (!(r >= 0x1.0p-32 && r < 256.0)) return 0;
+    if (!(r >= 0x1.0p-31 && r < 255.0)) return 0;
   }
   return 1;
 }
@@ -207,9 +208,7 @@ static int qdesc_qlinear(const alma_graph *g, const alma_dtype *vdt, const alma_
 }
 
 /* The QDQ cluster of conv/fc node c (xn's qdq/qquant set). */
-static int qdesc_cluster(const alma_graph *g, const alma_tensor *cval, const alma_dtype *vdt, const xrt_node *xn,
-                         const alma_node *c, qdesc *d) {
-  (void)cval;
+static int qdesc_cluster(const alma_graph *g, const alma_dtype *vdt, const xrt_node *xn, const alma_node *c, qdesc *d) {
   memset(d, 0, sizeof *d);
   const alma_node *dq = &g->nodes[xn->qdq], *qn = &g->nodes[xn->qquant];
   d->x = dq->inputs[0];
@@ -260,7 +259,7 @@ static int qdesc_cluster(const alma_graph *g, const alma_tensor *cval, const alm
 static int qdesc_make(const xrt_plan *p, int node, qdesc *d) {
   const xrt_node *xn = &p->xn[node];
   const alma_node *n = &p->g->nodes[node];
-  return xn->qlin ? qdesc_qlinear(p->g, p->vdt, n, d) : qdesc_cluster(p->g, p->cval, p->vdt, xn, n, d);
+  return xn->qlin ? qdesc_qlinear(p->g, p->vdt, n, d) : qdesc_cluster(p->g, p->vdt, xn, n, d);
 }
 
 /* ---- analysis of single nodes ----------------------------------------------------------------- */
@@ -330,8 +329,9 @@ static void drop_node(xrt_node *xn) {
  * bounds (Q(lo), Q(hi)), or infinities for the type's limits. */
 void alma__xrt_qclamp(const xrt_vq *vy, float lo, float hi, float *qlo, float *qhi) {
   double mn = vy->dom == XQ_S8 ? -128 : 0, mx = vy->dom == XQ_S8 ? 127 : 255;
-  double a = isinf(lo) && lo < 0 ? mn : nearbyint((double)lo / vy->scale) + vy->zp;
-  double b = isinf(hi) && hi > 0 ? mx : nearbyint((double)hi / vy->scale) + vy->zp;
+  /* the float division QuantizeLinear does (EAGER's kernel), rounded half to even */
+  double a = isinf(lo) && lo < 0 ? mn : nearbyint((double)(lo / vy->scale)) + vy->zp;
+  double b = isinf(hi) && hi > 0 ? mx : nearbyint((double)(hi / vy->scale)) + vy->zp;
   a = a < mn ? mn : a > mx ? mx : a;
   b = b < mn ? mn : b > mx ? mx : b;
   *qlo = a <= mn ? -INFINITY : (float)((a - vy->zp) * vy->scale);
@@ -374,9 +374,20 @@ static int find_cluster(xrt_plan *p, const uses_t *u, int ci) {
   c->qreshape = reshape;
   c->qquant = r;
   qdesc q;
-  if (!qdesc_cluster(g, p->cval, p->vdt, c, n, &q) || !scales_ok(&q) || !(c->q = weight_form(&q))) {
+  if (!qdesc_cluster(g, p->vdt, c, n, &q) || !scales_ok(&q) || !(c->q = weight_form(&q))) {
     clear_cluster(c);
     return 0;
+  }
+  if (act >= 0) {
+    /* the activation's quantized bounds must leave a range (XNNPACK refuses min >= max) */
+    int s8 = p->vdt[q.y] == ALMA_DTYPE_INT8;
+    xrt_vq vy = {.q = 1, .dom = s8 ? XQ_S8 : XQ_U8, .scale = q.ys, .zp = q.yz};
+    float lo, hi;
+    alma__xrt_qclamp(&vy, xn[act].out_min, xn[act].out_max, &lo, &hi);
+    if (!(lo < hi)) {
+      clear_cluster(c);
+      return 0;
+    }
   }
   return 1;
 }
