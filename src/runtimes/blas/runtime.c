@@ -1,6 +1,7 @@
-/* BLAS: Conv (im2col + SGEMM, grouped as per-group GEMMs, depthwise as a direct loop), Gemm and
- * MatMul in float32 through a CBLAS library (OpenBLAS, or BLIS when built so), everything else on
- * EAGER kernels.
+/* BLAS: Conv (im2col + SGEMM, grouped as per-group GEMMs, depthwise as a direct loop), Gemm,
+ * MatMul and FUSE's alma.Attention (two SGEMMs per block of query rows, the softmax between them)
+ * in float32 through a CBLAS library (OpenBLAS, or BLIS when built so), everything else on EAGER
+ * kernels.
  *
  * compile() groups each Conv/Gemm/MatMul with what follows it when every intermediate has a single
  * consumer: an Add of a constant bias, an Add of a residual of the same shape, and one activation
@@ -924,7 +925,8 @@ const alma_runtime alma__runtime_blas = {
 #else
                    "OpenBLAS"
 #endif
-                   ", with bias/residual/activation fused into the GEMM epilogue; other nodes on EAGER kernels",
+                   ", with bias/residual/activation fused into the GEMM epilogue, and alma.Attention as batched "
+                   "SGEMMs; other nodes on EAGER kernels",
     .init = blas_init,
     .supports_node = blas_supports,
     .compile = blas_compile,
