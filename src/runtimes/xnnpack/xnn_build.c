@@ -341,7 +341,7 @@ static int define_node(bctx *c, int ni) {
   const alma_node *n = &g->nodes[ni];
   const xrt_node *xn = &c->p->xn[ni];
   if (xn->q) return define_qnode(c, ni);
-  int x = n->inputs[0];
+  int x = xn->qpass ? g->nodes[xn->qdq].inputs[0] : n->inputs[0]; /* qpass: the 8-bit value itself */
   int y = xn->fused_act >= 0 ? g->nodes[xn->fused_act].outputs[0] : n->outputs[0];
   float lo = xn->out_min, hi = xn->out_max;
   uint32_t xi = XNN_INVALID_VALUE_ID, yi, wi, bi = XNN_INVALID_VALUE_ID;

@@ -314,6 +314,7 @@ static int one_reader(const uses_t *u, int v) { return v >= 0 && !u->is_out[v] &
 
 static void clear_cluster(xrt_node *xn) {
   xn->q = XQ_NONE;
+  xn->qpass = 0;
   xn->qdq = xn->qact = xn->qpool = xn->qreshape = xn->qquant = -1;
 }
 
@@ -392,6 +393,26 @@ static int find_cluster(xrt_plan *p, const uses_t *u, int ci) {
   return 1;
 }
 
+/* DequantizeLinear -> MaxPool / Flatten / Reshape -> QuantizeLinear with equal parameters (ONNX
+ * Runtime's QDQ models wrap these ops so): Q(maxpool(DQ(q))) = maxpool(q) and Q(reshape(DQ(q))) =
+ * reshape(q) exactly, so the node runs on the 8-bit values and both converts vanish. */
+static int find_passthrough(xrt_plan *p, const uses_t *u, int mi) {
+  const alma_graph *g = p->g;
+  xrt_node *xn = p->xn, *m = &xn[mi];
+  const alma_node *n = &g->nodes[mi];
+  if (m->kind != XK_MAXPOOL && m->kind != XK_RESHAPE) return 0;
+  int d = g->values[n->inputs[0]].producer, v = n->outputs[0];
+  if (d < 0 || xn[d].kind != XK_DEQUANT || !one_reader(u, v)) return 0;
+  int r = u->list[u->off[v]];
+  if (xn[r].kind != XK_QUANT || xn[r].qs != xn[d].qs || xn[r].qz != xn[d].qz ||
+      p->vdt[g->nodes[d].inputs[0]] != p->vdt[g->nodes[r].outputs[0]])
+    return 0;
+  m->qpass = 1;
+  m->qdq = d;
+  m->qquant = r;
+  return 1;
+}
+
 /* the 8-bit values a quantized node reads and writes */
 static void q_values(const xrt_plan *p, int i, int *in, int *out) {
   const xrt_node *xn = &p->xn[i];
@@ -449,7 +470,8 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
       drop_node(xn);
     }
   }
-  for (int i = 0; i < g->n_nodes; i++) find_cluster(p, u, i);
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!find_cluster(p, u, i)) find_passthrough(p, u, i);
   /* domains: the int8 path wins; a quint8 node touching an int8-path value falls back */
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < g->n_nodes; i++) {
@@ -464,6 +486,20 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
       }
       dem[in] = dem[out] = (unsigned char)xn->q;
     }
+  /* a passthrough reads and writes one XNNPACK type: its two values share a demand (a conflict
+   * cancels it) */
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      xrt_node *xn = &p->xn[i];
+      if (!xn->qpass) continue;
+      int in = g->nodes[xn->qdq].inputs[0], out = g->nodes[xn->qquant].outputs[0];
+      if (dem[in] == dem[out]) continue;
+      if (dem[in] && dem[out]) clear_cluster(xn);
+      else dem[in] = dem[out] = dem[in] | dem[out];
+      changed = 1;
+    }
+  }
   /* the 8-bit values on XNNPACK: read or written by a node taken above */
   memset(has, 0, (size_t)nv);
   for (int i = 0; i < g->n_nodes; i++) {
@@ -471,6 +507,7 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
     const alma_node *n = &g->nodes[i];
     int in = -1, out = -1;
     if (xn->kind == XK_QUANT) out = n->outputs[0];
+    /* (a passthrough node's values are a DequantizeLinear's input and a QuantizeLinear's output) */
     else if (xn->kind == XK_DEQUANT) in = n->inputs[0];
     else if (xn->q) q_values(p, i, &in, &out);
     if (in >= 0) has[in] = 1;
@@ -486,6 +523,11 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
     q->scale = ps[v];
     q->zp = (int32_t)pz[v] + (q->flip ? (q->dom == XQ_S8 ? -128 : 128) : 0);
   }
+  /* a passthrough reads and writes one XNNPACK type */
+  for (int i = 0; i < g->n_nodes; i++) {
+    xrt_node *xn = &p->xn[i];
+    if (xn->qpass && p->vq[g->nodes[xn->qdq].inputs[0]].dom != p->vq[g->nodes[xn->qquant].outputs[0]].dom) clear_cluster(xn);
+  }
   free(ps);
   free(pz);
   free(has);
@@ -500,6 +542,16 @@ void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u) {
   p->n_qnodes = p->n_qother = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     xrt_node *c = &xn[i];
+    if (c->part >= 0 && c->qpass) {
+      if (xn[c->qdq].part != c->part || xn[c->qquant].part != c->part) {
+        clear_cluster(c);
+        continue;
+      }
+      c->fused_act = c->qquant;
+      xn[c->qquant].fused_into = i;
+      p->n_qother++;
+      continue;
+    }
     if (c->part < 0 || !c->q) continue;
     if (c->qlin) {
       p->n_qnodes++;
@@ -541,7 +593,7 @@ void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u) {
     int v = g->nodes[d].outputs[0], all = !u->is_out[v] && u->off[v + 1] > u->off[v];
     for (int j = u->off[v]; j < u->off[v + 1] && all; j++) {
       const xrt_node *r = &xn[u->list[j]];
-      all = r->q && !r->qlin && r->qdq == d && r->part == xn[d].part;
+      all = (r->q || r->qpass) && !r->qlin && r->qdq == d && r->part == xn[d].part;
     }
     if (all) xn[d].fused_into = u->list[u->off[v]];
   }

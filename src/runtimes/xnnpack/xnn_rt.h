@@ -110,6 +110,8 @@ typedef struct xrt_node {
   /* int8 (xnn_quant.c) */
   int q;                    /* conv/dwconv/fc computed in 8 bits: XQ_S8 or XQ_U8 (XQ_NONE: float) */
   int qlin;                 /* a QLinearConv / QLinearMatMul (always quantized) */
+  int qpass;                /* DequantizeLinear -> MaxPool / Flatten / Reshape -> QuantizeLinear with the same
+                               parameters: the node runs on the 8-bit values (qdq, qquant set) */
   int qdq;                  /* QDQ cluster: the DequantizeLinear producing input 0 (-1) */
   int qact, qpool, qreshape, qquant; /* QDQ cluster: its Relu/Clip, MaxPool, Flatten/Reshape and
                                         QuantizeLinear nodes (-1: none) */

@@ -1071,7 +1071,7 @@ static void xrt_describe(void *plan, FILE *f) {
                xn->q == XQ_S8 ? "int8 (qint8, per-channel weights)" : "int8 (quint8)",
                xn->flatten_perm ? " (weights in NHWC order)" : "");
     else if (xn->kind == XK_FC && xn->flatten_perm) snprintf(where, sizeof where, "XNNPACK p%d fc (weights in NHWC order)", xn->part);
-    else if (xn->part >= 0 && p->vq[g->nodes[i].inputs[0]].q && (xn->kind == XK_MAXPOOL || xn->kind == XK_RESHAPE))
+    else if (xn->part >= 0 && (xn->qpass || p->vq[g->nodes[i].inputs[0]].q) && (xn->kind == XK_MAXPOOL || xn->kind == XK_RESHAPE))
       snprintf(where, sizeof where, "XNNPACK p%d %s int8", xn->part, kind_name(xn->kind));
     else snprintf(where, sizeof where, "XNNPACK p%d %s", xn->part, kind_name(xn->kind));
     fprintf(f, "  %-40s %-20s %s\n", g->nodes[i].name, g->nodes[i].op_type, where);

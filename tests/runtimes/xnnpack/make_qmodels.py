@@ -243,6 +243,27 @@ def models(out):
     g.q(t, ys, yz, "y")
     man.append(g.save(out, "q_u8_io", [vi("x", U8, [N, 3, 7, 7])], [vi("y", U8, None)], (4, 1, 1, 1)))
 
+    # DequantizeLinear -> MaxPool / Flatten -> QuantizeLinear with equal parameters (as ONNX Runtime's
+    # quantizer writes them): the pooling and the flatten run on int8, no converts; with other
+    # parameters the MaxPool stays float between converts
+    g = G()
+    wm = rng.standard_normal((48, 5)) * 0.2
+    qm, sm = w_q(wm, 1)
+    mp = deq(quant(x, xs, xz), xs, xz)[:, :, :8:2, :8:2]  # a bound for the range only
+    o = mp.reshape(16, -1) @ (qm * sm)
+    os_, oz = act_q(o.min() * 1.5, o.max() * 1.5)
+    t = g.dq(g.q("x", xs, xz, "xq"), xs, xz, "xd")
+    t = g.n("MaxPool", [t], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    t = g.dq(g.q(t, xs, xz, "mq"), xs, xz, "md")
+    t = g.n("Flatten", [t], ["f"])
+    t = g.dq(g.q(t, xs, xz, "fq"), xs, xz, "fd")
+    t = g.n("MatMul", [t, g.dq_w(qm, sm, 1, "wm")], ["mm"])
+    g.dq(g.q(t, os_, oz, "oq"), os_, oz, "y")
+    t = g.n("MaxPool", ["xd"], ["m2"], kernel_shape=[2, 2], strides=[2, 2])
+    g.dq(g.q(t, xs * 2, xz, "m2q"), xs * 2, xz, "y2")
+    man.append(g.save(out, "q_passthrough", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None), vi("y2", F, None)],
+                      (14, 1, 1, max(os_, xs * 2))))
+
     # QLinearConv with per-channel int8 weights and bias (groups, stride, padding), uint8 in and out
     g = G()
     wq, ws = w_q(rng.standard_normal((6, 2, 3, 3)) * 0.3, 0)
