@@ -102,6 +102,7 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     } else if (x->traceback) {
       fputs("      (traceback: run with -v, or see the JSON)\n", f);
     }
+    print_saved(x, f);  /* written before the failure */
   } else if (!strcmp(x->mode, "build")) {
     fprintf(f, "[%s] %s: built (not timed: build_only), batch %lld, convert %s ms, peak RSS %s\n", id, x->conversion,
             (long long)x->batch_size, ms(1e3 * x->convert_s, a, sizeof a), mib(x->peak_rss_bytes, b, sizeof b));
