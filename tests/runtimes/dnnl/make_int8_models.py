@@ -239,10 +239,20 @@ def fallbacks(outdir):
     g.save(outdir, (1, 4, 5, 5), "out", 0.01, 0.1, 0)
 
 
+def quantize_exact(outdir):
+    """QuantizeLinear of a plain input (the graph input) with a scale whose reciprocal is inexact:
+    DNNL divides as ONNX does (its vectorized loop), so the result is EAGER's exactly; u8 and s8."""
+    g = G("int8_quantize_exact")
+    a = g.dq(g.q("x", 0.037, 120), 0.037, 120)
+    b = g.dq(g.q("x", 0.011, -7, np.int8), 0.011, -7, np.int8)
+    g.node("Add", [a, b], out="out")
+    g.save(outdir, (1, 3, 17, 5), "out", 1e-6, 1e-6, 0)
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks):
+    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact):
         f(outdir)
 
 
