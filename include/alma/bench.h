@@ -319,7 +319,8 @@ typedef struct alma_scaling_point {
   int concurrent;             /* more than one request in flight: latencies include contention */
   int64_t inferences;         /* batches completed in the timed window */
   int64_t samples;
-  double duration_s;          /* the timed window: start to the last completion */
+  double duration_s;          /* the timed window: start to the stop signal, or to the last
+                                 completion when later */
   double throughput_avg;      /* samples / duration_s */
   double throughput_peak;     /* samples completed in the busiest 1-second window (the whole window
                                  when shorter), per second */

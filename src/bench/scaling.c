@@ -202,6 +202,7 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
     double left = dur - el;
     sleep_s(left > 0.004 ? fmin(left, 0.002) : 0.0005);
   }
+  double t_stop = alma__bench_now();
   atomic_store(&sh.stop, 1);
   for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
   for (int i = 0; i < n && st == ALMA_OK; i++)
@@ -218,7 +219,9 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
       snprintf(msg, sizeof msg, "out of memory merging latencies");
     } else {
       int64_t k = 0;
-      double last = sh.t0;
+      /* The window ends at the stop signal or at the last completion after it: a worker preempted
+       * after its last batch leaves the machine idle, and that time is the run's too. */
+      double last = started == n ? t_stop : sh.t0;
       for (int i = 0; i < n; i++)
         for (int64_t m = 0; m < w[i].n; m++) {
           lat[k] = w[i].lat[m];
