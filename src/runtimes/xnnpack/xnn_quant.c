@@ -379,6 +379,15 @@ static int find_cluster(xrt_plan *p, const uses_t *u, int ci) {
     clear_cluster(c);
     return 0;
   }
+  /* A convolution with fewer than 4 input channels per group stays float: this XNNPACK's int8
+   * kernels cost as much for 1 to 4 channels as for 4, float ones scale with the channels (one
+   * thread, AVX2: 3x3, 3 channels at 112x112 0.81 ms int8 against 0.63 ms float; 5x5, one channel
+   * 3x slower in int8; from 4 channels on int8 is as fast or faster, 2-3x from 8). The float
+   * convolution computes the same within one step (it is the QDQ graph's own arithmetic). */
+  if (c->kind == XK_CONV && q.W->dims[1] < 4) {
+    clear_cluster(c);
+    return 0;
+  }
   if (act >= 0) {
     /* the activation's quantized bounds must leave a range (XNNPACK refuses min >= max) */
     int s8 = p->vdt[q.y] == ALMA_DTYPE_INT8;

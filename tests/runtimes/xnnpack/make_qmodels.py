@@ -122,20 +122,21 @@ def models(out):
     N = "N"
     man = []
     x = rng.uniform(-2, 2, (16, 3, 8, 8))
+    x4c = rng.uniform(-2, 2, (16, 4, 8, 8))
 
     # Conv + Relu between a QuantizeLinear pair: one int8 convolution (per-channel weights, int32 bias)
     g = G()
     xs, xz = act_q(-2, 2)
-    w = rng.standard_normal((4, 3, 3, 3)) * 0.3
+    w = rng.standard_normal((4, 4, 3, 3)) * 0.3
     b = rng.standard_normal(4) * 0.2
     wq, ws = w_q(w, 0)
-    y = np.maximum(conv2d(deq(quant(x, xs, xz), xs, xz), wq * ws[:, None, None, None], b, pad=1), 0)
+    y = np.maximum(conv2d(deq(quant(x4c, xs, xz), xs, xz), wq * ws[:, None, None, None], b, pad=1), 0)
     ys, yz = act_q(y.min(), y.max())
     t = g.dq(g.q("x", xs, xz, "xq"), xs, xz, "xd")
     t = g.n("Conv", [t, g.dq_w(wq, ws, 0, "w"), g.dq_b(b, xs, ws, "b")], ["c"], pads=[1, 1, 1, 1])
     t = g.n("Relu", [t], ["r"])
     g.dq(g.q(t, ys, yz, "rq"), ys, yz, "y")
-    man.append(g.save(out, "q_conv_relu", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None)], (6, 1, 1, ys)))
+    man.append(g.save(out, "q_conv_relu", [vi("x", F, [N, 4, 8, 8])], [vi("y", F, None)], (6, 1, 1, ys)))
 
     # depthwise (multiplier 2, stride 2) + Clip(0, 6) + MaxPool before the QuantizeLinear: the
     # max pooling runs on int8 too
@@ -181,8 +182,8 @@ def models(out):
     # DQ -> MatMul (per-tensor weights, int8 activations): the flatten runs on int8 and the two
     # fully-connected nodes take its NHWC order in their weights
     g = G()
-    x5 = rng.uniform(-2, 2, (16, 3, 5, 4))
-    w = rng.standard_normal((4, 3, 2, 2)) * 0.4
+    x5 = rng.uniform(-2, 2, (16, 4, 5, 4))
+    w = rng.standard_normal((4, 4, 2, 2)) * 0.4
     qw, sw = w_q(w, 0)
     f = np.maximum(conv2d(deq(quant(x5, xs, xz), xs, xz), qw * sw[:, None, None, None]), 0).reshape(16, -1)
     fs, fz = act_q(0, f.max())
@@ -206,11 +207,12 @@ def models(out):
     t = g.dq(g.q(t, hs, hz, "hq", True), hs, hz, "hd", True)
     t = g.n("MatMul", [t, g.dq_w(qm, np.float32(sm), 0, "wm")], ["mm"])
     g.dq(g.q(t, os_, oz, "oq", True), os_, oz, "y", True)
-    man.append(g.save(out, "q_flatten_fc", [vi("x", F, [N, 3, 5, 4])], [vi("y", F, None)], (14, 1, 3, os_)))
+    man.append(g.save(out, "q_flatten_fc", [vi("x", F, [N, 4, 5, 4])], [vi("y", F, None)], (14, 1, 3, os_)))
 
     # float fallbacks inside a partition: uint8 weights whose per-channel zero points leave w - zp
-    # outside int8 (a float convolution on the dequantized weights), and a DequantizeLinear whose
-    # parameters differ from its QuantizeLinear's (EAGER)
+    # outside int8 (a float convolution on the dequantized weights), a cluster whose convolution has
+    # 3 input channels (float: faster here), and a DequantizeLinear whose parameters differ from its
+    # QuantizeLinear's (EAGER)
     g = G()
     wu = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
     wz = np.array([0, 255, 128, 7], dtype=np.uint8)
@@ -226,22 +228,29 @@ def models(out):
     t = g.n("Conv", [t, wd], ["c"], pads=[1, 1, 1, 1])
     g.dq(g.q(t, cs, cz, "cq"), cs, cz, "y")
     g.dq("xq", xs * 2, xz, "y2")
-    man.append(g.save(out, "q_fallbacks", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None), vi("y2", F, None)],
-                      (5, 1, 0, cs)))
+    w3 = rng.standard_normal((4, 3, 1, 1)) * 0.3
+    q3, s3 = w_q(w3, 0)
+    c3 = np.maximum(conv2d(deq(quant(x, xs, xz), xs, xz), q3 * s3[:, None, None, None]), 0)
+    c3s, c3z = act_q(0, c3.max())
+    t = g.n("Conv", ["xd", g.dq_w(q3, s3, 0, "w3")], ["c3"])
+    t = g.n("Relu", [t], ["r3"])
+    g.dq(g.q(t, c3s, c3z, "r3q"), c3s, c3z, "y3")
+    man.append(g.save(out, "q_fallbacks", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None), vi("y2", F, None),
+                                                                        vi("y3", F, None)], (9, 2, 0, max(cs, c3s))))
 
     # the int8 result as a uint8 graph output of rank 4 (NHWC -> NCHW byte reorder, uint8 from the
     # int8 domain), from a uint8 graph input
     g = G()
     t = g.dq("x", xs, xz, "xd")
-    w = rng.standard_normal((5, 3, 3, 3)) * 0.3
+    w = rng.standard_normal((5, 4, 3, 3)) * 0.3
     wq, ws = w_q(w, 0)
-    xu = rng.integers(0, 256, (16, 3, 7, 7))
+    xu = rng.integers(0, 256, (16, 4, 7, 7))
     c = np.maximum(conv2d(deq(xu, xs, xz), wq * ws[:, None, None, None], stride=2), 0)
     ys, yz = act_q(0, c.max())
     t = g.n("Conv", [t, g.dq_w(wq, ws, 0, "w")], ["c"], strides=[2, 2])
     t = g.n("Relu", [t], ["r"])
     g.q(t, ys, yz, "y")
-    man.append(g.save(out, "q_u8_io", [vi("x", U8, [N, 3, 7, 7])], [vi("y", U8, None)], (4, 1, 1, 1)))
+    man.append(g.save(out, "q_u8_io", [vi("x", U8, [N, 4, 7, 7])], [vi("y", U8, None)], (4, 1, 1, 1)))
 
     # DequantizeLinear -> MaxPool / Flatten -> QuantizeLinear with equal parameters (as ONNX Runtime's
     # quantizer writes them): the pooling and the flatten run on int8, no converts; with other
