@@ -1295,8 +1295,10 @@ static alma_status dqmm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   mn = mn < 0.0f ? mn : 0.0f;
   mx = mx > 0.0f ? mx : 0.0f;
   float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+  /* std::max(0, std::min(255, zp)) as ONNX Runtime writes it: a NaN (infinite inputs) gives 255 */
   float zpf = 0.0f - mn / scale;
-  zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
+  zpf = zpf < 255.0f ? zpf : 255.0f;
+  zpf = 0.0f < zpf ? zpf : 0.0f;
   int32_t zp = (int32_t)rne(zpf);
   alma_tensor aq = {.dtype = ALMA_DTYPE_UINT8, .rank = a->rank};
   memcpy(aq.dims, a->dims, (size_t)a->rank * sizeof(int64_t));
