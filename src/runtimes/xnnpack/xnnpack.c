@@ -1,7 +1,8 @@
 /* XNNPACK runtime: Debian's XNNPACK (2022-02-16 snapshot) through its subgraph API.
  *
- * compile: each node is checked against what XNNPACK can do in float32 (static shapes from
- * alma__graph_infer with the symbolic dims bound twice, to tell static dims from dynamic ones);
+ * compile: each node is checked against what XNNPACK can do (static shapes from alma__graph_infer
+ * with the symbolic dims bound twice, to tell static dims from dynamic ones): float32 nodes,
+ * FUSE's alma.Fused* nodes, and the int8 nodes and QDQ clusters of xnn_quant.c;
  * connected sets of such nodes become partitions (xnn_rt.h), split where a node outside the set
  * reads a partition value before the partition's last node runs, so that running the whole
  * partition at its last node is always in order. Activations (Relu, Clip) are folded into the
@@ -1080,8 +1081,8 @@ static void xrt_describe(void *plan, FILE *f) {
 
 const alma_runtime alma__runtime_xnnpack = {
     .name = "XNNPACK",
-    .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes; "
-                   "EAGER for the rest",
+    .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes, "
+                   "FUSE's fused conv/matmul nodes and int8 QDQ/QLinear convolutions; EAGER for the rest",
     .init = xrt_init,
     .supports_node = xrt_supports,
     .compile = xrt_compile,
