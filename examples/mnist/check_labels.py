@@ -55,35 +55,30 @@ def main():
                 failures.append(f"{tag} {r['conversion']}: top-1 drops {100 * a['top1_drop']:.2f} points vs "
                                 f"{a['baseline']} (at most 1 allowed)")
 
-    convs = ["EAGER", "INT8_STATIC+EAGER"]
-    js = os.path.join(out, "labels_npy.json")
-    p = bench(alma, [os.path.join(d, "mnist_cnn.onnx"), "-c", ",".join(convs), "-b", "32", "--data", images,
-                     "--labels", os.path.join(d, "test_labels.npy"), "--json", js] + FAST)
-    if p.returncode != 0:
-        failures.append(f"npy: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-    else:
-        check("npy", js, convs)
-        if "top-1: share of the 360 labelled samples" not in p.stdout:
-            failures.append("npy: the report has no top-1 note")
+    def bench_checked(tag, args, convs):
+        """alma bench ARGS --json labels_TAG.json, then check() on its results."""
+        js = os.path.join(out, f"labels_{tag}.json")
+        p = bench(alma, args + ["--json", js] + FAST)
+        if p.returncode != 0:
+            failures.append(f"{tag}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+        else:
+            check(tag, js, convs)
+        return p
 
-    js = os.path.join(out, "labels_idx.json")
-    p = bench(alma, [os.path.join(d, "mnist_cnn.onnx"), "-c", "EAGER", "-b", "32", "-q",
-                     "--data", os.path.join(d, "test-images-idx3-ubyte"), "--data-scale", "0.00392156862745098",
-                     "--labels", os.path.join(d, "test-labels-idx1-ubyte"), "--json", js] + FAST)
-    if p.returncode != 0:
-        failures.append(f"idx: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-    else:
-        check("idx", js, ["EAGER"])
+    convs = ["EAGER", "INT8_STATIC+EAGER"]
+    p = bench_checked("npy", [os.path.join(d, "mnist_cnn.onnx"), "-c", ",".join(convs), "-b", "32", "--data", images,
+                              "--labels", os.path.join(d, "test_labels.npy")], convs)
+    if p.returncode == 0 and "top-1: share of the 360 labelled samples" not in p.stdout:
+        failures.append("npy: the report has no top-1 note")
+
+    bench_checked("idx", [os.path.join(d, "mnist_cnn.onnx"), "-c", "EAGER", "-b", "32", "-q",
+                          "--data", os.path.join(d, "test-images-idx3-ubyte"), "--data-scale", "0.00392156862745098",
+                          "--labels", os.path.join(d, "test-labels-idx1-ubyte")], ["EAGER"])
 
     qat = os.path.join(d, "mnist_cnn_qat.onnx")
     if os.path.exists(qat):
-        js = os.path.join(out, "labels_qat.json")
-        p = bench(alma, [qat, "-c", "EAGER", "-b", "32", "-q", "--data", images,
-                         "--labels", os.path.join(d, "test_labels.npy"), "--json", js] + FAST)
-        if p.returncode != 0:
-            failures.append(f"qat: exit {p.returncode}: {p.stderr.strip()[-400:]}")
-        else:
-            check("qat", js, ["EAGER"])
+        bench_checked("qat", [qat, "-c", "EAGER", "-b", "32", "-q", "--data", images,
+                              "--labels", os.path.join(d, "test_labels.npy")], ["EAGER"])
 
     short = os.path.join(out, "labels_short.npy")
     np.save(short, labels[:-1])

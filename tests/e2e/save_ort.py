@@ -29,6 +29,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from qmetrics import cosine, rel_err  # noqa: E402
+
 CONVERSIONS = ["EAGER", "FOLD+EAGER", "INT8_STATIC+EAGER", "INT8_DYNAMIC+EAGER", "FOLD+FUSE+EAGER"]
 
 ORT_SCRIPT = r"""
@@ -49,17 +52,6 @@ for i, y in enumerate(ys):
     np.save(f"{out}_{i}.npy", y)
 print(json.dumps({"version": ort.__version__, "outputs": len(ys)}))
 """
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
-
-
-def rel_err(y, ref):
-    return float(np.abs(y.astype(np.float64) - ref).max() / max(float(np.abs(ref).max()), 1e-30))
 
 
 def alma_run(alma, model, outdir, x, conversion=None):

@@ -28,6 +28,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from qmetrics import argmax_agreement, cosine, flat, load_outputs, max_abs_err, rel_err, top1  # noqa: E402
+
 ORT_SCRIPT = r"""
 import json, sys
 import numpy as np
@@ -45,21 +48,6 @@ for lvl in ("ENABLE_BASIC", "ENABLE_ALL"):
     res[lvl] = len(ys)
 print(json.dumps({"version": ort.__version__, **res}))
 """
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
-
-
-def load_outputs(d):
-    outs, i = [], 0
-    while os.path.exists(os.path.join(d, f"output_{i}.npy")):
-        outs.append(np.load(os.path.join(d, f"output_{i}.npy")))
-        i += 1
-    return outs
 
 
 def run(quant_run, model, conv, outdir, args, extra):
@@ -106,7 +94,7 @@ def main():
             failures.append(f"{name} EAGER: {err}")
             continue
         ref = load_outputs(ref_dir)
-        ref_top1 = float((ref[0].argmax(-1) == labels).mean()) if labels is not None else None
+        ref_top1 = top1(ref[0], labels) if labels is not None else None
         rows.append({"model": name, "conversion": "EAGER", "calibrator": "", "cosine": 1.0, "argmax": 1.0,
                      "max_abs": 0.0, "top1": ref_top1, "ms": info.get("ms_per_batch"), "convert_s": info.get("convert_s")})
         for conv in a.conversions.split(","):
@@ -123,20 +111,20 @@ def main():
                     failures.append(f"{name} {tag}: {err}")
                     continue
                 outs = load_outputs(od)
-                cos = cosine(np.concatenate([o.ravel() for o in outs]), np.concatenate([r.ravel() for r in ref]))
-                agree = float((outs[0].argmax(-1) == ref[0].argmax(-1)).mean())
-                mae = max(float(np.abs(o.astype(np.float64) - r).max()) for o, r in zip(outs, ref))
-                top1 = float((outs[0].argmax(-1) == labels).mean()) if labels is not None else None
+                cos = cosine(flat(outs), flat(ref))
+                agree = argmax_agreement(outs[0], ref[0])
+                mae = max(max_abs_err(o, r) for o, r in zip(outs, ref))
+                t1 = top1(outs[0], labels) if labels is not None else None
                 row = {"model": name, "conversion": tag, "calibrator": cal, "cosine": cos, "argmax": agree,
-                       "max_abs": mae, "top1": top1, "ms": info.get("ms_per_batch"), "convert_s": info.get("convert_s")}
+                       "max_abs": mae, "top1": t1, "ms": info.get("ms_per_batch"), "convert_s": info.get("convert_s")}
                 want_cos = a.entropy_min_cosine if cal == "entropy" else a.min_cosine
                 if "INT8" in conv and not cos >= want_cos:
                     failures.append(f"{name} {tag}: cosine {cos:.5f} < {want_cos}")
                 if labels is not None and "INT8" in conv:
                     if agree < 0.99:
                         failures.append(f"{name} {tag}: argmax agreement {agree:.4f} < 0.99")
-                    if top1 < ref_top1 - 0.01:
-                        failures.append(f"{name} {tag}: top-1 {top1:.4f} drops more than 1 point from {ref_top1:.4f}")
+                    if t1 < ref_top1 - 0.01:
+                        failures.append(f"{name} {tag}: top-1 {t1:.4f} drops more than 1 point from {ref_top1:.4f}")
                 # bfloat16 Conv/pooling only entered ONNX's schemas at opset 22: ONNX Runtime
                 # rejects the saved BF16 graphs of these opset-13 models (documented)
                 if a.ort_python and "BF16" not in conv:
@@ -148,11 +136,9 @@ def main():
                     else:
                         for lvl in ("ENABLE_BASIC", "ENABLE_ALL"):
                             ys = [np.load(os.path.join(od, f"ort_{lvl}_{i}.npy")) for i in range(len(outs))]
-                            rel = max(float(np.abs(y.astype(np.float64) - o).max() / max(np.abs(o).max(), 1e-30))
-                                      for y, o in zip(ys, outs))
+                            rel = max(rel_err(y, o) for y, o in zip(ys, outs))
                             row["ort_" + lvl.split("_")[1].lower() + "_rel"] = rel
-                            row["ort_" + lvl.split("_")[1].lower() + "_cos"] = cosine(
-                                np.concatenate([y.ravel() for y in ys]), np.concatenate([o.ravel() for o in outs]))
+                            row["ort_" + lvl.split("_")[1].lower() + "_cos"] = cosine(flat(ys), flat(outs))
                         # Static QDQ graphs: a float sum that rounds differently in another
                         # runtime's Conv can land on the other side of a quantization step, and
                         # the step then travels through the network, so deep models agree within

@@ -26,11 +26,8 @@ import tempfile
 
 import numpy as np
 
-
-def cosine(a, b):
-    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from qmetrics import argmax_agreement, cosine, rel_err, top1  # noqa: E402
 
 
 def main():
@@ -48,11 +45,11 @@ def main():
     labels = np.load(a.labels) if a.labels else None
     fp32 = np.load(os.path.join(a.dir, "fp32.ref_0.npy"))
     print(f"ONNX Runtime {meta['onnxruntime']}; fp32 top-1 "
-          + (f"{100 * np.mean(fp32.argmax(-1) == labels):.2f}%" if labels is not None else "-"))
+          + (f"{100 * top1(fp32, labels):.2f}%" if labels is not None else "-"))
     failed = []
     for v in meta["variants"]:
         refs = [np.load(os.path.join(a.dir, f"{v}.ref_{k}.npy")) for k in range(meta["outputs"])]
-        line = f"{v}: ONNX Runtime top-1 {100 * np.mean(refs[0].argmax(-1) == labels):.2f}%" if labels is not None else v
+        line = f"{v}: ONNX Runtime top-1 {100 * top1(refs[0], labels):.2f}%" if labels is not None else v
         print(line)
         for conv in a.conversions.split(","):
             with tempfile.TemporaryDirectory() as td:
@@ -81,13 +78,13 @@ def main():
                     ok = False
                     parts.append(f"shape {y.shape} vs {ref.shape}")
                     continue
-                c = cosine(y, ref)
-                am = float(np.mean(y.reshape(-1, y.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)))
-                err = float(np.max(np.abs(y.astype(np.float64) - ref))) / max(float(np.max(np.abs(ref))), 1e-12)
+                c = cosine(y, ref, both_zero=1.0, one_zero=0.0)
+                am = argmax_agreement(y, ref)
+                err = rel_err(y, ref, floor=1e-12)
                 ok &= c >= a.min_cosine and am >= a.min_argmax and err <= a.max_err
                 parts.append(f"cosine {c:.6f} argmax {100 * am:.1f}% err {100 * err:.2f}% of max")
             if labels is not None and ys[0].shape[0] == len(labels):
-                parts.append(f"top-1 {100 * np.mean(ys[0].argmax(-1) == labels):.2f}%")
+                parts.append(f"top-1 {100 * top1(ys[0], labels):.2f}%")
             print(f"  {conv:16s} {'ok' if ok else 'FAILED'}  " + ", ".join(parts))
             if not ok:
                 failed.append((v, conv))

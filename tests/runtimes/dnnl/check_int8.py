@@ -22,12 +22,8 @@ import sys
 
 import numpy as np
 
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+from qmetrics import argmax_agreement, cosine, flat, load_outputs, max_abs_err, top1  # noqa: E402
 
 
 def run(quant_run, model, conv, outdir, test, extra, env=None):
@@ -38,10 +34,7 @@ def run(quant_run, model, conv, outdir, test, extra, env=None):
     e.update(env or {})
     e["ALMA_LOG"] = "debug"
     p = subprocess.run([quant_run, model, conv, outdir, "-i", test] + extra, capture_output=True, text=True, env=e)
-    outs, i = [], 0
-    while os.path.exists(os.path.join(outdir, f"output_{i}.npy")):
-        outs.append(np.load(os.path.join(outdir, f"output_{i}.npy")))
-        i += 1
+    outs = load_outputs(outdir)
     declined = [ln for ln in p.stderr.splitlines() if "not in int8" in ln and "(Conv)" in ln]
     return p.returncode, (p.stderr.strip().splitlines() or [""])[-1], outs, declined
 
@@ -69,15 +62,15 @@ def main():
         if rc:
             failures.append(f"{name} INT8_STATIC+EAGER: {err}")
             continue
-        top1 = lambda o: float((o[0].argmax(-1) == labels).mean()) if labels is not None else float("nan")  # noqa: E731
+        t1 = lambda o: top1(o[0], labels) if labels is not None else float("nan")  # noqa: E731
         rows = [("INT8_STATIC+DNNL", {}, True), ("FOLD+INT8_STATIC+DNNL", {}, True)]
         if a.variants:
             rows += [("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "u8"}, False),
                      ("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "s8"}, False),
                      ("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8": "fallback"}, False)]
-        print(f"{name:14s} {'EAGER (fp32)':40s} {1.0:9.6f} {cosine(ref[0], q8[0]):9.6f} {'':>9s} {'':>7s} {top1(ref):7.4f}")
+        print(f"{name:14s} {'EAGER (fp32)':40s} {1.0:9.6f} {cosine(ref[0], q8[0]):9.6f} {'':>9s} {'':>7s} {t1(ref):7.4f}")
         print(f"{name:14s} {'INT8_STATIC+EAGER':40s} {cosine(q8[0], ref[0]):9.6f} {1.0:9.6f} {0.0:9.4g} "
-              f"{float((q8[0].argmax(-1) == ref[0].argmax(-1)).mean()):7.4f} {top1(q8):7.4f}")
+              f"{argmax_agreement(q8[0], ref[0]):7.4f} {t1(q8):7.4f}")
         for conv, env, check in rows:
             tag = conv + "".join(f" {k}={v}" for k, v in env.items())
             od = os.path.join(a.outdir, name, tag.replace(" ", "_").replace("=", "-"))
@@ -85,12 +78,12 @@ def main():
             if rc:
                 failures.append(f"{name} {tag}: {err}")
                 continue
-            c32 = cosine(np.concatenate([o.ravel() for o in outs]), np.concatenate([r.ravel() for r in ref]))
-            c8 = cosine(np.concatenate([o.ravel() for o in outs]), np.concatenate([r.ravel() for r in q8]))
+            c32 = cosine(flat(outs), flat(ref))
+            c8 = cosine(flat(outs), flat(q8))
             big = max(float(np.abs(r).max()) for r in q8)
-            diff = max(float(np.abs(o.astype(np.float64) - r).max()) for o, r in zip(outs, q8))
-            agree = float((outs[0].argmax(-1) == ref[0].argmax(-1)).mean())
-            print(f"{name:14s} {tag:40s} {c32:9.6f} {c8:9.6f} {diff:9.4g} {agree:7.4f} {top1(outs):7.4f}")
+            diff = max(max_abs_err(o, r) for o, r in zip(outs, q8))
+            agree = argmax_agreement(outs[0], ref[0])
+            print(f"{name:14s} {tag:40s} {c32:9.6f} {c8:9.6f} {diff:9.4g} {agree:7.4f} {t1(outs):7.4f}")
             if not check:
                 continue
             if not c32 >= 0.99:
@@ -98,9 +91,9 @@ def main():
             if not (c8 >= 0.999 and diff <= 0.05 * big):
                 failures.append(f"{name} {tag}: cosine {c8:.6f} against INT8_STATIC+EAGER (>= 0.999 needed), "
                                 f"largest difference {diff:.4g} ({diff / big:.1%} of the largest output, <= 5% needed)")
-            if labels is not None and (agree < 0.99 or top1(outs) < top1(ref) - 0.01):
-                failures.append(f"{name} {tag}: argmax agreement {agree:.4f} (>= 0.99), top-1 {top1(outs):.4f} "
-                                f"against fp32 {top1(ref):.4f}")
+            if labels is not None and (agree < 0.99 or t1(outs) < t1(ref) - 0.01):
+                failures.append(f"{name} {tag}: argmax agreement {agree:.4f} (>= 0.99), top-1 {t1(outs):.4f} "
+                                f"against fp32 {t1(ref):.4f}")
             if declined:
                 failures.append(f"{name} {tag}: {len(declined)} convolutions declined at run time: {declined[0]}")
     for f in failures:

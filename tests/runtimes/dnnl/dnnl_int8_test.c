@@ -15,39 +15,15 @@
  *
  * usage: dnnl_int8_test DIR   (exit 1 on any mismatch) */
 #ifdef ALMA_HAVE_DNNL
-#include <dirent.h>
 #include <math.h>
 
 #include "alma/alma.h"
 #include "core/core.h"
+#include "dnnl_test_util.h"
 #include "graph/model.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
-
-static int make_inputs(const alma_model *m, int batch, alma_tensor *in) {
-  for (int i = 0; i < alma_model_num_inputs(m); i++) {
-    int rank = alma_model_input_rank(m, i);
-    int64_t dims[ALMA_MAX_RANK];
-    for (int k = 0; k < rank; k++) {
-      int64_t d = alma_model_input_dim(m, i, k);
-      dims[k] = d >= 0 ? d : k == 0 ? batch : 1;
-    }
-    if (alma_model_input_dtype(m, i) != ALMA_DTYPE_FLOAT32 ||
-        alma__tensor_alloc(&in[i], ALMA_DTYPE_FLOAT32, rank, dims) != ALMA_OK)
-      return 0;
-    float *p = in[i].data;
-    for (int64_t k = 0; k < alma_tensor_numel(&in[i]); k++) p[k] = nrand();
-  }
-  return 1;
-}
+static uint64_t rng_state = 0x2545f4914f6cdd1dull; /* the inputs' seed */
 
 static int compare(const char *what, const alma_tensor *got, const alma_tensor *want, double atol, double step) {
   if (got->dtype != want->dtype || !alma__same_shape(got, want) || got->dtype != ALMA_DTYPE_FLOAT32) {
@@ -72,29 +48,6 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
     return 0;
   }
   return 1;
-}
-
-static int run_session(const alma_model *m, const char *conv, int threads, const alma_tensor *in, int nin,
-                       alma_tensor *out, int nout, int runs) {
-  alma_session_options o;
-  alma_session_options_init(&o);
-  o.threads = threads;
-  alma_session *s = NULL;
-  if (alma_session_create(m, conv, &o, &s) != ALMA_OK) {
-    printf("  %s: session: %s\n", conv, alma_last_error());
-    return 0;
-  }
-  int ok = 1;
-  for (int r = 0; r < runs && ok; r++) {
-    if (r)
-      for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
-    if (alma_session_run(s, in, nin, out, nout) != ALMA_OK) {
-      printf("  %s: run %d: %s\n", conv, r, alma_last_error());
-      ok = 0;
-    }
-  }
-  alma_session_free(s);
-  return ok;
 }
 
 /* White box: the plan's int8 counter after a second run through the vtable (threads 2). */
@@ -151,17 +104,17 @@ static int test_model(const char *path) {
   for (int batch = 1; batch <= 3 && ok; batch += 2) {
     alma_tensor in[16], want[16], got[16];
     memset(in, 0, sizeof in);
-    if (!make_inputs(m, batch, in)) {
+    if (!dt_make_inputs(m, batch, in, &rng_state)) {
       printf("%s: inputs must be float32\n", path);
       ok = 0;
       break;
     }
-    ok = run_session(m, "EAGER", 1, in, nin, want, nout, 1);
+    ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
     for (int md = 0; md < 3 && ok; md++) {
       if (modes[md][1]) setenv(modes[md][0], modes[md][1], 1);
       for (int c = 0; c < 2 && ok; c++)
         for (int threads = 1; threads <= 2 && ok; threads++) {
-          if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+          if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
             ok = 0;
             break;
           }
@@ -197,36 +150,15 @@ static int test_model(const char *path) {
   return ok;
 }
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;
   }
   char *names[256];
-  int nn = 0;
-  DIR *d = opendir(argv[1]);
-  if (!d) {
-    fprintf(stderr, "cannot open %s\n", argv[1]);
-    return 2;
-  }
-  struct dirent *e;
-  while ((e = readdir(d)) && nn < 256) {
-    size_t l = strlen(e->d_name);
-    if (l > 5 && !strcmp(e->d_name + l - 5, ".onnx")) names[nn++] = strdup(e->d_name);
-  }
-  closedir(d);
-  qsort(names, (size_t)nn, sizeof *names, cmp_names);
-  int fails = 0;
-  for (int i = 0; i < nn; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", argv[1], names[i]);
-    fails += !test_model(path);
-    free(names[i]);
-  }
-  printf("%d models, %d failed\n", nn, fails);
-  return nn == 0 || fails ? 1 : 0;
+  int nn = dt_list_models(argv[1], names, 256);
+  if (nn < 0) return 2;
+  return dt_test_all(argv[1], names, nn, test_model);
 }
 #else
 int main(void) { return 77; }

@@ -17,11 +17,11 @@
  *
  * usage: dnnl_vs_eager DIR [MODEL.onnx...]   (exit 1 on any mismatch) */
 #ifdef ALMA_HAVE_DNNL
-#include <dirent.h>
 #include <math.h>
 
 #include "alma/alma.h"
 #include "core/core.h"
+#include "dnnl_test_util.h"
 #include "graph/model.h"
 #include "passes/pass.h"
 #include "runtimes/dnnl/dnnl_rt.h"
@@ -29,31 +29,7 @@
 
 static int bf16_cpu; /* the BF16 pass is available without ALMA_FORCE_BF16 */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return ((rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)(sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand())); }
-
-static int make_inputs(const alma_model *m, int batch, alma_tensor *in) {
-  for (int i = 0; i < alma_model_num_inputs(m); i++) {
-    int rank = alma_model_input_rank(m, i);
-    int64_t dims[ALMA_MAX_RANK];
-    for (int k = 0; k < rank; k++) {
-      int64_t d = alma_model_input_dim(m, i, k);
-      dims[k] = d >= 0 ? d : k == 0 ? batch : 1;
-    }
-    if (alma_model_input_dtype(m, i) != ALMA_DTYPE_FLOAT32 ||
-        alma__tensor_alloc(&in[i], ALMA_DTYPE_FLOAT32, rank, dims) != ALMA_OK)
-      return 0;
-    float *p = in[i].data;
-    for (int64_t k = 0; k < alma_tensor_numel(&in[i]); k++) p[k] = nrand();
-  }
-  return 1;
-}
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull; /* the inputs' seed */
 
 static int compare(const char *what, const alma_tensor *got, const alma_tensor *want) {
   char s1[128], s2[128];
@@ -97,28 +73,6 @@ static int compare_bf16(const char *what, const alma_tensor *got, const alma_ten
   return 1;
 }
 
-static int run_session(const alma_model *m, const char *conv, int threads, const alma_tensor *in, int nin,
-                       alma_tensor *out, int nout, int runs) {
-  alma_session_options o;
-  alma_session_options_init(&o);
-  o.threads = threads;
-  alma_session *s = NULL;
-  if (alma_session_create(m, conv, &o, &s) != ALMA_OK) {
-    printf("  %s: session: %s\n", conv, alma_last_error());
-    return 0;
-  }
-  int ok = 1;
-  for (int r = 0; r < runs && ok; r++) {
-    if (r) for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
-    if (alma_session_run(s, in, nin, out, nout) != ALMA_OK) {
-      printf("  %s: run %d: %s\n", conv, r, alma_last_error());
-      ok = 0;
-    }
-  }
-  alma_session_free(s);
-  return ok;
-}
-
 /* White box: the plan's counters after a run of graph g through the vtable. */
 static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, int nout, int64_t *native,
                           int64_t *fused, int64_t *bf16) {
@@ -155,9 +109,9 @@ static int test_bf16(const char *path, const alma_model *m, int batch, const alm
   int nconv = alma__pass_find("FUSE") ? 3 : 1, ok = 1;
   for (int c = 0; c < nconv && ok; c++) {
     alma_tensor want[16], got[16];
-    if (!run_session(m, refs[c], 1, in, nin, want, nout, 1)) return 0;
+    if (!dt_run_session(m, refs[c], 1, in, nin, want, nout, 1)) return 0;
     for (int threads = 1; threads <= 2 && ok; threads++) {
-      if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+      if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
         ok = 0;
         break;
       }
@@ -220,15 +174,15 @@ static int test_model(const char *path) {
   for (int batch = 1; batch <= 3 && ok; batch += 2) {
     alma_tensor in[16], want[16], got[16];
     memset(in, 0, sizeof in);
-    if (!make_inputs(m, batch, in)) {
+    if (!dt_make_inputs(m, batch, in, &rng_state)) {
       printf("%s: inputs must be float32\n", path);
       ok = 0;
       break;
     }
-    ok = run_session(m, "EAGER", 1, in, nin, want, nout, 1);
+    ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
     for (int c = 0; c < nconv && ok; c++)
       for (int threads = 1; threads <= 2 && ok; threads++) {
-        if (!run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+        if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
           ok = 0;
           break;
         }
@@ -263,8 +217,6 @@ static int test_model(const char *path) {
   return ok;
 }
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s DIR [MODEL.onnx...]\n", argv[0]);
@@ -274,19 +226,8 @@ int main(int argc, char **argv) {
   int nn = 0;
   if (argc > 2) {
     for (int i = 2; i < argc && nn < 256; i++) names[nn++] = strdup(argv[i]);
-  } else {
-    DIR *d = opendir(argv[1]);
-    if (!d) {
-      fprintf(stderr, "cannot open %s\n", argv[1]);
-      return 2;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) && nn < 256) {
-      size_t l = strlen(e->d_name);
-      if (l > 5 && !strcmp(e->d_name + l - 5, ".onnx")) names[nn++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)nn, sizeof *names, cmp_names);
+  } else if ((nn = dt_list_models(argv[1], names, 256)) < 0) {
+    return 2;
   }
   /* BF16 where the CPU has it, forced elsewhere (every bf16 primitive then falls back) */
   const alma_pass *bp = alma__pass_find("BF16");
@@ -295,15 +236,7 @@ int main(int argc, char **argv) {
   alma__error_clear();
   setenv("ALMA_FORCE_BF16", "1", 1);
   printf("BF16: %s\n", bf16_cpu ? "this CPU has bf16" : "forced (no bf16 on this CPU: bf16 compute falls back to EAGER)");
-  int fails = 0;
-  for (int i = 0; i < nn; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", argv[1], names[i]);
-    fails += !test_model(path);
-    free(names[i]);
-  }
-  printf("%d models, %d failed\n", nn, fails);
-  return nn == 0 || fails ? 1 : 0;
+  return dt_test_all(argv[1], names, nn, test_model);
 }
 #else
 int main(void) { return 77; }

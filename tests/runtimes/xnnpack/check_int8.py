@@ -30,15 +30,11 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+from qmetrics import argmax_agreement, cosine, flat, load_outputs, rel_norm_err, top1  # noqa: E402
+
 # convolution/matmul nodes XNNPACK computes in int8 on INT8_STATIC's graphs (docs/runtimes/xnnpack.md)
 EXPECT_INT8 = {"mnist": 2, "resnet18": 8, "mobilenet_v2": 35}
-
-
-def cosine(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
 
 
 def run(quant_run, model, conv, outdir, extra):
@@ -50,10 +46,7 @@ def run(quant_run, model, conv, outdir, extra):
     info = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.eE+-]+)", p.stdout)}
     m = re.search(r"(\d+) convolution/matmul nodes? computed in int8", p.stderr)
     info["int8"] = int(m.group(1)) if m else 0
-    outs, i = [], 0
-    while os.path.exists(os.path.join(outdir, f"output_{i}.npy")):
-        outs.append(np.load(os.path.join(outdir, f"output_{i}.npy")))
-        i += 1
+    outs = load_outputs(outdir)
     return p.returncode, (p.stderr.strip().splitlines() or [""])[-1], info, outs
 
 
@@ -87,23 +80,23 @@ def main():
         if "EAGER" not in res:
             continue
         ref = res["EAGER"][1]
-        top1_ref = float((ref[0].argmax(-1) == labels).mean()) if labels is not None else None
+        top1_ref = top1(ref[0], labels) if labels is not None else None
         for conv, (info, outs) in res.items():
             twin = res.get(conv.replace("XNNPACK", "EAGER"))
             if twin is None:
                 continue
             qdq = twin[1]
-            flat = np.concatenate([o.ravel() for o in outs])
-            cos = cosine(flat, np.concatenate([r.ravel() for r in ref]))
-            agree = float((outs[0].argmax(-1) == ref[0].argmax(-1)).mean())
-            top1 = float((outs[0].argmax(-1) == labels).mean()) if labels is not None else float("nan")
-            qflat = np.concatenate([o.ravel() for o in qdq]).astype(np.float64)
-            rflat = np.concatenate([r.ravel() for r in ref]).astype(np.float64)
-            cq = cosine(flat, qflat)
-            e_rt = float(np.linalg.norm(flat - qflat) / max(np.linalg.norm(qflat), 1e-30))
-            e_q = float(np.linalg.norm(qflat - rflat) / max(np.linalg.norm(rflat), 1e-30))
-            aq = float((outs[0].argmax(-1) == qdq[0].argmax(-1)).mean())
-            print(f"{name:13s} {conv:26s} {info['int8']:4d} {cos:9.6f} {agree:7.4f} {top1:7.4f} {cq:9.6f} {aq:7.4f} "
+            yflat = flat(outs)
+            cos = cosine(yflat, flat(ref))
+            agree = argmax_agreement(outs[0], ref[0])
+            t1 = top1(outs[0], labels) if labels is not None else float("nan")
+            qflat = flat(qdq).astype(np.float64)
+            rflat = flat(ref).astype(np.float64)
+            cq = cosine(yflat, qflat)
+            e_rt = rel_norm_err(yflat, qflat)
+            e_q = rel_norm_err(qflat, rflat)
+            aq = argmax_agreement(outs[0], qdq[0])
+            print(f"{name:13s} {conv:26s} {info['int8']:4d} {cos:9.6f} {agree:7.4f} {t1:7.4f} {cq:9.6f} {aq:7.4f} "
                   f"{e_rt:8.2g} {e_q:8.2g} {info.get('ms_per_batch', float('nan')):9.2f} {info.get('cpu_ms_per_batch', float('nan')):8.2f}")
             if "XNNPACK" not in conv:
                 continue
@@ -112,8 +105,8 @@ def main():
                                 f"{EXPECT_INT8.get(name, 1)}")
             if not cos >= 0.99:
                 failures.append(f"{name} {conv}: cosine {cos:.5f} against fp32 EAGER < 0.99")
-            if labels is not None and (agree < 0.99 or top1 < top1_ref - 0.01):
-                failures.append(f"{name} {conv}: argmax agreement {agree:.4f} (>= 0.99), top-1 {top1:.4f} "
+            if labels is not None and (agree < 0.99 or t1 < top1_ref - 0.01):
+                failures.append(f"{name} {conv}: argmax agreement {agree:.4f} (>= 0.99), top-1 {t1:.4f} "
                                 f"(fp32 {top1_ref:.4f}, drop <= 1 point)")
             if not (cq >= 0.9999 and e_rt <= 0.5 * e_q + 1e-6 and (labels is None or aq >= 0.99)):
                 failures.append(f"{name} {conv}: against EAGER's QDQ evaluation cosine {cq:.6f} (>= 0.9999), "

@@ -218,17 +218,22 @@ def models(out):
     return man
 
 
-def main():
+def write_all(doc, models, columns, name):
+    """main() of make_models.py and make_qmodels.py: models(OUT) writes the files, manifest.txt lists them."""
     if len(sys.argv) != 2:
-        sys.exit(__doc__)
+        sys.exit(doc)
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     man = models(out)
     with open(os.path.join(out, "manifest.txt"), "w") as f:
-        f.write("# model  nodes-on-XNNPACK  partitions\n")
+        f.write("# model  " + columns + "\n")
         for line in man:
             f.write(line + "\n")
-    print("make_models: %d models in %s" % (len(man), out))
+    print("%s: %d models in %s" % (name, len(man), out))
+
+
+def main():
+    write_all(__doc__, models, "nodes-on-XNNPACK  partitions", "make_models")
 
 
 if __name__ == "__main__":

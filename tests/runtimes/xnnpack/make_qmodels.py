@@ -12,11 +12,12 @@ int8, and the float outputs' quantization step (8-bit outputs must agree within 
 
 usage: make_qmodels.py OUT_DIR"""
 import os
-import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from make_models import write_all  # beside this script (sys.path[0])
 
 rng = np.random.default_rng(4321)
 F, U8, S8 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8
@@ -315,16 +316,7 @@ def models(out):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    man = models(out)
-    with open(os.path.join(out, "manifest.txt"), "w") as f:
-        f.write("# model  nodes-on-XNNPACK  partitions  int8-conv/matmul  output-step\n")
-        for line in man:
-            f.write(line + "\n")
-    print("make_qmodels: %d models in %s" % (len(man), out))
+    write_all(__doc__, models, "nodes-on-XNNPACK  partitions  int8-conv/matmul  output-step", "make_qmodels")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+/* Helpers shared by the DNNL runtime's test programs (dnnl_vs_eager.c, dnnl_int8_test.c): seeded
+ * normal inputs, a session run a given number of times, the sorted *.onnx files of a directory.
+ * Static inline so that each program takes only what it uses, warning-free. */
+#ifndef ALMA_TESTS_DNNL_TEST_UTIL_H
+#define ALMA_TESTS_DNNL_TEST_UTIL_H
+
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alma/alma.h"
+#include "core/core.h"
+
+/* xorshift64 uniform in (0, 1); each program keeps its own state (and seed). */
+static inline double dt_urand(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return ((*s >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static inline float dt_nrand(uint64_t *s) {
+  return (float)(sqrt(-2 * log(dt_urand(s))) * cos(6.283185307179586 * dt_urand(s)));
+}
+
+/* Standard normal float32 inputs for m, free dimensions: batch for the first, 1 for the others.
+ * 0 when an input is not float32 (or allocation fails). */
+static inline int dt_make_inputs(const alma_model *m, int batch, alma_tensor *in, uint64_t *rng) {
+  for (int i = 0; i < alma_model_num_inputs(m); i++) {
+    int rank = alma_model_input_rank(m, i);
+    int64_t dims[ALMA_MAX_RANK];
+    for (int k = 0; k < rank; k++) {
+      int64_t d = alma_model_input_dim(m, i, k);
+      dims[k] = d >= 0 ? d : k == 0 ? batch : 1;
+    }
+    if (alma_model_input_dtype(m, i) != ALMA_DTYPE_FLOAT32 ||
+        alma__tensor_alloc(&in[i], ALMA_DTYPE_FLOAT32, rank, dims) != ALMA_OK)
+      return 0;
+    float *p = in[i].data;
+    for (int64_t k = 0; k < alma_tensor_numel(&in[i]); k++) p[k] = dt_nrand(rng);
+  }
+  return 1;
+}
+
+/* Runs conversion conv `runs` times on one session (later runs see cached primitives and pooled
+ * buffers); out holds the last run's outputs. */
+static inline int dt_run_session(const alma_model *m, const char *conv, int threads, const alma_tensor *in, int nin,
+                                 alma_tensor *out, int nout, int runs) {
+  alma_session_options o;
+  alma_session_options_init(&o);
+  o.threads = threads;
+  alma_session *s = NULL;
+  if (alma_session_create(m, conv, &o, &s) != ALMA_OK) {
+    printf("  %s: session: %s\n", conv, alma_last_error());
+    return 0;
+  }
+  int ok = 1;
+  for (int r = 0; r < runs && ok; r++) {
+    if (r)
+      for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+    if (alma_session_run(s, in, nin, out, nout) != ALMA_OK) {
+      printf("  %s: run %d: %s\n", conv, r, alma_last_error());
+      ok = 0;
+    }
+  }
+  alma_session_free(s);
+  return ok;
+}
+
+static inline int dt_cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names (strdup'ed) of the *.onnx files in dir, sorted, at most max; -1 when dir cannot be opened. */
+static inline int dt_list_models(const char *dir, char **names, int max) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "cannot open %s\n", dir);
+    return -1;
+  }
+  int nn = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && nn < max) {
+    size_t l = strlen(e->d_name);
+    if (l > 5 && !strcmp(e->d_name + l - 5, ".onnx")) names[nn++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)nn, sizeof *names, dt_cmp_names);
+  return nn;
+}
+
+/* test(DIR/NAME) for each name (freeing it), then the summary line; the exit status: 1 when a
+ * model failed or there were none. */
+static inline int dt_test_all(const char *dir, char **names, int nn, int (*test)(const char *path)) {
+  int fails = 0;
+  for (int i = 0; i < nn; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    fails += !test(path);
+    free(names[i]);
+  }
+  printf("%d models, %d failed\n", nn, fails);
+  return nn == 0 || fails ? 1 : 0;
+}
+
+#endif
