@@ -22,7 +22,7 @@ static const alma_preset presets[] = {
     {40, "INT8_DYNAMIC+EAGER", "int8 weights per channel, activations quantized per batch at run time (MatMulInteger/ConvInteger), on EAGER", NULL},
     {41, "INT8_STATIC+EAGER", "post-training static int8 (QDQ graph, calibrated activations) on EAGER, which runs it in float: the accuracy reference for int8 runtimes", NULL},
     {42, "FOLD+INT8_STATIC+EAGER", "constant folding, then static int8 quantization, on EAGER", NULL},
-    {43, "BF16+EAGER", "bfloat16 weights and activations (Conv/Gemm/MatMul and the ops between), float32 elsewhere, on EAGER", "CPU with AVX512_BF16 or AMX-BF16"},
+    {43, "BF16+EAGER", "bfloat16 weights and activations (Conv/Gemm/MatMul and the ops between), float32 elsewhere, on EAGER, which emulates bfloat16 arithmetic: the accuracy reference for bf16 runtimes, not a speed option", "CPU with AVX512_BF16 or AMX-BF16"},
     {44, "FOLD+INT8_STATIC+DNNL", "constant folding, static int8 quantization, then oneDNN: QDQ conv/matmul clusters as int8 primitives (u8/s8 sources, per-channel s8 weights, requantized int8 outputs), Q/DQ as reorders", "oneDNN library (libdnnl)"},
     {45, "INT8_STATIC+DNNL", "static int8 quantization (QDQ graph) run by oneDNN: int8 convolutions/matmuls between QuantizeLinear/DequantizeLinear pairs, float elsewhere", "oneDNN library (libdnnl)"},
     {46, "FOLD+INT8_STATIC+XNNPACK", "constant folding, static int8 quantization, then XNNPACK: QDQ conv/matmul clusters and QLinear ops in int8 (qint8, per-channel weights), the rest in float", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
