@@ -28,6 +28,17 @@ contains() {  # contains FILE TEXT
   grep -q -F -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/  | /' "$1" | tail -20; }
 }
 
+# --- without -c every conversion available here runs, and those that are not are named with why
+"$ALMA" list >"$OUT/list" 2>&1
+expect 0 "$ALMA" bench "$DIR/linear.onnx" $FAST --no-cache
+if grep -q -E '^ *[0-9]+ +[^ ]+ +no ' "$OUT/list"; then
+  contains "$OUT/out" "not run (unavailable here"
+  no_id=$(grep -E '^ *[0-9]+ +[^ ]+ +no ' "$OUT/list" | head -1 | awk '{print $2}')
+  contains "$OUT/out" "$no_id"
+elif grep -q "not run (unavailable" "$OUT/out"; then
+  fail "bench names unavailable conversions though alma list has none"
+fi
+
 # --- a lossy conversion (int8) is judged by cosine/argmax against EAGER, and its elementwise
 # difference is still reported
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,INT8_DYNAMIC+EAGER -b 4 $FAST --json "$OUT/q.json"

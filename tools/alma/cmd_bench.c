@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "conversions/conversions.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ALMA_CLI_ASAN 1
@@ -167,6 +168,22 @@ static void progress(void *user, int index, int count, const char *conversion, c
     fprintf(stderr, "\r\033[K[%d/%d] %s: %s, %.1f s", index, count, conversion, phase, elapsed);
   fflush(stderr);
   p->active = 1;
+}
+
+/* Without -c, the sweep runs every preset available here and leaves the rest out: say which, and
+ * why, so a missing row is not mistaken for a missing feature. Runtimes initialize here, in the
+ * parent: fine, the children have all run by now. */
+static void print_not_run(FILE *f) {
+  int header = 0;
+  for (int i = 0; i < alma__preset_count(); i++) {
+    const alma_preset *p = alma__preset_at(i);
+    alma_conversion conv;
+    alma_status st = alma__conversion_parse(p->name, &conv);
+    if (st == ALMA_OK) st = alma__conversion_available(&conv);
+    if (st == ALMA_OK) continue;
+    if (!header++) fprintf(f, "not run (unavailable here; `alma list` has them all):\n");
+    fprintf(f, "  %3d  %-24s %s\n", p->id, p->name, alma_last_error()[0] ? alma_last_error() : alma_status_str(st));
+  }
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -357,6 +374,7 @@ int alma_cmd_bench(int argc, char **argv) {
   FILE *report = to_stdout ? stderr : stdout;
   if (quiet) alma_results_print_summary(res, report);
   else alma_results_print(res, report, verbose);
+  if (!conv_list && !quiet) print_not_run(report);
   int code = alma_results_n_failed(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
   if (json_path && alma_results_save_json(res, json_path, raw) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--json");
   if (csv_path && alma_results_save_csv(res, csv_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
