@@ -31,7 +31,6 @@
 
 /* ==== shared helpers ========================================================================== */
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 static int is_q8(alma_dtype t) { return t == ALMA_DTYPE_UINT8 || t == ALMA_DTYPE_INT8; }
 
@@ -213,11 +212,11 @@ static alma_status qbin_infer(const alma_node *n, const alma_tensor *const *in, 
   if (b->dtype != a->dtype)
     return alma__op_error(n, ALMA_ERR_TYPE, "A is %s but B is %s", alma_dtype_name(a->dtype), alma_dtype_name(b->dtype));
   ALMA_TRY(chk_scale(n, in[1], "A_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 2), "A_zero_point", a->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 2), "A_zero_point", a->dtype, 0));
   ALMA_TRY(chk_scale(n, in[4], "B_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 5), "B_zero_point", a->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 5), "B_zero_point", a->dtype, 0));
   ALMA_TRY(chk_scale(n, in[6], "C_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 7), "C_zero_point", a->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 7), "C_zero_point", a->dtype, 0));
   const alma_tensor *ab[2] = {a, b};
   int rank;
   int64_t dims[ALMA_MAX_RANK];
@@ -244,7 +243,7 @@ static alma_status qadd_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
                              alma_tensor *out, int nout) {
   const alma_tensor *a = in[0], *b = in[3];
   float sa = scale_of(in[1]), sb = scale_of(in[4]), sc = scale_of(in[6]);
-  int32_t za = zp_of(opt_in(in, nin, 2)), zb = zp_of(opt_in(in, nin, 5)), zc = zp_of(opt_in(in, nin, 7));
+  int32_t za = zp_of(alma__nn_in(in, nin, 2)), zb = zp_of(alma__nn_in(in, nin, 5)), zc = zp_of(alma__nn_in(in, nin, 7));
   alma_dtype t = a->dtype;
   int32_t lo, hi;
   q8_range(t, &lo, &hi);
@@ -284,7 +283,7 @@ static alma_status qmul_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
                              alma_tensor *out, int nout) {
   const alma_tensor *a = in[0], *b = in[3];
   float sa = scale_of(in[1]), sb = scale_of(in[4]), sc = scale_of(in[6]);
-  int32_t za = zp_of(opt_in(in, nin, 2)), zb = zp_of(opt_in(in, nin, 5)), zc = zp_of(opt_in(in, nin, 7));
+  int32_t za = zp_of(alma__nn_in(in, nin, 2)), zb = zp_of(alma__nn_in(in, nin, 5)), zc = zp_of(alma__nn_in(in, nin, 7));
   alma_dtype t = a->dtype;
   int32_t lo, hi;
   q8_range(t, &lo, &hi);
@@ -318,9 +317,9 @@ static alma_status qlut_infer(const alma_node *n, const alma_tensor *const *in, 
   const alma_tensor *x = in[0];
   ALMA_TRY(chk_q8(n, x, "X"));
   ALMA_TRY(chk_scale(n, in[1], "X_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 2), "X_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 2), "X_zero_point", x->dtype, 0));
   ALMA_TRY(chk_scale(n, in[3], "Y_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 4), "Y_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 4), "Y_zero_point", x->dtype, 0));
   alma__set_shape(&out[0], x->dtype, x->rank, x->dims);
   return ALMA_OK;
 }
@@ -328,7 +327,7 @@ static alma_status qlut_infer(const alma_node *n, const alma_tensor *const *in, 
 static alma_status qlut_run(const alma_tensor *const *in, int nin, alma_tensor *out, int kind, float alpha) {
   const alma_tensor *x = in[0];
   uint8_t table[256];
-  lut_build(table, x->dtype, scale_of(in[1]), zp_of(opt_in(in, nin, 2)), scale_of(in[3]), zp_of(opt_in(in, nin, 4)),
+  lut_build(table, x->dtype, scale_of(in[1]), zp_of(alma__nn_in(in, nin, 2)), scale_of(in[3]), zp_of(alma__nn_in(in, nin, 4)),
             kind, alpha);
   const uint8_t *xd = x->data;
   uint8_t *yd = out[0].data;
@@ -469,9 +468,9 @@ static alma_status qpool_infer(const alma_node *n, const alma_tensor *const *in,
   const alma_tensor *x = in[0];
   ALMA_TRY(chk_q8(n, x, "X"));
   ALMA_TRY(chk_scale(n, in[1], "x_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 2), "x_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 2), "x_zero_point", x->dtype, 0));
   ALMA_TRY(chk_scale(n, in[3], "y_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 4), "y_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 4), "y_zero_point", x->dtype, 0));
   qpool_geom p;
   ALMA_TRY(qpool_geom_make(n, x, &p));
   int64_t dims[ALMA_MAX_RANK];
@@ -490,7 +489,7 @@ static alma_status qpool_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   ALMA_TRY(qpool_geom_make(n, x, &p));
   const alma__nn_geom *g = &p.g;
   float xs = scale_of(in[1]), ys = scale_of(in[3]);
-  int32_t xz = zp_of(opt_in(in, nin, 2)), yz = zp_of(opt_in(in, nin, 4));
+  int32_t xz = zp_of(alma__nn_in(in, nin, 2)), yz = zp_of(alma__nn_in(in, nin, 4));
   alma_dtype t = x->dtype;
   int nsp = g->nsp;
   int64_t image = alma__numel(nsp, g->in), oimage = alma__numel(nsp, g->out), ksize = alma__numel(nsp, g->k);
@@ -671,9 +670,9 @@ static alma_status qsm_infer(const alma_node *n, const alma_tensor *const *in, i
   const alma_tensor *x = in[0];
   ALMA_TRY(chk_q8(n, x, "X"));
   ALMA_TRY(chk_scale(n, in[1], "X_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 2), "x_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 2), "x_zero_point", x->dtype, 0));
   ALMA_TRY(chk_scale(n, in[3], "y_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 4), "y_zero_point", x->dtype, 1));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 4), "y_zero_point", x->dtype, 1));
   qsm_geom g;
   ALMA_TRY(qsm_geom_make(n, x, &g));
   alma__set_shape(&out[0], x->dtype, x->rank, x->dims);
@@ -806,9 +805,9 @@ static alma_status qrm_infer(const alma_node *n, const alma_tensor *const *in, i
   const alma_tensor *x = in[0];
   ALMA_TRY(chk_q8(n, x, "data"));
   ALMA_TRY(chk_scale(n, in[1], "data_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 2), "data_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 2), "data_zero_point", x->dtype, 0));
   ALMA_TRY(chk_scale(n, in[3], "reduced_scale"));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 4), "reduced_zero_point", x->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 4), "reduced_zero_point", x->dtype, 0));
   int mask[ALMA_MAX_RANK];
   ALMA_TRY(qrm_axes(n, x->rank, mask));
   int keep = (int)alma__attr_i(n, "keepdims", 1), r = 0;
@@ -831,7 +830,7 @@ static alma_status qrm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
   ALMA_TRY(qrm_axes(n, x->rank, mask));
   alma_dtype t = x->dtype;
   float xs = scale_of(in[1]), ys = scale_of(in[3]);
-  int32_t xz = zp_of(opt_in(in, nin, 2)), yz = zp_of(opt_in(in, nin, 4));
+  int32_t xz = zp_of(alma__nn_in(in, nin, 2)), yz = zp_of(alma__nn_in(in, nin, 4));
   int32_t lo, hi;
   q8_range(t, &lo, &hi);
   /* ONNX Runtime has no CPU kernel: QLinearGlobalAveragePool's arithmetic (an integer sum minus
@@ -880,7 +879,7 @@ typedef struct {
 /* Inputs: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point?. */
 static alma_status qgemm_geom_make(const alma_node *n, const alma_tensor *const *in, int nin, qgemm_geom *g) {
   char s1[128], s2[128];
-  const alma_tensor *a = in[0], *b = in[3], *c = opt_in(in, nin, 6);
+  const alma_tensor *a = in[0], *b = in[3], *c = alma__nn_in(in, nin, 6);
   memset(g, 0, sizeof *g);
   int64_t ta = alma__attr_i(n, "transA", 0), tb = alma__attr_i(n, "transB", 0);
   if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
@@ -921,7 +920,7 @@ static alma_status chk_col_param(const alma_node *n, const alma_tensor *t, const
 }
 
 static alma_status qgemm_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
-  const alma_tensor *a = in[0], *b = in[3], *ys = opt_in(in, nin, 7), *yz = opt_in(in, nin, 8);
+  const alma_tensor *a = in[0], *b = in[3], *ys = alma__nn_in(in, nin, 7), *yz = alma__nn_in(in, nin, 8);
   ALMA_TRY(chk_q8(n, a, "A"));
   ALMA_TRY(chk_q8(n, b, "B"));
   if (a->dtype == ALMA_DTYPE_INT8 && b->dtype == ALMA_DTYPE_UINT8)
@@ -985,8 +984,8 @@ static alma_status int_matmul(const alma_node *n, const void *ad, alma_dtype at,
 
 static alma_status qgemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                               alma_tensor *out, int nout) {
-  const alma_tensor *a = in[0], *b = in[3], *bs = in[4], *bzt = in[5], *c = opt_in(in, nin, 6);
-  const alma_tensor *ys = opt_in(in, nin, 7), *yzt = opt_in(in, nin, 8);
+  const alma_tensor *a = in[0], *b = in[3], *bs = in[4], *bzt = in[5], *c = alma__nn_in(in, nin, 6);
+  const alma_tensor *ys = alma__nn_in(in, nin, 7), *yzt = alma__nn_in(in, nin, 8);
   qgemm_geom g;
   ALMA_TRY(qgemm_geom_make(n, in, nin, &g));
   int64_t M = g.M, N = g.N, K = g.K;
@@ -1236,13 +1235,13 @@ static alma_status mmitf_infer(const alma_node *n, const alma_tensor *const *in,
   if (in[2]->dtype != ALMA_DTYPE_FLOAT32 || in[3]->dtype != ALMA_DTYPE_FLOAT32)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s and %s (float32 expected)",
                           alma_dtype_name(in[2]->dtype), alma_dtype_name(in[3]->dtype));
-  ALMA_TRY(chk_zp(n, opt_in(in, nin, 4), "a_zero_point", a->dtype, 0));
+  ALMA_TRY(chk_zp(n, alma__nn_in(in, nin, 4), "a_zero_point", a->dtype, 0));
   mm_plan p;
   ALMA_TRY(mm_plan_make(n, a, b, &p));
   mmitf_scales(in, &as, &bs);
   if (!one_value(as)) ALMA_TRY(chk_post_scale(n, as, "a_scale", &p));
   int form;
-  ALMA_TRY(mmf_check_b(n, b, bs, opt_in(in, nin, 5), opt_in(in, nin, 6), &p, &form));
+  ALMA_TRY(mmf_check_b(n, b, bs, alma__nn_in(in, nin, 5), alma__nn_in(in, nin, 6), &p, &form));
   alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, p.rank, p.dims);
   return ALMA_OK;
 }
@@ -1254,9 +1253,9 @@ static alma_status mmitf_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   const alma_tensor *as, *bs;
   mmitf_scales(in, &as, &bs);
   int form = b_param_form(bs, in[1]);
-  mmf_args g = {.a = in[0], .b = in[1], .bz = opt_in(in, nin, 5), .bias = opt_in(in, nin, 6),
+  mmf_args g = {.a = in[0], .b = in[1], .bz = alma__nn_in(in, nin, 5), .bias = alma__nn_in(in, nin, 6),
                 .a_scale = one_value(as) ? scale_of(as) : 1.0f, .bs = form >= 0 ? bs : NULL,
-                .post = {one_value(as) ? NULL : as, form >= 0 ? NULL : bs}, .az = zp_of(opt_in(in, nin, 4))};
+                .post = {one_value(as) ? NULL : as, form >= 0 ? NULL : bs}, .az = zp_of(alma__nn_in(in, nin, 4))};
   return mmf_run(n, &p, &g, out[0].data);
 }
 
@@ -1273,7 +1272,7 @@ static alma_status dqmm_infer(const alma_node *n, const alma_tensor *const *in, 
   mm_plan p;
   ALMA_TRY(mm_plan_make(n, a, b, &p));
   int form;
-  ALMA_TRY(mmf_check_b(n, b, in[2], opt_in(in, nin, 3), opt_in(in, nin, 4), &p, &form));
+  ALMA_TRY(mmf_check_b(n, b, in[2], alma__nn_in(in, nin, 3), alma__nn_in(in, nin, 4), &p, &form));
   alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, p.rank, p.dims);
   return ALMA_OK;
 }
@@ -1307,7 +1306,7 @@ static alma_status dqmm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   for (int64_t i = 0; i < cnt; i++) q[i] = (uint8_t)quantize_one(x[i], scale, zp, 0, 255);
   aq.data = q;
   int form = b_param_form(bs, in[1]);
-  mmf_args g = {.a = &aq, .b = in[1], .bz = opt_in(in, nin, 3), .bias = opt_in(in, nin, 4), .a_scale = scale,
+  mmf_args g = {.a = &aq, .b = in[1], .bz = alma__nn_in(in, nin, 3), .bias = alma__nn_in(in, nin, 4), .a_scale = scale,
                 .bs = form >= 0 ? bs : NULL, .post = {NULL, form >= 0 ? NULL : bs}, .az = zp};
   alma_status st = mmf_run(n, &p, &g, out[0].data);
   free(q);

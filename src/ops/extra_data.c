@@ -14,7 +14,6 @@
 #define INFER_ARGS \
   const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 /* Reads an optional axis attribute into [0, rank). */
 static alma_status read_axis(const alma_node *n, const char *name, int64_t dflt, int rank, int *axis) {
@@ -51,7 +50,7 @@ static alma_status ups_read(const alma_node *n, const alma_tensor *const *in, in
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scales attribute has %d values for input rank %d", ns, x->rank);
     memcpy(c->scales, s, sizeof(float) * (size_t)ns);
   } else {
-    const alma_tensor *s = opt_in(in, nin, 1);
+    const alma_tensor *s = alma__nn_in(in, nin, 1);
     if (!s) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scales input is required from opset 9");
     if (s->dtype != ALMA_DTYPE_FLOAT32)
       return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales dtype %s (expects float32)", alma_dtype_name(s->dtype));
@@ -215,7 +214,7 @@ static alma_status onehot_depth(const alma_node *n, const alma_tensor *d, int64_
 }
 
 static alma_status onehot_infer(INFER_ARGS) {
-  const alma_tensor *ind = in[0], *dep = opt_in(in, nin, 1), *val = opt_in(in, nin, 2);
+  const alma_tensor *ind = in[0], *dep = alma__nn_in(in, nin, 1), *val = alma__nn_in(in, nin, 2);
   if (!dep || !val) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "depth and values are required");
   if (!alma__ew_is_numeric(ind->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "indices dtype %s", alma_dtype_name(ind->dtype));
@@ -296,7 +295,7 @@ static alma_status compress_count(const alma_node *n, const alma_tensor *x, cons
 }
 
 static alma_status compress_infer(INFER_ARGS) {
-  const alma_tensor *x = in[0], *cond = opt_in(in, nin, 1);
+  const alma_tensor *x = in[0], *cond = alma__nn_in(in, nin, 1);
   if (!cond) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "condition is required");
   ALMA_TRY(alma__dm_check_dtype(n, x->dtype, "input"));
   int axis;
@@ -577,7 +576,7 @@ static alma_status revseq_axes(const alma_node *n, const alma_tensor *x, int *ba
 }
 
 static alma_status revseq_infer(INFER_ARGS) {
-  const alma_tensor *x = in[0], *l = opt_in(in, nin, 1);
+  const alma_tensor *x = in[0], *l = alma__nn_in(in, nin, 1);
   if (!l) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "sequence_lens is required");
   ALMA_TRY(alma__dm_check_dtype(n, x->dtype, "input"));
   int bax, tax;
@@ -648,7 +647,7 @@ static alma_status ccp_target(const alma_node *n, const alma_tensor *x, const al
 }
 
 static alma_status ccp_infer(INFER_ARGS) {
-  const alma_tensor *x = in[0], *s = opt_in(in, nin, 1);
+  const alma_tensor *x = in[0], *s = alma__nn_in(in, nin, 1);
   if (!s) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "shape is required");
   ALMA_TRY(alma__dm_check_dtype(n, x->dtype, "input"));
   int64_t dims[ALMA_MAX_RANK];

@@ -17,7 +17,6 @@
 #define INFER_ARGS \
   const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 /* ---- configurations shared by both instantiations ----------------------------------------- */
 enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };
@@ -127,8 +126,8 @@ typedef struct {
 } nms_cfg;
 
 static alma_status nms_read(const alma_node *n, const alma_tensor *const *in, int nin, nms_cfg *c, int need_data) {
-  const alma_tensor *bx = in[0], *sc = opt_in(in, nin, 1), *mo = opt_in(in, nin, 2), *it = opt_in(in, nin, 3),
-                    *st = opt_in(in, nin, 4);
+  const alma_tensor *bx = in[0], *sc = alma__nn_in(in, nin, 1), *mo = alma__nn_in(in, nin, 2), *it = alma__nn_in(in, nin, 3),
+                    *st = alma__nn_in(in, nin, 4);
   if (!sc) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scores is required");
   if (bx->dtype != ALMA_DTYPE_FLOAT32 || sc->dtype != ALMA_DTYPE_FLOAT32)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "boxes/scores dtypes %s/%s (expects float32)",
@@ -267,7 +266,7 @@ const alma_op_def alma__op_NonMaxSuppression = {.name = "NonMaxSuppression", .do
  * with default half_pixel. Max mode takes the maximum of the weighted corner values (w * v), as
  * onnxruntime and the ONNX reference do, not the maximum of the interpolated samples. */
 static alma_status ra_read(const alma_node *n, const alma_tensor *const *in, int nin, ra_cfg *c) {
-  const alma_tensor *x = in[0], *rois = opt_in(in, nin, 1), *bi = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *rois = alma__nn_in(in, nin, 1), *bi = alma__nn_in(in, nin, 2);
   if (!rois || !bi) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "rois and batch_indices are required");
   if (!is_float_type(x->dtype) || rois->dtype != x->dtype)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "X/rois dtypes %s/%s (expects the same float type)",
@@ -339,7 +338,7 @@ const alma_op_def alma__op_RoiAlign = {.name = "RoiAlign", .domain = "", .versio
  * Opset 16: 4-D input, modes bilinear|nearest|bicubic; opset 20: N-D, modes linear|nearest|cubic.
  * Grid [N, D1.., Dr, r] holds normalized coordinates in reverse dim order (x first). */
 static alma_status gs_read(const alma_node *n, const alma_tensor *const *in, int nin, gs_cfg *c) {
-  const alma_tensor *x = in[0], *g = opt_in(in, nin, 1);
+  const alma_tensor *x = in[0], *g = alma__nn_in(in, nin, 1);
   if (!g) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "grid is required");
   if (!is_float_type(x->dtype) || !is_float_type(g->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "X/grid dtypes %s/%s (expects float types)", alma_dtype_name(x->dtype),
@@ -406,7 +405,7 @@ const alma_op_def alma__op_GridSample = {.name = "GridSample", .domain = "", .ve
  * sampling grid [N, H, W, 2] / [N, D, H, W, 3] of GridSample: base coordinates in [-1, 1] (pixel
  * centres unless align_corners) transformed by theta. */
 static alma_status ag_read(const alma_node *n, const alma_tensor *const *in, int nin, ag_cfg *c) {
-  const alma_tensor *th = in[0], *sz = opt_in(in, nin, 1);
+  const alma_tensor *th = in[0], *sz = alma__nn_in(in, nin, 1);
   if (!sz) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "size is required");
   if (!is_float_type(th->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "theta dtype %s (expects a float type)", alma_dtype_name(th->dtype));

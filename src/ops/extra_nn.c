@@ -19,7 +19,6 @@
 #define INFER_ARGS \
   const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 static alma_status need_float(const alma_node *n, const alma_tensor *t, const char *what) {
   if (!alma__dtype_is_float(t->dtype))
@@ -152,7 +151,7 @@ static void xn_finish(int dbl, alma_tensor *ys, int ny, xn_bufs *b, int ok) {
  * normalized by its own mean and (population) variance, then scaled and shifted per group
  * (opset 18) or per channel (opset 21). */
 static alma_status gn_read(const alma_node *n, const alma_tensor *const *in, int nin, gn_cfg *c) {
-  const alma_tensor *x = in[0], *sc = opt_in(in, nin, 1), *bi = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *sc = alma__nn_in(in, nin, 1), *bi = alma__nn_in(in, nin, 2);
   if (!sc || !bi) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "scale and bias are required");
   ALMA_TRY(need_float(n, x, "input"));
   ALMA_TRY(same_dtype(n, x, sc, "scale"));
@@ -385,7 +384,7 @@ const alma_op_def alma__op_LpPool = {.name = "LpPool", .domain = "", .versions =
  * them). A larger output_shape, when given, pads that tensor with zeros at the end of each dim
  * (the ONNX reference; the ONNX test data agrees). */
 static alma_status mu_shape(const alma_node *n, const alma_tensor *const *in, int nin, int64_t *dims, int64_t *inferred) {
-  const alma_tensor *x = in[0], *ind = opt_in(in, nin, 1), *os = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *ind = alma__nn_in(in, nin, 1), *os = alma__nn_in(in, nin, 2);
   if (!ind) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "indices are required");
   ALMA_TRY(need_float(n, x, "X"));
   if (ind->dtype != ALMA_DTYPE_INT64)
@@ -467,7 +466,7 @@ const alma_op_def alma__op_MaxUnpool = {.name = "MaxUnpool", .domain = "", .vers
  * input [N, C * prod(block), L] -> [N, C, *image_shape]: sums each column's block back into the
  * image (the inverse of im2col), over L = prod(number of block positions) columns. */
 static alma_status c2i_read(const alma_node *n, const alma_tensor *const *in, int nin, c2i_cfg *c, int64_t *C) {
-  const alma_tensor *x = in[0], *is = opt_in(in, nin, 1), *bs = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *is = alma__nn_in(in, nin, 1), *bs = alma__nn_in(in, nin, 2);
   if (!is || !bs) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "image_shape and block_shape are required");
   ALMA_TRY(need_float(n, x, "input"));
   if (is->dtype != ALMA_DTYPE_INT64 || bs->dtype != ALMA_DTYPE_INT64)
@@ -547,8 +546,8 @@ const alma_op_def alma__op_Col2Im = {.name = "Col2Im", .domain = "", .versions =
  * multiplied by W per group. Offsets are laid out [N, offset_group, kH, kW, 2 (dy, dx), oH, oW].
  * 2-D (4-D X) only, as the ONNX reference. */
 static alma_status dc_read(const alma_node *n, const alma_tensor *const *in, int nin, dc_cfg *c) {
-  const alma_tensor *x = in[0], *w = opt_in(in, nin, 1), *off = opt_in(in, nin, 2), *bias = opt_in(in, nin, 3),
-                    *mask = opt_in(in, nin, 4);
+  const alma_tensor *x = in[0], *w = alma__nn_in(in, nin, 1), *off = alma__nn_in(in, nin, 2), *bias = alma__nn_in(in, nin, 3),
+                    *mask = alma__nn_in(in, nin, 4);
   if (!w || !off) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "W and offset are required");
   ALMA_TRY(need_float(n, x, "X"));
   ALMA_TRY(same_dtype(n, x, w, "W"));
@@ -604,7 +603,7 @@ static alma_status dc_exec(EXEC_ARGS) {
   ALMA_TRY(dc_read(n, in, nin, &c));
   if (alma_tensor_numel(&out[0]) == 0) return ALMA_OK;
   int dbl = in[0]->dtype == ALMA_DTYPE_FLOAT64;
-  const alma_tensor *ts[5] = {in[0], in[1], in[2], opt_in(in, nin, 3), opt_in(in, nin, 4)};
+  const alma_tensor *ts[5] = {in[0], in[1], in[2], alma__nn_in(in, nin, 3), alma__nn_in(in, nin, 4)};
   xn_bufs b;
   alma_status st = xn_prepare(n, dbl, ts, 5, out, 1, &b);
   if (st == ALMA_OK) XN_DISPATCH(dbl, st, dc_run, n, &c, b.p[0], b.p[1], b.p[2], b.p[3], b.p[4], b.y[0]);
@@ -654,8 +653,8 @@ static alma_status rnn_check(const alma_node *n, const alma_tensor *t, const cha
 
 static alma_status rnn_read(const alma_node *n, const alma_tensor *const *in, int nin, rnn_cfg *c) {
   memset(c, 0, sizeof *c);
-  const alma_tensor *X = in[0], *W = opt_in(in, nin, 1), *R = opt_in(in, nin, 2), *B = opt_in(in, nin, 3),
-                    *L = opt_in(in, nin, 4), *h0 = opt_in(in, nin, 5);
+  const alma_tensor *X = in[0], *W = alma__nn_in(in, nin, 1), *R = alma__nn_in(in, nin, 2), *B = alma__nn_in(in, nin, 3),
+                    *L = alma__nn_in(in, nin, 4), *h0 = alma__nn_in(in, nin, 5);
   if (!W || !R) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X, W and R are required");
   ALMA_TRY(need_float(n, X, "X"));
   ALMA_TRY(same_dtype(n, X, W, "W"));
@@ -725,14 +724,14 @@ static alma_status rnn_infer(INFER_ARGS) {
 static alma_status rnn_exec(EXEC_ARGS) {
   rnn_cfg c;
   ALMA_TRY(rnn_read(n, in, nin, &c));
-  const alma_tensor *L = opt_in(in, nin, 4);
+  const alma_tensor *L = alma__nn_in(in, nin, 4);
   const int32_t *lens = L ? L->data : NULL;
   for (int64_t b = 0; lens && b < c.B; b++)
     if (lens[b] < 0 || lens[b] > c.S)
       return alma__op_error(n, ALMA_ERR_INVALID_ARG, "sequence_lens[%lld] = %d outside [0, %lld]", (long long)b, lens[b],
                             (long long)c.S);
   int dbl = in[0]->dtype == ALMA_DTYPE_FLOAT64;
-  const alma_tensor *ts[6] = {in[0], in[1], in[2], opt_in(in, nin, 3), NULL, opt_in(in, nin, 5)};
+  const alma_tensor *ts[6] = {in[0], in[1], in[2], alma__nn_in(in, nin, 3), NULL, alma__nn_in(in, nin, 5)};
   int ny = nout < 2 ? nout : 2;
   xn_bufs b;
   alma_status st = xn_prepare(n, dbl, ts, 6, out, ny, &b);

@@ -183,7 +183,6 @@ static alma_node as_base(const alma_node *n, const alma_op_def *op, int version,
   return b;
 }
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 typedef struct fused_kind {
   const alma_op_def *base;
@@ -209,7 +208,7 @@ static alma_status fused_infer(const alma_node *n, const alma_tensor *const *in,
   if (!alma__dtype_is_float(out[0].dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "dtype %s (fused ops take float types)",
                           alma_dtype_name(out[0].dtype));
-  const alma_tensor *z = k.addend ? opt_in(in, nin, k.base_nin) : NULL;
+  const alma_tensor *z = k.addend ? alma__nn_in(in, nin, k.base_nin) : NULL;
   if (z) ALMA_TRY(check_addend(n, k.addend, z, &out[0]));
   return ALMA_OK;
 }
@@ -221,7 +220,7 @@ static alma_status fused_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   ALMA_TRY(alma__fused_act_parse(n, &act));
   alma_node b = as_base(n, k.base, k.version, k.base_nin);
   ALMA_TRY(k.base->exec(ctx, &b, in, nin < k.base_nin ? nin : k.base_nin, out, nout));
-  const alma_tensor *z = k.addend ? opt_in(in, nin, k.base_nin) : NULL;
+  const alma_tensor *z = k.addend ? alma__nn_in(in, nin, k.base_nin) : NULL;
   if (z) {
     ALMA_TRY(check_addend(n, k.addend, z, &out[0]));
     add_into(&out[0], z);
@@ -237,7 +236,7 @@ static void fused_cost(const alma_node *n, const alma_tensor *const *in, int nin
   if (k.base->cost) k.base->cost(&b, in, nin < k.base_nin ? nin : k.base_nin, out, nout, macs, flops);
   alma_fused_act act;
   int64_t cnt = nout > 0 ? alma_tensor_numel(&out[0]) : 0;
-  if (k.addend && opt_in(in, nin, k.base_nin)) *flops += cnt;
+  if (k.addend && alma__nn_in(in, nin, k.base_nin)) *flops += cnt;
   if (alma__fused_act_parse(n, &act) == ALMA_OK && act.kind != ALMA_ACT_NONE) *flops += cnt;
 }
 
@@ -262,7 +261,7 @@ typedef struct attn_shape {
 } attn_shape;
 
 static alma_status attn_setup(const alma_node *n, const alma_tensor *const *in, int nin, attn_shape *as) {
-  const alma_tensor *q = in[0], *k = opt_in(in, nin, 1), *v = opt_in(in, nin, 2), *m = opt_in(in, nin, 3);
+  const alma_tensor *q = in[0], *k = alma__nn_in(in, nin, 1), *v = alma__nn_in(in, nin, 2), *m = alma__nn_in(in, nin, 3);
   if (!k || !v) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "Q, K and V are required");
   if (!alma__dtype_is_float(q->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "dtype %s (float types only)", alma_dtype_name(q->dtype));
@@ -383,7 +382,7 @@ static alma_status attn_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   (void)nout;
   attn_shape as;
   ALMA_TRY(attn_setup(n, in, nin, &as));
-  const alma_tensor *mt = opt_in(in, nin, 3);
+  const alma_tensor *mt = alma__nn_in(in, nin, 3);
   alma_status st = ALMA_OK;
   if (in[0]->dtype == ALMA_DTYPE_FLOAT32) {
     float *s = alma__nn_alloc(n, (size_t)(as.Sk > 0 ? as.Sk : 1), sizeof *s);
@@ -398,7 +397,7 @@ static alma_status attn_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   double *y = alma__nn_alloc(n, (size_t)alma_tensor_numel(&out[0]) + 1, sizeof *y);
   double *s = alma__nn_alloc(n, (size_t)(as.Sk > 0 ? as.Sk : 1), sizeof *s);
   for (int i = 0; i < 4 && st == ALMA_OK; i++)
-    if (opt_in(in, nin, i) && !(x[i] = alma__nn_as_f64(in[i], &owned[i]))) st = ALMA_ERR_NOMEM;
+    if (alma__nn_in(in, nin, i) && !(x[i] = alma__nn_as_f64(in[i], &owned[i]))) st = ALMA_ERR_NOMEM;
   if (!y || !s) st = ALMA_ERR_NOMEM;
   if (st == ALMA_OK) {
     attn_f64(&as, x[0], x[1], x[2], x[3], mt, y, s);

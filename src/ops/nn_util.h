@@ -1,4 +1,5 @@
-/* Helpers shared by the nn operator family (conv.c, pool.c, norm.c, gemm.c, softmax.c, einsum.c):
+/* Helpers shared by the nn operator family (conv.c, pool.c, norm.c, gemm.c, softmax.c, einsum.c; the
+ * optional-input accessor by every op file):
  * convolution/pooling window geometry and float32/float64 working copies of tensors. */
 #ifndef ALMA_OPS_NN_UTIL_H
 #define ALMA_OPS_NN_UTIL_H

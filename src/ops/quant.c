@@ -8,6 +8,7 @@
  * load in the ONNX loader before reaching these kernels. */
 #include <math.h>
 
+#include "ops/nn_util.h"
 #include "ops/op.h"
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -77,7 +78,6 @@ static int is_scale_dtype(alma_dtype t, int allow_half) {
   return t == ALMA_DTYPE_FLOAT32 || (allow_half && (t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16));
 }
 
-static const alma_tensor *opt_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
 
 /* Integer tensor minus its zero point, as int32, for the integer kernels. */
 static int32_t *q_to_i32(const alma_tensor *t) {
@@ -176,7 +176,7 @@ static alma_status quantize_out_dtype(const alma_node *n, const alma_tensor *zp,
 
 static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                   int nout) {
-  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
   int v19 = n->since_version >= 19;
   int xok = x->dtype == ALMA_DTYPE_FLOAT32 || x->dtype == ALMA_DTYPE_INT32 ||
             (v19 && (x->dtype == ALMA_DTYPE_FLOAT16 || x->dtype == ALMA_DTYPE_BFLOAT16));
@@ -197,7 +197,7 @@ static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *
 
 static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                  alma_tensor *out, int nout) {
-  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
   q_layout L;
   ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
   alma_dtype yt = out[0].dtype;
@@ -253,7 +253,7 @@ const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain =
 
 static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                     int nout) {
-  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
   int v21 = n->since_version >= 21;
   int xok = is_8bit(x->dtype) || x->dtype == ALMA_DTYPE_INT32 ||
             (v21 && (x->dtype == ALMA_DTYPE_INT16 || x->dtype == ALMA_DTYPE_UINT16));
@@ -272,7 +272,7 @@ static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const
 
 static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                    alma_tensor *out, int nout) {
-  const alma_tensor *x = in[0], *scale = in[1], *zp = opt_in(in, nin, 2);
+  const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
   q_layout L;
   ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
   int64_t ns = alma_tensor_numel(scale);
@@ -538,7 +538,7 @@ static void qconv_cost(const alma_node *n, const alma_tensor *const *in, int nin
 
 static alma_status convint_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                  int nout) {
-  const alma_tensor *x = in[0], *w = in[1], *xzp = opt_in(in, nin, 2), *wzp = opt_in(in, nin, 3);
+  const alma_tensor *x = in[0], *w = in[1], *xzp = alma__nn_in(in, nin, 2), *wzp = alma__nn_in(in, nin, 3);
   if (!is_8bit(x->dtype) || !is_8bit(w->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(x->dtype), alma_dtype_name(w->dtype));
   if ((xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype))
@@ -555,7 +555,7 @@ static alma_status convint_infer(const alma_node *n, const alma_tensor *const *i
 
 static alma_status convint_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                 alma_tensor *out, int nout) {
-  const alma_tensor *x = in[0], *w = in[1], *xzp = opt_in(in, nin, 2), *wzp = opt_in(in, nin, 3);
+  const alma_tensor *x = in[0], *w = in[1], *xzp = alma__nn_in(in, nin, 2), *wzp = alma__nn_in(in, nin, 3);
   qconv_geom g;
   ALMA_TRY(qconv_geom_make(n, x, w, &g));
   return qconv_accumulate(n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, out[0].data);
@@ -570,7 +570,7 @@ const alma_op_def alma__op_ConvInteger = {.name = "ConvInteger", .domain = "", .
 static alma_status qlconv_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                 int nout) {
   const alma_tensor *x = in[0], *xs = in[1], *xzp = in[2], *w = in[3], *ws = in[4], *wzp = in[5];
-  const alma_tensor *ys = in[6], *yzp = in[7], *B = opt_in(in, nin, 8);
+  const alma_tensor *ys = in[6], *yzp = in[7], *B = alma__nn_in(in, nin, 8);
   if (!x || !w || !xs || !ws || !ys)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "x, w and the three scales are required");
   if (!is_8bit(x->dtype) || !is_8bit(w->dtype))
@@ -598,7 +598,7 @@ static alma_status qlconv_infer(const alma_node *n, const alma_tensor *const *in
 static alma_status qlconv_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
   const alma_tensor *x = in[0], *xs = in[1], *xzp = in[2], *w = in[3], *ws = in[4], *wzp = in[5];
-  const alma_tensor *ys = in[6], *yzp = in[7], *B = opt_in(in, nin, 8);
+  const alma_tensor *ys = in[6], *yzp = in[7], *B = alma__nn_in(in, nin, 8);
   qconv_geom g;
   ALMA_TRY(qconv_geom_make(n, x, w, &g));
   int64_t total = g.N * g.M * g.P;
@@ -768,7 +768,7 @@ static void qmm_cost(const alma_node *n, const alma_tensor *const *in, int nin, 
 /* ---- MatMulInteger ---- */
 
 static alma_status mmint_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
-  const alma_tensor *a = in[0], *b = in[1], *azp = opt_in(in, nin, 2), *bzp = opt_in(in, nin, 3);
+  const alma_tensor *a = in[0], *b = in[1], *azp = alma__nn_in(in, nin, 2), *bzp = alma__nn_in(in, nin, 3);
   if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s, %s", alma_dtype_name(a->dtype), alma_dtype_name(b->dtype));
   if ((azp && azp->dtype != a->dtype) || (bzp && bzp->dtype != b->dtype))
@@ -785,7 +785,7 @@ static alma_status mmint_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
                               alma_tensor *out, int nout) {
   qmm_plan p;
   ALMA_TRY(qmm_plan_make(n, in[0], in[1], &p));
-  return qmm_accumulate(n, &p, in[0], opt_in(in, nin, 2), in[1], opt_in(in, nin, 3), out[0].data);
+  return qmm_accumulate(n, &p, in[0], alma__nn_in(in, nin, 2), in[1], alma__nn_in(in, nin, 3), out[0].data);
 }
 
 const alma_op_def alma__op_MatMulInteger = {.name = "MatMulInteger", .domain = "", .versions = {10},
