@@ -581,27 +581,6 @@ static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from,
   return ALMA_OK;
 }
 
-/* The destination buffer: the residual's own when it can be taken over, else a copy of it. */
-static alma_status q_sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n) {
-  *out = alma__dn_val_steal(r, md);
-  if (*out) return ALMA_OK;
-  dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(md));
-  if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  dnnl_memory_desc_t rmd;
-  alma__dn_val_md(r, &rmd);
-  void *rp = r->has_blk ? r->bbuf->ptr : r->t.data;
-  alma_status st = ALMA_OK;
-  if (dnnl_memory_desc_equal(&rmd, md)) {
-    memcpy(b->ptr, rp, dnnl_memory_desc_get_size(md));
-  } else {
-    st = alma__dn_reorder(p, &rmd, rp, md, b->ptr, n);
-    p->n_reorder_in++;
-  }
-  if (st != ALMA_OK) alma__dn_unref(p, b);
-  else *out = b;
-  return st;
-}
-
 /* Runs a as one int8 primitive into *out (*done = 1), or declines (*done = 0). */
 static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int *done) {
   const alma_node *n = a->n;
@@ -668,7 +647,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
   dnnl_memory_desc_t omd = q->dst_md;
   if (is_mm) alma__dn_plain_md_dt(&omd, os.rank, os.dims, q->dst_md.data_type);
   if (st == ALMA_OK) {
-    if (a->res) st = q_sum_dst(p, a->res, &omd, &db, n);
+    if (a->res) st = alma__dn_sum_dst(p, a->res, &omd, &db, n);
     else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   if (st == ALMA_OK) {

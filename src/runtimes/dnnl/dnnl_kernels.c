@@ -494,7 +494,7 @@ static alma_status f32_of(dn_plan *p, dn_val *v, const alma_node *n, void **ptr,
 }
 
 /* A buffer in layout md holding r's data: r's own when it can be taken over, else a copy. */
-static alma_status sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n) {
+alma_status alma__dn_sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n) {
   *out = alma__dn_val_steal(r, md);
   if (*out) return ALMA_OK;
   dn_buf *b = alma__dn_alloc(p, dnnl_memory_desc_get_size(md));
@@ -639,7 +639,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   }
   if (st == ALMA_OK && b) st = f32_of(p, b, n, &bp, &btmp);
   if (st == ALMA_OK) {
-    if (res) st = sum_dst(p, res, &pr->dst_md, &db, n);
+    if (res) st = alma__dn_sum_dst(p, res, &pr->dst_md, &db, n);
     else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   if (st == ALMA_OK) {
@@ -1222,7 +1222,7 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
 static alma_status mm_dst(dn_plan *p, dn_val *res, const alma_tensor *os, dn_buf **db, const alma_node *n) {
   dnnl_memory_desc_t pl;
   plain_md(&pl, os->rank, os->dims, os->dtype);
-  if (res) return sum_dst(p, res, &pl, db, n);
+  if (res) return alma__dn_sum_dst(p, res, &pl, db, n);
   *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl));
   return *db ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
 }

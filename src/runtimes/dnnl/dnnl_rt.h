@@ -179,6 +179,9 @@ alma_status alma__dn_val_get(dn_plan *p, dn_val *v, const dnnl_memory_desc_t *wa
                              dn_buf **tmp, const alma_node *n);
 /* v's buffer in layout md if v is its only holder and this is v's last use: taken over. */
 dn_buf *alma__dn_val_steal(dn_val *v, const dnnl_memory_desc_t *md);
+/* A buffer in layout md holding r's data (a sum post-op's destination): r's own when it can be
+ * taken over, else a copy or reorder of it (counted as an input reorder). */
+alma_status alma__dn_sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n);
 /* Sets an output value's data: plain when md is plain, else blocked. Takes the reference. */
 void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_desc_t *md, dn_buf *b);
 /* Reorders src (md, ptr) to dst (md, ptr) with a cached reorder primitive. */
