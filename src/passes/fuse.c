@@ -1,5 +1,6 @@
-/* FUSE: Conv/Gemm/MatMul epilogues (BatchNormalization, bias, residual, activation) and the
- * GELU, LayerNorm and attention subgraphs into single nodes; see fuse.h for the rules' contract and
+/* FUSE: a zero Pad into the next Conv/AveragePool's pads, Conv/Gemm/MatMul epilogues
+ * (BatchNormalization, bias, residual, activation) and the GELU, LayerNorm and attention subgraphs
+ * into single nodes; see fuse.h for the rules' contract and
  * src/ops/fused.h for the fused ops. This file holds the driver and the graph-editing helpers.
  *
  * Subgraphs (If/Loop bodies) are left as they are; values they read from this graph count as uses,
@@ -234,6 +235,13 @@ alma_status alma__fuse_attr_floats(alma__fuse_ctx *c, int i, const char *name, c
   return attr_put(c, i, (alma_attr){.name = name, .type = ALMA_ATTR_FLOATS, .floats = cp, .n = cnt});
 }
 
+alma_status alma__fuse_attr_ints(alma__fuse_ctx *c, int i, const char *name, const int64_t *v, int cnt) {
+  int64_t *cp = alma__arena_alloc(c->g->arena, sizeof(int64_t) * (size_t)(cnt + 1));
+  if (!cp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (cnt) memcpy(cp, v, sizeof(int64_t) * (size_t)cnt);
+  return attr_put(c, i, (alma_attr){.name = name, .type = ALMA_ATTR_INTS, .ints = cp, .n = cnt});
+}
+
 int alma__fuse_new_const(alma__fuse_ctx *c, const char *base, alma_dtype dt, int rank, const int64_t *dims,
                          alma_tensor **t_out) {
   alma_graph *g = c->g;
@@ -267,9 +275,11 @@ static const struct {
   const char *name;
   alma__fuse_rule fn;
 } rules[ALMA__FUSE_NRULES] = {
-    /* BatchNormalization first (it needs the plain base ops), the subgraph patterns before the
+    /* Pad into its Conv/AveragePool first (it reads only the consumer's attributes), then
+     * BatchNormalization (it needs the plain base ops), the subgraph patterns before the
      * epilogues so that e.g. Gemm + (GELU subgraph) ends as one FusedGemm, bias before residual
      * and residual before activation (Conv -> Add -> Relu). */
+    [ALMA__FUSE_PAD] = {"pad", alma__fuse_rule_pad},
     [ALMA__FUSE_BN] = {"batchnorm", alma__fuse_rule_bn},
     [ALMA__FUSE_GELU] = {"gelu", alma__fuse_rule_gelu},
     [ALMA__FUSE_LN] = {"layernorm", alma__fuse_rule_layernorm},
@@ -315,7 +325,7 @@ static alma_status fuse_run(alma_graph *g, const alma_pass_opts *opts) {
 
 const alma_pass alma__pass_fuse = {
     .name = "FUSE",
-    .description = "Conv/Gemm/MatMul + BatchNormalization/bias/residual/activation, MatMul+Add -> Gemm, "
-                   "LayerNorm/GELU/attention subgraphs -> single nodes",
+    .description = "zero Pad -> Conv/AveragePool pads, Conv/Gemm/MatMul + BatchNormalization/bias/residual/activation, "
+                   "MatMul+Add -> Gemm, LayerNorm/GELU/attention subgraphs -> single nodes",
     .run = fuse_run,
 };

@@ -15,6 +15,7 @@
 #include "passes/pass.h"
 
 enum {
+  ALMA__FUSE_PAD,      /* zero Pad on spatial axes folded into the next Conv/FusedConv/AveragePool's pads */
   ALMA__FUSE_BN,       /* BatchNormalization folded into Conv/ConvTranspose/Gemm/MatMul */
   ALMA__FUSE_GELU,     /* Div, Erf, Add, Mul, Mul -> Gelu */
   ALMA__FUSE_LN,       /* ReduceMean ... Add -> LayerNormalization */
@@ -35,6 +36,7 @@ typedef struct alma__fuse_ctx {
 
 typedef alma_status (*alma__fuse_rule)(alma__fuse_ctx *c, int node);
 
+alma_status alma__fuse_rule_pad(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_bn(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_bias(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_residual(alma__fuse_ctx *c, int node);
@@ -86,6 +88,7 @@ alma_status alma__fuse_attr_f(alma__fuse_ctx *c, int i, const char *name, float 
 alma_status alma__fuse_attr_i(alma__fuse_ctx *c, int i, const char *name, int64_t v);
 alma_status alma__fuse_attr_s(alma__fuse_ctx *c, int i, const char *name, const char *s);
 alma_status alma__fuse_attr_floats(alma__fuse_ctx *c, int i, const char *name, const float *f, int n);
+alma_status alma__fuse_attr_ints(alma__fuse_ctx *c, int i, const char *name, const int64_t *v, int n);
 /* A new constant (initializer-like value) named after `base`, zero-filled; *t_out is its tensor for
  * the caller to fill. Returns the value index, or -1 (error set) on OOM. */
 int alma__fuse_new_const(alma__fuse_ctx *c, const char *base, alma_dtype dt, int rank, const int64_t *dims,

@@ -1,4 +1,6 @@
-/* FUSE rules on Conv/ConvTranspose/Gemm/MatMul epilogues:
+/* FUSE rules on Conv/ConvTranspose/Gemm/MatMul prologues and epilogues:
+ *   - a constant-zero Pad on spatial axes only folded into the pads of the Conv (alma.FusedConv)
+ *     or AveragePool that is its only consumer;
  *   - BatchNormalization (inference) folded into the weights and bias: Conv, ConvTranspose, Gemm,
  *     and 2-D MatMul (which becomes a Gemm);
  *   - Add of a constant bias along the channel (Conv) or last (Gemm/MatMul) axis folded into the
@@ -20,6 +22,114 @@ static double ld(const alma_tensor *t, int64_t i) { return alma__get_f64(t->data
 static void st(alma_tensor *t, int64_t i, double v) { alma__set_f64(t->data, t->dtype, i, v); }
 
 static alma_status nomem(void) { return alma__errorf(ALMA_ERR_NOMEM, "out of memory"); }
+
+/* ---- Pad into the Conv/AveragePool after it ---------------------------------------------------- */
+
+/* Begin/end amounts of a constant-mode Pad with value 0 when they are statically known: the
+ * attribute (`paddings` at opset 1, `pads` to 10, with `value`), or constant `pads`,
+ * `constant_value` and (opset 18) `axes` inputs. r: the data's rank. */
+static int zero_pad_amounts(const alma__fuse_ctx *c, const alma_node *P, int r, int64_t *b, int64_t *e) {
+  if (strcmp(alma__attr_s(P, "mode", "constant"), "constant")) return 0;
+  int64_t pads[2 * ALMA_MAX_RANK];
+  int axes[ALMA_MAX_RANK], np, na = r;
+  for (int k = 0; k < r; k++) axes[k] = k;
+  if (P->since_version < 11) {
+    const int64_t *v = NULL;
+    if (alma__attr_f(P, "value", 0.0f) != 0.0f) return 0;
+    np = alma__attr_ints(P, P->since_version < 2 ? "paddings" : "pads", &v);
+    if (np != 2 * r) return 0;
+    memcpy(pads, v, sizeof(int64_t) * (size_t)np);
+  } else {
+    const alma_tensor *pt = P->n_inputs > 1 ? alma__fuse_const(c, P->inputs[1]) : NULL;
+    if (!pt || pt->dtype != ALMA_DTYPE_INT64 || pt->rank != 1 || pt->dims[0] > 2 * ALMA_MAX_RANK) return 0;
+    np = (int)pt->dims[0];
+    memcpy(pads, pt->data, sizeof(int64_t) * (size_t)np);
+    if (P->n_inputs > 2 && P->inputs[2] >= 0) { /* constant_value: absent or empty means 0 */
+      const alma_tensor *cv = alma__fuse_const(c, P->inputs[2]);
+      if (!cv || !alma__dtype_is_float(cv->dtype) || alma_tensor_numel(cv) > 1) return 0;
+      if (alma_tensor_numel(cv) == 1 && alma__get_f64(cv->data, cv->dtype, 0) != 0.0) return 0;
+    }
+    if (P->n_inputs > 3 && P->inputs[3] >= 0) {
+      const alma_tensor *at = alma__fuse_const(c, P->inputs[3]);
+      if (P->since_version < 18 || !at || !alma__dtype_is_int(at->dtype) || at->rank != 1 || at->dims[0] > r) return 0;
+      na = (int)at->dims[0];
+      int seen[ALMA_MAX_RANK] = {0};
+      for (int k = 0; k < na; k++) {
+        int64_t a = alma__get_i64(at->data, at->dtype, k);
+        if (a < 0) a += r;
+        if (a < 0 || a >= r || seen[a]++) return 0;
+        axes[k] = (int)a;
+      }
+    }
+    if (np != 2 * na) return 0;
+  }
+  for (int k = 0; k < r; k++) b[k] = e[k] = 0;
+  for (int k = 0; k < na; k++) {
+    b[axes[k]] = pads[k];
+    e[axes[k]] = pads[na + k];
+  }
+  return 1;
+}
+
+/* Conv(Pad(x, zeros on spatial axes)) = Conv(x) with those amounts added to its pads, since the
+ * convolution's own padding is zeros; the same holds for AveragePool when padded zeros count
+ * (count_include_pad=1) and ceil_mode=0 (no window extends past the padded input). MaxPool pads
+ * with -inf, so a zero Pad before it is not folded. Amounts are kept below the dilated kernel
+ * extent on each side, so no window lies entirely in padding (some runtimes reject that). */
+alma_status alma__fuse_rule_pad(alma__fuse_ctx *c, int ci) {
+  int conv = alma__fuse_is(c, ci, "", "Conv") || alma__fuse_is(c, ci, "alma", "FusedConv");
+  int pool = alma__fuse_is(c, ci, "", "AveragePool");
+  if (!conv && !pool) return ALMA_OK;
+  const alma_node *C = &c->g->nodes[ci];
+  if (C->n_inputs < 1 || C->n_inputs > 8 || C->inputs[0] < 0 || (conv && C->n_inputs < 2)) return ALMA_OK;
+  int v = C->inputs[0];
+  int pi = alma__fuse_producer(c, v, "", "Pad");
+  if (pi < 0 || alma__fuse_only_consumer(c, v) != ci) return ALMA_OK;
+  const alma_node *P = &c->g->nodes[pi];
+  int x = P->n_inputs > 0 ? P->inputs[0] : -1, r = alma__fuse_rank(c, x), nsp = r - 2;
+  if (x < 0 || r < 3 || !alma__dtype_is_float(alma__fuse_dtype(c, x))) return ALMA_OK;
+  int64_t b[ALMA_MAX_RANK], e[ALMA_MAX_RANK];
+  if (!zero_pad_amounts(c, P, r, b, e) || b[0] || e[0] || b[1] || e[1]) return ALMA_OK;
+  for (int i = 2; i < r; i++)
+    if (b[i] < 0 || e[i] < 0) return ALMA_OK; /* negative amounts crop */
+
+  const char *ap = alma__attr_s(C, "auto_pad", "NOTSET");
+  int valid = !strcmp(ap, "VALID");
+  if (!valid && strcmp(ap, "NOTSET") && ap[0]) return ALMA_OK; /* SAME_*: pads follow from the input size */
+  const int64_t *op = NULL, *ks = NULL, *dl = NULL;
+  int nop = valid ? 0 : alma__attr_ints(C, "pads", &op);
+  int nks = alma__attr_ints(C, "kernel_shape", &ks);
+  int ndl = conv || C->since_version >= 19 ? alma__attr_ints(C, "dilations", &dl) : 0;
+  if ((nop && nop != 2 * nsp) || (nks && nks != nsp) || (ndl && ndl != nsp)) return ALMA_OK;
+  int include_pad = 0;
+  if (pool) {
+    if (C->since_version < 7 || nks != nsp) return ALMA_OK; /* count_include_pad exists from opset 7 */
+    if (C->since_version >= 10 && alma__attr_i(C, "ceil_mode", 0)) return ALMA_OK;
+    include_pad = alma__attr_i(C, "count_include_pad", 0) != 0;
+    for (int i = 0; !include_pad && i < nop; i++)
+      if (op[i]) return ALMA_OK; /* its own pads are not counted: only a pad-free pool can switch */
+  }
+  int64_t np[2 * ALMA_MAX_RANK];
+  for (int i = 0; i < nsp; i++) {
+    int64_t k = nks ? ks[i] : alma__fuse_dim(c, C->inputs[1], 2 + i), d = ndl ? dl[i] : 1;
+    if (k < 1 || d < 1) return ALMA_OK;
+    int64_t extent = (k - 1) * d + 1;
+    np[i] = (nop ? op[i] : 0) + b[2 + i];
+    np[nsp + i] = (nop ? op[nsp + i] : 0) + e[2 + i];
+    if (np[i] >= extent || np[nsp + i] >= extent) return ALMA_OK;
+  }
+  ALMA_TRY(alma__fuse_attr_ints(c, ci, "pads", np, 2 * nsp));
+  if (valid) ALMA_TRY(alma__fuse_attr_drop(c, ci, "auto_pad"));
+  if (pool && !include_pad) ALMA_TRY(alma__fuse_attr_i(c, ci, "count_include_pad", 1));
+  C = &c->g->nodes[ci];
+  int in[8];
+  for (int k = 0; k < C->n_inputs; k++) in[k] = C->inputs[k];
+  in[0] = x;
+  ALMA_TRY(alma__fuse_set_inputs(c, ci, in, C->n_inputs));
+  alma__fuse_kill(c, pi);
+  alma__fuse_done(c, ALMA__FUSE_PAD);
+  return ALMA_OK;
+}
 
 /* ---- BatchNormalization ------------------------------------------------------------------------ */
 

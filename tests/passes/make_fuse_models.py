@@ -4,12 +4,15 @@
   - graphs of the fused "alma" ops themselves with inputs and numpy reference outputs, to check
     their EAGER kernels: OUTDIR/kernels/<case>/{model.onnx,input_<i>.npy,output_<i>.npy};
   - invalid fused nodes that must fail to load, with the text the error must contain:
-    OUTDIR/bad/<case>.onnx.
+    OUTDIR/bad/<case>.onnx;
+  - with --torch (and only then, nothing else), models exported by PyTorch with its own outputs as the
+    reference and the node counts expected after FUSE: OUTDIR/torch/<case>/{model.onnx,input_0.npy,
+    output_0.npy}.
 
-usage: make_fuse_models.py OUTDIR
-       make_fuse_models.py --list | --list-kernels | --list-bad
+usage: make_fuse_models.py [--torch] OUTDIR
+       make_fuse_models.py --list | --list-kernels | --list-bad | --list-torch
            one line per case: "<case> <OP=N> ...", "<case>", "<case> <text>" (CMake makes the tests)
-Runs with Debian's /usr/bin/python3 (python3-onnx, numpy).
+Runs with Debian's /usr/bin/python3 (python3-onnx, numpy; python3-torch for --torch).
 """
 import os
 import sys
@@ -75,6 +78,202 @@ def bn_params(prefix, c):
 def bn_node(x, y, prefix, **kw):
     return H().make_node("BatchNormalization", [x, prefix + "_s", prefix + "_b", prefix + "_m", prefix + "_v"], [y],
                          epsilon=1e-3, **kw)
+
+
+# ---- Pad into Conv / AveragePool ---------------------------------------------------------------
+
+
+def ints(name, value):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(value, dtype=np.int64), name)
+
+
+def pad_node(x, y, pads, opset, value=None, axes=None, mode=None):
+    """A Pad in the form of its opset: pads (and value) as attributes before 11, as inputs after."""
+    h = H()
+    kw = {"mode": mode} if mode else {}
+    if opset < 11:
+        if value is not None:
+            kw["value"] = value
+        return [h.make_node("Pad", [x], [y], pads=pads, **kw)], []
+    ins, inits = [x, y + "_pads"], [ints(y + "_pads", pads)]
+    if value is not None or axes is not None:
+        ins.append(y + "_val" if value is not None else "")
+        if value is not None:
+            inits.append(const(y + "_val", value))
+    if axes is not None:
+        ins.append(y + "_axes")
+        inits.append(ints(y + "_axes", axes))
+    return [h.make_node("Pad", ins, [y], **kw)], inits
+
+
+@case("pad_conv_op13", "Conv=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 2, 0, 0, 1, 0], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w", "b"], ["y"], pads=[1, 0, 0, 1])],
+                 [("x", ["N", 3, 7, 6])], ["y"], [init("w", [4, 3, 3, 3]), init("b", [4])] + pi)
+
+
+@case("pad_conv_attr_op7", "Conv=1", "*=1")
+def _():
+    # TF-style "SAME" padding as exporters write it: (0, 1) before a stride-2 conv, value 0 given
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 0, 0, 0, 0, 1, 1], 7, value=0.0)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], strides=[2, 2])],
+                 [("x", ["N", 3, 8, 8])], ["y"], [init("w", [5, 3, 3, 3])] + pi, opset=7)
+
+
+@case("pad_axes_conv_op18", "Conv=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [2, 1, 0, 1], 18, value=0.0, axes=[-2, 3])
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], dilations=[2, 1])],
+                 [("x", ["N", 3, 6, 6])], ["y"], [init("w", [4, 3, 3, 3])] + pi, opset=18, check=False)
+
+
+@case("pad_conv_relu", "alma.FusedConv=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 11, value=0.0)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["c"]), h.make_node("Relu", ["c"], ["y"])],
+                 [("x", ["N", 3, 5, 5])], ["y"], [init("w", [4, 3, 3, 3])] + pi, opset=11)
+
+
+@case("pad_conv1d_valid", "Conv=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 2, 0, 0, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], auto_pad="VALID", kernel_shape=[3])],
+                 [("x", ["N", 2, 9])], ["y"], [init("w", [3, 2, 3])] + pi)
+
+
+@case("pad_conv3d_grouped", "Conv=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 0, 1, 0, 0, 1, 0, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], group=2, pads=[0, 1, 0, 0, 0, 0])],
+                 [("x", ["N", 4, 3, 4, 3])], ["y"], [init("w", [6, 2, 2, 3, 2])] + pi)
+
+
+@case("pad_avgpool_include_pad", "AveragePool=1", "*=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 0, 0, 0, 0, 1], 13)
+    return model(pn + [h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                   count_include_pad=1, strides=[2, 2])],
+                 [("x", ["N", 3, 7, 8])], ["y"], pi)
+
+
+@case("pad_avgpool_no_pads", "AveragePool=1", "*=1")
+def _():
+    # count_include_pad=0 without pads of its own: the padded zeros count either way
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 3])],
+                 [("x", ["N", 3, 6, 6])], ["y"], pi)
+
+
+@case("pad_avgpool_exclude_pad_kept", "Pad=1", "AveragePool=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                 [("x", ["N", 3, 6, 6])], ["y"], pi)
+
+
+@case("pad_avgpool_ceil_kept", "Pad=1", "AveragePool=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 0, 0], 13)
+    return model(pn + [h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                                   count_include_pad=1)],
+                 [("x", ["N", 3, 6, 6])], ["y"], pi)
+
+
+@case("pad_maxpool_kept", "Pad=1", "MaxPool=1")
+def _():
+    # MaxPool pads with -inf: a zero Pad in front of it is not its padding
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3])], [("x", ["N", 3, 6, 6])], ["y"], pi)
+
+
+@case("pad_nonzero_kept", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13, value=0.5)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"])], [("x", ["N", 3, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_nonzero_attr_kept_op2", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 2, value=-1.0)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"])], [("x", ["N", 3, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi, opset=2)
+
+
+@case("pad_reflect_kept", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13, mode="reflect")
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"])], [("x", ["N", 3, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_channels_kept", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 1, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"])], [("x", ["N", 2, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_negative_kept", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, -1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"])], [("x", ["N", 3, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_conv_same_kept", "Pad=1", "Conv=1")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])],
+                 [("x", ["N", 3, 7, 7])], ["y"], [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_wider_than_kernel_kept", "Pad=1", "Conv=1")
+def _():
+    # 1 + 2 >= 3: some windows would lie entirely in the padding
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 2, 0, 0, 0, 0, 0], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"], pads=[1, 0, 0, 0])], [("x", ["N", 3, 6, 6])], ["y"],
+                 [init("w", [4, 3, 3, 3])] + pi)
+
+
+@case("pad_used_twice_kept", "Pad=1", "Conv=2")
+def _():
+    h = H()
+    pn, pi = pad_node("x", "p", [0, 0, 1, 1, 0, 0, 1, 1], 13)
+    return model(pn + [h.make_node("Conv", ["p", "w"], ["y"]), h.make_node("Conv", ["p", "w2"], ["z"])],
+                 [("x", ["N", 3, 6, 6])], ["y", "z"], [init("w", [4, 3, 3, 3]), init("w2", [2, 3, 3, 3])] + pi)
+
+
+@case("pad_runtime_amounts_kept", "Pad=1", "Conv=1")
+def _():
+    # pads that depend on the input's height (H mod 2 on H's end): not known before run time
+    h = H()
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Slice", ["s", "two", "three"], ["hh"]),
+             h.make_node("Mod", ["hh", "two"], ["m"]), h.make_node("Concat", ["z3", "m", "z3", "m"], ["pads"], axis=0),
+             h.make_node("Pad", ["x", "pads"], ["p"]), h.make_node("Conv", ["p", "w"], ["y"])]
+    return model(nodes, [("x", [2, 3, "H", 6])], ["y"],
+                 [ints("two", [2]), ints("three", [3]), ints("z3", [0, 0, 0]), init("w", [4, 3, 2, 3])])
 
 
 # ---- BatchNormalization ------------------------------------------------------------------------
@@ -577,16 +776,105 @@ def _():
                       [("q", q), ("k", k), ("v", v)], ["y"])
 
 
+# ---- PyTorch exports, checked against PyTorch's outputs -------------------------------------------
+
+TORCH = {}  # name -> (builder returning (module, input), opset, [expectations])
+
+
+def torch_case(name, opset, *expect):
+    def reg(fn):
+        TORCH[name] = (fn, opset, list(expect))
+        return fn
+
+    return reg
+
+
+def pad_net():
+    """nn.ZeroPad2d and F.pad in front of convolutions and pools, as CNN exporters write them."""
+    import torch
+    import torch.nn.functional as F
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pad = torch.nn.ZeroPad2d((1, 2, 0, 1))  # left, right, top, bottom
+            self.conv1 = torch.nn.Conv2d(3, 8, 3, stride=2)
+            self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)
+            self.pool = torch.nn.AvgPool2d(3, stride=1, padding=1)  # count_include_pad=True
+            self.pool2 = torch.nn.AvgPool2d(2, count_include_pad=False)
+
+        def forward(self, x):
+            y = torch.relu(self.conv1(self.pad(x)))
+            y = self.conv2(F.pad(y, (1, 1, 1, 1)))
+            y = self.pool(F.pad(y, (0, 1, 1, 0)))
+            z = F.max_pool2d(F.pad(y, (1, 1, 1, 1)), 2)  # -inf padding: the Pad stays
+            return self.pool2(F.pad(z, (1, 0, 1, 0)))
+
+    torch.manual_seed(0)
+    return Net().eval(), torch.randn(2, 3, 11, 12)
+
+
+for _op in (9, 11, 13):
+    torch_case(f"torch_pad_net_op{_op}", _op, "Pad=1", "alma.FusedConv=1", "Conv=1", "AveragePool=2", "MaxPool=1",
+               "*=6")(pad_net)
+
+
+@torch_case("torch_causal_conv1d_op13", 13, "alma.FusedConv=1", "Conv=1", "*=2")
+def _():
+    # causal (left-padded) 1-D convolutions, as TCN/WaveNet-style models write them
+    import torch
+    import torch.nn.functional as F
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv1d(4, 6, 3, dilation=2)
+            self.c2 = torch.nn.Conv1d(6, 5, 2)
+
+        def forward(self, x):
+            return self.c2(F.pad(torch.relu(self.c1(F.pad(x, (4, 0)))), (1, 0)))
+
+    torch.manual_seed(1)
+    return Net().eval(), torch.randn(2, 4, 16)
+
+
+def export_torch(build, opset):
+    import io
+
+    import onnx
+    import torch
+
+    net, x = build()
+    f = io.BytesIO()
+    torch.onnx.export(net, (x,), f, opset_version=opset, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    with torch.no_grad():
+        y = net(x)
+    return onnx.load_from_string(f.getvalue()), x.numpy(), y.numpy()
+
+
 def main():
     lists = {"--list": lambda: [" ".join([n] + e) for n, (_, e) in CASES.items()],
-             "--list-kernels": lambda: list(KERNELS), "--list-bad": lambda: [f"{n} {t}" for n, (_, t) in BAD.items()]}
+             "--list-kernels": lambda: list(KERNELS), "--list-bad": lambda: [f"{n} {t}" for n, (_, t) in BAD.items()],
+             "--list-torch": lambda: [" ".join([n] + e) for n, (_, _, e) in TORCH.items()]}
     if len(sys.argv) == 2 and sys.argv[1] in lists:
         print("\n".join(lists[sys.argv[1]]()))
         return
     import onnx
 
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    with_torch = "--torch" in args
+    out = [a for a in args if a != "--torch"][0]
     os.makedirs(out, exist_ok=True)
+    for name, (build, opset, _) in TORCH.items() if with_torch else ():
+        d = os.path.join(out, "torch", name)
+        os.makedirs(d, exist_ok=True)
+        m, x, y = export_torch(build, opset)
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        np.save(os.path.join(d, "input_0.npy"), x)
+        np.save(os.path.join(d, "output_0.npy"), y)
+    if with_torch:
+        return
     for name, (build, _) in CASES.items():
         onnx.save(build(), os.path.join(out, name + ".onnx"))
     for name, build in KERNELS.items():
