@@ -4,12 +4,7 @@
 #include <tgmath.h>
 
 #include "ops/ew.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+#include "ops/op_args.h"
 
 /* v is the element, a/b/g the parameters alpha/beta/gamma converted to T. */
 #define ACT(name, EXPR)                                                                          \

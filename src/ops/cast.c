@@ -2,12 +2,7 @@
 #include <math.h>
 
 #include "ops/ew.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+#include "ops/op_args.h"
 
 static int holdable(alma_dtype t) { return t != ALMA_DTYPE_STRING && alma_dtype_size(t) > 0; }
 

@@ -5,12 +5,7 @@
 #include <tgmath.h>
 
 #include "ops/ew.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+#include "ops/op_args.h"
 
 /* =============================================================================================
  * Unary float functions. Each kernel is written once with tgmath so it instantiates for float

@@ -7,13 +7,7 @@
 #include "ops/datamove.h"
 #include "ops/ew.h"
 #include "ops/nn_util.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
-
+#include "ops/op_args.h"
 
 /* Reads an optional axis attribute into [0, rank). */
 static alma_status read_axis(const alma_node *n, const char *name, int64_t dflt, int rank, int *axis) {

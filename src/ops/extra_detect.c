@@ -10,13 +10,7 @@
 #include <math.h>
 
 #include "ops/nn_util.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
-
+#include "ops/op_args.h"
 
 /* ---- configurations shared by both instantiations ----------------------------------------- */
 enum { GS_NEAREST, GS_LINEAR, GS_CUBIC };

@@ -6,12 +6,7 @@
 
 #include "ops/ew.h"
 #include "ops/nn_util.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+#include "ops/op_args.h"
 
 /* ---- float unary functions (written once with tgmath for float and double) ------------------- */
 #define UF(name, EXPR)                                                                           \

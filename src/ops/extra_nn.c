@@ -11,14 +11,8 @@
 #include <strings.h>
 
 #include "ops/nn_util.h"
+#include "ops/op_args.h"
 #include "ops/sgemm.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
-
 
 static alma_status need_float(const alma_node *n, const alma_tensor *t, const char *what) {
   if (!alma__dtype_is_float(t->dtype))

@@ -10,12 +10,7 @@
 #include <math.h>
 
 #include "ops/op.h"
-
-#define EXEC_ARGS                                                                                \
-  alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, \
-      int nout
-#define INFER_ARGS \
-  const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout
+#include "ops/op_args.h"
 
 /* The default key when no seed is given (documented above). */
 #define RND_DEFAULT_KEY 0x616c6d6172616e64ull /* "almarand" */
