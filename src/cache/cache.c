@@ -37,9 +37,11 @@ static int mkdir_p(const char *path) {
   return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* Best effort (durability of a rename). A path too long for d could not have been opened anyway,
+ * and its truncation would name another directory: nothing to do then. */
 static void fsync_dir_of(const char *path) {
   char d[PATH_MAX];
-  snprintf(d, sizeof d, "%s", path);
+  if (snprintf(d, sizeof d, "%s", path) >= (int)sizeof d) return;
   char *slash = strrchr(d, '/');
   if (!slash) return;
   *slash = 0;

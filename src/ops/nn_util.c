@@ -86,12 +86,12 @@ alma_status alma__nn_geom_forward(const alma_node *n, alma__nn_geom *g, int ceil
 
 void *alma__nn_alloc(const alma_node *n, size_t count, size_t elem) {
   if (elem && count > SIZE_MAX / elem) {
-    alma__op_error(n, ALMA_ERR_NOMEM, "scratch buffer of %zu x %zu bytes overflows", count, elem);
+    alma__op_error_set(n, ALMA_ERR_NOMEM, "scratch buffer of %zu x %zu bytes overflows", count, elem);
     return NULL;
   }
   size_t bytes = count * elem;
   void *p = malloc(bytes ? bytes : 1);
-  if (!p) alma__op_error(n, ALMA_ERR_NOMEM, "out of memory for a scratch buffer of %zu bytes", count * elem);
+  if (!p) alma__op_error_set(n, ALMA_ERR_NOMEM, "out of memory for a scratch buffer of %zu bytes", count * elem);
   return p;
 }
 

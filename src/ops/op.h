@@ -68,8 +68,14 @@ alma_status alma__op_resolve(alma_node *n, int64_t opset);
 int alma__op_count(void);
 const alma_op_def *alma__op_at(int i);
 
-/* Error helper: prefixes "node 'NAME' (OpType): ". Returns s. */
-alma_status alma__op_error(const alma_node *n, alma_status s, const char *fmt, ...)
+/* Error helper: sets the message, prefixed "node 'NAME' (OpType): ", and evaluates to s.
+ * A macro so that the compiler sees the value is s itself: an error path then visibly never
+ * returns ALMA_OK, and out-parameters that helpers write only on success are not "maybe
+ * uninitialized" in their callers (gcc -O3 inlines the helpers and cannot see through a call).
+ * s is evaluated twice: pass a status constant or a plain variable. Where the status is not
+ * returned (a statement of its own), call alma__op_error_set. */
+#define alma__op_error(n, s, ...) (alma__op_error_set((n), (s), __VA_ARGS__), (s))
+alma_status alma__op_error_set(const alma_node *n, alma_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* For infer: the value of input i is needed but unknown statically. */
 static inline alma_status alma__need_value(void) { return ALMA_ERR_DYNAMIC; }

@@ -67,7 +67,7 @@ alma_status alma__op_resolve(alma_node *n, int64_t opset) {
   return ALMA_OK;
 }
 
-alma_status alma__op_error(const alma_node *n, alma_status s, const char *fmt, ...) {
+alma_status alma__op_error_set(const alma_node *n, alma_status s, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
