@@ -179,6 +179,35 @@ static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
   return kind;
 }
 
+/* Resize/Upsample: what can never be oneDNN's resampling (the coordinates are compared when the
+ * node runs, see run_resample). */
+static int classify_resize(const alma_node *n, const char **why) {
+  const char *m = alma__attr_s(n, "mode", "nearest");
+  if (strcmp(m, "nearest") && strcmp(m, "linear") && !(is_op(n, "Upsample") && !strcmp(m, "bilinear"))) {
+    *why = "cubic or unknown mode (oneDNN resamples nearest and linear)";
+    return DK_NONE;
+  }
+  if (is_op(n, "Resize") && n->since_version >= 11) {
+    if (!strcmp(alma__attr_s(n, "coordinate_transformation_mode", "half_pixel"), "tf_crop_and_resize")) {
+      *why = "tf_crop_and_resize";
+      return DK_NONE;
+    }
+    if (alma__attr_i(n, "exclude_outside", 0)) {
+      *why = "exclude_outside";
+      return DK_NONE;
+    }
+    if (n->since_version >= 18 && alma__attr_i(n, "antialias", 0) && strcmp(m, "nearest")) {
+      *why = "antialias";
+      return DK_NONE;
+    }
+    if (n->since_version >= 18 && strcmp(alma__attr_s(n, "keep_aspect_ratio_policy", "stretch"), "stretch")) {
+      *why = "keep_aspect_ratio_policy";
+      return DK_NONE;
+    }
+  }
+  return DK_RESAMPLE;
+}
+
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
   *why = NULL;
   if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
@@ -320,6 +349,23 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     }
     return DK_GEMM;
   }
+  if (!strcmp(op, "Pad")) {
+    if (strcmp(alma__attr_s(n, "mode", "constant"), "constant")) {
+      *why = "reflect/edge/wrap mode (constant only)";
+      return DK_NONE;
+    }
+    return DK_PAD;
+  }
+  if (!strcmp(op, "LRN")) {
+    /* ONNX's window is [c - floor((size-1)/2), c + ceil((size-1)/2)], oneDNN's symmetric */
+    if (alma__attr_i(n, "size", 0) % 2 == 0) {
+      *why = "even size (oneDNN's window is symmetric)";
+      return DK_NONE;
+    }
+    return DK_LRN;
+  }
+  if (!strcmp(op, "InstanceNormalization")) return DK_INORM;
+  if (!strcmp(op, "Resize") || !strcmp(op, "Upsample")) return classify_resize(n, why);
   *why = "no oneDNN kernel";
   return DK_NONE;
 }
@@ -450,6 +496,45 @@ static dnnl_primitive_attr_t post_attr(const dn_node *d, int fused, float out_sc
   if (dnnl_post_ops_len(po) > 0) dnnl_primitive_attr_set_post_ops(a, po);
   dnnl_post_ops_destroy(po);
   return a;
+}
+
+/* The primitive descriptor of a node for op_desc and attr (NULL: new_attr(); taken over and
+ * destroyed either way), its implementation name in pr->impl. 0 when oneDNN has none: the node
+ * is declined for this key. */
+static int prim_pd(dn_plan *p, dn_prim *pr, const alma_node *n, const void *op_desc, dnnl_primitive_attr_t attr,
+                   const char *what) {
+  if (!attr) attr = new_attr();
+  dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, op_desc, attr, pr->impl, sizeof pr->impl);
+  dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_success) return 1;
+  prim_decline(pr, n, "no %s implementation (status %d)", what, (int)s);
+  return 0;
+}
+
+/* One execution argument of a primitive: md NULL takes the layout its descriptor chose. */
+typedef struct dn_arg {
+  int arg;
+  const dnnl_memory_desc_t *md;
+} dn_arg;
+
+/* The primitive from pr->pd with a memory per argument, in order (alma__dn_exec's ptrs follow it),
+ * then the scratchpad; the layouts of SRC, WEIGHTS and DST are kept in pr->src_md/wei_md/dst_md.
+ * 0 (node declined for this key) when oneDNN fails. */
+static int prim_args(dn_plan *p, dn_prim *pr, const alma_node *n, int nargs, const dn_arg *args) {
+  for (int k = 0; k < nargs; k++) {
+    const dnnl_memory_desc_t *md = args[k].md;
+    if (!md) md = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_exec_arg_md, args[k].arg);
+    if (!md || !add_mem(p, pr, args[k].arg, md)) {
+      prim_decline(pr, n, "primitive creation failed");
+      return 0;
+    }
+    if (args[k].arg == DNNL_ARG_SRC) pr->src_md = *md;
+    else if (args[k].arg == DNNL_ARG_WEIGHTS) pr->wei_md = *md;
+    else if (args[k].arg == DNNL_ARG_DST) pr->dst_md = *md;
+  }
+  if (prim_finish(p, pr)) return 1;
+  prim_decline(pr, n, "primitive creation failed");
+  return 0;
 }
 
 static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
@@ -1974,6 +2059,457 @@ static alma_status run_cast(dn_plan *p, int idx, dn_val **in, const alma_tensor 
   return ALMA_OK;
 }
 
+/* ---- Pad, constant mode: the output filled with the value, the input reordered into a view ---------- */
+/* A dense layout like ref's (plain, or blocked like nChw8c: the dims nested in ref's stride order,
+ * the same inner blocks) for dims of the same rank; 0 when ref is not a blocked-kind layout. */
+static int md_like(dnnl_memory_desc_t *md, const dnnl_memory_desc_t *ref, const int64_t *dims) {
+  if (ref->format_kind != dnnl_blocked || ref->extra.flags) return 0;
+  const dnnl_blocking_desc_t *bk = &ref->format_desc.blocking;
+  int r = ref->ndims, order[DNNL_MAX_NDIMS];
+  dnnl_dim_t blk[DNNL_MAX_NDIMS], inner = 1;
+  for (int i = 0; i < r; i++) blk[i] = 1, order[i] = i;
+  for (int k = 0; k < bk->inner_nblks; k++) {
+    blk[bk->inner_idxs[k]] *= bk->inner_blks[k];
+    inner *= bk->inner_blks[k];
+  }
+  for (int i = 1; i < r; i++) /* outermost first: larger stride, then lower axis (size-1 dims tie) */
+    for (int j = i; j > 0 && bk->strides[order[j]] > bk->strides[order[j - 1]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  *md = *ref;
+  md->offset0 = 0;
+  for (int i = 0; i < r; i++) {
+    md->dims[i] = dims[i];
+    md->padded_dims[i] = (dims[i] + blk[i] - 1) / blk[i] * blk[i];
+    md->padded_offsets[i] = 0;
+  }
+  dnnl_dim_t st = inner;
+  for (int k = r - 1; k >= 0; k--) {
+    md->format_desc.blocking.strides[order[k]] = st;
+    st *= md->padded_dims[order[k]] / blk[order[k]];
+  }
+  return 1;
+}
+
+static alma_status run_pad(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_val *x = in[0];
+  int r = x ? x->t.rank : 0;
+  if (!is_fp(x) || r < 1 || r > DNNL_MAX_NDIMS || os[0].rank != r || os[0].dtype != x->t.dtype) return ALMA_OK;
+  alma_dtype dt = x->t.dtype;
+  size_t es = alma_dtype_size(dt);
+  int64_t b[ALMA_MAX_RANK] = {0}, e[ALMA_MAX_RANK] = {0};
+  unsigned char val[8] = {0}; /* the value in x's dtype; ONNX's default is 0 */
+  if (n->since_version < 11) {
+    const int64_t *pa = NULL;
+    if (alma__attr_ints(n, n->since_version < 2 ? "paddings" : "pads", &pa) != 2 * r) return ALMA_OK;
+    for (int k = 0; k < r; k++) b[k] = pa[k], e[k] = pa[r + k];
+    alma__set_f64(val, dt, 0, alma__attr_f(n, "value", 0.0f)); /* as EAGER converts it */
+  } else {
+    int64_t pads[2 * ALMA_MAX_RANK], ax[ALMA_MAX_RANK];
+    int np, na = r, seen[ALMA_MAX_RANK] = {0};
+    if (nin < 2 || !in[1] || !int_list(p, n, in, nin, 1, NULL, pads, 2 * ALMA_MAX_RANK, &np)) return ALMA_OK;
+    if (nin > 3 && in[3]) {
+      if (n->since_version < 18 || !int_list(p, n, in, nin, 3, NULL, ax, r, &na)) return ALMA_OK;
+    } else {
+      for (int k = 0; k < r; k++) ax[k] = k;
+    }
+    if (np != 2 * na) return ALMA_OK;
+    for (int k = 0; k < na; k++) {
+      int64_t a = ax[k] < 0 ? ax[k] + r : ax[k];
+      if (a < 0 || a >= r || seen[a]++) return ALMA_OK;
+      b[a] = pads[k];
+      e[a] = pads[na + k];
+    }
+    if (nin > 2 && in[2]) {
+      dn_val *cv = in[2];
+      int64_t cnt = alma__numel(cv->t.rank, cv->t.dims);
+      if (!is_dt(cv, dt) || cnt > 1) return ALMA_OK;
+      if (cnt == 1) {
+        ALMA_TRY(alma__dn_val_plain(p, cv, n));
+        memcpy(val, cv->t.data, es);
+      }
+    }
+  }
+  for (int k = 0; k < r; k++)
+    if (x->t.dims[k] + b[k] + e[k] != os[0].dims[k]) return ALMA_OK; /* not what the shape rules say */
+  int zero = 1;
+  for (size_t i = 0; i < es; i++) zero &= val[i] == 0;
+  /* a blocked input padded on other axes than the blocked channels keeps its layout for the next
+   * primitive; the channel blocks' padding must stay zero, so a non-zero value needs full blocks */
+  dnnl_memory_desc_t xmd, omd;
+  alma__dn_val_md(x, &xmd);
+  int blk = x->has_blk && r > 1 && b[1] == 0 && e[1] == 0 && md_like(&omd, &x->bmd, os[0].dims);
+  for (int i = 0; blk && !zero && i < r; i++) blk = omd.padded_dims[i] == omd.dims[i];
+  if (!blk) plain_md(&omd, r, os[0].dims, dt);
+  size_t osz = dnnl_memory_desc_get_size(&omd);
+  dn_buf *db = alma__dn_alloc(p, osz);
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (zero) {
+    memset(db->ptr, 0, osz);
+  } else {
+    for (size_t i = 0; i < osz / es; i++) memcpy((char *)db->ptr + i * es, val, es);
+  }
+  /* the part of x that survives (negative pads crop) goes to offset max(begin, 0) */
+  dnnl_dims_t cd, so, dof;
+  int any = 1;
+  for (int k = 0; k < r; k++) {
+    int64_t cb = b[k] < 0 ? -b[k] : 0, ce = e[k] < 0 ? -e[k] : 0;
+    cd[k] = x->t.dims[k] - cb - ce;
+    so[k] = cb;
+    dof[k] = b[k] > 0 ? b[k] : 0;
+    any &= cd[k] > 0;
+  }
+  alma_status st = ALMA_OK;
+  if (any) {
+    dnnl_memory_desc_t ssub, dsub;
+    void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
+    if (dnnl_memory_desc_init_submemory(&ssub, &xmd, cd, so) != dnnl_success) {
+      /* a crop the blocked layout cannot view: take the plain copy */
+      if ((st = alma__dn_val_plain(p, x, n)) == ALMA_OK) {
+        plain_md(&xmd, r, x->t.dims, dt);
+        sp = x->t.data;
+        if (dnnl_memory_desc_init_submemory(&ssub, &xmd, cd, so) != dnnl_success)
+          st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN sub-memory view failed");
+      }
+    }
+    if (st == ALMA_OK && dnnl_memory_desc_init_submemory(&dsub, &omd, cd, dof) != dnnl_success)
+      st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN sub-memory view failed");
+    if (st == ALMA_OK) st = alma__dn_reorder(p, &ssub, sp, &dsub, db->ptr, n);
+  }
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &omd, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- LRN across channels ------------------------------------------------------------------------------ */
+/* oneDNN: dst = src * (k + alpha / n * sum over c-(n-1)/2 .. c+(n-1)/2 of src^2)^-beta, which is
+ * ONNX's formula (alpha divided by size, bias as k) for an odd size n; even sizes stay on EAGER. */
+static alma_status run_lrn(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_val *x = in[0];
+  if (!is_fp(x) || x->t.rank < 2 || x->t.rank > 5 || os[0].dtype != x->t.dtype || !same_dims(&x->t, &os[0]))
+    return ALMA_OK;
+  int64_t size = alma__attr_i(n, "size", 0);
+  if (size < 1 || size % 2 == 0) return ALMA_OK;
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {0};
+  alma__dn_val_md(x, &key[0]);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    dnnl_lrn_desc_t ld;
+    if (dnnl_lrn_forward_desc_init(&ld, dnnl_forward_inference, dnnl_lrn_across_channels, &key[0], size,
+                                   alma__attr_f(n, "alpha", 1e-4f), alma__attr_f(n, "beta", 0.75f),
+                                   alma__attr_f(n, "bias", 1.0f)) != dnnl_success)
+      return prim_decline(pr, n, "lrn descriptor rejected");
+    if (!prim_pd(p, pr, n, &ld, NULL, "lrn") ||
+        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, NULL}}))
+      return ALMA_OK;
+  }
+  if (pr->declined) return ALMA_OK;
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr};
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- InstanceNormalization ------------------------------------------------------------------------------ */
+/* Plain [N, C, spatial...] data read as [1, N*C, S]: batch normalization computing its own
+ * statistics normalizes each (n, c) row over S, which is instance normalization; the per-channel
+ * scale and B are repeated N times as that view's per-channel scale and shift. */
+static alma_status run_inorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_val *x = in[0], *sc = nin > 1 ? in[1] : NULL, *bi = nin > 2 ? in[2] : NULL;
+  if (!is_fp(x) || !is_fp(sc) || !is_fp(bi) || x->t.rank < 3 || os[0].dtype != x->t.dtype || !same_dims(&x->t, &os[0]))
+    return ALMA_OK;
+  int64_t N = x->t.dims[0], C = x->t.dims[1], NC = N * C, S = alma__numel(x->t.rank - 2, x->t.dims + 2);
+  if (alma__numel(sc->t.rank, sc->t.dims) != C || alma__numel(bi->t.rank, bi->t.dims) != C) return ALMA_OK;
+  float eps = alma__attr_f(n, "epsilon", 1e-5f);
+  int64_t vd[3] = {1, NC, S};
+  dnnl_memory_desc_t key[1];
+  int64_t ikey[8] = {0};
+  memcpy(&ikey[0], &eps, sizeof eps);
+  plain_md(&key[0], 3, vd, x->t.dtype);
+  if (!key_match(pr, 1, key, ikey)) {
+    prim_begin(pr, 1, key, ikey);
+    dnnl_batch_normalization_desc_t bd;
+    if (dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &key[0], eps,
+                                                   dnnl_use_scale | dnnl_use_shift) != dnnl_success)
+      return prim_decline(pr, n, "batch normalization descriptor rejected");
+    if (!prim_pd(p, pr, n, &bd, NULL, "batch normalization")) return ALMA_OK;
+    /* statistics memories, when this implementation wants them (it computes them) */
+    const dnnl_memory_desc_t *mmd = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_exec_arg_md, DNNL_ARG_MEAN);
+    pr->flags = mmd && mmd->ndims > 0;
+    dnnl_memory_desc_t cmd;
+    alma__dn_plain_md(&cmd, 1, &NC);
+    const dn_arg args[] = {{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[0]}, {DNNL_ARG_SCALE, &cmd},
+                           {DNNL_ARG_SHIFT, &cmd},  {DNNL_ARG_MEAN, &cmd},   {DNNL_ARG_VARIANCE, &cmd}};
+    if (!prim_args(p, pr, n, pr->flags ? 6 : 4, args)) return ALMA_OK;
+  }
+  if (pr->declined) return ALMA_OK;
+  ALMA_TRY(alma__dn_val_plain(p, x, n));
+  ALMA_TRY(alma__dn_val_plain(p, sc, n));
+  ALMA_TRY(alma__dn_val_plain(p, bi, n));
+  dn_buf *prm = alma__dn_alloc(p, sizeof(float) * (size_t)NC * (pr->flags ? 4 : 2));
+  if (!prm) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  float *scale = prm->ptr, *shift = scale + NC;
+  for (int64_t c = 0; c < C; c++) {
+    float s = (float)alma__get_f64(sc->t.data, sc->t.dtype, c), t = (float)alma__get_f64(bi->t.data, bi->t.dtype, c);
+    for (int64_t k = 0; k < N; k++) scale[k * C + c] = s, shift[k * C + c] = t;
+  }
+  void *sp = x->t.data;
+  dnnl_memory_desc_t pl;
+  plain_md(&pl, x->t.rank, x->t.dims, x->t.dtype);
+  dn_buf *db = alma__dn_val_steal(x, &pl); /* in place when x dies here */
+  if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pl)))) {
+    alma__dn_unref(p, prm);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  void *ptrs[DN_MAX_MEM] = {sp, db->ptr, scale, shift, shift + NC, shift + 2 * NC};
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  alma__dn_unref(p, prm);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pl, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
+/* ---- Resize / Upsample through the resampling primitive ----------------------------------------------- */
+/* oneDNN maps output coordinate o of an axis resized from `in` to `out` to s = (o + 0.5) in / out
+ * - 0.5 (in float): nearest takes round(s), linear the two samples around s (clamped). ONNX's map
+ * depends on the mode, the scale given (not out / in) and the rounding rule. Rather than listing
+ * the combinations that agree, the node runs on oneDNN only when, for its shapes and scales, every
+ * output coordinate of every axis reads the same samples with the same weights (within float
+ * rounding) both ways; N and C must map to themselves. */
+enum { RS_HALF_PIXEL, RS_HALF_PIXEL_SYM, RS_PYTORCH, RS_ALIGN, RS_ASYM, RS_TF_NN, RS_UPSAMPLE };
+enum { RS_ROUND_FLOOR, RS_ROUND_CEIL, RS_FLOOR, RS_CEIL };
+
+typedef struct {
+  int linear, ctm;
+  int nmode[ALMA_MAX_RANK];
+  double scale[ALMA_MAX_RANK];
+} rs_onnx;
+
+/* The node's mode, coordinate rule and per-axis scales (the forms of Upsample 7/9, Resize 10 and
+ * 11+, scales or sizes, axes); 0 when they are not readable here (EAGER decides then). */
+static int rs_read(const alma_node *n, dn_val **in, int nin, const alma_tensor *x, const alma_tensor *os, rs_onnx *q) {
+  int r = x->rank, v = n->since_version, ups = is_op(n, "Upsample");
+  const char *m = alma__attr_s(n, "mode", "nearest");
+  q->linear = strcmp(m, "nearest") != 0;
+  for (int i = 0; i < r; i++) q->scale[i] = 1.0, q->nmode[i] = RS_FLOOR;
+  if (ups && v < 9) {
+    const float *fs = NULL;
+    if (alma__attr_floats(n, "scales", &fs) != r) return 0;
+    for (int i = 0; i < r; i++) q->scale[i] = fs[i];
+    q->ctm = RS_UPSAMPLE;
+    return 1;
+  }
+  /* the scales (or, from 11, sizes) input; an empty one counts as absent */
+  int si = ups || v < 11 ? 1 : 2;
+  dn_val *sc = si < nin && in[si] && alma__numel(in[si]->t.rank, in[si]->t.dims) > 0 ? in[si] : NULL;
+  dn_val *sz = !ups && v >= 11 && nin > 3 && in[3] && alma__numel(in[3]->t.rank, in[3]->t.dims) > 0 ? in[3] : NULL;
+  if (!sc == !sz || (sc && (!sc->has_plain || !alma__dtype_is_float(sc->t.dtype))) ||
+      (sz && (!sz->has_plain || sz->t.dtype != ALMA_DTYPE_INT64)))
+    return 0;
+  int axes[ALMA_MAX_RANK], na = r;
+  for (int i = 0; i < r; i++) axes[i] = i;
+  const int64_t *ax = NULL;
+  int nax = !ups && v >= 18 ? alma__attr_ints(n, "axes", &ax) : 0;
+  if (nax > r) return 0;
+  if (nax > 0) {
+    na = nax;
+    for (int i = 0; i < na; i++) axes[i] = (int)(ax[i] < 0 ? ax[i] + r : ax[i]);
+  }
+  dn_val *t = sc ? sc : sz;
+  if (alma__numel(t->t.rank, t->t.dims) != na) return 0;
+  for (int i = 0; i < na; i++) {
+    if (axes[i] < 0 || axes[i] >= r) return 0;
+    if (sc) q->scale[axes[i]] = alma__get_f64(t->t.data, t->t.dtype, i);
+    else q->scale[axes[i]] = x->dims[axes[i]] ? (double)((const int64_t *)t->t.data)[i] / (double)x->dims[axes[i]] : 1.0;
+    if (!(q->scale[axes[i]] > 0)) return 0;
+  }
+  if (ups) {
+    q->ctm = RS_UPSAMPLE;
+    return 1;
+  }
+  if (v < 11) { /* Resize-10: asymmetric; nearest rounds up when shrinking an axis, down otherwise */
+    q->ctm = RS_ASYM;
+    for (int i = 0; i < r; i++) q->nmode[i] = q->scale[i] < 1.0 ? RS_CEIL : RS_FLOOR;
+    return 1;
+  }
+  static const char *const ctms[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                     "asymmetric", "tf_half_pixel_for_nn"};
+  static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  const char *cs = alma__attr_s(n, "coordinate_transformation_mode", "half_pixel");
+  const char *ns = alma__attr_s(n, "nearest_mode", "round_prefer_floor");
+  q->ctm = -1;
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(cs, ctms[i])) q->ctm = i;
+  int nm = -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(ns, nms[i])) nm = i;
+  if (q->ctm < 0 || nm < 0) return 0;
+  for (int i = 0; i < r; i++) q->nmode[i] = nm;
+  (void)os;
+  return 1;
+}
+
+/* ONNX's samples and weights for output coordinate o of axis d (as src/ops/resize.c and
+ * extra_data.c compute them): two taps, one of weight 0 for nearest. */
+static void rs_onnx_taps(const rs_onnx *q, int d, int64_t in, int64_t out, int64_t o, int64_t *i, double *w) {
+  double s = q->scale[d], xd = (double)o, fin = (double)in, ow = s * fin, xo;
+  if (q->ctm == RS_UPSAMPLE) { /* asymmetric, clamped to the last sample */
+    double c = xd / s > fin - 1 ? fin - 1 : xd / s, f = floor(c);
+    i[0] = (int64_t)f;
+    i[1] = i[0] + 1 < in ? i[0] + 1 : in - 1;
+    w[1] = q->linear ? c - f : 0;
+    w[0] = 1 - w[1];
+    return;
+  }
+  switch (q->ctm) {
+    case RS_ALIGN: xo = ow == 1 ? 0.0 : xd * (fin - 1) / (ow - 1); break;
+    case RS_ASYM: xo = xd / s; break;
+    case RS_PYTORCH: xo = ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5; break;
+    case RS_TF_NN: xo = (xd + 0.5) / s; break;
+    case RS_HALF_PIXEL_SYM: {
+      double adj = (double)out / ow, center = fin / 2;
+      xo = center * (1 - adj) + (xd + 0.5) / s - 0.5;
+      break;
+    }
+    default: xo = (xd + 0.5) / s - 0.5; break;
+  }
+  double fl = floor(xo), ratio = xo == fl ? 1.0 : xo - fl;
+  int64_t base = (int64_t)fl - (xo == fl); /* the left neighbour */
+  i[0] = base;
+  i[1] = base + 1;
+  if (q->linear) {
+    w[0] = 1 - ratio;
+    w[1] = ratio;
+  } else {
+    int right = 1;
+    if (ratio != 1.0) {
+      int mode = q->nmode[d];
+      right = mode == RS_ROUND_FLOOR ? ratio > 0.5 : mode == RS_ROUND_CEIL ? ratio >= 0.5 : mode == RS_CEIL;
+    }
+    w[0] = !right;
+    w[1] = right;
+  }
+  for (int k = 0; k < 2; k++) i[k] = i[k] < 0 ? 0 : i[k] >= in ? in - 1 : i[k];
+}
+
+/* oneDNN's samples and weights (its reference and jit kernels share these formulas). */
+static void rs_dnnl_taps(int linear, int64_t in, int64_t out, int64_t o, int64_t *i, double *w) {
+  float s = ((float)o + 0.5f) * (float)in / (float)out - 0.5f;
+  if (!linear) {
+    i[0] = i[1] = (int64_t)roundf(s);
+    w[0] = 1, w[1] = 0;
+    return;
+  }
+  int64_t t = (int64_t)s;
+  i[0] = t < 0 ? 0 : t;
+  i[1] = s < 0 ? 0 : (float)t == s ? t : t + 1;
+  if (i[1] > in - 1) i[1] = in - 1;
+  w[1] = fabsf(s - (float)i[0]);
+  w[0] = 1 - w[1];
+}
+
+/* Both taps put the same weight on every sample. */
+static int rs_taps_agree(const int64_t *ia, const double *wa, const int64_t *ib, const double *wb, int64_t in) {
+  const int64_t all[4] = {ia[0], ia[1], ib[0], ib[1]};
+  for (int k = 0; k < 4; k++) {
+    if (all[k] < 0 || all[k] >= in) return 0;
+    double a = (ia[0] == all[k] ? wa[0] : 0) + (ia[1] == all[k] ? wa[1] : 0);
+    double b = (ib[0] == all[k] ? wb[0] : 0) + (ib[1] == all[k] ? wb[1] : 0);
+    if (fabs(a - b) > 1e-6) return 0;
+  }
+  return 1;
+}
+
+static int rs_agree(const rs_onnx *q, const alma_tensor *x, const alma_tensor *os) {
+  for (int d = 0; d < x->rank; d++) {
+    int64_t in = x->dims[d], out = os->dims[d];
+    if (d < 2 && in != out) return 0; /* oneDNN resamples only the spatial axes */
+    for (int64_t o = 0; o < out; o++) {
+      int64_t ia[2], ib[2] = {o, o};
+      double wa[2], wb[2] = {1, 0};
+      rs_onnx_taps(q, d, in, out, o, ia, wa);
+      if (d >= 2) rs_dnnl_taps(q->linear, in, out, o, ib, wb);
+      if (!rs_taps_agree(ia, wa, ib, wb, in)) return 0;
+    }
+  }
+  return 1;
+}
+
+static alma_status run_resample(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                                int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_val *x = in[0];
+  int r = x ? x->t.rank : 0;
+  if (!is_fp(x) || r < 3 || r > 5 || os[0].rank != r || os[0].dtype != x->t.dtype) return ALMA_OK;
+  for (int k = 1; k < nin && k < 4; k++) /* roi, scales, sizes: small, plain */
+    if (in[k] && in[k]->live) ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+  rs_onnx q;
+  if (!rs_read(n, in, nin, &x->t, &os[0], &q)) return ALMA_OK;
+  int agree = rs_agree(&q, &x->t, &os[0]);
+  dnnl_memory_desc_t key[2];
+  int64_t ikey[8] = {q.linear, !agree};
+  alma__dn_val_md(x, &key[0]);
+  plain_md(&key[1], r, os[0].dims, x->t.dtype);
+  if (!key_match(pr, 2, key, ikey)) {
+    prim_begin(pr, 2, key, ikey);
+    if (!agree) return prim_decline(pr, n, "ONNX's sample coordinates are not oneDNN's for these sizes and scales");
+    dnnl_dims_t dd;
+    for (int i = 0; i < r; i++) dd[i] = os[0].dims[i];
+    dnnl_memory_desc_t d_any;
+    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(x->t.dtype), dnnl_format_tag_any);
+    dnnl_resampling_desc_t rd;
+    if (dnnl_resampling_forward_desc_init(&rd, dnnl_forward_inference,
+                                          q.linear ? dnnl_resampling_linear : dnnl_resampling_nearest, NULL, &key[0],
+                                          &d_any) != dnnl_success)
+      return prim_decline(pr, n, "resampling descriptor rejected");
+    if (!prim_pd(p, pr, n, &rd, NULL, "resampling") ||
+        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, NULL}}))
+      return ALMA_OK;
+  }
+  if (pr->declined) return ALMA_OK;
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  void *ptrs[DN_MAX_MEM] = {x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr};
+  alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -1999,6 +2535,10 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_QDQ:
     case DK_QLINEAR: return alma__dn_q_run(p, idx, in, nin, outshape, out, nout, done);
     case DK_CAST: return run_cast(p, idx, in, outshape, out, done);
+    case DK_PAD: return run_pad(p, idx, in, nin, outshape, out, done);
+    case DK_LRN: return run_lrn(p, idx, in, outshape, out, done);
+    case DK_INORM: return run_inorm(p, idx, in, nin, outshape, out, done);
+    case DK_RESAMPLE: return run_resample(p, idx, in, nin, outshape, out, done);
     default: return ALMA_OK;
   }
 }

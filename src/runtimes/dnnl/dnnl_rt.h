@@ -69,6 +69,10 @@ enum dn_kind {
   DK_CAST,      /* Cast between float32 and bfloat16: an elementwise conversion keeping the layout */
   DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8.c) */
   DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8.c) */
+  DK_PAD,       /* Pad, constant mode: the output filled, the input reordered into a sub-memory view of it */
+  DK_LRN,       /* LRN (odd size) through the lrn primitive, across channels */
+  DK_INORM,     /* InstanceNormalization as batch normalization over an [1, N*C, spatial] view */
+  DK_RESAMPLE,  /* Resize / Upsample (nearest, linear) where ONNX's coordinates are oneDNN's */
   DK_COUNT
 };
 

@@ -418,7 +418,7 @@ static int has_empty(const dn_val *const *in, int nin, const alma_tensor *out, i
 /* A native node that computed on bfloat16 data (data movement and Cast aside): the stats' count. */
 static int computes_bf16(const dn_node *d, const dn_val *y) {
   return y && y->t.dtype == ALMA_DTYPE_BFLOAT16 && d->kind != DK_VIEW && d->kind != DK_CAST &&
-         d->kind != DK_TRANSPOSE && d->kind != DK_SLICE && d->kind != DK_CONCAT;
+         d->kind != DK_TRANSPOSE && d->kind != DK_SLICE && d->kind != DK_CONCAT && d->kind != DK_PAD;
 }
 
 static alma_status run_single(dn_plan *p, int idx) {
@@ -821,7 +821,8 @@ static const char *kind_name(int k) {
                                         "layer_normalization", "softmax", "matmul", "matmul(gemm)", "view", "deconvolution",
                                         "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu",
                                         "cast (conversion, layout kept)", "reorder (quantize/dequantize)",
-                                        "int8 convolution/matmul"};
+                                        "int8 convolution/matmul", "pad (fill + reorder into a view)",
+                                        "lrn", "batch_normalization (instance statistics)", "resampling"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 
@@ -892,8 +893,8 @@ static void dn_describe(void *plan, FILE *f) {
 
 const alma_runtime alma__runtime_dnnl = {
     .name = "DNNL",
-    .description = "oneDNN primitives (C API): convolution, matmul, pooling, eltwise, binary, normalization, softmax; "
-                   "post-op fusion, blocked layouts kept between oneDNN nodes",
+    .description = "oneDNN primitives (C API): convolution, matmul, pooling, eltwise, binary, normalization, softmax, "
+                   "lrn, resampling, pad; post-op fusion, blocked layouts kept between oneDNN nodes",
     .init = dn_init,
     .supports_node = dn_supports,
     .compile = dn_compile,

@@ -4,7 +4,7 @@
  * first run (primitives created, weights reordered) and a second (cached primitives, pooled
  * buffers, in-place post-ops). The runtime is also driven through its vtable to check that oneDNN
  * really ran nodes and fused groups (a test that silently fell back to EAGER everywhere would prove
- * nothing).
+ * nothing); models named native_* must run every node on oneDNN (none on EAGER).
  *
  * bfloat16: each model also goes through the BF16 pass (ALMA_FORCE_BF16=1 where the CPU lacks
  * bf16) with DNNL (FOLD+BF16+DNNL, FOLD+FUSE+BF16+DNNL, FOLD+BF16+FUSE+DNNL) against the same pass
@@ -75,7 +75,7 @@ static int compare_bf16(const char *what, const alma_tensor *got, const alma_ten
 
 /* White box: the plan's counters after a run of graph g through the vtable. */
 static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, int nout, int64_t *native,
-                          int64_t *fused, int64_t *bf16) {
+                          int64_t *fused, int64_t *bf16, int64_t *eager) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
   alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
@@ -87,13 +87,15 @@ static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, i
   *native = p->n_native;
   *fused = p->n_fused;
   if (bf16) *bf16 = p->n_native_bf16;
+  if (eager) *eager = p->n_eager;
   for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
   rt->free(plan);
   return ok;
 }
 
-static int check_native(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *native, int64_t *fused) {
-  return check_native_g(m->graph, in, nin, nout, native, fused, NULL);
+static int check_native(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *native, int64_t *fused,
+                        int64_t *eager) {
+  return check_native_g(m->graph, in, nin, nout, native, fused, NULL, eager);
 }
 
 static int has_op(const alma_graph *g, const char *op) {
@@ -131,7 +133,7 @@ static int test_bf16(const char *path, const alma_model *m, int batch, const alm
       ok = 0;
     }
     int64_t native = 0, fused = 0, bf16 = 0;
-    if (ok && !check_native_g(alma__session_graph(s), in, nin, nout, &native, &fused, &bf16)) {
+    if (ok && !check_native_g(alma__session_graph(s), in, nin, nout, &native, &fused, &bf16, NULL)) {
       printf("  %s: direct DNNL run failed: %s\n", convs[c], alma_last_error());
       ok = 0;
     }
@@ -194,8 +196,8 @@ static int test_model(const char *path) {
           alma_tensor_free_data(&got[k]);
         }
       }
-    int64_t native = 0, fused = 0;
-    if (ok && !check_native(m, in, nin, nout, &native, &fused)) {
+    int64_t native = 0, fused = 0, eager = 0;
+    if (ok && !check_native(m, in, nin, nout, &native, &fused, &eager)) {
       printf("  direct DNNL run failed: %s\n", alma_last_error());
       ok = 0;
     }
@@ -203,7 +205,13 @@ static int test_model(const char *path) {
       printf("  no node ran on oneDNN\n");
       ok = 0;
     }
-    if (ok) printf("%s batch %d: %lld nodes on oneDNN, %lld fused groups\n", path, batch, (long long)native, (long long)fused);
+    if (ok) printf("%s batch %d: %lld nodes on oneDNN, %lld fused groups, %lld on EAGER\n", path, batch,
+                   (long long)native, (long long)fused, (long long)eager);
+    const char *base = strrchr(path, '/');
+    if (ok && !strncmp(base ? base + 1 : path, "native_", 7) && eager != 0) {
+      printf("  expected every node on oneDNN\n");
+      ok = 0;
+    }
     if (ok && strstr(path, "resblock") && fused < 3) {
       printf("  expected at least 3 fused groups\n");
       ok = 0;

@@ -4,8 +4,11 @@ post-op fusion (conv+relu, conv+add+relu with the residual from a graph input or
 branch, matmul+bias+relu, matmul+residual), blocked layouts crossing EAGER nodes and view ops,
 values read by several consumers, graph outputs that are also intermediates, ConvTranspose,
 pooling variants, Gemm alpha/beta, LayerNormalization and attention-like batched MatMul, Casts
-between float32 and bfloat16. dnnl_vs_eager runs each through DNNL and EAGER at two batch sizes
-and compares, and through the BF16 pass with DNNL against the same pass with EAGER.
+between float32 and bfloat16, constant Pad (blocked and plain, cropping, every opset form), LRN,
+InstanceNormalization and Resize/Upsample (the coordinate modes oneDNN's resampling matches),
+and the cases of those that stay on EAGER. dnnl_vs_eager runs each through DNNL and EAGER at two
+batch sizes and compares, and through the BF16 pass with DNNL against the same pass with EAGER;
+models named native_* must run every node on oneDNN.
 
 usage: make_models.py OUTDIR"""
 import os
@@ -30,7 +33,8 @@ def save(outdir, name, nodes, inputs, outputs, inits, opset=13):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="alma-tests")
     m.ir_version = 8
-    onnx.checker.check_model(m)
+    if opset <= 17:  # python3-onnx 1.12 checks opsets up to 17
+        onnx.checker.check_model(m)
     onnx.save(m, os.path.join(outdir, name + ".onnx"))
 
 
@@ -264,10 +268,149 @@ def casts(d):
          [w("w1", 5, 3, 3, 3, scale=1.0)], opset=14)
 
 
+def i64(name, value):
+    return numpy_helper.from_array(np.array(value, dtype=np.int64), name)
+
+
+def native_pad(d):
+    # zero Pad of a blocked conv output (stays blocked), a non-zero one on full channel blocks
+    # (blocked), one that crops and pads with a non-zero value on partial blocks (plain), channel
+    # pads (plain), a Pad of the plain graph input including the batch axis
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Pad", ["c1", "p1"], ["q1"]),
+        N("Conv", ["q1", "w2"], ["c2"]),
+        N("Pad", ["c2", "p2", "v2"], ["q2"]),
+        N("Conv", ["q2", "w3"], ["c3"]),
+        N("Pad", ["c3", "p3", "v3"], ["y1"]),
+        N("Pad", ["c3", "p4"], ["q4"]),
+        N("Relu", ["q4"], ["y2"]),
+        N("Pad", ["x", "p5", "v2"], ["y3"]),
+    ]
+    inits = [w("w1", 16, 8, 3, 3), w("w2", 16, 16, 3, 3), w("w3", 6, 16, 1, 1), i64("p1", [0, 0, 1, 2, 0, 0, 2, 1]),
+             i64("p2", [0, 0, 1, 1, 0, 0, 1, 1]), c("v2", 0.5), i64("p3", [0, 0, -1, 1, 0, 0, 1, -2]), c("v3", -1.5),
+             i64("p4", [0, 1, 0, 0, 0, 1, 0, 0]), i64("p5", [1, 0, 0, 0, 0, 0, 0, 3])]
+    save(d, "native_pad", nodes, [x_in("x", 8, 7, 7)], [y_out("y1", 4), y_out("y2", 4), y_out("y3", 4)], inits)
+
+
+def native_pad_attr(d):
+    # opset 10: pads and value as attributes
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"]),
+        N("Pad", ["c1"], ["q1"], pads=[0, 0, 2, 1, 0, 0, 0, 1], value=0.25),
+        N("Pad", ["q1"], ["y"], pads=[0, 0, 0, -1, 0, 0, -1, 0]),
+    ]
+    save(d, "native_pad_attr", nodes, [x_in("x", 3, 6, 6)], [y_out("y", 4)], [w("w1", 8, 3, 3, 3)], opset=10)
+
+
+def native_pad_axes(d):
+    # opset 18: the axes input (negative axes), constant_value omitted
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"]),
+        N("Pad", ["c1", "p1", "", "ax"], ["y"]),
+    ]
+    inits = [w("w1", 8, 3, 3, 3), i64("p1", [1, 0, 2, 3]), i64("ax", [-1, 2])]
+    save(d, "native_pad_axes", nodes, [x_in("x", 3, 6, 6)], [y_out("y", 4)], inits, opset=18)
+
+
+def native_norms(d):
+    # LRN (size 5) of a blocked conv output, InstanceNormalization of that (blocked input), LRN
+    # (size 3) of the plain result; InstanceNormalization of rank 3 and 5
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("LRN", ["c1"], ["l1"], size=5, alpha=1e-3, beta=0.75, bias=2.0),
+        N("InstanceNormalization", ["l1", "s16", "b16"], ["i1"], epsilon=1e-3),
+        N("LRN", ["i1"], ["y1"], size=3, alpha=2e-2, beta=0.5),
+        N("InstanceNormalization", ["x3", "s4", "b4"], ["y2"]),
+        N("InstanceNormalization", ["x5", "s3", "b3"], ["y3"], epsilon=1e-2),
+    ]
+    inits = [w("w1", 16, 8, 3, 3), w("s16", 16, scale=1.0), w("b16", 16), w("s4", 4, scale=1.0), w("b4", 4),
+             w("s3", 3, scale=1.0), w("b3", 3)]
+    save(d, "native_norms", nodes, [x_in("x", 8, 6, 5), x_in("x3", 4, 10), x_in("x5", 3, 2, 3, 4)],
+         [y_out("y1", 4), y_out("y2", 3), y_out("y3", 5)], inits)
+
+
+def native_resize(d):
+    # what PyTorch exports for F.interpolate (nearest: asymmetric + floor; bilinear without
+    # align_corners: pytorch_half_pixel) on a blocked conv output, a half_pixel 2x linear
+    # downsample, a nearest downsample whose ties round up (round_prefer_ceil), 3-D nearest,
+    # and Upsample-9
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Resize", ["c1", "", "s2"], ["r1"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor"),
+        N("Resize", ["r1", "", "s2"], ["r2"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+        N("Resize", ["r2", "", "s05"], ["r3"], mode="linear"),
+        N("Resize", ["r3", "", "s05"], ["y1"], mode="nearest", nearest_mode="round_prefer_ceil"),
+        N("Resize", ["x5", "", "s3d"], ["y2"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor"),
+        N("Conv", ["x", "w2"], ["c2"]),
+        N("Relu", ["c2"], ["rl"]),
+        N("Resize", ["rl", "", "s13"], ["y3"], mode="linear", coordinate_transformation_mode="half_pixel"),
+    ]
+    inits = [w("w1", 8, 4, 3, 3), w("w2", 5, 4, 1, 1), c("s2", [1, 1, 2, 2]), c("s05", [1, 1, 0.5, 0.5]),
+             c("s3d", [1, 1, 2, 3, 2]), c("s13", [1, 1, 3, 1])]
+    save(d, "native_resize", nodes, [x_in("x", 4, 5, 6), x_in("x5", 2, 3, 2, 4)],
+         [y_out("y1", 4), y_out("y2", 5), y_out("y3", 4)], inits)
+
+
+def native_resize_sizes(d):
+    # opset 18: sizes over axes [2, 3] (half_pixel linear, 3x)
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"]),
+        N("Resize", ["c1", "", "", "sz"], ["y"], mode="linear", axes=[2, 3]),
+    ]
+    save(d, "native_resize_sizes", nodes, [x_in("x", 3, 4, 5)], [y_out("y", 4)], [w("w1", 8, 3, 2, 2), i64("sz", [9, 12])],
+         opset=18)
+
+
+def native_upsample(d):
+    # Upsample-9 (scales input), then Resize-10 (asymmetric, floor when enlarging): nearest
+    nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Upsample", ["c1", "sc"], ["y"], mode="nearest")]
+    save(d, "native_upsample", nodes, [x_in("x", 3, 4, 5)], [y_out("y", 4)],
+         [w("w1", 8, 3, 2, 2), c("sc", [1, 1, 2, 3])], opset=9)
+    nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Resize", ["c1", "sc"], ["y"], mode="nearest")]
+    save(d, "native_resize10", nodes, [x_in("x", 3, 4, 5)], [y_out("y", 4)],
+         [w("w1", 8, 3, 2, 2), c("sc", [1, 1, 3, 2])], opset=10)
+
+
+def native_upsample7(d):
+    nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Upsample", ["c1"], ["y"], mode="nearest", scales=[1.0, 1.0, 3.0, 2.0])]
+    save(d, "native_upsample7", nodes, [x_in("x", 3, 4, 5)], [y_out("y", 4)], [w("w1", 8, 3, 2, 2)], opset=7)
+
+
+def resize_pad_lrn_eager(d):
+    # what stays on EAGER, between oneDNN nodes: LRN of even size, reflect and edge Pad, cubic,
+    # align_corners linear, a nearest downsample whose ties ONNX rounds down (oneDNN rounds up),
+    # Upsample's linear (asymmetric), a Resize whose N/C scale is not 1
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("LRN", ["c1"], ["l1"], size=4),
+        N("Pad", ["l1", "p1"], ["q1"], mode="reflect"),
+        N("Pad", ["q1", "p1"], ["q2"], mode="edge"),
+        N("Resize", ["q2", "", "s2"], ["r1"], mode="cubic"),
+        N("Resize", ["r1", "", "s2"], ["r2"], mode="linear", coordinate_transformation_mode="align_corners"),
+        N("Resize", ["r2", "", "s05"], ["r3"], mode="nearest"),
+        N("Conv", ["r3", "w2"], ["y1"]),
+        N("Resize", ["c1", "", "sc"], ["y2"], mode="nearest"),
+    ]
+    inits = [w("w1", 8, 4, 3, 3), w("w2", 4, 8, 1, 1), i64("p1", [0, 0, 1, 2, 0, 0, 2, 1]), c("s2", [1, 1, 2, 2]),
+             c("s05", [1, 1, 0.5, 0.5]), c("sc", [1, 2, 1, 1])]
+    save(d, "resize_pad_lrn_eager", nodes, [x_in("x", 4, 5, 6)], [y_out("y1", 4), y_out("y2", 4)], inits, opset=13)
+
+
+def upsample_linear_eager(d):
+    nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Upsample", ["c1", "sc"], ["y"], mode="linear")]
+    save(d, "upsample_linear_eager", nodes, [x_in("x", 3, 4, 5)], [y_out("y", 4)],
+         [w("w1", 8, 3, 2, 2), c("sc", [1, 1, 2, 2])], opset=9)
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split, casts):
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split, casts,
+              native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
+              native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
 
 
