@@ -5,7 +5,7 @@
 #include <math.h>
 #include <time.h>
 
-#include "bench/bench.h"
+#include "report/report.h"
 
 /* NaN/inf have no JSON spelling: they become null (and null reads back as NaN). */
 static cJSON *num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
@@ -356,8 +356,9 @@ static cJSON *io_to_cjson(const alma__model_io *io, int n) {
   return a;
 }
 
-alma_status alma_results_to_json(const alma_results *r, int include_raw, char **json_out) {
-  if (!r || !json_out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_to_json: NULL argument");
+alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, const alma__unavailable *u, int n_u,
+                                     char **json_out) {
+  if (!r || !json_out || (n_u > 0 && !u)) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_to_json: NULL argument");
   *json_out = NULL;
   cJSON *root = cJSON_CreateObject();
   if (!root) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -381,6 +382,18 @@ alma_status alma_results_to_json(const alma_results *r, int include_raw, char **
   cJSON_AddItemToObject(root, "config", alma__config_to_cjson(&r->config));
   cJSON *res = cJSON_AddArrayToObject(root, "results");
   for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(res, alma__result_to_cjson(&r->items[i], include_raw));
+  if (n_u >= 0) {
+    cJSON *ua = cJSON_AddArrayToObject(root, "unavailable");
+    for (int i = 0; i < n_u; i++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddItemToObject(o, "id", u[i].id >= 0 ? cJSON_CreateNumber(u[i].id) : cJSON_CreateNull());
+      cJSON_AddStringToObject(o, "name", u[i].name ? u[i].name : "");
+      cJSON_AddItemToObject(o, "reason", str_or_null(u[i].reason));
+      cJSON_AddItemToArray(ua, o);
+    }
+  } else {
+    cJSON_AddNullToObject(root, "unavailable");
+  }
   cJSON_AddNumberToObject(root, "total_s", isfinite(r->total_s) ? r->total_s : 0);
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -389,10 +402,15 @@ alma_status alma_results_to_json(const alma_results *r, int include_raw, char **
   return ALMA_OK;
 }
 
-alma_status alma_results_save_json(const alma_results *r, const char *path, int include_raw) {
+alma_status alma_results_to_json(const alma_results *r, int include_raw, char **json_out) {
+  return alma__results_to_json_ex(r, include_raw, NULL, -1, json_out);
+}
+
+alma_status alma__results_save_json_ex(const alma_results *r, const char *path, int include_raw,
+                                       const alma__unavailable *u, int n_u) {
   if (!path) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_save_json: NULL path");
   char *text;
-  ALMA_TRY(alma_results_to_json(r, include_raw, &text));
+  ALMA_TRY(alma__results_to_json_ex(r, include_raw, u, n_u, &text));
   FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
   if (!f) {
     alma_status st = alma__errorf(ALMA_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
@@ -403,6 +421,10 @@ alma_status alma_results_save_json(const alma_results *r, const char *path, int 
   ok &= f == stdout ? fflush(f) == 0 : fclose(f) == 0;
   free(text);
   return ok ? ALMA_OK : alma__errorf(ALMA_ERR_IO, "error writing '%s'", path);
+}
+
+alma_status alma_results_save_json(const alma_results *r, const char *path, int include_raw) {
+  return alma__results_save_json_ex(r, path, include_raw, NULL, -1);
 }
 
 /* ---- whole files back ------------------------------------------------------------------------ */

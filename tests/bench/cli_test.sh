@@ -28,9 +28,11 @@ contains() {  # contains FILE TEXT
   grep -q -F -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/  | /' "$1" | tail -20; }
 }
 
-# --- without -c every conversion available here runs, and those that are not are named with why
+# --- without -c every conversion available here runs, and those that are not are named with why,
+# in the report and in the JSON's "unavailable": exactly the presets `alma list` marks "no", with
+# its "why not" reasons, in its order
 "$ALMA" list >"$OUT/list" 2>&1
-expect 0 "$ALMA" bench "$DIR/linear.onnx" $FAST --no-cache
+expect 0 "$ALMA" bench "$DIR/linear.onnx" $FAST --no-cache --json "$OUT/all.json"
 if grep -q -E '^ *[0-9]+ +[^ ]+ +no ' "$OUT/list"; then
   contains "$OUT/out" "not run (unavailable here"
   no_id=$(grep -E '^ *[0-9]+ +[^ ]+ +no ' "$OUT/list" | head -1 | awk '{print $2}')
@@ -38,6 +40,60 @@ if grep -q -E '^ *[0-9]+ +[^ ]+ +no ' "$OUT/list"; then
 elif grep -q "not run (unavailable" "$OUT/out"; then
   fail "bench names unavailable conversions though alma list has none"
 fi
+cat >"$OUT/unavailable.py" <<'PYEOF'
+import json, re, sys
+# usage: unavailable.py LIST_OUTPUT BENCH_JSON BENCH_REPORT [DEVICE_RULES]
+# The presets `alma list` marks unavailable, with the reason on their "why not:" line.
+expected, cur = [], None
+for line in open(sys.argv[1]):
+    m = re.match(r"^ *(\d+)  (\S+) +(yes|no) ", line)
+    if m:
+        cur = (int(m.group(1)), m.group(2), m.group(3) == "yes")
+        if not cur[2]:
+            expected.append({"id": cur[0], "name": cur[1], "reason": None})
+        continue
+    m = re.match(r"^ +why not: (.*)$", line)
+    if m and cur and not cur[2]:
+        expected[-1]["reason"] = m.group(1)
+    if line.startswith("passes"):
+        break
+d = json.load(open(sys.argv[2]))
+assert "unavailable" in d, "no top-level 'unavailable' in the JSON"
+got = d["unavailable"]
+ran = {r["id"] for r in d["results"]}
+if len(sys.argv) > 4:
+    # --device cuda --no-device-override: no preset runs; those available by `alma list` are left
+    # out by the device rules
+    assert ran == set(), ran
+    names = [(g["id"], g["name"]) for g in got]
+    everything = []
+    for line in open(sys.argv[1]):
+        m = re.match(r"^ *(\d+)  (\S+) +(yes|no) ", line)
+        if m:
+            everything.append((int(m.group(1)), m.group(2)))
+        if line.startswith("passes"):
+            break
+    assert names == everything, (names, everything)
+    bad = {e["id"]: e["reason"] for e in expected}
+    for g in got:
+        want = bad.get(g["id"]) or "left out by the device rules (device cuda, allow_device_override off"
+        assert g["reason"].startswith(want), (g, want)
+else:
+    assert got == expected, (got, expected)
+    assert all(e["reason"] for e in expected), expected
+    assert not ran & {e["id"] for e in expected}, ran
+report = open(sys.argv[3]).read()
+for g in got:
+    assert re.search(r"^ +%d  %s +%s$" % (g["id"], re.escape(g["name"]), re.escape(g["reason"])), report, re.M), g
+PYEOF
+"$PY" "$OUT/unavailable.py" "$OUT/list" "$OUT/all.json" "$OUT/out" || fail "unavailable presets in the JSON"
+# the device rules leave every preset out: each is listed, with the reason
+expect 0 "$ALMA" bench "$DIR/linear.onnx" $FAST --no-cache --device cuda --no-device-override --json "$OUT/dev.json"
+"$PY" "$OUT/unavailable.py" "$OUT/list" "$OUT/dev.json" "$OUT/out" device-rules || fail "unavailable by the device rules"
+# with -c every conversion asked for has a row, an unavailable one too: no sweep-level list
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --no-cache --json "$OUT/one.json"
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert 'unavailable' in d and d['unavailable'] is None, d.get('unavailable')" \
+  "$OUT/one.json" || fail "'unavailable' with -c"
 
 # --- a lossy conversion (int8) is judged by cosine/argmax against EAGER, and its elementwise
 # difference is still reported

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "conversions/conversions.h"
+#include "report/report.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ALMA_CLI_ASAN 1
@@ -170,20 +171,61 @@ static void progress(void *user, int index, int count, const char *conversion, c
   p->active = 1;
 }
 
-/* Without -c, the sweep runs every preset available here and leaves the rest out: say which, and
- * why, so a missing row is not mistaken for a missing feature. Runtimes initialize here, in the
- * parent: fine, the children have all run by now. */
-static void print_not_run(FILE *f) {
-  int header = 0;
-  for (int i = 0; i < alma__preset_count(); i++) {
+/* Without -c, the sweep runs every preset available here and leaves the rest out: which, and why,
+ * goes into the text report and the JSON ("unavailable"), so that a missing row is not mistaken
+ * for a missing feature. A preset was left out when no result has its ID; the reason is its
+ * steps' and runtime's (as `alma list` gives it), else the device rules'. An available preset
+ * that is missing because a failure stopped the sweep early is not unavailable: it is not listed.
+ * Runtimes initialize here, in the parent: fine, the children have all run by now. */
+typedef struct {
+  alma__unavailable *items;
+  int n;
+  char (*reasons)[600];
+} unavailable_list;
+
+static int has_result(const alma_results *res, int id) {
+  for (int i = 0; i < alma_results_count(res); i++)
+    if (alma_result_id(alma_results_get(res, i)) == id) return 1;
+  return 0;
+}
+
+static alma_status list_unavailable(const alma_results *res, const alma_config *cfg, int stopped_early,
+                                    unavailable_list *out) {
+  int np = alma__preset_count();
+  out->n = 0;
+  out->items = calloc((size_t)np + 1, sizeof *out->items);
+  out->reasons = calloc((size_t)np + 1, sizeof *out->reasons);
+  if (!out->items || !out->reasons) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int device_rules = !cfg->allow_device_override || !cfg->allow_cuda;
+  for (int i = 0; i < np; i++) {
     const alma_preset *p = alma__preset_at(i);
+    if (has_result(res, p->id)) continue;
+    char *why = out->reasons[out->n];
     alma_conversion conv;
+    alma__error_clear();
     alma_status st = alma__conversion_parse(p->name, &conv);
     if (st == ALMA_OK) st = alma__conversion_available(&conv);
-    if (st == ALMA_OK) continue;
-    if (!header++) fprintf(f, "not run (unavailable here; `alma list` has them all):\n");
-    fprintf(f, "  %3d  %-24s %s\n", p->id, p->name, alma_last_error()[0] ? alma_last_error() : alma_status_str(st));
+    if (st != ALMA_OK)
+      snprintf(why, sizeof out->reasons[0], "%s", alma_last_error()[0] ? alma_last_error() : alma_status_str(st));
+    else if (device_rules && !stopped_early)
+      snprintf(why, sizeof out->reasons[0], "left out by the device rules (device %s, allow_device_override %s, allow_cuda %s)",
+               cfg->device, cfg->allow_device_override ? "on" : "off", cfg->allow_cuda ? "on" : "off");
+    else
+      continue;
+    out->items[out->n++] = (alma__unavailable){p->id, p->name, why};
   }
+  alma__error_clear();
+  return ALMA_OK;
+}
+
+static void unavailable_free(unavailable_list *u) {
+  free(u->items);
+  free(u->reasons);
+}
+
+static void print_not_run(FILE *f, const unavailable_list *u) {
+  if (u->n) fprintf(f, "not run (unavailable here; `alma list` has them all):\n");
+  for (int i = 0; i < u->n; i++) fprintf(f, "  %3d  %-24s %s\n", u->items[i].id, u->items[i].name, u->items[i].reason);
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -374,9 +416,18 @@ int alma_cmd_bench(int argc, char **argv) {
   FILE *report = to_stdout ? stderr : stdout;
   if (quiet) alma_results_print_summary(res, report);
   else alma_results_print(res, report, verbose);
-  if (!conv_list && !quiet) print_not_run(report);
+  /* -1: with -c every conversion asked for has a row, unavailable ones too ("unavailable": null). */
+  unavailable_list unav = {NULL, -1, NULL};
+  if (!conv_list && list_unavailable(res, &cfg, st != ALMA_OK && cfg.fail_on_error, &unav) != ALMA_OK) {
+    unavailable_free(&unav);
+    alma_results_free(res);
+    return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
+  }
+  if (!conv_list && !quiet) print_not_run(report, &unav);
   int code = alma_results_n_failed(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
-  if (json_path && alma_results_save_json(res, json_path, raw) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--json");
+  if (json_path && alma__results_save_json_ex(res, json_path, raw, unav.items, unav.n) != ALMA_OK)
+    code = alma_cli_fail(ALMA_ERR_IO, "--json");
+  unavailable_free(&unav);
   if (csv_path && alma_results_save_csv(res, csv_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
   if (st != ALMA_OK && !quiet && cfg.fail_on_error && n_conv > alma_results_count(res))
     fprintf(stderr, "alma bench: stopped after the first failure (--keep-going runs the rest)\n");

@@ -1,0 +1,23 @@
+/* Writer entry points beyond the public API (include/alma/bench.h): sweep-level facts that an
+ * alma_results does not hold, given by the caller (the alma CLI). */
+#ifndef ALMA_REPORT_H
+#define ALMA_REPORT_H
+
+#include "bench/bench.h"
+
+/* A preset that a sweep without an explicit conversion list left out because it cannot run here. */
+typedef struct alma__unavailable {
+  int id;
+  const char *name;    /* "FOLD+BF16+DNNL" */
+  const char *reason;  /* why it cannot run here */
+} alma__unavailable;
+
+/* alma_results_to_json / alma_results_save_json with the top-level "unavailable" list
+ * (docs/json.md): u[0..n_u), or null when n_u < 0 (not known: the conversions were given
+ * explicitly, or the caller cannot tell). */
+alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, const alma__unavailable *u, int n_u,
+                                     char **json_out);
+alma_status alma__results_save_json_ex(const alma_results *r, const char *path, int include_raw,
+                                       const alma__unavailable *u, int n_u);
+
+#endif
