@@ -519,20 +519,22 @@ typedef struct dn_arg {
 
 /* The primitive from pr->pd with a memory per argument, in order (alma__dn_exec's ptrs follow it),
  * then the scratchpad; the layouts of SRC, WEIGHTS and DST are kept in pr->src_md/wei_md/dst_md.
- * 0 (node declined for this key) when oneDNN fails. */
-static int prim_args(dn_plan *p, dn_prim *pr, const alma_node *n, int nargs, const dn_arg *args) {
+ * 0 when oneDNN fails. */
+static int prim_mems(dn_plan *p, dn_prim *pr, int nargs, const dn_arg *args) {
   for (int k = 0; k < nargs; k++) {
     const dnnl_memory_desc_t *md = args[k].md;
     if (!md) md = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_exec_arg_md, args[k].arg);
-    if (!md || !add_mem(p, pr, args[k].arg, md)) {
-      prim_decline(pr, n, "primitive creation failed");
-      return 0;
-    }
+    if (!md || !add_mem(p, pr, args[k].arg, md)) return 0;
     if (args[k].arg == DNNL_ARG_SRC) pr->src_md = *md;
     else if (args[k].arg == DNNL_ARG_WEIGHTS) pr->wei_md = *md;
     else if (args[k].arg == DNNL_ARG_DST) pr->dst_md = *md;
   }
-  if (prim_finish(p, pr)) return 1;
+  return prim_finish(p, pr);
+}
+
+/* prim_mems for a node's own primitive: on failure the node is declined for this key. */
+static int prim_args(dn_plan *p, dn_prim *pr, const alma_node *n, int nargs, const dn_arg *args) {
+  if (prim_mems(p, pr, nargs, args)) return 1;
   prim_decline(pr, n, "primitive creation failed");
   return 0;
 }
@@ -677,10 +679,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
     if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
                                                    b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
       return prim_decline(pr, n, "convolution descriptor rejected");
-    dnnl_primitive_attr_t attr = post_attr(d, fused, 1.0f, 0, 0);
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &cd, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no convolution implementation (status %d)", (int)s);
+    if (!prim_pd(p, pr, n, &cd, post_attr(d, fused, 1.0f, 0, 0), "convolution")) return ALMA_OK;
     if (fused && impl_is_ref(pr->impl)) {
       /* the post-ops would push the convolution onto a reference kernel: run the nodes apart */
       dnnl_primitive_desc_t plain_pd = NULL;
@@ -694,13 +693,11 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
       if (plain_pd) dnnl_primitive_desc_destroy(plain_pd);
       dnnl_primitive_attr_destroy(a0);
     }
-    pr->src_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_src_md, 0);
-    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
-    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
-        (b && !add_mem(p, pr, DNNL_ARG_BIAS, &b_md)) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) ||
-        !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    dn_arg args[4] = {{DNNL_ARG_SRC, NULL}, {DNNL_ARG_WEIGHTS, NULL}};
+    int na = 2;
+    if (b) args[na++] = (dn_arg){DNNL_ARG_BIAS, &b_md};
+    args[na++] = (dn_arg){DNNL_ARG_DST, NULL};
+    if (!prim_args(p, pr, n, na, args)) return ALMA_OK;
     if (wc) ALMA_TRY(cache_weights(p, pr, &wplain, wc->data, n));
   }
   if (pr->declined) return ALMA_OK;
@@ -825,17 +822,11 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
     if (dnnl_dilated_deconvolution_forward_desc_init(&dc, dnnl_forward_inference, dnnl_deconvolution_direct, &s_any,
                                                      &w_any, b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
       return prim_decline(pr, n, "deconvolution descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &dc, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no deconvolution implementation (status %d)", (int)s);
-    pr->src_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_src_md, 0);
-    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
-    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
-        (b && !add_mem(p, pr, DNNL_ARG_BIAS, &b_md)) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) ||
-        !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    dn_arg args[4] = {{DNNL_ARG_SRC, NULL}, {DNNL_ARG_WEIGHTS, NULL}};
+    int na = 2;
+    if (b) args[na++] = (dn_arg){DNNL_ARG_BIAS, &b_md};
+    args[na++] = (dn_arg){DNNL_ARG_DST, NULL};
+    if (!prim_pd(p, pr, n, &dc, NULL, "deconvolution") || !prim_args(p, pr, n, na, args)) return ALMA_OK;
     if (wc) ALMA_TRY(cache_weights(p, pr, &wsrc, wc->data, n));
   }
   if (pr->declined) return ALMA_OK;
@@ -933,14 +924,9 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     if (dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, d->alg, &key[0], &d_any, st, kr, dl, pl, pe) !=
         dnnl_success)
       return prim_decline(pr, n, "pooling descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &pdsc, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no pooling implementation (status %d)", (int)s);
-    pr->src_md = key[0];
-    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &pr->src_md) || !add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    if (!prim_pd(p, pr, n, &pdsc, NULL, "pooling") ||
+        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, NULL}}))
+      return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
@@ -993,21 +979,20 @@ static alma_status run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, const 
       if (dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, elt[e].alg, &key[0], elt[e].alpha,
                                          elt[e].beta) != dnnl_success)
         return prim_decline(pr, n, "eltwise descriptor rejected");
+      if (e == 0) {
+        if (!prim_pd(p, pr, n, &ed, NULL, "eltwise")) return ALMA_OK;
+        continue;
+      }
+      /* the second step (HardSigmoid's clip, Selu's scale): its own primitive on the same data */
       dnnl_primitive_attr_t attr = new_attr();
-      dnnl_status_t s = alma__dn_pd_create(p, &pd, &ed, attr, e == 0 ? pr->impl : NULL, sizeof pr->impl);
+      dnnl_status_t s = alma__dn_pd_create(p, &pd, &ed, attr, NULL, 0);
       dnnl_primitive_attr_destroy(attr);
       if (s != dnnl_success) return prim_decline(pr, n, "no eltwise implementation (status %d)", (int)s);
-      if (e == 0) {
-        pr->pd = pd;
-      } else {
-        s = dnnl_primitive_create(&pr->p2, pd);
-        dnnl_primitive_desc_destroy(pd);
-        if (s != dnnl_success) return prim_decline(pr, n, "primitive creation failed");
-      }
+      s = dnnl_primitive_create(&pr->p2, pd);
+      dnnl_primitive_desc_destroy(pd);
+      if (s != dnnl_success) return prim_decline(pr, n, "primitive creation failed");
     }
-    pr->dst_md = key[0];
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    if (!prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[0]}})) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;
@@ -1081,16 +1066,11 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
     dnnl_binary_desc_t bd;
     if (dnnl_binary_desc_init(&bd, d->alg, &m0, &m1, &m0) != dnnl_success)
       return prim_decline(pr, n, "binary descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &bd, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no binary implementation (status %d)", (int)s);
     pr->src_md = m0;
     pr->aux_md = m1;
-    pr->dst_md = m0;
-    if (!add_mem(p, pr, DNNL_ARG_SRC_0, &m0) || !add_mem(p, pr, DNNL_ARG_SRC_1, &m1) ||
-        !add_mem(p, pr, DNNL_ARG_DST, &m0) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    if (!prim_pd(p, pr, n, &bd, NULL, "binary") ||
+        !prim_args(p, pr, n, 3, (dn_arg[]){{DNNL_ARG_SRC_0, &m0}, {DNNL_ARG_SRC_1, &m1}, {DNNL_ARG_DST, &m0}}))
+      return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   void *p0 = s0->has_blk && dnnl_memory_desc_equal(&s0->bmd, &m0) ? s0->bbuf->ptr : s0->t.data;
@@ -1146,18 +1126,12 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
     dnnl_batch_normalization_desc_t bd;
     if (dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &key[0], eps, flags) != dnnl_success)
       return prim_decline(pr, n, "batch normalization descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &bd, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no batch normalization implementation (status %d)", (int)s);
     dnnl_memory_desc_t cmd;
     int64_t cd = C;
     alma__dn_plain_md(&cmd, 1, &cd);
-    pr->dst_md = key[0];
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) ||
-        !add_mem(p, pr, DNNL_ARG_SCALE, &cmd) || !add_mem(p, pr, DNNL_ARG_SHIFT, &cmd) ||
-        !add_mem(p, pr, DNNL_ARG_MEAN, &cmd) || !add_mem(p, pr, DNNL_ARG_VARIANCE, &cmd) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    const dn_arg args[] = {{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[0]}, {DNNL_ARG_SCALE, &cmd},
+                           {DNNL_ARG_SHIFT, &cmd},  {DNNL_ARG_MEAN, &cmd},   {DNNL_ARG_VARIANCE, &cmd}};
+    if (!prim_pd(p, pr, n, &bd, NULL, "batch normalization") || !prim_args(p, pr, n, 6, args)) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   void *prm[4];
@@ -1210,16 +1184,10 @@ static alma_status run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const al
     dnnl_layer_normalization_desc_t ld;
     if (dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &key[0], NULL, eps, flags) != dnnl_success)
       return prim_decline(pr, n, "layer normalization descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &ld, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no layer normalization implementation (status %d)", (int)s);
     dnnl_memory_desc_t dmd;
     alma__dn_plain_md(&dmd, 1, &D);
-    pr->dst_md = key[0];
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) ||
-        !add_mem(p, pr, DNNL_ARG_SCALE, &dmd) || (sh && !add_mem(p, pr, DNNL_ARG_SHIFT, &dmd)) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    const dn_arg args[] = {{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[0]}, {DNNL_ARG_SCALE, &dmd}, {DNNL_ARG_SHIFT, &dmd}};
+    if (!prim_pd(p, pr, n, &ld, NULL, "layer normalization") || !prim_args(p, pr, n, sh ? 4 : 3, args)) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
@@ -1277,13 +1245,9 @@ static alma_status run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tens
     dnnl_alg_kind_t alg = is_op(n, "LogSoftmax") ? dnnl_softmax_log : dnnl_softmax_accurate;
     if (dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, alg, &key[0], &key[0], sm_axis) != dnnl_success)
       return prim_decline(pr, n, "softmax descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &sd, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no softmax implementation (status %d)", (int)s);
-    pr->dst_md = key[0];
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    if (!prim_pd(p, pr, n, &sd, NULL, "softmax") ||
+        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[0]}}))
+      return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
@@ -1396,15 +1360,13 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
     dnnl_matmul_desc_t md;
     if (dnnl_matmul_desc_init(&md, &amd, &wmd, bias ? &biasmd : NULL, &dmd) != dnnl_success)
       return prim_decline(pr, n, "matmul descriptor rejected");
-    dnnl_primitive_attr_t attr = post_attr(d, fused, 1.0f, 0, 0);
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &md, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+    if (!prim_pd(p, pr, n, &md, post_attr(d, fused, 1.0f, 0, 0), "matmul")) return ALMA_OK;
     if (fused && impl_is_ref(pr->impl)) return prim_decline(pr, n, "post-ops only on a reference kernel (%s)", pr->impl);
-    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &amd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
-        (bias && !add_mem(p, pr, DNNL_ARG_BIAS, &biasmd)) || !add_mem(p, pr, DNNL_ARG_DST, &dmd) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    dn_arg args[4] = {{DNNL_ARG_SRC, &amd}, {DNNL_ARG_WEIGHTS, NULL}};
+    int na = 2;
+    if (bias) args[na++] = (dn_arg){DNNL_ARG_BIAS, &biasmd};
+    args[na++] = (dn_arg){DNNL_ARG_DST, &dmd};
+    if (!prim_args(p, pr, n, na, args)) return ALMA_OK;
     if (bc && !dnnl_memory_desc_equal(&pr->wei_md, &bmd_plain)) ALMA_TRY(cache_weights(p, pr, &bmd_plain, bc->data, n));
   }
   if (pr->declined) return ALMA_OK;
@@ -1483,15 +1445,13 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
     dnnl_matmul_desc_t md;
     if (dnnl_matmul_desc_init(&md, &amd, &wmd, as_bias ? &cmd : NULL, &dmd) != dnnl_success)
       return prim_decline(pr, n, "matmul descriptor rejected");
-    dnnl_primitive_attr_t attr = post_attr(d, fused, as_bias ? 1.0f : alpha, prefill, beta);
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &md, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+    if (!prim_pd(p, pr, n, &md, post_attr(d, fused, as_bias ? 1.0f : alpha, prefill, beta), "matmul")) return ALMA_OK;
     if (fused && impl_is_ref(pr->impl)) return prim_decline(pr, n, "post-ops only on a reference kernel (%s)", pr->impl);
-    pr->wei_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_weights_md, 0);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &amd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &pr->wei_md) ||
-        (as_bias && !add_mem(p, pr, DNNL_ARG_BIAS, &cmd)) || !add_mem(p, pr, DNNL_ARG_DST, &dmd) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    dn_arg args[4] = {{DNNL_ARG_SRC, &amd}, {DNNL_ARG_WEIGHTS, NULL}};
+    int na = 2;
+    if (as_bias) args[na++] = (dn_arg){DNNL_ARG_BIAS, &cmd};
+    args[na++] = (dn_arg){DNNL_ARG_DST, &dmd};
+    if (!prim_args(p, pr, n, na, args)) return ALMA_OK;
     if (bc) ALMA_TRY(cache_weights(p, pr, &bmd, bc->data, n));
   }
   if (pr->declined) return ALMA_OK;
@@ -1656,18 +1616,19 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
       pr->flags = try_post; /* 1: mask applied by the post-op */
       break;
     }
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &qmd) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &kmd) ||
-        !add_mem(p, pr, DNNL_ARG_DST, &smd) ||
-        (pr->flags && !add_mem(p, pr, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &mmd)) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    const dn_arg args[] = {{DNNL_ARG_SRC, &qmd},
+                           {DNNL_ARG_WEIGHTS, &kmd},
+                           {DNNL_ARG_DST, &smd},
+                           {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &mmd}};
+    if (!prim_args(p, pr, n, pr->flags ? 4 : 3, args)) return ALMA_OK;
     if (m && !pr->flags) {
       dnnl_binary_desc_t bd;
       dnnl_primitive_attr_t a = new_attr();
       dnnl_status_t s = dnnl_binary_desc_init(&bd, dnnl_binary_add, &smd, &mmd, &smd);
       if (s == dnnl_success) s = alma__dn_pd_create(p, &bin->pd, &bd, a, bin->impl, sizeof bin->impl);
       dnnl_primitive_attr_destroy(a);
-      if (s != dnnl_success || !add_mem(p, bin, DNNL_ARG_SRC_0, &smd) || !add_mem(p, bin, DNNL_ARG_SRC_1, &mmd) ||
-          !add_mem(p, bin, DNNL_ARG_DST, &smd) || !prim_finish(p, bin))
+      if (s != dnnl_success ||
+          !prim_mems(p, bin, 3, (dn_arg[]){{DNNL_ARG_SRC_0, &smd}, {DNNL_ARG_SRC_1, &mmd}, {DNNL_ARG_DST, &smd}}))
         return prim_decline(pr, n, "mask add not available");
     }
     dnnl_softmax_v2_desc_t sdsc;
@@ -1675,16 +1636,15 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
     dnnl_status_t s = dnnl_softmax_v2_forward_desc_init(&sdsc, dnnl_forward_inference, dnnl_softmax_accurate, &smd, &smd, r - 1);
     if (s == dnnl_success) s = alma__dn_pd_create(p, &sm->pd, &sdsc, a, sm->impl, sizeof sm->impl);
     dnnl_primitive_attr_destroy(a);
-    if (s != dnnl_success || !add_mem(p, sm, DNNL_ARG_SRC, &smd) || !add_mem(p, sm, DNNL_ARG_DST, &smd) ||
-        !prim_finish(p, sm))
+    if (s != dnnl_success || !prim_mems(p, sm, 2, (dn_arg[]){{DNNL_ARG_SRC, &smd}, {DNNL_ARG_DST, &smd}}))
       return prim_decline(pr, n, "softmax not available");
     dnnl_matmul_desc_t m2;
     a = new_attr();
     s = dnnl_matmul_desc_init(&m2, &smd, &vmd, NULL, &omd);
     if (s == dnnl_success) s = alma__dn_pd_create(p, &mm2->pd, &m2, a, mm2->impl, sizeof mm2->impl);
     dnnl_primitive_attr_destroy(a);
-    if (s != dnnl_success || !add_mem(p, mm2, DNNL_ARG_SRC, &smd) || !add_mem(p, mm2, DNNL_ARG_WEIGHTS, &vmd) ||
-        !add_mem(p, mm2, DNNL_ARG_DST, &omd) || !prim_finish(p, mm2))
+    if (s != dnnl_success ||
+        !prim_mems(p, mm2, 3, (dn_arg[]){{DNNL_ARG_SRC, &smd}, {DNNL_ARG_WEIGHTS, &vmd}, {DNNL_ARG_DST, &omd}}))
       return prim_decline(pr, n, "second matmul not available");
   }
   if (pr->declined) return ALMA_OK;
@@ -1800,12 +1760,9 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
     dnnl_reduction_desc_t rdsc;
     if (dnnl_reduction_desc_init(&rdsc, d->alg, &key[0], &key[1], pw, 0.0f) != dnnl_success)
       return prim_decline(pr, n, "reduction descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &rdsc, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no reduction implementation (status %d)", (int)s);
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_DST, &key[1]) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    if (!prim_pd(p, pr, n, &rdsc, NULL, "reduction") ||
+        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, &key[1]}}))
+      return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, x, n));
@@ -1848,11 +1805,10 @@ static alma_status run_concat(dn_plan *p, int idx, dn_val **in, int nin, const a
     const char *impl = NULL;
     dnnl_primitive_desc_query(pr->pd, dnnl_query_impl_info_str, 0, &impl);
     snprintf(pr->impl, sizeof pr->impl, "%s", impl ? impl : "?");
-    pr->dst_md = *dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
-    for (int k = 0; k < nin; k++)
-      if (!add_mem(p, pr, DNNL_ARG_MULTIPLE_SRC + k, &key[k])) return prim_decline(pr, n, "primitive creation failed");
-    if (!add_mem(p, pr, DNNL_ARG_DST, &pr->dst_md) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    dn_arg args[DN_MAX_KEY + 1];
+    for (int k = 0; k < nin; k++) args[k] = (dn_arg){DNNL_ARG_MULTIPLE_SRC + k, &key[k]};
+    args[nin] = (dn_arg){DNNL_ARG_DST, NULL};
+    if (!prim_args(p, pr, n, nin + 1, args)) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
@@ -1995,14 +1951,8 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
     dnnl_prelu_desc_t pd;
     if (dnnl_prelu_forward_desc_init(&pd, dnnl_forward_inference, &key[0], &key[1]) != dnnl_success)
       return prim_decline(pr, n, "prelu descriptor rejected");
-    dnnl_primitive_attr_t attr = new_attr();
-    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &pd, attr, pr->impl, sizeof pr->impl);
-    dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return prim_decline(pr, n, "no prelu implementation (status %d)", (int)s);
-    pr->dst_md = key[0];
-    if (!add_mem(p, pr, DNNL_ARG_SRC, &key[0]) || !add_mem(p, pr, DNNL_ARG_WEIGHTS, &key[1]) ||
-        !add_mem(p, pr, DNNL_ARG_DST, &key[0]) || !prim_finish(p, pr))
-      return prim_decline(pr, n, "primitive creation failed");
+    const dn_arg args[] = {{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_WEIGHTS, &key[1]}, {DNNL_ARG_DST, &key[0]}};
+    if (!prim_pd(p, pr, n, &pd, NULL, "prelu") || !prim_args(p, pr, n, 3, args)) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
   ALMA_TRY(alma__dn_val_plain(p, sl, n));
