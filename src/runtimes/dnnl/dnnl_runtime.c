@@ -407,6 +407,10 @@ static alma_status infer_node(dn_plan *p, const alma_node *n, dn_val **in, alma_
   return st;
 }
 
+/* Inputs whose emptiness sends a node to EAGER: all, but Resize's roi/scales/sizes, where an empty
+ * tensor stands for an omitted input (as opset-11 exporters write them). */
+static int data_inputs(const dn_node *d, int nin) { return d->kind == DK_RESAMPLE && nin > 1 ? 1 : nin; }
+
 static int has_empty(const dn_val *const *in, int nin, const alma_tensor *out, int nout) {
   for (int k = 0; k < nin; k++)
     if (in[k] && in[k]->t.rank > 0 && alma__numel(in[k]->t.rank, in[k]->t.dims) == 0) return 1;
@@ -436,7 +440,7 @@ static alma_status run_single(dn_plan *p, int idx) {
     for (int k = 0; k < n->n_outputs; k++) out[k] = n->outputs[k] >= 0 ? &p->vals[n->outputs[k]] : NULL;
     if (ok) {
       ALMA_TRY(infer_node(p, n, in, outshape));
-      if (!has_empty((const dn_val *const *)in, n->n_inputs, outshape, n->n_outputs))
+      if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs))
         ALMA_TRY(alma__dn_run(p, idx, d->self_fused, in, n->n_inputs, outshape, out, n->n_outputs, &done));
     }
     if (done) {
@@ -590,7 +594,7 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
     ip[k] = &iv[k];
   }
   for (int k = 0; k < nout; k++) op[k] = n->outputs[k] >= 0 ? &ov[k] : NULL;
-  if (has_empty((const dn_val *const *)ip, nin, out, nout)) return ALMA_OK;
+  if (has_empty((const dn_val *const *)ip, data_inputs(d, nin), out, nout)) return ALMA_OK;
   int done = 0;
   alma_status st = alma__dn_run(p, idx, 0, ip, nin, out, op, nout, &done);
   for (int k = 0; k < nout && st == ALMA_OK && done; k++) {

@@ -364,6 +364,20 @@ def native_resize_sizes(d):
          opset=18)
 
 
+def native_resize11(d):
+    # opset 11 as PyTorch exports it: roi (and scales, when sizes are given) as empty tensors
+    nodes = [
+        N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Resize", ["c1", "roi", "s2"], ["r1"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor"),
+        N("Resize", ["r1", "roi", "none", "sz"], ["y"], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+    ]
+    inits = [w("w1", 4, 3, 3, 3), c("roi", np.zeros(0)), c("s2", [1, 1, 2, 2]), c("none", np.zeros(0)),
+             i64("sz", [1, 4, 20, 18])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 6])
+    save(d, "native_resize11", nodes, [x], [y_out("y", 4)], inits, opset=11)
+
+
 def native_upsample(d):
     # Upsample-9 (scales input), then Resize-10 (asymmetric, floor when enlarging): nearest
     nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Upsample", ["c1", "sc"], ["y"], mode="nearest")]
@@ -410,7 +424,7 @@ def main():
     os.makedirs(d, exist_ok=True)
     for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
-              native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
+              native_resize11, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
 
 
