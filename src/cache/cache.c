@@ -194,7 +194,8 @@ static void sanitize(const char *in, char *out, size_t n, size_t maxlen) {
 }
 
 void alma__cache_key_finish(alma__cache_key *k) {
-  char stem[80] = "model";
+  /* Buffers sized to the lengths kept (64 and 100 characters), so that the name provably fits. */
+  char stem[65] = "model";
   if (k->model_path[0]) {
     const char *b = strrchr(k->model_path, '/');
     b = b ? b + 1 : k->model_path;
@@ -202,10 +203,10 @@ void alma__cache_key_finish(alma__cache_key *k) {
     snprintf(tmp, sizeof tmp, "%.255s", b);
     size_t len = strlen(tmp);
     if (len > 5 && !strcmp(tmp + len - 5, ".onnx")) tmp[len - 5] = 0;
-    sanitize(tmp, stem, sizeof stem, 64);
+    sanitize(tmp, stem, sizeof stem, sizeof stem - 1);
   }
-  char conv[140];
-  sanitize(k->conversion, conv, sizeof conv, 100);
+  char conv[101];
+  sanitize(k->conversion, conv, sizeof conv, sizeof conv - 1);
   size_t idn = strlen(k->model_path) + strlen(k->model_hash) + strlen(k->inputs) + 16;
   char *ident = malloc(idn);
   char h[65] = "";
