@@ -47,6 +47,17 @@ void alma__csv_num(FILE *f, double v) {
 #define put_num alma__csv_num
 static void put_int(FILE *f, int64_t v) { fprintf(f, "%lld", (long long)v); }
 
+/* latency_mean_ms .. latency_n */
+static void latency_cols(FILE *f, const alma_latency_stats *s) {
+  double v[] = {s->mean, s->stdev, s->cv, s->min, s->p50, s->p90, s->p95, s->p99, s->max,
+                s->mean_ci95[0], s->mean_ci95[1], s->median_ci95[0], s->median_ci95[1]};
+  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+    fputc(',', f);
+    put_num(f, v[k]);
+  }
+  fputc(',', f); put_int(f, s->n);
+}
+
 static void cache_cols(FILE *f, const alma_result *x) {
   const alma_cache_info *c = alma_result_cache(x);
   fputc(',', f); put_str(f, c->status);
@@ -56,7 +67,6 @@ static void cache_cols(FILE *f, const alma_result *x) {
 
 /* A throughput configuration's row: the result's identity, the point's numbers. */
 static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point *p) {
-  const alma_latency_stats *s = &p->latency;
   if (x->id >= 0) put_int(f, x->id);
   fputc(',', f); put_str(f, x->conversion);
   fputc(',', f); put_str(f, p->error ? "error" : "ok");
@@ -66,13 +76,7 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   fputc(',', f); put_num(f, p->throughput_avg);
   fputs(",,,,,,,", f);  /* total_elapsed_s .. peak_rss_bytes: the result's row has them */
   fputc(',', f); put_int(f, p->threads_per_instance);
-  double v[] = {s->mean, s->stdev, s->cv, s->min, s->p50, s->p90, s->p95, s->p99, s->max,
-                s->mean_ci95[0], s->mean_ci95[1], s->median_ci95[0], s->median_ci95[1]};
-  for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-    fputc(',', f);
-    put_num(f, v[k]);
-  }
-  fputc(',', f); put_int(f, s->n);
+  latency_cols(f, &p->latency);
   fputs(",false,,,,,", f);  /* check_*: done once, in the latency mode */
   fputc(',', f); if (p->concurrent) put_str(f, "latency read from a concurrent run: it includes contention");
   fputc(',', f); put_str(f, p->error);
@@ -106,7 +110,6 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
   fputs("\r\n", f);
   for (int i = 0; i < r->n; i++) {
     const alma_result *x = &r->items[i];
-    const alma_latency_stats *s = &x->latency;
     const alma_output_check *c = &x->check;
     if (x->id >= 0) put_int(f, x->id);
     fputc(',', f); put_str(f, x->conversion);
@@ -123,13 +126,7 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     fputc(',', f); if (x->peak_rss_bytes >= 0) put_int(f, x->peak_rss_bytes);
     fputc(',', f); put_int(f, x->warmup_batches);
     fputc(',', f); put_int(f, x->threads);
-    double v[] = {s->mean, s->stdev, s->cv, s->min, s->p50, s->p90, s->p95, s->p99, s->max,
-                  s->mean_ci95[0], s->mean_ci95[1], s->median_ci95[0], s->median_ci95[1]};
-    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-      fputc(',', f);
-      put_num(f, v[k]);
-    }
-    fputc(',', f); put_int(f, s->n);
+    latency_cols(f, &x->latency);
     fputc(',', f); fputs(c->performed ? "true" : "false", f);
     fputc(',', f); put_num(f, c->max_abs_err);
     fputc(',', f); put_num(f, c->max_rel_err);

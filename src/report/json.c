@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "report/report.h"
@@ -17,21 +18,151 @@ static cJSON *pair(const double v[2]) {
   return a;
 }
 
+/* Reading: a key absent or of another type gives NaN, the default, or NULL. */
+static double get_num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+static int64_t get_i64(const cJSON *o, const char *key, int64_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+static char *get_str(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) && v->valuestring[0] ? alma__strdup(v->valuestring) : NULL;
+}
+static void get_pair(const cJSON *o, const char *key, double out[2]) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  out[0] = out[1] = NAN;
+  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2) {
+    const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
+    if (cJSON_IsNumber(a)) out[0] = a->valuedouble;
+    if (cJSON_IsNumber(b)) out[1] = b->valuedouble;
+  }
+}
+
+/* ---- plain members ----------------------------------------------------------------------------
+ * The members that are written and read back the same way are listed once per struct, in the
+ * order they are written, so that the writer and the reader cannot disagree on a key. */
+typedef enum {
+  F_NUM,     /* double; NaN/inf are null, and null reads back as NaN */
+  F_PAIR,    /* double[2], each as F_NUM */
+  F_I64,     /* int64_t; absent reads 0 */
+  F_I64_OPT, /* int64_t; -1 (unknown) is null, and absent reads -1 */
+  F_INT,     /* int; absent reads 0 */
+  F_BOOL,    /* int 0/1 */
+  F_STR,     /* malloc'd string (char * or const char *); NULL and "" are null */
+  F_STATS,   /* alma_latency_stats, a nested object (stats_fields) */
+} field_type;
+
+typedef struct field {
+  const char *key;
+  field_type type;
+  size_t off;
+} field;
+
+#define FIELD(type_, key, ft, member) {key, ft, offsetof(type_, member)}
+#define N_FIELDS(a) (sizeof(a) / sizeof(a)[0])
+
+#define SF(key, ft, member) FIELD(alma_latency_stats, key, ft, member)
+static const field stats_fields[] = {
+    SF("mean", F_NUM, mean), SF("stdev", F_NUM, stdev), SF("cv", F_NUM, cv), SF("min", F_NUM, min),
+    SF("p50", F_NUM, p50), SF("p90", F_NUM, p90), SF("p95", F_NUM, p95), SF("p99", F_NUM, p99),
+    SF("max", F_NUM, max), SF("mean_ci95", F_PAIR, mean_ci95), SF("median_ci95", F_PAIR, median_ci95),
+    SF("n", F_I64, n),
+};
+#undef SF
+
+/* A result's members from batch_size to latency_ms (id, conversion, status and device come
+ * before them, the rest after: those have rules of their own). */
+#define RF(key, ft, member) FIELD(alma_result, key, ft, member)
+static const field result_fields[] = {
+    RF("batch_size", F_I64, batch_size), RF("samples", F_I64, samples),
+    RF("throughput_samples_per_s", F_NUM, throughput), RF("total_elapsed_s", F_NUM, total_elapsed_s),
+    RF("inference_s", F_NUM, inference_s), RF("load_s", F_NUM, load_s), RF("convert_s", F_NUM, convert_s),
+    RF("first_inference_ms", F_NUM, first_inference_ms), RF("peak_rss_bytes", F_I64_OPT, peak_rss_bytes),
+    RF("warmup_batches", F_I64, warmup_batches), RF("warmup_s", F_NUM, warmup_s), RF("threads", F_INT, threads),
+    RF("affinity", F_STR, affinity), RF("timer_overhead_ns", F_NUM, timer_overhead_ns),
+    RF("stop_reason", F_STR, stop_reason), RF("latency_ms", F_STATS, latency),
+};
+#undef RF
+
+#define PF(key, ft, member) FIELD(alma_scaling_point, key, ft, member)
+static const field scaling_fields[] = {
+    PF("instances", F_INT, instances), PF("workers", F_INT, workers),
+    PF("threads_per_instance", F_INT, threads_per_instance), PF("concurrent", F_BOOL, concurrent),
+    PF("inferences", F_I64, inferences), PF("samples", F_I64, samples), PF("duration_s", F_NUM, duration_s),
+    PF("throughput_avg", F_NUM, throughput_avg), PF("throughput_peak", F_NUM, throughput_peak),
+    PF("latency_ms", F_STATS, latency), PF("stop_reason", F_STR, stop_reason), PF("error", F_STR, error),
+};
+#undef PF
+
+static cJSON *stats_to_cjson(const alma_latency_stats *s);
+
+static void put_fields(cJSON *o, const void *base, const field *f, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *p = (const char *)base + f[i].off;
+    cJSON *v = NULL;
+    switch (f[i].type) {
+      case F_NUM: v = num(*(const double *)p); break;
+      case F_PAIR: v = pair((const double *)p); break;
+      case F_I64: v = cJSON_CreateNumber((double)*(const int64_t *)p); break;
+      case F_I64_OPT: {
+        int64_t x = *(const int64_t *)p;
+        v = x >= 0 ? cJSON_CreateNumber((double)x) : cJSON_CreateNull();
+        break;
+      }
+      case F_INT: v = cJSON_CreateNumber(*(const int *)p); break;
+      case F_BOOL: v = cJSON_CreateBool(*(const int *)p); break;
+      case F_STR: {
+        const char *str;
+        memcpy(&str, p, sizeof str);  /* char * or const char * member */
+        v = str_or_null(str);
+        break;
+      }
+      case F_STATS: v = stats_to_cjson((const alma_latency_stats *)p); break;
+    }
+    cJSON_AddItemToObject(o, f[i].key, v);
+  }
+}
+
+static void stats_from_cjson(const cJSON *l, alma_latency_stats *s);
+
+/* Strings are malloc'd into members that hold none yet. */
+static void get_fields(const cJSON *o, void *base, const field *f, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char *p = (char *)base + f[i].off;
+    const char *k = f[i].key;
+    switch (f[i].type) {
+      case F_NUM: *(double *)p = get_num(o, k); break;
+      case F_PAIR: get_pair(o, k, (double *)p); break;
+      case F_I64: *(int64_t *)p = get_i64(o, k, 0); break;
+      case F_I64_OPT: *(int64_t *)p = get_i64(o, k, -1); break;
+      case F_INT: *(int *)p = (int)get_i64(o, k, 0); break;
+      case F_BOOL: *(int *)p = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); break;
+      case F_STR: {
+        char *str = get_str(o, k);
+        memcpy(p, &str, sizeof str);
+        break;
+      }
+      case F_STATS: {
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, k);
+        if (cJSON_IsObject(l)) stats_from_cjson(l, (alma_latency_stats *)p);
+        break;
+      }
+    }
+  }
+}
+
 static cJSON *stats_to_cjson(const alma_latency_stats *s) {
   cJSON *l = cJSON_CreateObject();
-  cJSON_AddItemToObject(l, "mean", num(s->mean));
-  cJSON_AddItemToObject(l, "stdev", num(s->stdev));
-  cJSON_AddItemToObject(l, "cv", num(s->cv));
-  cJSON_AddItemToObject(l, "min", num(s->min));
-  cJSON_AddItemToObject(l, "p50", num(s->p50));
-  cJSON_AddItemToObject(l, "p90", num(s->p90));
-  cJSON_AddItemToObject(l, "p95", num(s->p95));
-  cJSON_AddItemToObject(l, "p99", num(s->p99));
-  cJSON_AddItemToObject(l, "max", num(s->max));
-  cJSON_AddItemToObject(l, "mean_ci95", pair(s->mean_ci95));
-  cJSON_AddItemToObject(l, "median_ci95", pair(s->median_ci95));
-  cJSON_AddNumberToObject(l, "n", (double)s->n);
+  put_fields(l, s, stats_fields, N_FIELDS(stats_fields));
   return l;
+}
+
+static void stats_from_cjson(const cJSON *l, alma_latency_stats *s) {
+  alma__latency_stats(NULL, 0, s);
+  if (cJSON_IsObject(l)) get_fields(l, s, stats_fields, N_FIELDS(stats_fields));
 }
 
 static cJSON *cache_to_cjson(const alma_result *r) {
@@ -49,23 +180,6 @@ static cJSON *cache_to_cjson(const alma_result *r) {
   return o;
 }
 
-static cJSON *scaling_to_cjson(const alma_scaling_point *p) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "instances", p->instances);
-  cJSON_AddNumberToObject(o, "workers", p->workers);
-  cJSON_AddNumberToObject(o, "threads_per_instance", p->threads_per_instance);
-  cJSON_AddBoolToObject(o, "concurrent", p->concurrent);
-  cJSON_AddNumberToObject(o, "inferences", (double)p->inferences);
-  cJSON_AddNumberToObject(o, "samples", (double)p->samples);
-  cJSON_AddItemToObject(o, "duration_s", num(p->duration_s));
-  cJSON_AddItemToObject(o, "throughput_avg", num(p->throughput_avg));
-  cJSON_AddItemToObject(o, "throughput_peak", num(p->throughput_peak));
-  cJSON_AddItemToObject(o, "latency_ms", stats_to_cjson(&p->latency));
-  cJSON_AddItemToObject(o, "stop_reason", str_or_null(p->stop_reason));
-  cJSON_AddItemToObject(o, "error", str_or_null(p->error));
-  return o;
-}
-
 cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -73,23 +187,7 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "conversion", cJSON_CreateString(r->conversion ? r->conversion : ""));
   cJSON_AddStringToObject(o, "status", alma__result_status_str(r->status));
   cJSON_AddStringToObject(o, "device", r->device);
-  cJSON_AddNumberToObject(o, "batch_size", (double)r->batch_size);
-  cJSON_AddNumberToObject(o, "samples", (double)r->samples);
-  cJSON_AddItemToObject(o, "throughput_samples_per_s", num(r->throughput));
-  cJSON_AddItemToObject(o, "total_elapsed_s", num(r->total_elapsed_s));
-  cJSON_AddItemToObject(o, "inference_s", num(r->inference_s));
-  cJSON_AddItemToObject(o, "load_s", num(r->load_s));
-  cJSON_AddItemToObject(o, "convert_s", num(r->convert_s));
-  cJSON_AddItemToObject(o, "first_inference_ms", num(r->first_inference_ms));
-  cJSON_AddItemToObject(o, "peak_rss_bytes", r->peak_rss_bytes >= 0 ? cJSON_CreateNumber((double)r->peak_rss_bytes) : cJSON_CreateNull());
-  cJSON_AddNumberToObject(o, "warmup_batches", (double)r->warmup_batches);
-  cJSON_AddItemToObject(o, "warmup_s", num(r->warmup_s));
-  cJSON_AddNumberToObject(o, "threads", r->threads);
-  cJSON_AddItemToObject(o, "affinity", str_or_null(r->affinity));
-  cJSON_AddItemToObject(o, "timer_overhead_ns", num(r->timer_overhead_ns));
-  cJSON_AddItemToObject(o, "stop_reason", str_or_null(r->stop_reason));
-
-  cJSON_AddItemToObject(o, "latency_ms", stats_to_cjson(&r->latency));
+  put_fields(o, r, result_fields, N_FIELDS(result_fields));
 
   const alma_output_check *c = &r->check;
   cJSON *k = cJSON_AddObjectToObject(o, "check");
@@ -130,7 +228,11 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   }
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
-    for (int i = 0; i < r->n_scaling; i++) cJSON_AddItemToArray(sc, scaling_to_cjson(&r->scaling[i]));
+    for (int i = 0; i < r->n_scaling; i++) {
+      cJSON *p = cJSON_CreateObject();
+      put_fields(p, &r->scaling[i], scaling_fields, N_FIELDS(scaling_fields));
+      cJSON_AddItemToArray(sc, p);
+    }
   }
   if (include_raw) {
     cJSON *raw = cJSON_AddArrayToObject(o, "raw_ms");
@@ -140,49 +242,10 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
 }
 
 /* ---- reading back ---------------------------------------------------------------------------- */
-static double get_num(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-static int64_t get_i64(const cJSON *o, const char *key, int64_t dflt) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
-}
-static char *get_str(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(v) && v->valuestring[0] ? alma__strdup(v->valuestring) : NULL;
-}
-static void get_pair(const cJSON *o, const char *key, double out[2]) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  out[0] = out[1] = NAN;
-  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2) {
-    const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
-    if (cJSON_IsNumber(a)) out[0] = a->valuedouble;
-    if (cJSON_IsNumber(b)) out[1] = b->valuedouble;
-  }
-}
-
 static alma_status status_from_name(const char *name) {
   for (int s = 0; s < ALMA_STATUS_COUNT; s++)
     if (!strcmp(alma_status_name((alma_status)s), name)) return (alma_status)s;
   return ALMA_ERR_INTERNAL;
-}
-
-static void stats_from_cjson(const cJSON *l, alma_latency_stats *s) {
-  alma__latency_stats(NULL, 0, s);
-  if (!cJSON_IsObject(l)) return;
-  s->mean = get_num(l, "mean");
-  s->stdev = get_num(l, "stdev");
-  s->cv = get_num(l, "cv");
-  s->min = get_num(l, "min");
-  s->p50 = get_num(l, "p50");
-  s->p90 = get_num(l, "p90");
-  s->p95 = get_num(l, "p95");
-  s->p99 = get_num(l, "p99");
-  s->max = get_num(l, "max");
-  get_pair(l, "mean_ci95", s->mean_ci95);
-  get_pair(l, "median_ci95", s->median_ci95);
-  s->n = get_i64(l, "n", 0);
 }
 
 alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
@@ -197,23 +260,7 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   char *dev = get_str(o, "device");
   if (dev) snprintf(r->device, sizeof r->device, "%s", dev);
   free(dev);
-  r->batch_size = get_i64(o, "batch_size", 0);
-  r->samples = get_i64(o, "samples", 0);
-  r->throughput = get_num(o, "throughput_samples_per_s");
-  r->total_elapsed_s = get_num(o, "total_elapsed_s");
-  r->inference_s = get_num(o, "inference_s");
-  r->load_s = get_num(o, "load_s");
-  r->convert_s = get_num(o, "convert_s");
-  r->first_inference_ms = get_num(o, "first_inference_ms");
-  r->peak_rss_bytes = get_i64(o, "peak_rss_bytes", -1);
-  r->warmup_batches = get_i64(o, "warmup_batches", 0);
-  r->warmup_s = get_num(o, "warmup_s");
-  r->threads = (int)get_i64(o, "threads", 0);
-  r->affinity = get_str(o, "affinity");
-  r->timer_overhead_ns = get_num(o, "timer_overhead_ns");
-  r->stop_reason = get_str(o, "stop_reason");
-  const cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "latency_ms");
-  if (cJSON_IsObject(l)) stats_from_cjson(l, &r->latency);
+  get_fields(o, r, result_fields, N_FIELDS(result_fields));
   char *mode = get_str(o, "mode");
   if (mode) snprintf(r->mode, sizeof r->mode, "%s", mode);
   free(mode);
@@ -233,18 +280,7 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   cJSON_ArrayForEach(pt, sc) {
     alma_scaling_point *p = alma__result_add_scaling(r);
     if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    p->instances = (int)get_i64(pt, "instances", 0);
-    p->workers = (int)get_i64(pt, "workers", 0);
-    p->threads_per_instance = (int)get_i64(pt, "threads_per_instance", 0);
-    p->concurrent = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pt, "concurrent"));
-    p->inferences = get_i64(pt, "inferences", 0);
-    p->samples = get_i64(pt, "samples", 0);
-    p->duration_s = get_num(pt, "duration_s");
-    p->throughput_avg = get_num(pt, "throughput_avg");
-    p->throughput_peak = get_num(pt, "throughput_peak");
-    stats_from_cjson(cJSON_GetObjectItemCaseSensitive(pt, "latency_ms"), &p->latency);
-    p->stop_reason = get_str(pt, "stop_reason");
-    p->error = get_str(pt, "error");
+    get_fields(pt, p, scaling_fields, N_FIELDS(scaling_fields));
   }
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "check");
   if (cJSON_IsObject(k)) {
