@@ -407,6 +407,11 @@ static void prim_begin(dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, con
 static alma_status prim_decline(dn_prim *pr, const alma_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static alma_status prim_decline(dn_prim *pr, const alma_node *n, const char *fmt, ...) {
+  char why[sizeof pr->why]; /* formatted first: the arguments may point into pr (its impl) */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
   int nkey = pr->nkey;
   dnnl_memory_desc_t key[DN_MAX_KEY];
   int64_t ikey[8];
@@ -414,10 +419,7 @@ static alma_status prim_decline(dn_prim *pr, const alma_node *n, const char *fmt
   memcpy(ikey, pr->ikey, sizeof ikey);
   prim_begin(pr, nkey, key, ikey);
   pr->declined = 1;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(pr->why, sizeof pr->why, fmt, ap);
-  va_end(ap);
+  memcpy(pr->why, why, sizeof why);
   ALMA_LOGD("DNNL: node '%s' (%s) runs on EAGER: %s", n->name, n->op_type, pr->why);
   return ALMA_OK;
 }
@@ -2180,9 +2182,10 @@ static alma_status run_lrn(dn_plan *p, int idx, dn_val **in, const alma_tensor *
 }
 
 /* ---- InstanceNormalization ------------------------------------------------------------------------------ */
-/* Plain [N, C, spatial...] data read as [1, N*C, S]: batch normalization computing its own
+/* Plain [N, C, spatial...] data read as [1, N*C, S, 1]: batch normalization computing its own
  * statistics normalizes each (n, c) row over S, which is instance normalization; the per-channel
- * scale and B are repeated N times as that view's per-channel scale and shift. */
+ * scale and B are repeated N times as that view's per-channel scale and shift. (4-D: oneDNN has
+ * only its reference kernel for a 3-D plain view, 20x slower.) */
 static alma_status run_inorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
@@ -2194,11 +2197,11 @@ static alma_status run_inorm(dn_plan *p, int idx, dn_val **in, int nin, const al
   int64_t N = x->t.dims[0], C = x->t.dims[1], NC = N * C, S = alma__numel(x->t.rank - 2, x->t.dims + 2);
   if (alma__numel(sc->t.rank, sc->t.dims) != C || alma__numel(bi->t.rank, bi->t.dims) != C) return ALMA_OK;
   float eps = alma__attr_f(n, "epsilon", 1e-5f);
-  int64_t vd[3] = {1, NC, S};
+  int64_t vd[4] = {1, NC, S, 1};
   dnnl_memory_desc_t key[1];
   int64_t ikey[8] = {0};
   memcpy(&ikey[0], &eps, sizeof eps);
-  plain_md(&key[0], 3, vd, x->t.dtype);
+  plain_md(&key[0], 4, vd, x->t.dtype);
   if (!key_match(pr, 1, key, ikey)) {
     prim_begin(pr, 1, key, ikey);
     dnnl_batch_normalization_desc_t bd;

@@ -314,20 +314,21 @@ def native_pad_axes(d):
 
 
 def native_norms(d):
-    # LRN (size 5) of a blocked conv output, InstanceNormalization of that (blocked input), LRN
-    # (size 3) of the plain result; InstanceNormalization of rank 3 and 5
+    # LRN of a blocked conv output (size 3, then 5), InstanceNormalization of that (blocked input);
+    # LRN of the plain input; InstanceNormalization of rank 3 and 5
     nodes = [
+        N("LRN", ["x"], ["y4"], size=3, bias=0.5),
         N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-        N("LRN", ["c1"], ["l1"], size=5, alpha=1e-3, beta=0.75, bias=2.0),
-        N("InstanceNormalization", ["l1", "s16", "b16"], ["i1"], epsilon=1e-3),
-        N("LRN", ["i1"], ["y1"], size=3, alpha=2e-2, beta=0.5),
+        N("LRN", ["c1"], ["l1"], size=3, alpha=1e-3, beta=0.75, bias=2.0),
+        N("LRN", ["l1"], ["i1"], size=5, alpha=2e-2, beta=0.5),
+        N("InstanceNormalization", ["i1", "s16", "b16"], ["y1"], epsilon=1e-3),
         N("InstanceNormalization", ["x3", "s4", "b4"], ["y2"]),
         N("InstanceNormalization", ["x5", "s3", "b3"], ["y3"], epsilon=1e-2),
     ]
     inits = [w("w1", 16, 8, 3, 3), w("s16", 16, scale=1.0), w("b16", 16), w("s4", 4, scale=1.0), w("b4", 4),
              w("s3", 3, scale=1.0), w("b3", 3)]
     save(d, "native_norms", nodes, [x_in("x", 8, 6, 5), x_in("x3", 4, 10), x_in("x5", 3, 2, 3, 4)],
-         [y_out("y1", 4), y_out("y2", 3), y_out("y3", 5)], inits)
+         [y_out("y1", 4), y_out("y2", 3), y_out("y3", 5), y_out("y4", 4)], inits)
 
 
 def native_resize(d):
