@@ -22,7 +22,8 @@
  * (uint8, asymmetric, per tensor; one pair per value, shared by the quantized nodes reading it,
  * while other readers keep the float value); weights become int8 initializers behind a
  * DequantizeLinear; Conv and Gemm biases become int32 with scale x_scale * w_scale (the form
- * integer kernels consume directly). Runtimes with int8 kernels execute the Q/DQ patterns in
+ * integer kernels consume directly). Residual Adds of two computed values read both inputs
+ * through their pairs (match_add). Runtimes with int8 kernels execute the Q/DQ patterns in
  * integers; EAGER runs them as written (float arithmetic on dequantized values, which is the
  * reference meaning of the model). The QLINEAR pass rewrites the patterns into QLinearConv /
  * QLinearMatMul for EAGER's integer kernels. */
@@ -333,8 +334,20 @@ static void act_params(double lo, double hi, float *scale, int *zp) {
 }
 
 typedef struct {
-  int n_conv, n_matmul, n_gemm, n_act;
+  int n_conv, n_matmul, n_gemm, n_add, n_act;
 } qstats;
+
+/* An Add of two computed float32 values (a residual connection): both inputs are quantized, as
+ * ONNX Runtime's QDQ quantizer does, so that int8 runtimes keep the residual stream in 8 bits
+ * (the producing convolution requantizes into its int8 destination, the Add runs on int8 inputs)
+ * instead of leaving each block's output in float32. Opset 7+ (numpy broadcasting). */
+static int match_add(const alma_graph *g, const alma_infer_result *r, int i) {
+  const alma_node *n = &g->nodes[i];
+  if (n->dead || n->domain[0] || strcmp(n->op_type, "Add") || n->since_version < 7 || n->n_inputs != 2 ||
+      n->n_outputs != 1 || n->outputs[0] < 0)
+    return 0;
+  return is_f32_activation(g, r, n->inputs[0]) && is_f32_activation(g, r, n->inputs[1]);
+}
 
 static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   double t0 = alma__now_s();
@@ -349,16 +362,18 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &r));
   int nn = g->n_nodes;
   target *tg = calloc((size_t)nn + 1, sizeof *tg);
-  int *acts = malloc(((size_t)nn + 1) * sizeof *acts);
-  double *lo = malloc(((size_t)nn + 1) * sizeof *lo), *hi = malloc(((size_t)nn + 1) * sizeof *hi);
-  int *seen = calloc((size_t)nn + 1, sizeof *seen);
+  size_t nva = (size_t)g->n_values + 1; /* each calibrated activation is a distinct value */
+  int *acts = malloc(nva * sizeof *acts);
+  double *lo = malloc(nva * sizeof *lo), *hi = malloc(nva * sizeof *hi);
+  int *seen = calloc(nva, sizeof *seen);
+  int *adds = malloc(((size_t)nn + 1) * sizeof *adds), nadd = 0;
   int *act_of = malloc(((size_t)g->n_values + 1) * sizeof *act_of);
   int *dq_of = malloc(((size_t)g->n_values + 1) * sizeof *dq_of); /* activation value -> its DQ output */
   float *scales = NULL;
   alma_status st = ALMA_OK;
   int nt = 0, na = 0;
   qstats stats = {0};
-  if (!tg || !acts || !lo || !hi || !seen || !act_of || !dq_of) {
+  if (!tg || !acts || !lo || !hi || !seen || !adds || !act_of || !dq_of) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     goto done;
   }
@@ -374,6 +389,18 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
       if (tg[nt].channels > max_ch) max_ch = tg[nt].channels;
       nt++;
     }
+  /* residual Adds, once there is something int8 for them to connect */
+  for (int i = 0; i < nn && nt > 0; i++) {
+    if (!match_add(g, &r, i)) continue;
+    adds[nadd++] = i;
+    for (int k = 0; k < 2; k++) {
+      int x = g->nodes[i].inputs[k];
+      if (act_of[x] < 0) {
+        act_of[x] = na;
+        acts[na++] = x;
+      }
+    }
+  }
   if (nt == 0) {
     ALMA_LOGI("INT8_STATIC: no Conv/MatMul/Gemm with constant weights: nothing to quantize");
     goto done;
@@ -476,6 +503,15 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
     stats.n_matmul += t->kind == T_MATMUL;
     stats.n_gemm += t->kind == T_GEMM;
   }
+  /* Add inputs: read through their DequantizeLinear when both were calibrated */
+  for (int k = 0; k < nadd && st == ALMA_OK; k++) {
+    alma_node *n = &g->nodes[adds[k]];
+    int d0 = dq_of[n->inputs[0]], d1 = dq_of[n->inputs[1]];
+    if (d0 < 0 || d1 < 0) continue; /* a value calibration never saw (dead branch): stays float */
+    n->inputs[0] = d0;
+    n->inputs[1] = d1;
+    stats.n_add++;
+  }
   free(a_scale);
   if (st == ALMA_OK) {
     alma__q_remove_dead(g);
@@ -484,13 +520,14 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   if (st == ALMA_OK && opts && opts->verbose) {
     static const char *cal_names[] = {"minmax", "percentile", "entropy"};
     fprintf(stderr,
-            "INT8_STATIC: quantized %d Conv, %d MatMul, %d Gemm (weights int8 %s), %d activations uint8 per tensor; "
-            "calibrator %s over %d batches, %.3f s\n",
-            stats.n_conv, stats.n_matmul, stats.n_gemm, per_tensor_w ? "per tensor" : "per channel", stats.n_act,
+            "INT8_STATIC: quantized %d Conv, %d MatMul, %d Gemm (weights int8 %s), %d Add, %d activations uint8 per "
+            "tensor; calibrator %s over %d batches, %.3f s\n",
+            stats.n_conv, stats.n_matmul, stats.n_gemm, per_tensor_w ? "per tensor" : "per channel", stats.n_add, stats.n_act,
             cal_names[cal], opts->calib && opts->n_calib_batches > 0 ? opts->n_calib_batches : 8, alma__now_s() - t0);
   }
 done:
   alma__infer_result_free(&r);
+  free(adds);
   free(tg);
   free(acts);
   free(lo);
@@ -650,7 +687,7 @@ done:
 const alma_pass alma__pass_int8_static = {
     .name = "INT8_STATIC",
     .description = "post-training static int8 quantization (QDQ): calibrated uint8 activations per tensor, int8 weights "
-                   "per channel, for Conv/MatMul/Gemm",
+                   "per channel, for Conv/MatMul/Gemm and residual Adds",
     .run = static_run,
     .lossy = 1,
     .needs_calibration = 1,

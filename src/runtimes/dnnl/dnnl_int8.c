@@ -38,6 +38,7 @@
  * (vpdpbusd) u8 sources go in as they are and everything is exact. */
 #ifdef ALMA_HAVE_DNNL
 
+#include <float.h>
 #include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -51,7 +52,7 @@
 #define S8 ALMA_DTYPE_INT8
 #define S32 ALMA_DTYPE_INT32
 
-enum { QK_CONV = 1, QK_MATMUL, QK_GEMM };
+enum { QK_CONV = 1, QK_MATMUL, QK_GEMM, QK_ADD };
 enum { Q_MAX_ELT = 4 };
 
 /* A created int8 primitive for one input layout and one set of parameters (the key). */
@@ -83,6 +84,9 @@ typedef struct qargs {
   dn_val *x;                        /* quantized source, u8 or s8 */
   float xs;
   int32_t xzp;
+  dn_val *x2;                       /* QK_ADD: the second quantized source */
+  float x2s;
+  int32_t x2zp;
   const int8_t *w;                  /* int8 weights, as ONNX stores them */
   int wrank;
   int64_t wdims[ALMA_MAX_RANK];
@@ -112,6 +116,11 @@ typedef struct qclu {
   float xs;
   int32_t xzp;
   alma_dtype xdt;                   /* from the zero point; UNDEFINED: checked at run time */
+  int x2v;                          /* QK_ADD: the second source (its DequantizeLinear is dq_w) */
+  float x2s;
+  int32_t x2zp;
+  alma_dtype x2dt;
+  int x2_extra_use;                 /* as x_extra_use, for x2v */
   const int8_t *w;
   int8_t *w_own;                    /* weights quantized here (QuantizeLinear of a float constant) */
   int wrank;
@@ -224,16 +233,18 @@ static void qprim_free(qprim *q) {
 
 static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) {
+  char why[sizeof q->why];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap); /* before the free: the message may quote q->impl */
+  va_end(ap);
   dnnl_memory_desc_t xmd = q->xmd;
   uint64_t k = q->pkey;
   qprim_free(q);
   q->valid = q->declined = 1;
   q->xmd = xmd;
   q->pkey = k;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(q->why, sizeof q->why, fmt, ap);
-  va_end(ap);
+  memcpy(q->why, why, sizeof why);
   ALMA_LOGD("DNNL int8: node '%s' (%s) not in int8: %s", n->name, n->op_type, q->why);
   return ALMA_OK;
 }
@@ -686,6 +697,128 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
   return ALMA_OK;
 }
 
+/* QK_ADD: y = Q(DQ(a) + DQ(b)) [through eltwise steps] as one oneDNN binary primitive on the int8
+ * sources in the layout a arrives in (b reordered into it when it differs). Binary takes scales
+ * but no zero points, so the primitive computes xs * a + x2s * b and a linear post-op subtracts
+ * xs * xzp + x2s * x2zp; the eltwise steps follow on real values, then a linear post-op divides
+ * by y_scale and adds y's zero point before the saturating, round-to-nearest-even conversion to the
+ * int8 destination (float32 destination without a QuantizeLinear). */
+static alma_status q_build_add(dn_plan *p, qprim *q, const qargs *a, const dnnl_memory_desc_t *s0, const dnnl_memory_desc_t *s1,
+                               const dnnl_memory_desc_t *d) {
+  const alma_node *n = a->n;
+  dnnl_primitive_attr_t attr = new_attr();
+  dnnl_post_ops_t po = NULL;
+  if (!attr || dnnl_post_ops_create(&po) != dnnl_success) {
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  /* v = xs * a + x2s * b; the real sum is v - off. A Relu or Clip of it is a clip of v with
+   * bounds moved by off (oneDNN 2.6's int8 binary kernel was measured to give wrong results for a
+   * linear post-op followed by an eltwise one, so the chain is at most clip -> linear) */
+  double off = (double)a->xs * a->xzp + (double)a->x2s * a->x2zp;
+  double alpha = a->yq ? 1.0 / a->ys : 1.0, beta = a->yq ? a->yzp - off / a->ys : -off;
+  dnnl_status_t s = dnnl_primitive_attr_set_scales(attr, DNNL_ARG_SRC_0, 1, 0, &a->xs);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scales(attr, DNNL_ARG_SRC_1, 1, 0, &a->x2s);
+  if (a->n_elt > 1) s = dnnl_unimplemented;
+  for (int e = 0; s == dnnl_success && e < a->n_elt; e++) {
+    dnnl_alg_kind_t alg = a->elt[e].alg;
+    float lo, hi;
+    if (alg == dnnl_eltwise_relu && a->elt[e].alpha == 0) lo = 0, hi = FLT_MAX;
+    else if (alg == dnnl_eltwise_clip || alg == dnnl_eltwise_clip_v2) lo = a->elt[e].alpha, hi = a->elt[e].beta;
+    else s = dnnl_unimplemented;
+    if (s == dnnl_success)
+      s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, (float)(lo + off), hi == FLT_MAX ? FLT_MAX : (float)(hi + off));
+  }
+  if (s == dnnl_success && (alpha != 1.0 || beta != 0))
+    s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, (float)alpha, (float)beta);
+  if (s == dnnl_success && dnnl_post_ops_len(po) > 0) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  dnnl_post_ops_destroy(po);
+  dnnl_binary_desc_t bd;
+  if (s == dnnl_success) s = dnnl_binary_desc_init(&bd, dnnl_binary_add, s0, s1, d);
+  if (s == dnnl_success) s = alma__dn_pd_create(p, &q->pd, &bd, attr, q->impl, sizeof q->impl);
+  dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return qdecline(q, n, "no int8 binary implementation for this add (status %d)", (int)s);
+  if (impl_is_ref(q->impl)) return qdecline(q, n, "only a reference int8 kernel (%s)", q->impl);
+  q->src_md = *s0;
+  q->wei_md = *s1; /* (the second source's layout) */
+  q->dst_md = *d;
+  if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, s0) || !add_memory(p, &q->m_wei, s1) ||
+      !add_memory(p, &q->m_dst, d))
+    return qdecline(q, n, "primitive creation failed");
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
+  if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd))
+    return qdecline(q, n, "primitive creation failed");
+  return ALMA_OK;
+}
+
+static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int *done) {
+  const alma_node *n = a->n;
+  dn_val *x = a->x, *x2 = a->x2;
+  *done = 0;
+  if (!x || !x2 || !x->live || !x2->live || !is_q8(x->t.dtype) || !is_q8(x2->t.dtype) || x->t.rank != x2->t.rank ||
+      memcmp(x->t.dims, x2->t.dims, sizeof(int64_t) * (size_t)x->t.rank) || alma__numel(x->t.rank, x->t.dims) == 0)
+    return ALMA_OK; /* broadcasting adds stay on the float path */
+  alma_tensor os;
+  memset(&os, 0, sizeof os);
+  os.dtype = a->yq ? a->ydt : F32;
+  os.rank = x->t.rank;
+  memcpy(os.dims, x->t.dims, sizeof(int64_t) * (size_t)os.rank);
+  dnnl_memory_desc_t s0, s1, d;
+  alma__dn_val_md(x, &s0);
+  s1 = s0;
+  s1.data_type = alma__dn_dtype(x2->t.dtype);
+  d = s0;
+  d.data_type = alma__dn_dtype(os.dtype);
+  uint64_t h = 1469598103934665603ull;
+  int32_t ints[6] = {a->xzp, a->x2zp, a->yq, a->yzp, (int32_t)os.dtype, a->n_elt};
+  float fl[3] = {a->xs, a->x2s, a->ys};
+  h = fnv(h, ints, sizeof ints);
+  h = fnv(h, fl, sizeof fl);
+  h = fnv(h, a->elt, sizeof(dn_elt) * (size_t)a->n_elt);
+  h = fnv(h, &s1, sizeof s1);
+  if (!q->valid || q->pkey != h || !dnnl_memory_desc_equal(&q->xmd, &s0)) {
+    qprim_free(q);
+    q->valid = 1;
+    q->xmd = s0;
+    q->pkey = h;
+    ALMA_TRY(q_build_add(p, q, a, &s0, &s1, &d));
+  }
+  if (q->declined) return ALMA_OK;
+  void *p0 = NULL, *p1 = NULL, *scr = NULL;
+  dn_buf *t0 = NULL, *t1 = NULL, *db = NULL;
+  alma_status st = alma__dn_val_get(p, x, &s0, 1, &p0, &t0, n);
+  if (st == ALMA_OK) st = alma__dn_val_get(p, x2, &s1, 1, &p1, &t1, n);
+  if (st == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&d)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK && q->m_scr && !(scr = alma__dn_scratch(p, q->scr_size)))
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
+  if (st == ALMA_OK) {
+    dnnl_exec_arg_t args[4];
+    int na = 0;
+    dnnl_memory_set_data_handle(q->m_src, p0);
+    dnnl_memory_set_data_handle(q->m_wei, p1);
+    dnnl_memory_set_data_handle(q->m_dst, db->ptr);
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, q->m_src};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, q->m_wei};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, q->m_dst};
+    if (q->m_scr) {
+      dnnl_memory_set_data_handle(q->m_scr, scr);
+      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->m_scr};
+    }
+    dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, na, args);
+    if (s != dnnl_success) st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", q->impl, (int)s);
+  }
+  alma__dn_unref(p, t0);
+  alma__dn_unref(p, t1);
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out, &os, &d, db);
+  p->n_int8++;
+  *done = 1;
+  return ALMA_OK;
+}
+
 /* ---- compile: the clusters ----------------------------------------------------------------------------- */
 static const alma_node *dq_of(const alma_graph *g, int v) {
   const alma_node *d = producer(g, v);
@@ -811,7 +944,23 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
   c->dq_b = -1;
   c->sum_other = -1;
   c->anchor = i;
-  int kind = is_op(n, "Conv") ? QK_CONV : is_op(n, "MatMul") ? QK_MATMUL : is_op(n, "Gemm") ? QK_GEMM : 0;
+  c->x2v = -1;
+  int kind = 0;
+  int64_t OC = 0;
+  if (is_op(n, "Add")) { /* DequantizeLinear(a) + DequantizeLinear(b): an int8 binary primitive */
+    const alma_node *da = n->n_inputs == 2 ? dq_of(g, n->inputs[0]) : NULL;
+    const alma_node *db = n->n_inputs == 2 ? dq_of(g, n->inputs[1]) : NULL;
+    if (!da || !db || n->since_version < 7 || n->n_outputs != 1 || n->outputs[0] < 0 || da->inputs[0] < 0 ||
+        db->inputs[0] < 0 || !qdq_params(g, da, &c->xs, &c->xzp, &c->xdt) || !qdq_params(g, db, &c->x2s, &c->x2zp, &c->x2dt))
+      return 0;
+    c->kind = QK_ADD;
+    c->xv = da->inputs[0];
+    c->dq_x = (int)(da - g->nodes);
+    c->x2v = db->inputs[0];
+    c->dq_w = (int)(db - g->nodes);
+    goto post;
+  }
+  kind = is_op(n, "Conv") ? QK_CONV : is_op(n, "MatMul") ? QK_MATMUL : is_op(n, "Gemm") ? QK_GEMM : 0;
   if (!kind || n->n_inputs < 2 || n->n_outputs != 1 || n->outputs[0] < 0) return 0;
   if (kind != QK_CONV && p->q->mm_off) return 0; /* the float path keeps its own fusion */
   if (kind == QK_GEMM && (alma__attr_i(n, "transA", 0) || alma__attr_f(n, "alpha", 1.0f) != 1.0f ||
@@ -828,9 +977,10 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
   int oc_axis = kind == QK_CONV ? 0 : c->transb ? 0 : 1;
   if (!match_weights(g, dw, oc_axis, c)) goto no;
   if (kind == QK_MATMUL && c->wrank != 2) goto no;
-  int64_t OC = c->wdims[oc_axis];
+  OC = c->wdims[oc_axis];
   if (n->n_inputs > 2 && n->inputs[2] >= 0 && !match_bias(g, n->inputs[2], OC, c)) goto no;
   /* the post chain: single-consumer values through eltwise nodes, one Add, a QuantizeLinear */
+post:
   c->mem[c->nmem++] = i;
   int v = n->outputs[0];
   while (c->nmem < DN_MAX_MEMBERS) {
@@ -854,7 +1004,7 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
       if (c->n_elt + ne > Q_MAX_ELT) break;
       memcpy(&c->elt[c->n_elt], e, sizeof(dn_elt) * (size_t)ne);
       c->n_elt += ne;
-    } else if (is_op(cn, "Add") && cn->n_inputs == 2 && c->sum_other < 0 && cn->since_version >= 7) {
+    } else if (c->kind != QK_ADD && is_op(cn, "Add") && cn->n_inputs == 2 && c->sum_other < 0 && cn->since_version >= 7) {
       int other = cn->inputs[0] == v ? cn->inputs[1] : cn->inputs[0];
       if (other == v || other < 0) break;
       const alma_tensor *ct = alma__dn_const(g, other);
@@ -874,6 +1024,9 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
     c->mem[c->nmem++] = ci;
     v = cn->outputs[0];
   }
+  /* oneDNN 2.6 has only a reference kernel for int8 sources and a float32 destination: such an
+   * add stays on the float path (its DequantizeLinear inputs as reorders) */
+  if (c->kind == QK_ADD && !c->yq) goto no;
   c->outv = v;
   c->last = c->mem[c->nmem - 1];
   return 1;
@@ -947,6 +1100,11 @@ void alma__dn_q_plan(dn_plan *p) {
       c->x_extra_use = 1;
       p->static_uses[c->xv]++;
     }
+    if (c->kind == QK_ADD && p->nodes[c->dq_w].q_role != DN_Q_LAZY) {
+      c->x2_extra_use = 1;
+      p->static_uses[c->x2v]++;
+    }
+    if (c->kind == QK_ADD) continue; /* an add reads its sources in the layout they come in */
     /* a QuantizeLinear writing xv writes it in this cluster's source layout */
     const alma_node *qn = producer(g, c->xv);
     if (qn && is_op(qn, "QuantizeLinear") && S->hint[qn - g->nodes] < 0) S->hint[qn - g->nodes] = ci;
@@ -962,6 +1120,9 @@ static void clu_args(dn_plan *p, qclu *c, qargs *a) {
   a->x = &p->vals[c->xv];
   a->xs = c->xs;
   a->xzp = c->xzp;
+  a->x2 = c->x2v >= 0 ? &p->vals[c->x2v] : NULL;
+  a->x2s = c->x2s;
+  a->x2zp = c->x2zp;
   a->w = c->w;
   a->wrank = c->wrank;
   memcpy(a->wdims, c->wdims, sizeof a->wdims);
@@ -1019,6 +1180,7 @@ static alma_status clu_fallback(dn_plan *p, dn_qstate *S, qclu *c) {
     if (d && an->inputs[k] >= 0 && p->nodes[d - g->nodes].q_role == DN_Q_LAZY) S->lazy[p->nodes[d - g->nodes].q_idx].pending--;
   }
   if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
   return ALMA_OK;
 }
 
@@ -1037,7 +1199,12 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
   if (!S->fallback) {
     qargs a;
     clu_args(p, c, &a);
-    if (!c->xdt || c->xdt == a.x->t.dtype) ALMA_TRY(q_exec(p, &c->pr, &a, &p->vals[c->outv], &done));
+    if (c->kind == QK_ADD) {
+      if ((!c->xdt || c->xdt == a.x->t.dtype) && (!c->x2dt || c->x2dt == a.x2->t.dtype))
+        ALMA_TRY(q_exec_add(p, &c->pr, &a, &p->vals[c->outv], &done));
+    } else if (!c->xdt || c->xdt == a.x->t.dtype) {
+      ALMA_TRY(q_exec(p, &c->pr, &a, &p->vals[c->outv], &done));
+    }
   }
   if (!done) return clu_fallback(p, S, c);
   c->n_int8_runs++;
@@ -1058,6 +1225,7 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
     }
   }
   if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
   dn_val *o = &p->vals[c->outv];
   if (o->uses <= 0 && o->live) { /* nobody reads it */
     o->uses = 1;
@@ -1400,10 +1568,16 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
     fprintf(f, "  %-40s %-20s DNNL  fused into int8 '%s' as %s\n", n->name, n->op_type, g->nodes[c->anchor].name, as);
     return 1;
   }
+  if (c->kind == QK_ADD) {
+    fprintf(f, "  %-40s %-20s DNNL  int8 add (src %s + %s, %s dst)", n->name, n->op_type, c->xdt ? dt_name(c->xdt) : "u8/s8",
+            c->x2dt ? dt_name(c->x2dt) : "u8/s8", c->yq ? dt_name(c->ydt) : "f32");
+    goto tail;
+  }
   fprintf(f, "  %-40s %-20s DNNL  int8 %s (src %s%s, weights s8 %s, %s dst)", n->name, n->op_type,
           c->kind == QK_CONV ? "convolution" : "matmul", c->xdt ? dt_name(c->xdt) : "u8/s8",
           c->kind == QK_CONV && c->xdt != S8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && c->xzp)) ? " given as s8" : "",
           c->nws > 1 ? "per channel" : "per tensor", c->yq ? dt_name(c->ydt) : "f32");
+tail:
   if (c->nmem > 1) fprintf(f, " + %d post-op node%s", c->nmem - 1, c->nmem > 2 ? "s" : "");
   if (c->pr.valid && !c->pr.declined) fprintf(f, " [%s]", c->pr.impl);
   if (c->pr.declined) fprintf(f, " [declined at run time: %s]", c->pr.why);

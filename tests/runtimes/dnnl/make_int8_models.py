@@ -245,14 +245,36 @@ def quantize_exact(outdir):
     g = G("int8_quantize_exact")
     a = g.dq(g.q("x", 0.037, 120), 0.037, 120)
     b = g.dq(g.q("x", 0.011, -7, np.int8), 0.011, -7, np.int8)
-    g.node("Add", [a, b], out="out")
+    g.node("Sub", [a, b], out="out")  # (an Add of two DequantizeLinear would be an int8 add)
     g.save(outdir, (1, 3, 17, 5), "out", 1e-6, 1e-6, 0)
+
+
+def int8_add(outdir):
+    """Residual Adds as INT8_STATIC and ONNX Runtime's QDQ quantizer write them: both inputs through
+    DequantizeLinear (different scales and zero points, u8 and s8) and the sum requantized, with a
+    Relu between as in ResNet. A broadcasting Add (declined when it runs) and an Add into a float32
+    output (a transformer's Add before LayerNorm) stay on the float path with EAGER's results."""
+    g = G("int8_add")
+    xs, xzp = 0.03, 120
+    x = g.qdq("x", xs, xzp)
+    w, _, ws = g.wq((8, 8, 3, 3))
+    c = g.node("Conv", [x, w, g.bias_q(xs, ws, 8)], {"pads": [1, 1, 1, 1]})
+    c = g.qdq(c, 0.0613, 131)                    # the conv requantizes into u8
+    y = g.node("Relu", [g.node("Add", [c, x])])  # u8 + u8 -> Relu -> u8
+    y = g.qdq(y, 0.0417, 0)
+    e = g.qdq(g.node("Neg", [y]), 0.0253, -3, np.int8)  # an s8 value
+    z = g.qdq(g.node("Add", [y, e]), 0.0519, 10)  # u8 + s8 -> u8
+    b = g.qdq(g.node("ReduceMean", [z], {"axes": [2, 3], "keepdims": 1}), 0.0107, 128)
+    wb = g.qdq(g.node("Add", [z, b]), 0.0611, 100)  # broadcasting: declined at run time
+    g.node("Add", [wb, z], out="out")          # float32 destination: the float path
+    # scales without short decimal forms (exact ties are rare); a flip in z moves out by both steps
+    g.save(outdir, (2, 8, 9, 11), "out", 0.115, 0.3, 3)
 
 
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact):
+    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add):
         f(outdir)
 
 
