@@ -173,10 +173,19 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
 }
 
 alma_status alma__conversion_available(const alma_conversion *c) {
-  for (int i = 0; i < c->n_passes; i++)
+  for (int i = 0; i < c->n_passes; i++) {
     if (c->passes[i]->available) {
       alma_status st = c->passes[i]->available();
       if (st != ALMA_OK) return alma__error_prefix(st, "step %s: ", c->passes[i]->name);
     }
+    /* float16 is a speed option only where the runtime computes in it: none of the optimized
+     * runtimes here does (oneDNN 2.6 has no AVX512-FP16 kernels), so their float16 nodes would run
+     * on EAGER's emulation, slower than float32. FP16+EAGER stays: the accuracy reference. */
+    if (!strcmp(c->passes[i]->name, "FP16") && strcmp(c->runtime->name, "EAGER"))
+      return alma__errorf(ALMA_ERR_UNAVAILABLE,
+                          "step FP16: runtime %s has no float16 kernels (its float16 nodes would run on EAGER's "
+                          "float32 emulation, slower than float32); FP16+EAGER gives the accuracy of float16",
+                          c->runtime->name);
+  }
   return c->runtime->init();
 }

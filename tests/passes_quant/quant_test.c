@@ -20,6 +20,8 @@
 
 #include "graph/model.h"
 #include "passes/quant.h"
+#include "conversions/conversions.h"
+#include "runtimes/runtime.h"
 #include "runtimes/session.h"
 
 /* ---- building models --------------------------------------------------------------------------- */
@@ -171,6 +173,40 @@ static alma_model *linear_model(int64_t opset) {
   node(g, "MatMul", i3, 2, v[3]);
   int64_t yd[2] = {-1, 3};
   set_output(g, v[3], 2, yd);
+  return to_model(g);
+}
+
+/* x -> Conv -> Relu (r1) -> Conv (c2); a = c2 + r1 (a residual); Relu; Conv (c3); c3 + constant
+ * (a bias-like Add); GlobalAveragePool -> Flatten -> Gemm. */
+static alma_model *residual_model(void) {
+  alma_graph *g = new_graph(13);
+  int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
+  int64_t cd[4] = {1, 4, 1, 1};
+  int x = add_input(g, "x", 4, xd);
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 4, w1, 0.3f), B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
+  int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f), W4 = add_const(g, "w4", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f);
+  int W3 = add_const(g, "w3", ALMA_DTYPE_FLOAT32, 2, w3, 0.5f), B3 = add_const(g, "b3", ALMA_DTYPE_FLOAT32, 1, b5, 0.1f);
+  int C = add_const(g, "shift", ALMA_DTYPE_FLOAT32, 4, cd, 0.2f);
+  const char *names[] = {"c1", "r1", "c2", "a", "r2", "c3", "a2", "gap", "flat", "y"};
+  int v[10];
+  for (int i = 0; i < 10; i++) v[i] = alma__graph_add_value(g, names[i]);
+  int in1[3] = {x, W1, B1}, in2[2] = {v[1], W2}, ad[2] = {v[2], v[1]}, in4[2] = {v[4], W4}, ad2[2] = {v[5], C};
+  int n1 = node(g, "Conv", in1, 3, v[0]);
+  int64_t pads[4] = {1, 1, 1, 1};
+  attr_ints(g, n1, "pads", pads, 4);
+  node(g, "Relu", &v[0], 1, v[1]);
+  node(g, "Conv", in2, 2, v[2]);
+  node(g, "Add", ad, 2, v[3]);
+  node(g, "Relu", &v[3], 1, v[4]);
+  node(g, "Conv", in4, 2, v[5]);
+  node(g, "Add", ad2, 2, v[6]);
+  node(g, "GlobalAveragePool", &v[6], 1, v[7]);
+  node(g, "Flatten", &v[7], 1, v[8]);
+  int in3[3] = {v[8], W3, B3};
+  int n3 = node(g, "Gemm", in3, 3, v[9]);
+  attr_int(g, n3, "transB", 1);
+  int64_t yd[2] = {-1, 5};
+  set_output(g, v[9], 2, yd);
   return to_model(g);
 }
 
@@ -365,6 +401,52 @@ static void test_static(void **state) {
   alma_model_free(m);
 }
 
+/* The residual Add reads both inputs through QuantizeLinear/DequantizeLinear pairs (the Relu after
+ * it is quantized by the next Conv's input); an Add of a constant stays float. */
+static void test_static_residual(void **state) {
+  alma_model *m = residual_model();
+  data d;
+  make_data(&d, 1);
+  alma_tensor ref, y;
+  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+  alma_session *s = NULL;
+  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
+  assert_true(cosine(&y, &ref) > 0.995);
+  const alma_graph *g = alma__session_graph(s);
+  int n_add = 0, n_qadd = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (strcmp(n->op_type, "Add")) continue;
+    n_add++;
+    int dq = 0;
+    for (int k = 0; k < 2; k++) {
+      int pi = g->values[n->inputs[k]].producer;
+      dq += pi >= 0 && !strcmp(g->nodes[pi].op_type, "DequantizeLinear");
+    }
+    if (dq == 2) n_qadd++;
+    else assert_int_equal(dq, 0); /* the constant Add: untouched */
+  }
+  assert_int_equal(n_add, 2);
+  assert_int_equal(n_qadd, 1);
+  /* x, r1 (Conv input and residual), c2 (residual), r2, flat */
+  assert_int_equal(count_op(s, "QuantizeLinear"), 5);
+  check_saved(s, &d, &y);
+  alma_session_free(s);
+  alma_tensor_free_data(&y);
+  /* and on DNNL, where the pattern runs as an int8 add: the same result within a few steps */
+  if (alma__runtime_find("DNNL")) {
+    alma_tensor yd, ye;
+    assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &ye, NULL), ALMA_OK);
+    assert_int_equal(run_conv(m, "INT8_STATIC+DNNL", &d, NULL, 1, &yd, NULL), ALMA_OK);
+    assert_true(cosine(&yd, &ye) > 0.999);
+    alma_tensor_free_data(&yd);
+    alma_tensor_free_data(&ye);
+  }
+  alma_tensor_free_data(&ref);
+  free_data(&d);
+  alma_model_free(m);
+}
+
 static void test_static_opset(void **state) {
   /* opset 11: per-tensor weights (no per-axis DequantizeLinear before 13), still accurate here */
   alma_model *m = conv_model(11);
@@ -542,6 +624,23 @@ static void test_precision(void **state) {
     alma_session_free(s);
     alma_tensor_free_data(&y);
   }
+  /* FP16 before a runtime without float16 kernels: unavailable, naming why (any runtime but EAGER) */
+  setenv("ALMA_FORCE_FP16", "1", 1);
+  for (int i = 0; i < alma__runtime_count(); i++) {
+    const alma_runtime *rt = alma__runtime_at(i);
+    char spec[64];
+    snprintf(spec, sizeof spec, "FP16+%s", rt->name);
+    alma_conversion c;
+    assert_int_equal(alma__conversion_parse(spec, &c), ALMA_OK);
+    alma_status st = alma__conversion_available(&c);
+    if (!strcmp(rt->name, "EAGER")) {
+      assert_int_equal(st, ALMA_OK);
+    } else {
+      assert_int_equal(st, ALMA_ERR_UNAVAILABLE);
+      assert_non_null(strstr(alma_last_error(), "no float16 kernels"));
+    }
+  }
+  unsetenv("ALMA_FORCE_FP16");
   alma_tensor_free_data(&ref);
   free_data(&d);
   alma_model_free(m);
@@ -550,8 +649,8 @@ static void test_precision(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_calibrators), cmocka_unit_test(test_static),
-      cmocka_unit_test(test_static_opset),      cmocka_unit_test(test_dynamic),     cmocka_unit_test(test_precision),
-      cmocka_unit_test(test_qlinear_qat),
+      cmocka_unit_test(test_static_residual),   cmocka_unit_test(test_static_opset), cmocka_unit_test(test_dynamic),
+      cmocka_unit_test(test_precision),         cmocka_unit_test(test_qlinear_qat),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
