@@ -130,6 +130,17 @@ static alma_model *to_model(alma_graph *g) {
   return m;
 }
 
+/* v_in -> GlobalAveragePool -> Flatten -> Gemm(W3, B3, transB) -> the [N, 5] graph output. */
+static void gap_gemm_head(alma_graph *g, int v_in, int gap, int flat, int y, int W3, int B3) {
+  node(g, "GlobalAveragePool", &v_in, 1, gap);
+  node(g, "Flatten", &gap, 1, flat);
+  int in3[3] = {flat, W3, B3};
+  int n3 = node(g, "Gemm", in3, 3, y);
+  attr_int(g, n3, "transB", 1);
+  int64_t yd[2] = {-1, 5};
+  set_output(g, y, 2, yd);
+}
+
 static alma_model *conv_model(int64_t opset) {
   alma_graph *g = new_graph(opset);
   int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
@@ -147,13 +158,7 @@ static alma_model *conv_model(int64_t opset) {
   node(g, "Relu", &v[0], 1, v[1]);
   int in2[3] = {v[1], W2, B2};
   node(g, "Conv", in2, 3, v[2]);
-  node(g, "GlobalAveragePool", &v[2], 1, v[3]);
-  node(g, "Flatten", &v[3], 1, v[4]);
-  int in3[3] = {v[4], W3, B3};
-  int n3 = node(g, "Gemm", in3, 3, v[5]);
-  attr_int(g, n3, "transB", 1);
-  int64_t yd[2] = {-1, 5};
-  set_output(g, v[5], 2, yd);
+  gap_gemm_head(g, v[2], v[3], v[4], v[5], W3, B3);
   return to_model(g);
 }
 
@@ -200,13 +205,7 @@ static alma_model *residual_model(void) {
   node(g, "Relu", &v[3], 1, v[4]);
   node(g, "Conv", in4, 2, v[5]);
   node(g, "Add", ad2, 2, v[6]);
-  node(g, "GlobalAveragePool", &v[6], 1, v[7]);
-  node(g, "Flatten", &v[7], 1, v[8]);
-  int in3[3] = {v[8], W3, B3};
-  int n3 = node(g, "Gemm", in3, 3, v[9]);
-  attr_int(g, n3, "transB", 1);
-  int64_t yd[2] = {-1, 5};
-  set_output(g, v[9], 2, yd);
+  gap_gemm_head(g, v[6], v[7], v[8], v[9], W3, B3);
   return to_model(g);
 }
 

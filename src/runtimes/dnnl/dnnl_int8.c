@@ -592,6 +592,32 @@ static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from,
   return ALMA_OK;
 }
 
+/* Executes q with args (room for one more: the scratchpad, appended when q has one). */
+static alma_status q_execute(dn_plan *p, qprim *q, const alma_node *n, dnnl_exec_arg_t *args, int na) {
+  if (q->m_scr) {
+    void *scr = alma__dn_scratch(p, q->scr_size);
+    if (!scr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
+    dnnl_memory_set_data_handle(q->m_scr, scr);
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->m_scr};
+  }
+  dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, na, args);
+  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", q->impl, (int)s);
+  return ALMA_OK;
+}
+
+/* The result db (layout md) becomes out's data when st is ALMA_OK, else it is dropped. */
+static alma_status q_done(dn_plan *p, alma_status st, dn_buf *db, dn_val *out, const alma_tensor *os,
+                          const dnnl_memory_desc_t *md, int *done) {
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, db);
+    return st;
+  }
+  alma__dn_val_set(out, os, md, db);
+  p->n_int8++;
+  *done = 1;
+  return ALMA_OK;
+}
+
 /* Runs a as one int8 primitive into *out (*done = 1), or declines (*done = 0). */
 static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int *done) {
   const alma_node *n = a->n;
@@ -674,27 +700,11 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
       dnnl_memory_set_data_handle(q->m_bias, q->bias);
       args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, q->m_bias};
     }
-    if (q->m_scr) {
-      void *scr = alma__dn_scratch(p, q->scr_size);
-      if (!scr) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
-      dnnl_memory_set_data_handle(q->m_scr, scr);
-      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->m_scr};
-    }
-    if (st == ALMA_OK) {
-      dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, na, args);
-      if (s != dnnl_success) st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", q->impl, (int)s);
-    }
+    st = q_execute(p, q, n, args, na);
   }
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out, &os, &omd, db);
-  p->n_int8++;
-  *done = 1;
-  return ALMA_OK;
+  return q_done(p, st, db, out, &os, &omd, done);
 }
 
 /* QK_ADD: y = Q(DQ(a) + DQ(b)) [through eltwise steps] as one oneDNN binary primitive on the int8
@@ -784,13 +794,11 @@ static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out,
     ALMA_TRY(q_build_add(p, q, a, &s0, &s1, &d));
   }
   if (q->declined) return ALMA_OK;
-  void *p0 = NULL, *p1 = NULL, *scr = NULL;
+  void *p0 = NULL, *p1 = NULL;
   dn_buf *t0 = NULL, *t1 = NULL, *db = NULL;
   alma_status st = alma__dn_val_get(p, x, &s0, 1, &p0, &t0, n);
   if (st == ALMA_OK) st = alma__dn_val_get(p, x2, &s1, 1, &p1, &t1, n);
   if (st == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&d)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  if (st == ALMA_OK && q->m_scr && !(scr = alma__dn_scratch(p, q->scr_size)))
-    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory (oneDNN scratchpad)");
   if (st == ALMA_OK) {
     dnnl_exec_arg_t args[4];
     int na = 0;
@@ -800,23 +808,11 @@ static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out,
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_0, q->m_src};
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, q->m_wei};
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, q->m_dst};
-    if (q->m_scr) {
-      dnnl_memory_set_data_handle(q->m_scr, scr);
-      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->m_scr};
-    }
-    dnnl_status_t s = dnnl_primitive_execute(q->p, p->strm, na, args);
-    if (s != dnnl_success) st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN %s failed (status %d)", q->impl, (int)s);
+    st = q_execute(p, q, n, args, na);
   }
   alma__dn_unref(p, t0);
   alma__dn_unref(p, t1);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out, &os, &d, db);
-  p->n_int8++;
-  *done = 1;
-  return ALMA_OK;
+  return q_done(p, st, db, out, &os, &d, done);
 }
 
 /* ---- compile: the clusters ----------------------------------------------------------------------------- */
