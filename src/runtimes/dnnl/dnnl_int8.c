@@ -608,14 +608,8 @@ static alma_status q_execute(dn_plan *p, qprim *q, const alma_node *n, dnnl_exec
 /* The result db (layout md) becomes out's data when st is ALMA_OK, else it is dropped. */
 static alma_status q_done(dn_plan *p, alma_status st, dn_buf *db, dn_val *out, const alma_tensor *os,
                           const dnnl_memory_desc_t *md, int *done) {
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out, os, md, db);
-  p->n_int8++;
-  *done = 1;
-  return ALMA_OK;
+  p->n_int8 += st == ALMA_OK;
+  return alma__dn_finish(p, st, db, out, os, md, done);
 }
 
 /* Runs a as one int8 primitive into *out (*done = 1), or declines (*done = 0). */

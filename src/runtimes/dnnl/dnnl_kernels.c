@@ -736,13 +736,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
   alma__dn_unref(p, btmp);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
 /* ---- ConvTranspose (oneDNN deconvolution) ------------------------------------------------------- */
@@ -1675,13 +1669,7 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
     st = alma__dn_exec(p, mm2, mm2->p, p2, n);
   }
   alma__dn_unref(p, sb);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, ob);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &omd, ob);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, ob, out[0], &os[0], &omd, done);
 }
 
 /* ---- Transpose: one reorder, reading the input (blocked or plain) through permuted axes ------------ */
@@ -1706,13 +1694,7 @@ static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_te
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_status st = alma__dn_reorder(p, &view, x->has_blk ? x->bbuf->ptr : x->t.data, &dmd, db->ptr, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &dmd, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &dmd, done);
 }
 
 /* ---- Reduce*: the reduction primitive over plain data ----------------------------------------------- */
@@ -1774,13 +1756,7 @@ static alma_status run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const a
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {x->t.data, db->ptr};
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &omd, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &omd, done);
 }
 
 /* ---- Concat ----------------------------------------------------------------------------------------- */
@@ -1819,13 +1795,7 @@ static alma_status run_concat(dn_plan *p, int idx, dn_val **in, int nin, const a
   for (int k = 0; k < nin; k++) ptrs[k] = in[k]->has_blk ? in[k]->bbuf->ptr : in[k]->t.data;
   ptrs[nin] = db->ptr;
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
 /* ---- Slice (unit steps) and Split: reorders from sub-memory views of the input ----------------------- */
@@ -1964,13 +1934,7 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {sp, sl->t.data, db->ptr};
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
 /* ---- Cast float32 <-> bfloat16 ----------------------------------------------------------------------- */
@@ -2131,13 +2095,7 @@ static alma_status run_pad(dn_plan *p, int idx, dn_val **in, int nin, const alma
       st = alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN sub-memory view failed");
     if (st == ALMA_OK) st = alma__dn_reorder(p, &ssub, sp, &dsub, db->ptr, n);
   }
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &omd, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &omd, done);
 }
 
 /* ---- LRN across channels ------------------------------------------------------------------------------ */
@@ -2172,13 +2130,7 @@ static alma_status run_lrn(dn_plan *p, int idx, dn_val **in, const alma_tensor *
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr};
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
 /* ---- InstanceNormalization ------------------------------------------------------------------------------ */
@@ -2240,13 +2192,7 @@ static alma_status run_inorm(dn_plan *p, int idx, dn_val **in, int nin, const al
   void *ptrs[DN_MAX_MEM] = {sp, db->ptr, scale, shift, shift + NC, shift + 2 * NC};
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
   alma__dn_unref(p, prm);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pl, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pl, done);
 }
 
 /* ---- Resize / Upsample through the resampling primitive ----------------------------------------------- */
@@ -2454,13 +2400,7 @@ static alma_status run_resample(dn_plan *p, int idx, dn_val **in, int nin, const
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   void *ptrs[DN_MAX_MEM] = {x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr};
   alma_status st = alma__dn_exec(p, pr, pr->p, ptrs, n);
-  if (st != ALMA_OK) {
-    alma__dn_unref(p, db);
-    return st;
-  }
-  alma__dn_val_set(out[0], &os[0], &pr->dst_md, db);
-  *done = 1;
-  return ALMA_OK;
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,

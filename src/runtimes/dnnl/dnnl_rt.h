@@ -188,6 +188,18 @@ dn_buf *alma__dn_val_steal(dn_val *v, const dnnl_memory_desc_t *md);
 alma_status alma__dn_sum_dst(dn_plan *p, dn_val *r, const dnnl_memory_desc_t *md, dn_buf **out, const alma_node *n);
 /* Sets an output value's data: plain when md is plain, else blocked. Takes the reference. */
 void alma__dn_val_set(dn_val *v, const alma_tensor *shape, const dnnl_memory_desc_t *md, dn_buf *b);
+/* A kernel's last step: on success b (layout md) becomes v's data and *done = 1; on failure b is
+ * dropped. Returns st. */
+static inline alma_status alma__dn_finish(dn_plan *p, alma_status st, dn_buf *b, dn_val *v, const alma_tensor *shape,
+                                          const dnnl_memory_desc_t *md, int *done) {
+  if (st != ALMA_OK) {
+    alma__dn_unref(p, b);
+    return st;
+  }
+  alma__dn_val_set(v, shape, md, b);
+  *done = 1;
+  return ALMA_OK;
+}
 /* Reorders src (md, ptr) to dst (md, ptr) with a cached reorder primitive. */
 alma_status alma__dn_reorder(dn_plan *p, const dnnl_memory_desc_t *smd, void *sptr, const dnnl_memory_desc_t *dmd,
                              void *dptr, const alma_node *n);
