@@ -27,8 +27,9 @@ extern "C" {
  * ------------------------------------------------------------------------------------------- */
 
 /* Called by the parent while a conversion runs (about 4 times a second, and at each phase change).
- * phase: "load", "convert", "first", "warmup", "timed", "check", "done". done/total: batches of the
- * current phase when known (total 0 when open-ended). */
+ * phase: "load", "convert", "first", "warmup", "timed", "check", "done" (and "accuracy", "profile",
+ * "throughput" when asked for). done/total: batches of the current phase when known (total 0 when
+ * open-ended; the profile's total is its minimum batch count). */
 typedef void (*alma_progress_fn)(void *user, int index, int count, const char *conversion,
                                  const char *phase, int64_t done, int64_t total, double elapsed_s);
 
@@ -100,6 +101,10 @@ typedef struct alma_config {
   char labels[512];           /* "" = none; a .npy or IDX file of integer class ids, one per
                                  sample of the data set (alma_data_from_npy/idx/dir): top-1
                                  accuracy of every conversion over the whole set (default "")    */
+  /* Per-node profile (docs/cli.md --profile): after the timed phase, extra batches with per-node
+   * timing on; the timed batches never have it. */
+  int64_t profile;            /* 0 = off; N >= 1: profile at least N batches (default 0)         */
+  double profile_time_s;      /* ... and at least this long, seconds; max_time_s caps (default 1) */
   /* Hooks (not config keys). */
   alma_preprocess_fn preprocess;
   alma_postprocess_fn postprocess;
@@ -294,6 +299,45 @@ const char *alma_result_mode(const alma_result *r);
 /* Pre-/post-processing hook time per batch (n = 0 when no hook was given). */
 const alma_latency_stats *alma_result_preprocess(const alma_result *r);
 const alma_latency_stats *alma_result_postprocess(const alma_result *r);
+
+/* Per-node profile (config `profile`): where a conversion's time goes, measured in extra batches
+ * after the timed phase with per-node timing on (docs/methodology.md). Nodes a runtime ran as one
+ * (a fused chain, an int8 cluster) are one entry under the group's first node. */
+typedef struct alma_profile_node {
+  const char *name;           /* the node, or the first node of the group */
+  const char *op_type;        /* its op type; a group's: its nodes' joined by '+' ("Conv+Add+Relu") */
+  const char *placement;      /* where it ran: "DNNL", "BLAS", "EAGER", "EAGER (declined)", ... */
+  int members;                /* graph nodes in the entry: 1, or a group's size */
+  int64_t runs;               /* times it ran in the profiled batches */
+  double ms;                  /* per batch: its time over the profiled batches / batches */
+  double share;               /* ms / batch_ms (0..1) */
+} alma_profile_node;
+
+typedef struct alma_profile_op {
+  const char *op_type;        /* as in alma_profile_node */
+  int entries;                /* entries of this op type */
+  int nodes;                  /* graph nodes they cover */
+  double ms, share;           /* per batch, summed over the entries; ms / batch_ms */
+} alma_profile_op;
+
+typedef struct alma_profile {
+  const char *runtime;        /* the conversion's runtime */
+  const char *unavailable;    /* NULL when profiled; otherwise why not ("the XNNPACK runtime has no
+                                 per-node profile"): then nothing below was measured */
+  int64_t batches;            /* profiled batches */
+  double seconds;             /* wall time of the profiled phase */
+  double batch_ms;            /* mean latency of the profiled batches (per-node timing on) */
+  double nodes_ms;            /* per batch, in nodes: the entries' ms summed (the rest of batch_ms
+                                 is the runtime's own work between nodes) */
+  double overhead;            /* batch_ms / the timed phase's mean latency - 1: what timing every
+                                 node costs (NaN without a timed phase) */
+  int n_nodes;                /* entries, by ms descending */
+  const alma_profile_node *nodes;
+  int n_ops;                  /* op types, by ms descending */
+  const alma_profile_op *ops;
+} alma_profile;
+/* NULL when the profile was not asked for (or the conversion failed before it). */
+const alma_profile *alma_result_profile(const alma_result *r);
 
 /* The build cache's part in a result. status: "hit" (a cached build was loaded: no passes ran),
  * "built" (converted now and stored), "off" (cache disabled or unusable: see reason). */

@@ -186,6 +186,9 @@ struct alma_result {
   char *saved_path;               /* save_converted: the file written, NULL when none */
   int saved_alma_ops;             /* alma-domain nodes in it */
   alma_accuracy acc;              /* acc.samples 0: not measured; acc.baseline owned (NULL: none) */
+  /* per-node profile */
+  int has_profile;                /* prof filled (config profile); its strings and arrays owned */
+  alma_profile prof;
 };
 
 typedef struct alma__model_io {
@@ -224,6 +227,24 @@ void alma__result_set_cache(alma_result *r, const char *status, const char *reas
 void alma__result_set_baseline(alma_result *r, const char *baseline, double drop);
 /* A new zeroed scaling point (NaN numbers) at the end of r's list, or NULL on OOM. */
 alma_scaling_point *alma__result_add_scaling(alma_result *r);
+
+/* ---- per-node profile (profile.c) ----------------------------------------------------------- */
+struct alma_graph;
+struct alma__prof_node;
+/* An empty profile of `runtime` (NaN numbers), or one that says why it is unavailable (reason not
+ * NULL). */
+alma_status alma__profile_init(alma_profile *p, const char *runtime, const char *reason);
+void alma__profile_clear(alma_profile *p);
+/* Fills p (from alma__profile_init) from a runtime's per-node times over `batches` batches: one
+ * entry per node that heads itself or a group, named by it, its op type (a group's: its members'
+ * joined by '+'), sorted by time, and the op-type table. batch_ms: the profiled batches' mean
+ * latency; timed_mean_ms: the timed phase's (for the overhead). */
+alma_status alma__profile_build(alma_profile *p, const struct alma_graph *g, const struct alma__prof_node *nodes,
+                                int64_t batches, double seconds, double batch_ms, double timed_mean_ms);
+/* Appends one entry / op type (strings copied), for reading a profile back; the caller keeps the
+ * order. */
+alma_status alma__profile_add_node(alma_profile *p, const alma_profile_node *n);
+alma_status alma__profile_add_op(alma_profile *p, const alma_profile_op *o);
 
 /* ---- throughput mode (scaling.c) ------------------------------------------------------------ */
 /* Runs one instances x workers configuration: sessions of `conversion` on model (one per worker,

@@ -35,6 +35,8 @@ void alma_config_init(alma_config *c) {
   snprintf(c->rebuild, sizeof c->rebuild, "if_needed");
   snprintf(c->calibrator, sizeof c->calibrator, "minmax");
   c->calibration_batches = 8;
+  c->profile = 0;
+  c->profile_time_s = 1.0;
 }
 
 /* K_STR: free text (a path); K_LIST: a comma list of integers >= 1 (lo = 1: MAX allowed);
@@ -104,6 +106,10 @@ static const kdesc keys[] = {
      "directory, default \"\" (off): write each conversion's final graph there as <conversion>.onnx"},
     {"labels", K_STR, OFF(labels), 0, sizeof(((alma_config *)0)->labels),
      "path, default \"\" (none): .npy or IDX integer class ids per data sample: top-1 accuracy per conversion"},
+    {"profile", K_I64, OFF(profile), 0, 1e9,
+     "integer >= 0, default 0 (off): after timing, profile at least N batches node by node"},
+    {"profile_time_s", K_F64, OFF(profile_time_s), 0, 1e7,
+     "seconds >= 0, default 1: the per-node profile lasts at least this long (max_time_s caps)"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 

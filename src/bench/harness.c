@@ -616,6 +616,59 @@ static alma_status accuracy_pass(const job_args *a, alma__chan *ch, alma_result 
   return ALMA_OK;
 }
 
+/* The per-node profile (config profile), after the timed phase and the accuracy pass: at least
+ * `profile` batches and profile_time_s seconds (max_time_s caps, one batch at least) with every
+ * node timed, on the batches that follow in the sequence. The postprocess hook is not called (it
+ * sees timed batches only). A runtime without a per-node profile gets one that says so. */
+static alma_status profile_pass(const job_args *a, alma__chan *ch, alma_result *r, alma_session *s, alma__batcher *b,
+                                alma_tensor *batch, alma_tensor *inputs, int n_in, alma_tensor *outs, int n_out) {
+  const alma_config *cfg = a->cfg;
+  const alma_graph *g = alma__session_graph(s);
+  alma_status st = alma__session_profile_start(s);
+  if (st == ALMA_ERR_UNSUPPORTED) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", alma_last_error());
+    alma__error_clear();
+    if ((st = alma__profile_init(&r->prof, alma__session_runtime_name(s), why)) == ALMA_OK) r->has_profile = 1;
+    return st;
+  }
+  ALMA_TRY(st);
+  alma_config nopost = *cfg;
+  nopost.postprocess = NULL;
+  double t0 = alma__bench_now(), last = t0, sum_ms = 0;
+  int64_t n = 0;
+  while (n < cfg->profile || alma__bench_now() - t0 < cfg->profile_time_s) {
+    int64_t ns;
+    double pm, im = 0, qm;
+    ALMA_TRY(alma__batcher_next(b, batch, &ns));
+    st = hooked_run(&nopost, s, batch, inputs, n_in, outs, n_out, &pm, &im, &qm);
+    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
+    if (st != ALMA_OK) return alma__error_prefix(st, "profiled batch %lld: ", (long long)n);
+    sum_ms += im;
+    n++;
+    double now = alma__bench_now();
+    if (cfg->max_time_s > 0 && now - t0 >= cfg->max_time_s) {
+      alma__result_warn(r, "profile stopped by max_time_s (%g s) after %lld batches", cfg->max_time_s, (long long)n);
+      break;
+    }
+    if (now - last >= 0.25) {
+      alma__chan_line(ch, "progress profile %lld %lld", (long long)n, (long long)cfg->profile);
+      last = now;
+    }
+  }
+  double seconds = alma__bench_now() - t0;
+  alma__prof_node *nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
+  if (!nodes) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_nodes; i++) nodes[i] = (alma__prof_node){.head = i, .members = 1};
+  st = alma__session_profile_read(s, nodes);
+  if (st == ALMA_OK && (st = alma__profile_init(&r->prof, alma__session_runtime_name(s), NULL)) == ALMA_OK) {
+    r->has_profile = 1;
+    st = alma__profile_build(&r->prof, g, nodes, n, seconds, sum_ms / (double)n, r->latency.mean);
+  }
+  free(nodes);
+  return st;
+}
+
 static void worker(void *arg, alma__chan *ch) {
   const job_args *a = arg;
   const alma_config *cfg = a->cfg;
@@ -895,6 +948,19 @@ static void worker(void *arg, alma__chan *ch) {
   if (a->labels) {
     STEP("accuracy");
     if ((st = accuracy_pass(a, ch, r, s, m, b, batch, inputs, n_in, outs, n_out)) != ALMA_OK) goto fail;
+  }
+
+  if (cfg->profile > 0) {
+    STEP("profile");
+    /* The timed numbers stand without it: a profile that fails is a warning, and says why. */
+    if (profile_pass(a, ch, r, s, b, batch, inputs, n_in, outs, n_out) != ALMA_OK) {
+      char why[700];
+      snprintf(why, sizeof why, "the profile failed: %s", alma_last_error());
+      alma__result_warn(r, "%s", why);
+      if (r->has_profile) alma__profile_clear(&r->prof);
+      r->has_profile = alma__profile_init(&r->prof, alma__session_runtime_name(s), why) == ALMA_OK;
+      alma__error_clear();
+    }
   }
 
   /* The latency mode's peak: the throughput mode's extra sessions come after. */

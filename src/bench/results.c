@@ -52,6 +52,7 @@ void alma__result_clear(alma_result *r) {
   free(r->scaling);
   free(r->saved_path);
   free((char *)r->acc.baseline);
+  if (r->has_profile) alma__profile_clear(&r->prof);
   alma__result_init(r);
 }
 
@@ -157,6 +158,7 @@ void alma__result_set_baseline(alma_result *r, const char *baseline, double drop
   r->acc.baseline = alma__strdup(baseline ? baseline : "");
   r->acc.top1_drop = drop;
 }
+const alma_profile *alma_result_profile(const alma_result *r) { return r->has_profile ? &r->prof : NULL; }
 const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_path); }
 int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }

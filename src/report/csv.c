@@ -19,7 +19,10 @@ static const char *const columns[] = {
     "postprocess_mean_ms",
     /* issue 5 */
     "accuracy_top1", "accuracy_correct", "accuracy_samples", "accuracy_top1_drop", "accuracy_baseline",
-    "saved_converted", "saved_alma_ops", NULL};
+    "saved_converted", "saved_alma_ops",
+    /* --profile: the per-node profile's totals and its slowest entry and op type */
+    "profile_batch_ms", "profile_nodes_ms", "profile_top_node", "profile_top_node_ms", "profile_top_op_type",
+    "profile_top_op_type_ms", NULL};
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
@@ -90,7 +93,7 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   fputc(',', f); put_num(f, p->throughput_avg);
   fputc(',', f); put_num(f, p->throughput_peak);
   cache_cols(f, x);
-  fputs(",,,,,,,,,\r\n", f);  /* hook times, accuracy and the saved graph: the result's row has them */
+  fputs(",,,,,,,,,,,,,,,\r\n", f);  /* hook times, accuracy, the saved graph, the profile: the result's row has them */
 }
 
 static void issue5_cols(FILE *f, const alma_result *x) {
@@ -102,6 +105,18 @@ static void issue5_cols(FILE *f, const alma_result *x) {
   fputc(',', f); if (a) put_str(f, a->baseline);
   fputc(',', f); put_str(f, x->saved_path);
   fputc(',', f); if (x->saved_path) put_int(f, x->saved_alma_ops);
+}
+
+/* Empty without a profile, and the numbers and names empty when it was unavailable. */
+static void profile_cols(FILE *f, const alma_result *x) {
+  const alma_profile *p = alma_result_profile(x);
+  int ok = p && !p->unavailable;
+  fputc(',', f); if (ok) put_num(f, p->batch_ms);
+  fputc(',', f); if (ok) put_num(f, p->nodes_ms);
+  fputc(',', f); if (ok && p->n_nodes) put_str(f, p->nodes[0].name);
+  fputc(',', f); if (ok && p->n_nodes) put_num(f, p->nodes[0].ms);
+  fputc(',', f); if (ok && p->n_ops) put_str(f, p->ops[0].op_type);
+  fputc(',', f); if (ok && p->n_ops) put_num(f, p->ops[0].ms);
 }
 
 alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
@@ -158,6 +173,7 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     fputc(',', f); if (x->pre.n) put_num(f, x->pre.mean);
     fputc(',', f); if (x->post.n) put_num(f, x->post.mean);
     issue5_cols(f, x);
+    profile_cols(f, x);
     fputs("\r\n", f);
     for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
   }

@@ -97,6 +97,28 @@ static const field scaling_fields[] = {
 };
 #undef PF
 
+#define NF(key, ft, member) FIELD(alma_profile_node, key, ft, member)
+static const field profile_node_fields[] = {
+    NF("name", F_STR, name), NF("op_type", F_STR, op_type), NF("placement", F_STR, placement),
+    NF("members", F_INT, members), NF("runs", F_I64, runs), NF("ms", F_NUM, ms), NF("share", F_NUM, share),
+};
+#undef NF
+
+#define OF(key, ft, member) FIELD(alma_profile_op, key, ft, member)
+static const field profile_op_fields[] = {
+    OF("op_type", F_STR, op_type), OF("entries", F_INT, entries), OF("nodes", F_INT, nodes), OF("ms", F_NUM, ms),
+    OF("share", F_NUM, share),
+};
+#undef OF
+
+/* The profile's scalars (runtime and unavailable come first, the arrays last). */
+#define QF(key, ft, member) FIELD(alma_profile, key, ft, member)
+static const field profile_fields[] = {
+    QF("batches", F_I64, batches), QF("seconds", F_NUM, seconds), QF("batch_ms", F_NUM, batch_ms),
+    QF("nodes_ms", F_NUM, nodes_ms), QF("overhead", F_NUM, overhead),
+};
+#undef QF
+
 static cJSON *stats_to_cjson(const alma_latency_stats *s);
 
 static void put_fields(cJSON *o, const void *base, const field *f, size_t n) {
@@ -180,6 +202,59 @@ static cJSON *cache_to_cjson(const alma_result *r) {
   return o;
 }
 
+static cJSON *profile_to_cjson(const alma_result *r) {
+  if (!r->has_profile) return cJSON_CreateNull();
+  const alma_profile *p = &r->prof;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddItemToObject(o, "runtime", str_or_null(p->runtime));
+  cJSON_AddBoolToObject(o, "available", p->unavailable == NULL);
+  cJSON_AddItemToObject(o, "reason", str_or_null(p->unavailable));
+  put_fields(o, p, profile_fields, N_FIELDS(profile_fields));
+  cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
+  for (int i = 0; i < p->n_nodes; i++) {
+    cJSON *e = cJSON_CreateObject();
+    put_fields(e, &p->nodes[i], profile_node_fields, N_FIELDS(profile_node_fields));
+    cJSON_AddItemToArray(nodes, e);
+  }
+  cJSON *ops = cJSON_AddArrayToObject(o, "op_types");
+  for (int i = 0; i < p->n_ops; i++) {
+    cJSON *e = cJSON_CreateObject();
+    put_fields(e, &p->ops[i], profile_op_fields, N_FIELDS(profile_op_fields));
+    cJSON_AddItemToArray(ops, e);
+  }
+  return o;
+}
+
+/* Entries are read into a temporary struct whose strings get_fields allocates, then copied in. */
+static alma_status profile_from_cjson(const cJSON *o, alma_result *r) {
+  if (!cJSON_IsObject(o)) return ALMA_OK;
+  const cJSON *rt = cJSON_GetObjectItemCaseSensitive(o, "runtime"), *why = cJSON_GetObjectItemCaseSensitive(o, "reason");
+  int avail = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "available"));
+  ALMA_TRY(alma__profile_init(&r->prof, cJSON_IsString(rt) ? rt->valuestring : "",
+                              avail ? NULL : cJSON_IsString(why) ? why->valuestring : "unavailable"));
+  r->has_profile = 1;
+  get_fields(o, &r->prof, profile_fields, N_FIELDS(profile_fields));
+  const cJSON *it;
+  alma_status st = ALMA_OK;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "nodes")) {
+    alma_profile_node n;
+    memset(&n, 0, sizeof n);
+    get_fields(it, &n, profile_node_fields, N_FIELDS(profile_node_fields));
+    if (st == ALMA_OK) st = alma__profile_add_node(&r->prof, &n);
+    free((char *)n.name);
+    free((char *)n.op_type);
+    free((char *)n.placement);
+  }
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "op_types")) {
+    alma_profile_op op;
+    memset(&op, 0, sizeof op);
+    get_fields(it, &op, profile_op_fields, N_FIELDS(profile_op_fields));
+    if (st == ALMA_OK) st = alma__profile_add_op(&r->prof, &op);
+    free((char *)op.op_type);
+  }
+  return st;
+}
+
 cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -226,6 +301,7 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   } else {
     cJSON_AddNullToObject(o, "saved_converted");
   }
+  cJSON_AddItemToObject(o, "profile", profile_to_cjson(r));
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) {
@@ -307,6 +383,8 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
     r->saved_path = get_str(sv, "path");
     r->saved_alma_ops = (int)get_i64(sv, "alma_ops", 0);
   }
+  if (profile_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "profile"), r) != ALMA_OK)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading the profile");
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings"), *it;
   cJSON_ArrayForEach(it, w) if (cJSON_IsString(it)) alma__result_warn(r, "%s", it->valuestring);
   r->error = get_str(o, "error");

@@ -20,4 +20,8 @@ alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, con
 alma_status alma__results_save_json_ex(const alma_results *r, const char *path, int include_raw,
                                        const alma__unavailable *u, int n_u);
 
+/* The text report's profile lines (alma bench --profile, alma run --profile): the 10 slowest
+ * entries and the op-type table; NULL prints nothing. */
+void alma__profile_print(const alma_profile *p, FILE *f);
+
 #endif

@@ -2,7 +2,7 @@
  * table sorted by throughput with the speed-up over the first conversion. */
 #include <math.h>
 
-#include "bench/bench.h"
+#include "report/report.h"
 
 static const char *ms(double v, char *buf, size_t n) {
   if (!isfinite(v)) snprintf(buf, n, "-");
@@ -81,6 +81,57 @@ static const char *top1_str(const alma_result *x, char *buf, size_t n) {
   return buf;
 }
 
+/* --profile: the 10 slowest entries and the op-type table (every type up to 15, the rest summed);
+ * "not available" with the reason. */
+#define PROFILE_TOP_NODES 10
+#define PROFILE_TOP_OPS 15
+void alma__profile_print(const alma_profile *p, FILE *f) {
+  char a[32], b[32];
+  if (!p) return;
+  if (p->unavailable) {
+    fprintf(f, "      profile    not available: %s\n", p->unavailable);
+    return;
+  }
+  fprintf(f, "      profile    %s, %lld batches in %.3g s with every node timed: %s ms per batch", p->runtime,
+          (long long)p->batches, p->seconds, ms(p->batch_ms, a, sizeof a));
+  if (isfinite(p->overhead))  /* the timed phase's mean, untimed nodes: what the timing costs, within noise */
+    fprintf(f, " (timed phase %s ms, %+.1f%%)", ms(p->batch_ms / (1 + p->overhead), b, sizeof b), 100 * p->overhead);
+  fprintf(f, ", %s ms of it in nodes (%.1f%%)\n", ms(p->nodes_ms, b, sizeof b),
+          p->batch_ms > 0 ? 100 * p->nodes_ms / p->batch_ms : 0.0);
+  fprintf(f, "                 %9s  %6s  %-18s  %s\n", "ms/batch", "share", "placement", "node (op type)");
+  double rest = 0;
+  for (int i = 0; i < p->n_nodes; i++) {
+    const alma_profile_node *e = &p->nodes[i];
+    if (i >= PROFILE_TOP_NODES) {
+      rest += e->ms;
+      continue;
+    }
+    char grp[32] = "";
+    if (e->members > 1) snprintf(grp, sizeof grp, ", %d nodes", e->members);
+    fprintf(f, "                 %9s  %5.1f%%  %-18s  %s (%s%s)\n", ms(e->ms, a, sizeof a),
+            isfinite(e->share) ? 100 * e->share : 0.0, e->placement, e->name, e->op_type, grp);
+  }
+  if (p->n_nodes > PROFILE_TOP_NODES)
+    fprintf(f, "                 %9s  %5.1f%%  %-18s  (%d more)\n", ms(rest, a, sizeof a),
+            p->batch_ms > 0 ? 100 * rest / p->batch_ms : 0.0, "", p->n_nodes - PROFILE_TOP_NODES);
+  fprintf(f, "      by op type %9s  %6s  %5s  %s\n", "ms/batch", "share", "nodes", "op type");
+  rest = 0;
+  int rest_nodes = 0;
+  for (int i = 0; i < p->n_ops; i++) {
+    const alma_profile_op *o = &p->ops[i];
+    if (i >= PROFILE_TOP_OPS) {
+      rest += o->ms;
+      rest_nodes += o->nodes;
+      continue;
+    }
+    fprintf(f, "                 %9s  %5.1f%%  %5d  %s\n", ms(o->ms, a, sizeof a), isfinite(o->share) ? 100 * o->share : 0.0,
+            o->nodes, o->op_type);
+  }
+  if (p->n_ops > PROFILE_TOP_OPS)
+    fprintf(f, "                 %9s  %5.1f%%  %5d  (%d more op types)\n", ms(rest, a, sizeof a),
+            p->batch_ms > 0 ? 100 * rest / p->batch_ms : 0.0, rest_nodes, p->n_ops - PROFILE_TOP_OPS);
+}
+
 static void print_block(const alma_result *x, FILE *f, int include_traceback) {
   char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
   char id[16] = "  -";
@@ -147,6 +198,7 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     }
     print_saved(x, f);
     if (x->stop_reason) fprintf(f, "      stopped    %s (timer overhead %.0f ns)\n", x->stop_reason, x->timer_overhead_ns);
+    alma__profile_print(alma_result_profile(x), f);
   }
   for (int i = 0; i < x->n_warnings; i++) fprintf(f, "      warning: %s\n", x->warnings[i]);
 }

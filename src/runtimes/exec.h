@@ -16,6 +16,16 @@ typedef alma_status (*alma_node_hook)(void *user, int node_index, const alma_nod
 alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *user, const alma_tensor *inputs,
                              int n_inputs, alma_tensor *outputs, int n_outputs);
 
+/* Per-node timing for runtimes' profiles (profile_start): called after each top-level node with
+ * the wall time it took (shape inference, allocation, the hook or the EAGER kernel, releasing its
+ * inputs). */
+typedef void (*alma_node_timer)(void *user, int node_index, double seconds);
+
+/* alma__exec_graph that reports each node's time to timer (NULL: none, as alma__exec_graph). user
+ * goes to both hook and timer. */
+alma_status alma__exec_graph_timed(const alma_graph *g, alma_node_hook hook, alma_node_timer timer, void *user,
+                                   const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
+
 /* Like alma__exec_graph, for runtimes that run a group of nodes at once (XNNPACK partitions). The
  * executor neither infers nor allocates the outputs of a node i with defer[i] != 0: the hook gets
  * out[] zeroed (data NULL) and must set *handled = 1; an output it allocates (alma__tensor_alloc)

@@ -5,6 +5,18 @@
 
 #include "graph/graph.h"
 
+/* A per-node profile (alma bench --profile): one entry per node of the plan's graph, filled by a
+ * runtime's profile_read. A runtime that runs several nodes as one (a fused chain, an int8
+ * cluster) times them once, on the group's head: the head's entry covers `members` nodes, and
+ * each other member's entry names the head and has members 0. */
+typedef struct alma__prof_node {
+  double seconds;       /* summed over the runs timed */
+  int64_t runs;         /* times the node (or the group it heads) ran */
+  int head;             /* this node's own index, or the head of the group that counts it */
+  int members;          /* nodes the entry covers: >= 1 for a head or a node alone, 0 for a member */
+  const char *where;    /* placement: "DNNL", "BLAS", "EAGER", "EAGER (declined)" ... (static) */
+} alma__prof_node;
+
 typedef struct alma_runtime_opts {
   int threads;    /* > 0 */
   int verbose;    /* describe placement on stderr at compile */
@@ -26,6 +38,11 @@ typedef struct alma_runtime {
   void (*free)(void *plan);
   /* optional: per-node placement and plan details, one line per node */
   void (*describe)(void *plan, FILE *f);
+  /* optional (both or neither): per-node timing. profile_start zeroes the plan's node timers and
+   * times every node of the runs that follow (two clock reads per node: never during timed
+   * batches); profile_read fills nodes[0..g->n_nodes) with what was timed since. */
+  alma_status (*profile_start)(void *plan);
+  alma_status (*profile_read)(void *plan, alma__prof_node *nodes);
 } alma_runtime;
 
 /* All runtimes compiled into this build, EAGER first. */

@@ -13,6 +13,23 @@ struct alma_session {
 const alma_graph *alma__session_graph(const alma_session *s) { return s ? s->graph : NULL; }
 const alma_model *alma__session_model(const alma_session *s) { return s ? s->model : NULL; }
 
+const char *alma__session_runtime_name(const alma_session *s) { return s ? s->conv.runtime->name : ""; }
+
+alma_status alma__session_profile_start(alma_session *s) {
+  if (!s) return alma__errorf(ALMA_ERR_INVALID_ARG, "session is NULL");
+  const alma_runtime *rt = s->conv.runtime;
+  if (!rt->profile_start || !rt->profile_read)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "the %s runtime has no per-node profile", rt->name);
+  return rt->profile_start(s->plan);
+}
+
+alma_status alma__session_profile_read(alma_session *s, alma__prof_node *nodes) {
+  if (!s || !nodes) return alma__errorf(ALMA_ERR_INVALID_ARG, "session or nodes is NULL");
+  const alma_runtime *rt = s->conv.runtime;
+  if (!rt->profile_read) return alma__errorf(ALMA_ERR_UNSUPPORTED, "the %s runtime has no per-node profile", rt->name);
+  return rt->profile_read(s->plan, nodes);
+}
+
 void alma_session_options_init(alma_session_options *o) {
   memset(o, 0, sizeof *o);
 }

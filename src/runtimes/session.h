@@ -4,10 +4,20 @@
 #define ALMA_SESSION_H
 
 #include "graph/model.h"
+#include "runtimes/runtime.h"
 
 /* The converted graph (after the conversion's passes); lives as long as the session. */
 const alma_graph *alma__session_graph(const alma_session *s);
 /* The model the session was created from. */
 const alma_model *alma__session_model(const alma_session *s);
+
+/* The name of the session's runtime ("DNNL"). */
+const char *alma__session_runtime_name(const alma_session *s);
+
+/* Per-node profile (alma bench --profile): from profile_start on, every run times each node (a
+ * fused group once); profile_read fills nodes[0..alma__session_graph(s)->n_nodes) with the time
+ * since. ALMA_ERR_UNSUPPORTED, naming the runtime, when it has no per-node profile. */
+alma_status alma__session_profile_start(alma_session *s);
+alma_status alma__session_profile_read(alma_session *s, alma__prof_node *nodes);
 
 #endif

@@ -235,6 +235,42 @@ expect 0 "$ALMA" run "$OUT/conv/FOLD+EAGER.onnx"
 expect 1 "$ALMA" bench "$DIR/linear.onnx" -c EAGER $FAST --save-converted "$DIR/x.npy/sub"
 contains "$OUT/out" "error in step 'save': ERR_IO: save_converted: cannot create directory"
 
+# --- --profile: after timing, the slowest nodes and op types per conversion in the report, the
+# JSON's profile (every node of profile.onnx once on EAGER) and the CSV; none without it; alma run
+expect 0 "$ALMA" bench "$DIR/profile.onnx" -c EAGER -b 8 $FAST --profile=5 --profile-time 0.05 --no-cache \
+  --json "$OUT/p.json" --csv "$OUT/p.csv"
+contains "$OUT/out" "profile    EAGER, "
+contains "$OUT/out" "big_matmul (MatMul)"
+contains "$OUT/out" "by op type"
+"$PY" - "$OUT/p.json" "$OUT/p.csv" <<'PYEOF' || fail "profile JSON/CSV"
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["profile"] == 5 and d["config"]["profile_time_s"] == 0.05, d["config"]
+p = d["results"][0]["profile"]
+assert p["available"] is True and p["reason"] is None and p["runtime"] == "EAGER", p
+assert p["batches"] >= 5 and p["seconds"] >= 0.05
+names = sorted(n["name"] for n in p["nodes"])
+assert names == ["big_bias", "big_matmul", "big_relu", "small_matmul", "softmax"], names
+assert all(n["runs"] == p["batches"] and n["members"] == 1 and n["placement"] == "EAGER" for n in p["nodes"])
+assert abs(sum(n["ms"] for n in p["nodes"]) - p["nodes_ms"]) <= 1e-9 * p["nodes_ms"]
+assert p["nodes_ms"] <= p["batch_ms"] and p["nodes"][0]["name"] == "big_matmul"
+ops = {o["op_type"]: o for o in p["op_types"]}
+assert ops["MatMul"]["nodes"] == 2 and ops["MatMul"]["entries"] == 2, ops
+row = list(csv.DictReader(open(sys.argv[2], newline="")))[0]
+assert row["profile_top_node"] == "big_matmul" and row["profile_top_op_type"] == "MatMul", row
+assert abs(float(row["profile_batch_ms"]) - p["batch_ms"]) <= 1e-9 * p["batch_ms"]
+PYEOF
+expect 0 "$ALMA" bench "$DIR/profile.onnx" -c EAGER $FAST --no-cache --json "$OUT/np.json"
+if grep -q "profile  " "$OUT/out"; then fail "a profile in the report without --profile"; fi
+"$PY" -c "import json,sys; assert json.load(open(sys.argv[1]))['results'][0]['profile'] is None" "$OUT/np.json" || fail "profile without --profile"
+expect 2 "$ALMA" bench "$DIR/profile.onnx" --profile=0
+expect 2 "$ALMA" bench "$DIR/profile.onnx" --profile=x
+contains "$OUT/err" "profile"
+expect 0 "$ALMA" run "$DIR/profile.onnx" -b 4 --profile=3
+contains "$OUT/out" "profile of EAGER over 3 more runs"
+contains "$OUT/out" "big_matmul (MatMul)"
+expect 2 "$ALMA" run "$DIR/profile.onnx" --profile=0
+
 # --- usage errors: 2
 expect 2 "$ALMA" bench
 expect 2 "$ALMA" bench "$DIR/linear.onnx" --bogus

@@ -83,6 +83,10 @@ static void bench_usage(FILE *f) {
           "      --csv FILE           write results as CSV; '-' for stdout\n"
           "      --raw                include every batch latency in the JSON (raw_ms)\n"
           "      --save-converted DIR write each conversion's converted graph as DIR/<conversion>.onnx\n"
+          "      --profile[=N]        after timing, profile at least N batches (default 10) and\n"
+          "                           --profile-time with every node timed: the slowest nodes and\n"
+          "                           op types per conversion, with their placement\n"
+          "      --profile-time S     the profile lasts at least S seconds (default 1)\n"
           "  -v, --verbose            tracebacks in the report, children's stderr echoed\n"
           "  -q, --quiet              only the summary table\n"
           "  -h, --help               this help\n\n"
@@ -94,7 +98,8 @@ enum {
   O_INPUT = 256, O_DATA, O_DATA_SCALE, O_DEVICE, O_NO_OVERRIDE, O_THREADS, O_NO_MP, O_KEEP_GOING, O_WARMUP,
   O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
   O_SET, O_JSON, O_CSV, O_RAW, O_BATCH_SIZES, O_THROUGHPUT, O_INSTANCES, O_WORKERS, O_DURATION, O_CACHE_DIR,
-  O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED
+  O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED,
+  O_PROFILE, O_PROFILE_TIME
 };
 
 static const struct option long_opts[] = {
@@ -138,6 +143,8 @@ static const struct option long_opts[] = {
     {"calibration-batches", required_argument, 0, O_CALIB_BATCHES},
     {"labels", required_argument, 0, O_LABELS},
     {"save-converted", required_argument, 0, O_SAVE_CONVERTED},
+    {"profile", optional_argument, 0, O_PROFILE},
+    {"profile-time", required_argument, 0, O_PROFILE_TIME},
     {"verbose", no_argument, 0, 'v'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -305,6 +312,14 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_CALIB_BATCHES: bad |= set_key(&cfg, "--calibration-batches", "calibration_batches", optarg); break;
       case O_LABELS: bad |= set_key(&cfg, "--labels", "labels", optarg); break;
       case O_SAVE_CONVERTED: bad |= set_key(&cfg, "--save-converted", "save_converted", optarg); break;
+      case O_PROFILE:
+        if (optarg && !strcmp(optarg, "0")) {  /* 0 would turn it off: not what --profile asks */
+          free(inputs);
+          return usage_error("--profile=%s: at least 1 batch", optarg);
+        }
+        bad |= set_key(&cfg, "--profile", "profile", optarg ? optarg : "10");
+        break;
+      case O_PROFILE_TIME: bad |= set_key(&cfg, "--profile-time", "profile_time_s", optarg); break;
       case 'v': verbose = 1; break;
       case 'q': quiet = 1; break;
       case 'h':

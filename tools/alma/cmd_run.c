@@ -12,11 +12,13 @@
 
 #include "cli.h"
 #include "core/core.h"
+#include "report/report.h"
+#include "runtimes/session.h"
 
 static void run_usage(FILE *f) {
   fprintf(f,
           "usage: alma run MODEL [--input NAME=FILE]... [--output-dir DIR] [--conversion C]\n"
-          "                [--seed N] [--batch-size N] [--threads N] [--verbose]\n\n"
+          "                [--seed N] [--batch-size N] [--threads N] [--profile[=N]] [--verbose]\n\n"
           "Runs one inference and prints each output's shape, dtype and a short summary.\n\n"
           "  -i, --input NAME=FILE   data for input NAME: a .npy file (or an IDX file: *.idx, *-ubyte);\n"
           "                          its dtype must be the input's and its shape must fit the input's\n"
@@ -29,6 +31,8 @@ static void run_usage(FILE *f) {
           "                          symbolic dims are 1)\n"
           "  -t, --threads N         intra-op threads (default 0 = physical cores)\n"
           "  -v, --verbose           print the conversion's plan\n"
+          "      --profile[=N]       after the inference, run N more (default 10) with every node timed\n"
+          "                          and print the slowest nodes and op types with their placement\n"
           "  -h, --help              this help\n\n"
           "Random inputs: floating point ~ N(0, 1), integers uniform in [0, 10), bool uniform.\n");
 }
@@ -206,17 +210,64 @@ typedef struct {
   char *file;
 } input_arg;
 
+/* --profile: n more runs on the same inputs with every node timed (the first inference, which
+ * pays lazy initialization, is not among them). A runtime without a per-node profile says so. */
+static alma_status run_profile(alma_session *s, const char *conversion, const alma_tensor *in, int n_in, int n_out,
+                               long n) {
+  alma_profile p;
+  alma_status st = alma__session_profile_start(s);
+  if (st == ALMA_ERR_UNSUPPORTED) {
+    ALMA_TRY(alma__profile_init(&p, alma__session_runtime_name(s), alma_last_error()));
+    alma__error_clear();
+    alma__profile_print(&p, stdout);
+    alma__profile_clear(&p);
+    return ALMA_OK;
+  }
+  ALMA_TRY(st);
+  const alma_graph *g = alma__session_graph(s);
+  alma_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+  alma__prof_node *nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
+  if (!out || !nodes) {
+    free(out);
+    free(nodes);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  double t0 = alma__now_s(), in_runs = 0;
+  for (long k = 0; k < n && st == ALMA_OK; k++) {
+    double t = alma__now_s();
+    st = alma_session_run(s, in, n_in, out, n_out);
+    in_runs += alma__now_s() - t;
+    for (int j = 0; j < n_out; j++) alma_tensor_free_data(&out[j]);
+  }
+  double seconds = alma__now_s() - t0;
+  for (int i = 0; i < g->n_nodes; i++) nodes[i] = (alma__prof_node){.head = i, .members = 1};
+  if (st == ALMA_OK) st = alma__session_profile_read(s, nodes);
+  if (st == ALMA_OK) st = alma__profile_init(&p, alma__session_runtime_name(s), NULL);
+  if (st == ALMA_OK) {
+    st = alma__profile_build(&p, g, nodes, n, seconds, 1e3 * in_runs / (double)n, NAN);
+    if (st == ALMA_OK) {
+      printf("profile of %s over %ld more run%s:\n", conversion, n, n == 1 ? "" : "s");
+      alma__profile_print(&p, stdout);
+    }
+    alma__profile_clear(&p);
+  }
+  free(out);
+  free(nodes);
+  return st;
+}
+
 int alma_cmd_run(int argc, char **argv) {
   static const struct option opts[] = {
       {"input", required_argument, 0, 'i'},      {"output-dir", required_argument, 0, 'o'},
       {"conversion", required_argument, 0, 'c'}, {"seed", required_argument, 0, 's'},
       {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
       {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"profile", optional_argument, 0, 'P'},    {0, 0, 0, 0}};
   const char *out_dir = NULL, *conversion = "EAGER";
   uint64_t seed = 0;
   int64_t batch = 1;
   int threads = 0, verbose = 0, n_args = 0, c;
+  long profile = 0;
   input_arg *args = calloc((size_t)argc + 1, sizeof *args);
   if (!args) return alma_cli_fail(ALMA_ERR_NOMEM, "run");
   int rc = ALMA_EXIT_OK;
@@ -271,6 +322,15 @@ int alma_cmd_run(int argc, char **argv) {
         }
         break;
       case 'v': verbose = 1; break;
+      case 'P':
+        errno = 0;
+        profile = optarg ? strtol(optarg, &end, 10) : 10;
+        if (optarg && (errno || *end || profile < 1 || profile > 1000000)) {
+          fprintf(stderr, "alma: error: --profile takes a number of runs in [1, 1000000], got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
       case 'h': run_usage(stdout); goto done;
       default: run_usage(stderr); rc = ALMA_EXIT_USAGE; goto done;
     }
@@ -392,6 +452,11 @@ int alma_cmd_run(int argc, char **argv) {
       goto done;
     }
     printf("  wrote %s\n", fpath);
+  }
+  if (profile > 0 && (st = run_profile(s, conversion, in, n_in, n_out, profile)) != ALMA_OK) {
+    rc = alma_cli_fail(st, "--profile");
+    if (rc == ALMA_EXIT_USAGE) rc = ALMA_EXIT_INPUT;
+    goto done;
   }
   if (fflush(stdout) != 0) rc = ALMA_EXIT_FAILED;
 

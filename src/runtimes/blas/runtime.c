@@ -58,6 +58,7 @@ typedef struct group {
   size_t off_cap;
   /* counters */
   long runs, unfused, eager, stolen;
+  long prof_runs0, prof_unfused0, prof_eager0; /* at profile_start */
 } group;
 
 typedef struct blas_plan {
@@ -72,6 +73,8 @@ typedef struct blas_plan {
   alma__blas_pool *pool;
   alma__blas_scratch *scratch;
   alma__blas_ctx ctx;
+  double *prof_s;          /* profile_start: seconds per node (a group's on its head), NULL: off */
+  int64_t *prof_runs;
 } blas_plan;
 
 static int is_ai_onnx(const alma_node *n) { return !n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx"); }
@@ -279,6 +282,8 @@ static void blas_free(void *plan) {
   free(p->role);
   free(p->group_of);
   free(p->uses0);
+  free(p->prof_s);
+  free(p->prof_runs);
   free(p);
 }
 
@@ -799,12 +804,20 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   return st;
 }
 
+/* Profiling: the shared executor's per-node timer (hooked graphs have no fused groups). */
+static void blas_timer(void *user, int idx, double seconds) {
+  blas_plan *p = user;
+  p->prof_s[idx] += seconds;
+  p->prof_runs[idx]++;
+}
+
 static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   blas_plan *p = plan;
   const alma_graph *g = p->g;
   /* process-wide: another plan may have changed it */
   alma__blas_set_threads(p->library_threads ? p->threads : 1);
-  if (p->hooked) return alma__exec_graph(g, hook, p, inputs, n_inputs, outputs, n_outputs);
+  if (p->hooked)
+    return alma__exec_graph_timed(g, hook, p->prof_s ? blas_timer : NULL, p, inputs, n_inputs, outputs, n_outputs);
   if (n_inputs != g->n_inputs)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, n_inputs);
   if (n_outputs != g->n_outputs)
@@ -825,8 +838,19 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
   for (int i = 0; i < n_inputs; i++) rs.env[g->inputs[i]] = alma__tensor_view(&inputs[i]);
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     if (p->role[i] == ROLE_MEMBER) continue;
-    if (p->role[i] == ROLE_TAIL) st = run_group(p, &rs, &p->groups[p->group_of[i]]);
-    else st = run_eager_node(p, &rs, &g->nodes[i]);
+    double t0 = p->prof_s ? alma__now_s() : 0;
+    int at = i;
+    if (p->role[i] == ROLE_TAIL) {
+      group *gr = &p->groups[p->group_of[i]];
+      at = gr->nodes[0]; /* a group's time goes to its head */
+      st = run_group(p, &rs, gr);
+    } else {
+      st = run_eager_node(p, &rs, &g->nodes[i]);
+    }
+    if (p->prof_s) {
+      p->prof_s[at] += alma__now_s() - t0;
+      p->prof_runs[at]++;
+    }
   }
   if (st == ALMA_OK) st = alma__exec_take_outputs(g, rs.env, outputs, n_outputs);
 out:
@@ -917,6 +941,60 @@ static void blas_describe(void *plan, FILE *f) {
           p->n_groups, g->n_nodes - native);
 }
 
+/* ---- profile ------------------------------------------------------------------------------------ */
+static alma_status blas_profile_start(void *plan) {
+  blas_plan *p = plan;
+  size_t n = (size_t)p->g->n_nodes + 1;
+  if (!p->prof_s) p->prof_s = malloc(n * sizeof *p->prof_s);
+  if (!p->prof_runs) p->prof_runs = malloc(n * sizeof *p->prof_runs);
+  if (!p->prof_s || !p->prof_runs) {
+    free(p->prof_s);
+    free(p->prof_runs);
+    p->prof_s = NULL;
+    p->prof_runs = NULL;
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  memset(p->prof_s, 0, n * sizeof *p->prof_s);
+  memset(p->prof_runs, 0, n * sizeof *p->prof_runs);
+  for (int k = 0; k < p->n_groups; k++) {
+    group *gr = &p->groups[k];
+    gr->prof_runs0 = gr->runs;
+    gr->prof_unfused0 = gr->unfused;
+    gr->prof_eager0 = gr->eager;
+  }
+  return ALMA_OK;
+}
+
+/* A group's placement over the profiled runs: its kernel, node by node (a residual or bias the
+ * plan assumed turned out to broadcast), or EAGER's kernels (the library declined). */
+static const char *group_where(const group *gr) {
+  long runs = gr->runs - gr->prof_runs0, eager = gr->eager - gr->prof_eager0, unfused = gr->unfused - gr->prof_unfused0;
+  if (runs > 0 && eager >= runs) return "EAGER (declined)";
+  if (eager > 0) return "BLAS (some runs on EAGER)";
+  if (unfused > 0) return "BLAS (unfused)";
+  return "BLAS";
+}
+
+static alma_status blas_profile_read(void *plan, alma__prof_node *out) {
+  blas_plan *p = plan;
+  const alma_graph *g = p->g;
+  if (!p->prof_s) return alma__errorf(ALMA_ERR_INVALID_ARG, "BLAS: profile_read before profile_start");
+  for (int i = 0; i < g->n_nodes; i++) {
+    out[i] = (alma__prof_node){.seconds = p->prof_s[i], .runs = p->prof_runs[i], .head = i, .members = 1, .where = "EAGER"};
+    if (p->group_of[i] < 0) continue;
+    const group *gr = &p->groups[p->group_of[i]];
+    out[i].where = group_where(gr);
+    if (gr->nodes[0] != i) { /* a member: counted on the head */
+      out[i].head = gr->nodes[0];
+      out[i].members = 0;
+      out[i].runs = 0;
+    } else {
+      out[i].members = gr->n;
+    }
+  }
+  return ALMA_OK;
+}
+
 const alma_runtime alma__runtime_blas = {
     .name = "BLAS",
     .description = "Conv (im2col+SGEMM), Gemm and MatMul in float32 through "
@@ -933,6 +1011,8 @@ const alma_runtime alma__runtime_blas = {
     .run = blas_run,
     .free = blas_free,
     .describe = blas_describe,
+    .profile_start = blas_profile_start,
+    .profile_read = blas_profile_read,
 };
 
 #endif /* ALMA_HAVE_BLAS */

@@ -512,6 +512,11 @@ static alma_status run_group(dn_plan *p, int h) {
   return ALMA_OK;
 }
 
+/* Profiling (p->profile): DN_PROFILE_PRINT from ALMA_DNNL_PROFILE=1 prints the slowest nodes when
+ * the plan is freed; DN_PROFILE_API from profile_start (alma bench --profile) reads them through
+ * profile_read. Both are the same per-node timers (nodes[].prof_s, prof_runs). */
+enum { DN_PROFILE_PRINT = 1, DN_PROFILE_API = 2 };
+
 static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   const alma_graph *g = p->g;
   int nv = g->n_values;
@@ -544,7 +549,6 @@ static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, 
     }
     if (p->profile) p->nodes[at].prof_s += alma__now_s() - t0;
   }
-  p->prof_runs++;
   for (int i = 0; i < n_outputs && st == ALMA_OK; i++) {
     int v = g->outputs[i];
     dn_val *x = &p->vals[v];
@@ -711,7 +715,7 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   p->g = g;
   p->threads = opts && opts->threads > 0 ? opts->threads : 1;
   const char *prof = getenv("ALMA_DNNL_PROFILE");
-  p->profile = prof && prof[0] && strcmp(prof, "0");
+  p->profile = prof && prof[0] && strcmp(prof, "0") ? DN_PROFILE_PRINT : 0;
   set_threads(p->threads);
   if (dnnl_engine_create(&p->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&p->strm, p->eng, dnnl_stream_default_flags) != dnnl_success) {
@@ -747,21 +751,71 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   return ALMA_OK;
 }
 
+/* Hook mode's node timer (the shared executor times every node, EAGER ones too). */
+static void dn_timer(void *user, int idx, double seconds) {
+  dn_plan *p = user;
+  p->nodes[idx].prof_s += seconds;
+}
+
 static alma_status dn_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   dn_plan *p = plan;
   set_threads(p->threads);
   p->n_reorder_in = p->n_reorder_out = p->n_reorder_wei = p->n_native = p->n_eager = p->n_fused = 0;
   p->n_native_bf16 = 0;
-  alma_status st = p->hook_mode ? alma__exec_graph(p->g, hook, p, inputs, n_inputs, outputs, n_outputs)
+  alma_status st = p->hook_mode ? alma__exec_graph_timed(p->g, hook, p->profile ? dn_timer : NULL, p, inputs, n_inputs,
+                                                         outputs, n_outputs)
                                 : run_own(p, inputs, n_inputs, outputs, n_outputs);
   dnnl_stream_wait(p->strm);
   p->runs++;
+  p->prof_runs++;
   ALMA_LOGD("DNNL run: %lld nodes on oneDNN (%lld fused groups, %lld in bfloat16), %lld on EAGER; reorders: %lld to "
             "blocked, %lld to plain, %lld weights; pool %zu bytes",
             (long long)p->n_native, (long long)p->n_fused, (long long)p->n_native_bf16, (long long)p->n_eager,
             (long long)p->n_reorder_in,
             (long long)p->n_reorder_out, (long long)p->n_reorder_wei, p->pool_bytes);
   return st;
+}
+
+static alma_status dn_profile_start(void *plan) {
+  dn_plan *p = plan;
+  p->profile |= DN_PROFILE_API;
+  for (int i = 0; i < p->g->n_nodes; i++) p->nodes[i].prof_s = 0;
+  p->prof_runs = 0;
+  return ALMA_OK;
+}
+
+/* Groups count once, on their head: a fused float group's (its time is booked there at its last
+ * member), an int8 cluster's on its anchor (the cluster's first member in topological order: the
+ * convolution/matmul/add its post-ops follow; its other members' time, booked on themselves while
+ * the cluster waits for its last member, moves there too). */
+static alma_status dn_profile_read(void *plan, alma__prof_node *out) {
+  dn_plan *p = plan;
+  const alma_graph *g = p->g;
+  if (!(p->profile & DN_PROFILE_API)) return alma__errorf(ALMA_ERR_INVALID_ARG, "DNNL: profile_read before profile_start");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const dn_node *d = &p->nodes[i];
+    out[i] = (alma__prof_node){.seconds = d->prof_s, .runs = p->prof_runs, .head = i, .members = 1};
+    out[i].where = d->kind == DK_NONE        ? "EAGER"
+                   : d->q_role == DN_Q_LAZY ? "DNNL (absorbed)"
+                   : d->n_native            ? "DNNL"
+                                            : "EAGER (declined)";
+    int head = i;
+    if (d->q_role == DN_Q_MEMBER) {
+      for (int j = 0; j < i && head == i; j++)
+        if (p->nodes[j].q_role == DN_Q_MEMBER && p->nodes[j].q_idx == d->q_idx) head = j;
+    } else if (d->head >= 0) {
+      head = d->head;
+    }
+    if (head != i) { /* a member: its time and count go to the head, which comes first */
+      out[head].seconds += out[i].seconds;
+      out[head].members++;
+      out[i].seconds = 0;
+      out[i].runs = 0;
+      out[i].head = head;
+      out[i].members = 0;
+    }
+  }
+  return ALMA_OK;
 }
 
 /* ALMA_DNNL_PROFILE=1: mean time per run of the slowest nodes, by node and by op type. */
@@ -793,7 +847,7 @@ static void print_profile(const dn_plan *p) {
 static void dn_free(void *plan) {
   dn_plan *p = plan;
   if (!p) return;
-  if (p->profile) print_profile(p);
+  if (p->profile & DN_PROFILE_PRINT) print_profile(p);
   alma__dn_q_free(p);
   if (p->nodes)
     for (int i = 0; i < p->g->n_nodes; i++) {
@@ -905,6 +959,8 @@ const alma_runtime alma__runtime_dnnl = {
     .run = dn_run,
     .free = dn_free,
     .describe = dn_describe,
+    .profile_start = dn_profile_start,
+    .profile_read = dn_profile_read,
 };
 
 #endif

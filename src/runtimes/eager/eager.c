@@ -70,9 +70,9 @@ static alma_status run_deferred(alma_node_hook hook, void *user, int idx, const 
   return st;
 }
 
-static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g, alma_node_hook hook, void *user,
-                                     const unsigned char *defer, const alma_tensor *inputs, int nin,
-                                     alma_tensor *outputs, int nout) {
+static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g, alma_node_hook hook,
+                                     alma_node_timer timer, void *user, const unsigned char *defer,
+                                     const alma_tensor *inputs, int nin, alma_tensor *outputs, int nout) {
   if (nin != g->n_inputs)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, nin);
   if (nout != g->n_outputs)
@@ -113,6 +113,7 @@ static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g,
       break;
     }
     int deferred = hook && defer && defer[i];
+    double t0 = timer ? alma__now_s() : 0;
     for (int k = 0; k < n->n_inputs; k++) {
       int v = n->inputs[k];
       in[k] = v >= 0 ? &ctx.env[v] : NULL;
@@ -135,6 +136,7 @@ static alma_status exec_graph_hooked(alma_exec_ctx *parent, const alma_graph *g,
     }
     for (int k = 0; k < n->n_outputs; k++)
       if (n->outputs[k] >= 0 && uses[n->outputs[k]] == 0) alma_tensor_free_data(&ctx.env[n->outputs[k]]);
+    if (timer) timer(user, i, alma__now_s() - t0);
   }
   if (st == ALMA_OK) st = alma__exec_take_outputs(g, ctx.env, outputs, nout);
 out:
@@ -147,22 +149,29 @@ out:
 
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs, int n_inputs,
                                 alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(ctx, g, NULL, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(ctx, g, NULL, NULL, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 
 alma_status alma__exec_graph(const alma_graph *g, alma_node_hook hook, void *user, const alma_tensor *inputs,
                              int n_inputs, alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(NULL, g, hook, user, NULL, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(NULL, g, hook, NULL, user, NULL, inputs, n_inputs, outputs, n_outputs);
+}
+
+alma_status alma__exec_graph_timed(const alma_graph *g, alma_node_hook hook, alma_node_timer timer, void *user,
+                                   const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  return exec_graph_hooked(NULL, g, hook, timer, user, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 
 alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
                                       const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(NULL, g, hook, user, defer, inputs, n_inputs, outputs, n_outputs);
+  return exec_graph_hooked(NULL, g, hook, NULL, user, defer, inputs, n_inputs, outputs, n_outputs);
 }
 
 /* ---- the runtime ------------------------------------------------------------------------------ */
 typedef struct eager_plan {
   const alma_graph *g;
+  double *prof_s;              /* profile_start: seconds per node since, NULL when not profiling */
+  int64_t *prof_runs;
 } eager_plan;
 
 static alma_status eager_init(void) { return ALMA_OK; }
@@ -176,17 +185,54 @@ static alma_status eager_compile(const alma_graph *g, const alma_runtime_opts *o
   return ALMA_OK;
 }
 
-static alma_status eager_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
-  eager_plan *p = plan;
-  return alma__exec_graph(p->g, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
+static void eager_timer(void *user, int idx, double seconds) {
+  eager_plan *p = user;
+  p->prof_s[idx] += seconds;
+  p->prof_runs[idx]++;
 }
 
-static void eager_free(void *plan) { free(plan); }
+static alma_status eager_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
+  eager_plan *p = plan;
+  return alma__exec_graph_timed(p->g, NULL, p->prof_s ? eager_timer : NULL, p, inputs, n_inputs, outputs, n_outputs);
+}
+
+static void eager_free(void *plan) {
+  eager_plan *p = plan;
+  if (!p) return;
+  free(p->prof_s);
+  free(p->prof_runs);
+  free(p);
+}
 
 static void eager_describe(void *plan, FILE *f) {
   eager_plan *p = plan;
   for (int i = 0; i < p->g->n_nodes; i++)
     fprintf(f, "  %-40s %-20s EAGER\n", p->g->nodes[i].name, p->g->nodes[i].op_type);
+}
+
+static alma_status eager_profile_start(void *plan) {
+  eager_plan *p = plan;
+  size_t n = (size_t)p->g->n_nodes + 1;
+  if (!p->prof_s) p->prof_s = malloc(n * sizeof *p->prof_s);
+  if (!p->prof_runs) p->prof_runs = malloc(n * sizeof *p->prof_runs);
+  if (!p->prof_s || !p->prof_runs) {
+    free(p->prof_s);
+    free(p->prof_runs);
+    p->prof_s = NULL;
+    p->prof_runs = NULL;
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  memset(p->prof_s, 0, n * sizeof *p->prof_s);
+  memset(p->prof_runs, 0, n * sizeof *p->prof_runs);
+  return ALMA_OK;
+}
+
+static alma_status eager_profile_read(void *plan, alma__prof_node *nodes) {
+  eager_plan *p = plan;
+  if (!p->prof_s) return alma__errorf(ALMA_ERR_INVALID_ARG, "EAGER: profile_read before profile_start");
+  for (int i = 0; i < p->g->n_nodes; i++)
+    nodes[i] = (alma__prof_node){.seconds = p->prof_s[i], .runs = p->prof_runs[i], .head = i, .members = 1, .where = "EAGER"};
+  return ALMA_OK;
 }
 
 const alma_runtime alma__runtime_eager = {
@@ -198,4 +244,6 @@ const alma_runtime alma__runtime_eager = {
     .run = eager_run,
     .free = eager_free,
     .describe = eager_describe,
+    .profile_start = eager_profile_start,
+    .profile_read = eager_profile_read,
 };

@@ -1,0 +1,142 @@
+/* The per-node profile of a result (config `profile`): from a runtime's per-node times to entries
+ * sorted by time and an op-type table (docs/json.md, `profile`). */
+#include <math.h>
+
+#include "bench/bench.h"
+#include "runtimes/runtime.h"
+
+alma_status alma__profile_init(alma_profile *p, const char *runtime, const char *reason) {
+  memset(p, 0, sizeof *p);
+  p->batch_ms = p->nodes_ms = p->overhead = p->seconds = NAN;
+  p->runtime = alma__strdup(runtime ? runtime : "");
+  if (reason) p->unavailable = alma__strdup(reason);
+  if (!p->runtime || (reason && !p->unavailable)) {
+    alma__profile_clear(p);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  return ALMA_OK;
+}
+
+void alma__profile_clear(alma_profile *p) {
+  for (int i = 0; i < p->n_nodes; i++) {
+    free((char *)p->nodes[i].name);
+    free((char *)p->nodes[i].op_type);
+    free((char *)p->nodes[i].placement);
+  }
+  for (int i = 0; i < p->n_ops; i++) free((char *)p->ops[i].op_type);
+  free((void *)p->nodes);
+  free((void *)p->ops);
+  free((char *)p->runtime);
+  free((char *)p->unavailable);
+  memset(p, 0, sizeof *p);
+  p->batch_ms = p->nodes_ms = p->overhead = p->seconds = NAN;
+}
+
+alma_status alma__profile_add_node(alma_profile *p, const alma_profile_node *n) {
+  alma_profile_node *v = realloc((void *)p->nodes, (size_t)(p->n_nodes + 1) * sizeof *v);
+  if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->nodes = v;
+  alma_profile_node *e = &v[p->n_nodes];
+  *e = *n;
+  e->name = alma__strdup(n->name ? n->name : "");
+  e->op_type = alma__strdup(n->op_type ? n->op_type : "");
+  e->placement = alma__strdup(n->placement ? n->placement : "");
+  p->n_nodes++;  /* counted even when a copy failed: clear frees what there is */
+  if (!e->name || !e->op_type || !e->placement) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return ALMA_OK;
+}
+
+alma_status alma__profile_add_op(alma_profile *p, const alma_profile_op *o) {
+  alma_profile_op *v = realloc((void *)p->ops, (size_t)(p->n_ops + 1) * sizeof *v);
+  if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  p->ops = v;
+  v[p->n_ops] = *o;
+  v[p->n_ops].op_type = alma__strdup(o->op_type ? o->op_type : "");
+  p->n_ops++;
+  if (!v[p->n_ops - 1].op_type) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return ALMA_OK;
+}
+
+/* Slowest first; ties in graph order (the entries are built in graph order, and qsort is not
+ * stable: the index decides). */
+typedef struct {
+  double s;
+  int idx;
+} by_time;
+static int by_time_desc(const void *a, const void *b) {
+  const by_time *x = a, *y = b;
+  if (x->s != y->s) return x->s < y->s ? 1 : -1;
+  return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+alma_status alma__profile_build(alma_profile *p, const alma_graph *g, const alma__prof_node *nodes, int64_t batches,
+                                double seconds, double batch_ms, double timed_mean_ms) {
+  int nn = g->n_nodes;
+  if (batches < 1) return alma__errorf(ALMA_ERR_INTERNAL, "profile of %lld batches", (long long)batches);
+  /* Each entry's op-type label: its own, then its members' in graph order (they follow their head). */
+  char (*label)[128] = calloc((size_t)nn + 1, sizeof *label);
+  by_time *order = calloc((size_t)nn + 1, sizeof *order);
+  if (!label || !order) {
+    free(label);
+    free(order);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  int ne = 0;
+  for (int i = 0; i < nn; i++) {
+    int h = nodes[i].head;
+    if (h < 0 || h >= nn) h = i;
+    size_t len = strlen(label[h]);
+    if (len < sizeof label[0] - 1)
+      snprintf(label[h] + len, sizeof label[0] - len, "%s%s", len ? "+" : "", g->nodes[i].op_type);
+    if (h == i && nodes[i].members > 0) order[ne++] = (by_time){nodes[i].seconds, i};
+  }
+  qsort(order, (size_t)ne, sizeof *order, by_time_desc);
+  alma_status st = ALMA_OK;
+  double total = 0;
+  p->batches = batches;
+  p->seconds = seconds;
+  p->batch_ms = batch_ms;
+  p->overhead = timed_mean_ms > 0 && isfinite(timed_mean_ms) ? batch_ms / timed_mean_ms - 1 : NAN;
+  for (int k = 0; k < ne && st == ALMA_OK; k++) {
+    const alma__prof_node *e = &nodes[order[k].idx];
+    double ms = 1e3 * e->seconds / (double)batches;
+    total += ms;
+    alma_profile_node pn = {.name = g->nodes[order[k].idx].name, .op_type = label[order[k].idx],
+                            .placement = e->where ? e->where : "?", .members = e->members, .runs = e->runs, .ms = ms,
+                            .share = batch_ms > 0 ? ms / batch_ms : NAN};
+    st = alma__profile_add_node(p, &pn);
+  }
+  p->nodes_ms = total;
+  /* The op-type table: entries grouped by label, in order of their summed time. */
+  for (int k = 0; k < p->n_nodes && st == ALMA_OK; k++) {
+    const alma_profile_node *e = &p->nodes[k];
+    int j = 0;
+    while (j < p->n_ops && strcmp(p->ops[j].op_type, e->op_type)) j++;
+    if (j == p->n_ops) {
+      alma_profile_op o = {.op_type = e->op_type};
+      if ((st = alma__profile_add_op(p, &o)) != ALMA_OK) break;
+    }
+    alma_profile_op *o = (alma_profile_op *)&p->ops[j];
+    o->entries++;
+    o->nodes += e->members;
+    o->ms += e->ms;
+  }
+  for (int j = 0; j < p->n_ops; j++) {
+    alma_profile_op *o = (alma_profile_op *)&p->ops[j];
+    o->share = batch_ms > 0 ? o->ms / batch_ms : NAN;
+  }
+  /* insertion sort: few op types, and stable for equal times */
+  for (int j = 1; j < p->n_ops; j++) {
+    alma_profile_op t = p->ops[j];
+    int k = j;
+    alma_profile_op *ops = (alma_profile_op *)p->ops;
+    while (k > 0 && ops[k - 1].ms < t.ms) {
+      ops[k] = ops[k - 1];
+      k--;
+    }
+    ops[k] = t;
+  }
+  free(label);
+  free(order);
+  return st;
+}
