@@ -283,6 +283,7 @@ static int layout_free(const bctx *c, int v) {
 }
 
 static int define_qnode(bctx *c, int ni);
+static int define_qadd(bctx *c, int ni);
 
 /* A fused node's epilogue (FusedConv's + Z, an activation XNNPACK computes as a node of its own):
  * epilogue_in gives the value the conv/fc writes (a new internal one when an epilogue follows,
@@ -341,6 +342,7 @@ static int define_node(bctx *c, int ni) {
   const alma_node *n = &g->nodes[ni];
   const xrt_node *xn = &c->p->xn[ni];
   if (xn->q) return define_qnode(c, ni);
+  if (xn->qadd) return define_qadd(c, ni);
   int x = xn->qpass ? g->nodes[xn->qdq].inputs[0] : n->inputs[0]; /* qpass: the 8-bit value itself */
   int y = xn->fused_act >= 0 ? g->nodes[xn->fused_act].outputs[0] : n->outputs[0];
   float lo = xn->out_min, hi = xn->out_max;
@@ -557,6 +559,28 @@ static int define_qnode(bctx *c, int ni) {
   else
     XTRY(c, n, xnn_define_depthwise_convolution_2d(c->sg, o.pt, o.pr, o.pb, o.pl, o.kh, o.kw, o.sh, o.sw, o.dh, o.dw,
                                                    (uint32_t)(O / G), (size_t)G, lo, hi, xi, wi, bi, yi, 0));
+  return 0;
+}
+
+/* The Add of a quantized residual: XNNPACK's add of the two 8-bit operands (each with its own scale
+ * and zero point, numpy broadcasting) writing the QuantizeLinear's output, with the folded
+ * Relu/Clip as its quantized clamp. */
+static int define_qadd(bctx *c, int ni) {
+  const xrt_plan *p = c->p;
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[ni];
+  const xrt_node *xn = &p->xn[ni];
+  int a = g->nodes[xn->qdq].inputs[0], b = g->nodes[xn->qdq2].inputs[0], y = g->nodes[xn->qquant].outputs[0];
+  const xrt_vq *va = &p->vq[a], *vb = &p->vq[b], *vy = &p->vq[y];
+  if (!va->q || !vb->q || !vy->q || va->dom != vy->dom || vb->dom != vy->dom)
+    return fail(c, n, "8-bit values in different XNNPACK types");
+  if (c->P->nhwc && c->shape[y].rank == 4 && (c->shape[a].rank != 4 || c->shape[b].rank != 4))
+    return fail(c, n, "operand of rank %d in an NHWC partition", c->shape[a].rank != 4 ? c->shape[a].rank : c->shape[b].rank);
+  uint32_t ai, bi, yi;
+  if (vid(c, n, a, &ai) || vid(c, n, b, &bi) || vid(c, n, y, &yi)) return -1;
+  float lo, hi;
+  alma__xrt_qclamp(vy, xn->out_min, xn->out_max, &lo, &hi);
+  XTRY(c, n, xnn_define_add2(c->sg, lo, hi, ai, bi, yi, 0));
   return 0;
 }
 

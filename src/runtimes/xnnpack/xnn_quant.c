@@ -10,6 +10,11 @@
  *   per-channel weights INT8_STATIC writes.
  * - convert between fp32 and qint8 / quint8 (QuantizeLinear, DequantizeLinear), no convert between
  *   the two 8-bit types.
+ * - add2 on qint8 or quint8 with each operand's own scale and zero point, numpy broadcasting, but
+ *   one type for both operands and the result, and each operand's scale / the result's scale in
+ *   [2^-10, 256) (its fixed-point multipliers). Any 8-bit value can live in either type (below), so
+ *   mixed uint8 / int8 operands are taken; only a type already forced on one of them by a
+ *   convolution of the other path makes the Add fall back.
  * INT8_STATIC writes uint8 activations and per-channel int8 weights, which only the qint8 path
  * takes: a uint8 tensor q with zero point z is held as the int8 tensor q - 128 with zero point
  * z - 128 (the same real values, exactly), flipped (q ^ 0x80) where it crosses the partition
@@ -23,7 +28,9 @@
  * rounding of a half step: at most one quantization step. QuantizeLinear multiplies by 1 / scale
  * where ONNX divides (the same at powers of two, one step at most elsewhere); DequantizeLinear is
  * the same float arithmetic. Relu/Clip and MaxPool before the QuantizeLinear commute with it
- * (monotonic): Q(clip(y)) = clamp(Q(y)), Q(maxpool(y)) = maxpool(Q(y)), exactly. */
+ * (monotonic): Q(clip(y)) = clamp(Q(y)), Q(maxpool(y)) = maxpool(Q(y)), exactly. The quantized add
+ * computes (a - za) * sa / sy + (b - zb) * sb / sy with 21-bit fixed-point multipliers and rounds
+ * half up, where EAGER rounds the float sum divided by sy half to even: again one step at most. */
 #ifdef ALMA_HAVE_XNNPACK
 #include <math.h>
 
@@ -314,8 +321,8 @@ static int one_reader(const uses_t *u, int v) { return v >= 0 && !u->is_out[v] &
 
 static void clear_cluster(xrt_node *xn) {
   xn->q = XQ_NONE;
-  xn->qpass = 0;
-  xn->qdq = xn->qact = xn->qpool = xn->qreshape = xn->qquant = -1;
+  xn->qpass = xn->qadd = 0;
+  xn->qdq = xn->qdq2 = xn->qact = xn->qpool = xn->qreshape = xn->qquant = -1;
 }
 
 /* XNNPACK does not take node (it runs on EAGER) */
@@ -422,6 +429,65 @@ static int find_passthrough(xrt_plan *p, const uses_t *u, int mi) {
   return 1;
 }
 
+/* Add(DequantizeLinear(a), DequantizeLinear(b)) -> [Relu|Clip] -> QuantizeLinear (INT8_STATIC's
+ * residual Adds, ONNX Runtime's QDQ Adds): Q(clip(DQ(a) + DQ(b))) is one quantized XNNPACK add of
+ * the 8-bit a and b, clamped, writing Q's output; the float sum is never formed. Both operands
+ * computed (a constant operand stays the float add), per-tensor parameters (the DequantizeLinear /
+ * QuantizeLinear nodes XNNPACK takes are per tensor). */
+static int find_qadd(xrt_plan *p, const uses_t *u, int ai) {
+  const alma_graph *g = p->g;
+  xrt_node *xn = p->xn, *a = &xn[ai];
+  const alma_node *n = &g->nodes[ai];
+  if (a->kind != XK_BINARY || a->sub != XB_ADD || a->fused_op || a->cst_slot >= 0) return 0;
+  int d[2];
+  for (int k = 0; k < 2; k++) {
+    d[k] = g->values[n->inputs[k]].producer;
+    if (d[k] < 0 || xn[d[k]].kind != XK_DEQUANT) return 0;
+  }
+  int v = n->outputs[0], act = -1;
+  if (!one_reader(u, v)) return 0;
+  int r = u->list[u->off[v]];
+  if (xn[r].kind == XK_CLAMP) {
+    act = r;
+    v = g->nodes[r].outputs[0];
+    if (!one_reader(u, v)) return 0;
+    r = u->list[u->off[v]];
+  }
+  if (xn[r].kind != XK_QUANT || g->nodes[r].inputs[0] != v) return 0;
+  /* XNNPACK takes operand-to-result scale ratios in [2^-10, 256), computed in float */
+  for (int k = 0; k < 2; k++) {
+    float ratio = xn[d[k]].qs / xn[r].qs;
+    if (!(ratio >= 0x1.0p-10f && ratio < 256.0f)) return 0;
+  }
+  if (act >= 0) {
+    /* the activation's quantized bounds must leave a range (XNNPACK refuses min >= max) */
+    int y = g->nodes[r].outputs[0];
+    xrt_vq vy = {.q = 1, .dom = p->vdt[y] == ALMA_DTYPE_INT8 ? XQ_S8 : XQ_U8, .scale = xn[r].qs, .zp = (int32_t)xn[r].qz};
+    float lo, hi;
+    alma__xrt_qclamp(&vy, xn[act].out_min, xn[act].out_max, &lo, &hi);
+    if (!(lo < hi)) return 0;
+  }
+  a->qadd = 1;
+  a->qdq = d[0];
+  a->qdq2 = d[1];
+  a->qact = act;
+  a->qquant = r;
+  return 1;
+}
+
+/* The 8-bit values a node running on them (a passthrough MaxPool/Flatten/Reshape, a quantized add)
+ * reads and writes: they must share one XNNPACK type. Returns their number (0: not such a node). */
+static int shared_type_values(const xrt_plan *p, int i, int *vs) {
+  const xrt_node *xn = &p->xn[i];
+  const alma_graph *g = p->g;
+  if (!xn->qpass && !xn->qadd) return 0;
+  int k = 0;
+  vs[k++] = g->nodes[xn->qdq].inputs[0];
+  if (xn->qadd) vs[k++] = g->nodes[xn->qdq2].inputs[0];
+  vs[k++] = g->nodes[xn->qquant].outputs[0];
+  return k;
+}
+
 /* the 8-bit values a quantized node reads and writes */
 static void q_values(const xrt_plan *p, int i, int *in, int *out) {
   const xrt_node *xn = &p->xn[i];
@@ -445,7 +511,7 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     xrt_node *xn = &p->xn[i];
-    xn->qdq = xn->qact = xn->qpool = xn->qreshape = xn->qquant = -1;
+    xn->qdq = xn->qdq2 = xn->qact = xn->qpool = xn->qreshape = xn->qquant = -1;
   }
   /* one scale and zero point per 8-bit value: the producer's (QuantizeLinear, QLinear*), else the
    * first reader's; a DequantizeLinear / QLinear* reading it with others stays on EAGER */
@@ -480,7 +546,7 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
     }
   }
   for (int i = 0; i < g->n_nodes; i++)
-    if (!find_cluster(p, u, i)) find_passthrough(p, u, i);
+    if (!find_cluster(p, u, i) && !find_passthrough(p, u, i)) find_qadd(p, u, i);
   /* domains: the int8 path wins; a quint8 node touching an int8-path value falls back */
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < g->n_nodes; i++) {
@@ -495,17 +561,30 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
       }
       dem[in] = dem[out] = (unsigned char)xn->q;
     }
-  /* a passthrough reads and writes one XNNPACK type: its two values share a demand (a conflict
-   * cancels it) */
+  /* a passthrough or a quantized add reads and writes one XNNPACK type: its values share a demand
+   * (a conflict cancels it). A quantized add whose values nothing else constrains takes its
+   * result's own type (an operand of the other signedness is flipped, exactly), so that mixed
+   * uint8 / int8 operands still meet in one type. */
   for (int changed = 1; changed;) {
     changed = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-      xrt_node *xn = &p->xn[i];
-      if (!xn->qpass) continue;
-      int in = g->nodes[xn->qdq].inputs[0], out = g->nodes[xn->qquant].outputs[0];
-      if (dem[in] == dem[out]) continue;
-      if (dem[in] && dem[out]) clear_cluster(xn);
-      else dem[in] = dem[out] = dem[in] | dem[out];
+      int vs[3], k = shared_type_values(p, i, vs);
+      unsigned char d = 0;
+      for (int j = 0; j < k; j++) d |= dem[vs[j]];
+      if (!d) continue;
+      if (d == (XQ_S8 | XQ_U8)) {
+        clear_cluster(&p->xn[i]);
+        changed = 1;
+        continue;
+      }
+      for (int j = 0; j < k; j++)
+        if (dem[vs[j]] != d) dem[vs[j]] = d, changed = 1;
+    }
+    for (int i = 0; i < g->n_nodes && !changed; i++) {
+      int vs[3], k = p->xn[i].qadd ? shared_type_values(p, i, vs) : 0;
+      if (!k || dem[vs[0]] || dem[vs[1]] || dem[vs[2]]) continue;
+      unsigned char d = p->vdt[vs[2]] == ALMA_DTYPE_INT8 ? XQ_S8 : XQ_U8;
+      dem[vs[0]] = dem[vs[1]] = dem[vs[2]] = d;
       changed = 1;
     }
   }
@@ -532,10 +611,11 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
     q->scale = ps[v];
     q->zp = (int32_t)pz[v] + (q->flip ? (q->dom == XQ_S8 ? -128 : 128) : 0);
   }
-  /* a passthrough reads and writes one XNNPACK type */
+  /* a passthrough or a quantized add reads and writes one XNNPACK type */
   for (int i = 0; i < g->n_nodes; i++) {
-    xrt_node *xn = &p->xn[i];
-    if (xn->qpass && p->vq[g->nodes[xn->qdq].inputs[0]].dom != p->vq[g->nodes[xn->qquant].outputs[0]].dom) clear_cluster(xn);
+    int vs[3], k = shared_type_values(p, i, vs), same = 1;
+    for (int j = 1; j < k; j++) same &= p->vq[vs[j]].dom == p->vq[vs[0]].dom;
+    if (!same) clear_cluster(&p->xn[i]);
   }
   free(ps);
   free(pz);
@@ -548,9 +628,27 @@ alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u) {
 void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u) {
   const alma_graph *g = p->g;
   xrt_node *xn = p->xn;
-  p->n_qnodes = p->n_qother = 0;
+  p->n_qnodes = p->n_qother = p->n_qadds = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     xrt_node *c = &xn[i];
+    if (c->part >= 0 && c->qadd) {
+      int q = c->part;
+      if (xn[c->qdq].part != q || xn[c->qdq2].part != q || xn[c->qquant].part != q || (c->qact >= 0 && xn[c->qact].part != q)) {
+        clear_cluster(c); /* split apart: the float add between converts computes the same */
+        continue;
+      }
+      /* the add writes Q's output, clamped by the activation's quantized bounds */
+      if (c->qact >= 0) {
+        xn[c->qact].fused_into = i;
+        c->has_clamp = 1;
+        c->out_min = xn[c->qact].out_min;
+        c->out_max = xn[c->qact].out_max;
+      }
+      c->fused_act = c->qquant;
+      xn[c->qquant].fused_into = i;
+      p->n_qadds++;
+      continue;
+    }
     if (c->part >= 0 && c->qpass) {
       if (xn[c->qdq].part != c->part || xn[c->qquant].part != c->part) {
         clear_cluster(c);
@@ -602,7 +700,8 @@ void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u) {
     int v = g->nodes[d].outputs[0], all = !u->is_out[v] && u->off[v + 1] > u->off[v];
     for (int j = u->off[v]; j < u->off[v + 1] && all; j++) {
       const xrt_node *r = &xn[u->list[j]];
-      all = (r->q || r->qpass) && !r->qlin && r->qdq == d && r->part == xn[d].part;
+      all = ((r->q || r->qpass) && !r->qlin && r->qdq == d && r->part == xn[d].part) ||
+            (r->qadd && (r->qdq == d || r->qdq2 == d) && r->part == xn[d].part);
     }
     if (all) xn[d].fused_into = u->list[u->off[v]];
   }

@@ -10,7 +10,8 @@
  * int8 (xnn_quant.c): QuantizeLinear / DequantizeLinear become XNNPACK convert nodes, and a QDQ
  * cluster DequantizeLinear(x) -> Conv/Gemm/MatMul(DequantizeLinear(int8 W)) -> [Relu|Clip] ->
  * [MaxPool] -> [Flatten|Reshape] -> QuantizeLinear, or a QLinearConv / QLinearMatMul, becomes one quantized XNNPACK
- * convolution reading and writing int8, so int8 values stay int8 between such nodes. XNNPACK
+ * convolution reading and writing int8, so int8 values stay int8 between such nodes; an Add of two
+ * DequantizeLinear -> [Relu|Clip] -> QuantizeLinear (a quantized residual) one quantized add. XNNPACK
  * values of 8-bit tensors are qint8 (signed domain) or quint8 (unsigned domain); a uint8 tensor
  * in the signed domain holds q - 128 with zero point zp - 128 (the same real values), converted at
  * the partition boundary. */
@@ -112,7 +113,10 @@ typedef struct xrt_node {
   int qlin;                 /* a QLinearConv / QLinearMatMul (always quantized) */
   int qpass;                /* DequantizeLinear -> MaxPool / Flatten / Reshape -> QuantizeLinear with the same
                                parameters: the node runs on the 8-bit values (qdq, qquant set) */
+  int qadd;                 /* Add(DequantizeLinear(a), DequantizeLinear(b)) -> [Relu|Clip] -> QuantizeLinear: one
+                               quantized add of a and b (qdq, qdq2, qact, qquant set) */
   int qdq;                  /* QDQ cluster: the DequantizeLinear producing input 0 (-1) */
+  int qdq2;                 /* quantized add: the DequantizeLinear producing input 1 (-1) */
   int qact, qpool, qreshape, qquant; /* QDQ cluster: its Relu/Clip, MaxPool, Flatten/Reshape and
                                         QuantizeLinear nodes (-1: none) */
   int qin;                  /* the 8-bit value the quantized node reads */
@@ -147,6 +151,7 @@ typedef struct xrt_plan {
   xrt_vq *vq;               /* per value: its int8 form in XNNPACK */
   alma_dtype *vdt;          /* per value: its static dtype (what the executor hands over) */
   int n_qnodes, n_qother;   /* convolution/matmul nodes and pooling/reshape nodes computed in 8 bits */
+  int n_qadds;              /* Add nodes computed in 8 bits */
   char why_none[256];       /* why no node runs on XNNPACK, when static inference failed */
 } xrt_plan;
 
@@ -196,7 +201,7 @@ alma_status alma__xrt_eval_dq_consts(const alma_graph *g, alma_tensor *cval);
 int alma__xrt_analyze_quant(const alma_graph *g, const alma_tensor *cval, const alma_dtype *vdt, const alma_node *n,
                             int rank_x, int rank_y, xrt_node *xn);
 /* Before partitioning: drops Q/DQ nodes whose parameters disagree with their value's, finds the
- * QDQ clusters, picks each 8-bit value's domain. */
+ * QDQ clusters and quantized adds, picks each 8-bit value's domain. */
 alma_status alma__xrt_quant_plan(xrt_plan *p, const uses_t *u);
 /* After partitioning: keeps the clusters whose nodes share a partition and folds them. */
 void alma__xrt_quant_fold(xrt_plan *p, const uses_t *u);

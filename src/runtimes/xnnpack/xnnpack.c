@@ -1053,6 +1053,7 @@ static void xrt_describe(void *plan, FILE *f) {
   if (p->n_qnodes)
     fprintf(f, "  %d convolution/matmul node%s computed in int8 (and %d pooling/reshape node%s)\n", p->n_qnodes,
             p->n_qnodes == 1 ? "" : "s", p->n_qother, p->n_qother == 1 ? "" : "s");
+  if (p->n_qadds) fprintf(f, "  %d Add node%s computed in int8\n", p->n_qadds, p->n_qadds == 1 ? "" : "s");
   for (int q = 0; q < p->n_parts; q++) {
     xrt_part *P = &p->parts[q];
     fprintf(f, "  partition %d: %d nodes, %s, %d input%s, %d output%s, %d reorder%s, ends at '%s'\n", q, P->n_nodes,
@@ -1071,6 +1072,9 @@ static void xrt_describe(void *plan, FILE *f) {
       snprintf(where, sizeof where, "XNNPACK p%d %s %s%s", xn->part, kind_name(xn->kind),
                xn->q == XQ_S8 ? "int8 (qint8, per-channel weights)" : "int8 (quint8)",
                xn->flatten_perm ? " (weights in NHWC order)" : "");
+    else if (xn->qadd)
+      snprintf(where, sizeof where, "XNNPACK p%d add int8 (%s)", xn->part,
+               p->vq[g->nodes[xn->qquant].outputs[0]].dom == XQ_S8 ? "qint8" : "quint8");
     else if (xn->kind == XK_FC && xn->flatten_perm) snprintf(where, sizeof where, "XNNPACK p%d fc (weights in NHWC order)", xn->part);
     else if (xn->part >= 0 && (xn->qpass || p->vq[g->nodes[i].inputs[0]].q) && (xn->kind == XK_MAXPOOL || xn->kind == XK_RESHAPE))
       snprintf(where, sizeof where, "XNNPACK p%d %s int8", xn->part, kind_name(xn->kind));
@@ -1082,7 +1086,7 @@ static void xrt_describe(void *plan, FILE *f) {
 const alma_runtime alma__runtime_xnnpack = {
     .name = "XNNPACK",
     .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes, "
-                   "FUSE's fused conv/matmul nodes and int8 QDQ/QLinear convolutions; EAGER for the rest",
+                   "FUSE's fused conv/matmul nodes, int8 QDQ/QLinear convolutions and QDQ residual Adds; EAGER for the rest",
     .init = xrt_init,
     .supports_node = xrt_supports,
     .compile = xrt_compile,

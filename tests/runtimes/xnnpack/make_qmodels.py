@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Small int8 models for the XNNPACK runtime: QDQ clusters (DequantizeLinear -> Conv/Gemm/MatMul
 with int8 weights behind DequantizeLinear -> [Relu|Clip] -> [MaxPool] -> [Flatten] ->
-QuantizeLinear), QLinearConv / QLinearMatMul with uint8 and int8 tensors, and the cases that must
-fall back to float (weights that do not fit int8, parameters that disagree) or to EAGER (a quint8
-node reading an int8-path tensor). Weights are random; activation scales come from the float
+QuantizeLinear), quantized residual Adds (Add(DequantizeLinear(a), DequantizeLinear(b)) ->
+[Relu|Clip] -> QuantizeLinear: uint8, int8 and mixed operands, zero points 0 and not 0,
+broadcasting), QLinearConv / QLinearMatMul with uint8 and int8 tensors, and the cases that must
+fall back to float (weights that do not fit int8, parameters that disagree, Adds XNNPACK cannot
+take in int8) or to EAGER (a quint8 node reading an int8-path tensor). Weights are random; activation scales come from the float
 ranges numpy computes on random inputs in [-2, 2] (the range xnnpack_vs_eager feeds).
 
 xnnpack_vs_eager runs each through EAGER (the QDQ graph in float: the reference) and XNNPACK and
 compares. manifest.txt gives per model: nodes on XNNPACK, partitions, convolution/matmul nodes in
-int8, and the float outputs' quantization step (8-bit outputs must agree within 1).
+int8, the float outputs' quantization step (8-bit outputs must agree within 1) and, for the Add
+models, the Add nodes in int8.
 
 usage: make_qmodels.py OUT_DIR"""
 import os
@@ -112,7 +115,8 @@ class G:
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_qmodels.py")
         m.ir_version = 7
         onnx.save(m, os.path.join(out, name + ".onnx"))
-        return "%s %d %d %d %.9g" % ((name,) + tuple(expect))
+        line = "%s %d %d %d %.9g" % ((name,) + tuple(expect[:4]))
+        return line + (" %d" % expect[4] if len(expect) > 4 else "")
 
 
 def vi(name, elem, shape):
@@ -274,6 +278,8 @@ def models(out):
     man.append(g.save(out, "q_passthrough", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None), vi("y2", F, None)],
                       (14, 1, 1, max(os_, xs * 2))))
 
+    man += add_models(out)
+
     # QLinearConv with per-channel int8 weights and bias (groups, stride, padding), uint8 in and out
     g = G()
     wq, ws = w_q(rng.standard_normal((6, 2, 3, 3)) * 0.3, 0)
@@ -312,6 +318,127 @@ def models(out):
     g.n("QLinearConv", [t, "ys", "yz", "w2", "ws2", "wz2", "ys2", "yz2"], ["y2"])
     man.append(g.save(out, "qlinear_domains", [vi("x", U8, [N, 3, 5, 5])], [vi("y1", U8, None), vi("y2", U8, None)],
                       (1, 1, 1, 1), opset=13))
+    return man
+
+
+def add_models(out):
+    """Quantized residual Adds. Scales come from random ranges (no short decimal forms, so exact
+    half-step ties between EAGER's float sum and XNNPACK's fixed-point one are rare)."""
+    N = "N"
+    man = []
+    xs, xz = act_q(-2, 2)  # uint8, zero point 128
+
+    def conv_q(x, xd_np, wname, cname, signed=False, chans=4):
+        """an int8 convolution cluster DQ(x) -> Conv -> Q: returns the 8-bit output name, its
+        parameters and its dequantized numpy value"""
+        w = rng.standard_normal((chans, xd_np.shape[1], 3, 3)) * 0.3
+        wq, ws = w_q(w, 0)
+        c = conv2d(xd_np, wq * ws[:, None, None, None], pad=1)
+        cs, cz = act_q(c.min(), c.max(), signed)
+        t = g.n("Conv", [x, g.dq_w(wq, ws, 0, wname)], [cname], pads=[1, 1, 1, 1])
+        return g.q(t, cs, cz, cname + "q", signed), cs, cz, deq(quant(c, cs, cz, signed), cs, cz)
+
+    # uint8 with zero points not 0: a convolution's int8 output (written directly, no convert) plus the
+    # block input, both through DequantizeLinear, then QuantizeLinear: one quantized add
+    g = G()
+    xa = rng.uniform(-2, 2, (16, 4, 6, 6))
+    xd = deq(quant(xa, xs, xz), xs, xz)
+    t = g.dq(g.q("x", xs, xz, "xq"), xs, xz, "xd")
+    cq, cs, cz, c = conv_q(t, xd, "w", "c")
+    s_ = c + xd
+    ss, sz = act_q(s_.min(), s_.max())
+    t2 = g.n("Add", [g.dq(cq, cs, cz, "cd"), t], ["s"])
+    g.dq(g.q(t2, ss, sz, "sq"), ss, sz, "y")
+    man.append(g.save(out, "q_add_u8", [vi("x", F, [N, 4, 6, 6])], [vi("y", F, None)], (8, 1, 1, ss, 1)))
+
+    # int8: the block input quantized symmetrically (zero point 0), the convolution's output not;
+    # Add -> Relu -> QuantizeLinear with a zero point inside the range, so the Relu clamps
+    g = G()
+    xs8 = np.float32(2.0 / 127.3)
+    xd = deq(quant(xa, xs8, 0, True), xs8, 0)
+    t = g.dq(g.q("x", xs8, 0, "xq", True), xs8, 0, "xd", True)
+    cq, cs, cz, c = conv_q(t, xd, "w", "c", signed=True)
+    s_ = c + xd
+    rs, rz = act_q(-0.6 * s_.max(), s_.max(), signed=True)
+    t2 = g.n("Add", [t, g.dq(cq, cs, cz, "cd", True)], ["s"])
+    t2 = g.n("Relu", [t2], ["r"])
+    g.dq(g.q(t2, rs, rz, "rq", True), rs, rz, "y", True)
+    man.append(g.save(out, "q_add_s8_relu", [vi("x", F, [N, 4, 6, 6])], [vi("y", F, None)], (9, 1, 1, rs, 1)))
+
+    # mixed operands (opset 10, plain layout): a uint8 operand quantized in the graph and an int8 graph
+    # input, Clip (attributes), a uint8 graph output: the add runs in the result's type, the int8
+    # input flipped at the boundary
+    g = G()
+    as_, az = act_q(-2, 2)
+    bs, bz = np.float32(0.0173), -9  # int8 inputs of xnnpack_vs_eager: [-128, 127]
+    ys, yz = act_q(-0.7, 1.9)
+    t = g.dq(g.q("x", as_, az, "xq"), as_, az, "xd")
+    t2 = g.n("Add", [t, g.dq("b", bs, bz, "bd", True)], ["s"])
+    t2 = g.n("Clip", [t2], ["r"], min=-0.7, max=1.9)
+    g.q(t2, ys, yz, "y")
+    man.append(g.save(out, "q_add_mixed", [vi("x", F, [N, 3, 5]), vi("b", S8, [N, 3, 5])], [vi("y", U8, None)],
+                      (6, 1, 0, 1, 1), opset=10))
+
+    # broadcasting (NHWC): the global average of the block input, quantized, added to a convolution's
+    # int8 output on either side ([N,C,1,1] as the first operand, then as the second), with and without
+    # Relu; XNNPACK broadcasts int8 operands as float ones
+    g = G()
+    xd = deq(quant(xa, xs, xz), xs, xz)
+    t = g.dq(g.q("x", xs, xz, "xq"), xs, xz, "xd")
+    cq, cs, cz, c = conv_q(t, xd, "w", "c")
+    gp = xd.mean(axis=(2, 3), keepdims=True)
+    gs, gz = act_q(gp.min(), gp.max())
+    gq = g.q(g.n("GlobalAveragePool", [t], ["gp"]), gs, gz, "gq")
+    gpd = deq(quant(gp, gs, gz), gs, gz)
+    s1 = gpd + c
+    r1s, r1z = act_q(-0.3 * s1.max(), s1.max())
+    t1 = g.n("Add", [g.dq(gq, gs, gz, "gd"), g.dq(cq, cs, cz, "cd")], ["s1"])
+    t1 = g.n("Relu", [t1], ["r1"])
+    g.dq(g.q(t1, r1s, r1z, "r1q"), r1s, r1z, "y1")
+    s2s, s2z = act_q(s1.min(), s1.max())
+    t2 = g.n("Add", ["cd", "gd"], ["s2"])
+    g.dq(g.q(t2, s2s, s2z, "s2q"), s2s, s2z, "y2")
+    man.append(g.save(out, "q_add_bcast", [vi("x", F, [N, 4, 6, 6])], [vi("y1", F, None), vi("y2", F, None)],
+                      (15, 1, 1, max(r1s, s2s), 2)))
+
+    # Adds that stay float (between XNNPACK converts) or go to EAGER:
+    # - an operand scale below 2^-10 of the result's (XNNPACK's add refuses it);
+    # - the Add's output also a graph output (the float sum is needed);
+    # - a constant operand;
+    # - operands forced into different XNNPACK types: one from an int8-path convolution (per-channel
+    #   int8 weights), one from a quint8-path convolution (uint8 weights that do not fit int8);
+    # - a rank-3 operand in an NHWC partition (EAGER, as the float Add).
+    g = G()
+    xd = deq(quant(xa, xs, xz), xs, xz)
+    t = g.dq(g.q("x", xs, xz, "xq"), xs, xz, "xd")
+    cq, cs, cz, c = conv_q(t, xd, "w", "c")
+    cd = g.dq(cq, cs, cz, "cd")
+    tiny = np.float32(cs * 0.37e-3)
+    big = np.float32(cs * 2.1)
+    g.q(g.n("Add", [g.dq(g.q(cd, tiny, 0, "tq", True), tiny, 0, "td", True), cd], ["s1"]), big, 3, "y1")
+    s2 = g.n("Add", [cd, "xd"], ["y2"])
+    g.q(s2, cs * 2, cz, "s2q")
+    g.dq("s2q", cs * 2, cz, "y3")
+    g.q(g.n("Add", [cd, g.c("k", np.full((4, 1, 1), 0.25, np.float32))], ["s4"]), cs, cz, "y4")
+    xs2 = np.float32(xs * 1.13)
+    x2d = deq(quant(xa, xs2, xz), xs2, xz)
+    wu = rng.integers(0, 256, (4, 4, 3, 3)).astype(np.uint8)
+    wsu, wzu = np.float32(0.0041), np.uint8(9)
+    c2 = conv2d(x2d, (wu.astype(np.float64) - int(wzu)) * wsu, pad=1)
+    c2s, c2z = act_q(c2.min(), c2.max())
+    t2 = g.dq(g.q("x", xs2, xz, "x2q"), xs2, xz, "x2d")
+    g.c("wu", wu), g.c("wu_s", wsu), g.c("wu_z", wzu)
+    wd = g.n("DequantizeLinear", ["wu", "wu_s", "wu_z"], ["wud"])
+    t2 = g.n("Conv", [t2, wd], ["c2"], pads=[1, 1, 1, 1])
+    c2d = g.dq(g.q(t2, c2s, c2z, "c2q"), c2s, c2z, "c2d")
+    s5 = deq(quant(c2, c2s, c2z), c2s, c2z) + c
+    s5s, s5z = act_q(s5.min(), s5.max())
+    g.dq(g.q(g.n("Add", [c2d, cd], ["s5"]), s5s, s5z, "s5q"), s5s, s5z, "y5")
+    bd = g.dq(g.q("b", xs, xz, "bq"), xs, xz, "bd")
+    g.q(g.n("Add", [cd, bd], ["s6"]), cs * 2, cz, "y6")
+    man.append(g.save(out, "q_add_fallbacks", [vi("x", F, [N, 4, 6, 6]), vi("b", F, [4, 1, 1])],
+                      [vi("y1", U8, None), vi("y2", F, None), vi("y3", F, None), vi("y4", U8, None), vi("y5", F, None),
+                       vi("y6", U8, None)], (25, 3, 2, max(cs * 2, s5s), 0)))
     return man
 
 

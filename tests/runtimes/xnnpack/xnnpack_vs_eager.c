@@ -7,12 +7,15 @@
  * Error measure: max|xnn - eager| <= 1e-4 * max(1, max|eager|) (XNNPACK sums in another order and
  * its sigmoid/elu use polynomial approximations; a wrong kernel or layout errs by O(1)).
  *
- * int8 models (manifest lines with two more columns: the convolution/matmul nodes XNNPACK must
- * compute in int8, and the quantization step S of the float outputs): XNNPACK's integer
+ * int8 models (manifest lines with two or three more columns: the convolution/matmul nodes XNNPACK
+ * must compute in int8, the quantization step S of the float outputs and, optionally, the Add
+ * nodes it must compute in int8; -1: not checked): XNNPACK's integer
  * requantization may land one step away from EAGER's float evaluation of the QDQ graph where a
  * value falls within float rounding of a half step, so float outputs must agree within
  * S * 1.001 + 1e-5 * max|eager| and 8-bit outputs within 1. uint8 / int8 inputs get uniform
- * random integers. */
+ * random integers. An int8 model must also build every XNNPACK partition at batch 1 and 3: a
+ * partition XNNPACK rejects runs its nodes on EAGER, which would hide a wrong translation behind
+ * right outputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +33,15 @@ static float frand(void) {
   return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 4.0f - 2.0f;
 }
 
-static int check_plan(const alma_model *m, int want_nodes, int want_parts, int want_q) {
+/* the count printed just before `what` in the plan description (0: not printed) */
+static int plan_count(const char *buf, const char *what) {
+  const char *p = strstr(buf, what);
+  if (!p) return 0;
+  while (p > buf && p[-1] >= '0' && p[-1] <= '9') p--;
+  return atoi(p);
+}
+
+static int check_plan(const alma_model *m, int want_nodes, int want_parts, int want_q, int want_adds) {
   const alma_runtime *rt = alma__runtime_find("XNNPACK");
   alma_runtime_opts o = {.threads = 1};
   void *plan = NULL;
@@ -44,16 +55,14 @@ static int check_plan(const alma_model *m, int want_nodes, int want_parts, int w
   rt->describe(plan, f);
   fclose(f);
   rt->free(plan);
-  int nodes = -1, total = -1, parts = -1, qn = 0;
+  int nodes = -1, total = -1, parts = -1;
   const char *p = strstr(buf, "): ");
   if (p) sscanf(p, "): %d of %d nodes in %d partition", &nodes, &total, &parts);
-  if ((p = strstr(buf, " convolution/matmul node"))) {
-    while (p > buf && p[-1] >= '0' && p[-1] <= '9') p--;
-    qn = atoi(p);
-  }
-  int ok = (want_nodes < 0 || nodes == want_nodes) && (want_parts < 0 || parts == want_parts) && (want_q < 0 || qn == want_q);
-  printf("  plan: %d of %d nodes on XNNPACK in %d partitions, %d int8 conv/matmul%s\n", nodes, total, parts, qn,
-         ok ? "" : "  <- MISMATCH");
+  int qn = plan_count(buf, " convolution/matmul node"), qa = plan_count(buf, " Add node");
+  int ok = (want_nodes < 0 || nodes == want_nodes) && (want_parts < 0 || parts == want_parts) && (want_q < 0 || qn == want_q) &&
+           (want_adds < 0 || qa == want_adds);
+  printf("  plan: %d of %d nodes on XNNPACK in %d partitions, %d int8 conv/matmul, %d int8 Add%s\n", nodes, total, parts, qn,
+         qa, ok ? "" : "  <- MISMATCH");
   if (!ok) printf("%s", buf);
   free(buf);
   return ok;
@@ -89,13 +98,78 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
   return ok;
 }
 
-static int run_model(const char *path, int want_nodes, int want_parts, int want_q, double step) {
+/* random inputs for the model's inputs with symbolic dims bound to `batch` (caller frees .data) */
+static void make_inputs(const alma_model *m, int batch, alma_tensor *in) {
+  int ni = alma_model_num_inputs(m);
+  memset(in, 0, sizeof(alma_tensor) * (size_t)(ni < 8 ? ni : 8));
+  for (int i = 0; i < ni && i < 8; i++) {
+    alma_dtype dt = alma_model_input_dtype(m, i);
+    in[i].dtype = dt == ALMA_DTYPE_UINT8 || dt == ALMA_DTYPE_INT8 ? dt : ALMA_DTYPE_FLOAT32;
+    in[i].rank = alma_model_input_rank(m, i);
+    int64_t n = 1;
+    for (int k = 0; k < in[i].rank; k++) {
+      int64_t d = alma_model_input_dim(m, i, k);
+      in[i].dims[k] = d < 0 ? batch : d;
+      n *= in[i].dims[k];
+    }
+    size_t es = in[i].dtype == ALMA_DTYPE_FLOAT32 ? sizeof(float) : 1;
+    void *p = malloc(es * (size_t)n + 1);
+    for (int64_t j = 0; j < n; j++) {
+      float r = frand(); /* [-2, 2) */
+      if (in[i].dtype == ALMA_DTYPE_FLOAT32) ((float *)p)[j] = r;
+      else if (in[i].dtype == ALMA_DTYPE_UINT8) ((uint8_t *)p)[j] = (uint8_t)(int)((r + 2.0f) * 64.0f);
+      else ((int8_t *)p)[j] = (int8_t)(int)floorf(r * 64.0f);
+    }
+    in[i].data = p;
+    in[i].nbytes = es * (size_t)n;
+  }
+}
+
+/* int8 models: every partition builds for batch 1 and 3 (the plan's description names a shape
+ * signature XNNPACK rejected) */
+static int check_builds(const alma_model *m) {
+  const alma_runtime *rt = alma__runtime_find("XNNPACK");
+  alma_runtime_opts o = {.threads = 1};
+  void *plan = NULL;
+  if (!rt || rt->init() != ALMA_OK || rt->compile(m->graph, &o, &plan) != ALMA_OK) {
+    printf("  compile failed: %s\n", alma_last_error());
+    return 0;
+  }
+  int ok = 1, ni = alma_model_num_inputs(m), no = alma_model_num_outputs(m);
+  for (int batch = 1; batch <= 3 && ok; batch += 2) {
+    alma_tensor in[8], out[8];
+    make_inputs(m, batch, in);
+    memset(out, 0, sizeof out);
+    if (rt->run(plan, in, ni, out, no) != ALMA_OK) {
+      printf("  batch %d: run failed: %s\n", batch, alma_last_error());
+      ok = 0;
+    }
+    for (int k = 0; k < no; k++) alma_tensor_free_data(&out[k]);
+    for (int i = 0; i < ni && i < 8; i++) free(in[i].data);
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  rt->describe(plan, f);
+  fclose(f);
+  rt->free(plan);
+  const char *e = strstr(buf, "runs on EAGER:");
+  if (e) {
+    printf("  a partition XNNPACK rejected  <- MISMATCH\n%s", buf);
+    ok = 0;
+  }
+  free(buf);
+  return ok;
+}
+
+static int run_model(const char *path, int want_nodes, int want_parts, int want_q, int want_adds, double step) {
   alma_model *m = NULL;
   if (alma_model_load(path, &m) != ALMA_OK) {
     printf("  load failed: %s\n", alma_last_error());
     return 0;
   }
-  int ok = check_plan(m, want_nodes, want_parts, want_q);
+  int ok = check_plan(m, want_nodes, want_parts, want_q, want_adds);
+  if (want_q >= 0) ok &= check_builds(m);
   int ni = alma_model_num_inputs(m), no = alma_model_num_outputs(m);
   for (int threads = 1; threads <= 2; threads++) {
     alma_session_options so;
@@ -111,28 +185,7 @@ static int run_model(const char *path, int want_nodes, int want_parts, int want_
     static const int batches[] = {1, 3, 1};
     for (int bi = 0; bi < 3; bi++) {
       alma_tensor in[8], oe[8], ox[8];
-      memset(in, 0, sizeof in);
-      for (int i = 0; i < ni && i < 8; i++) {
-        alma_dtype dt = alma_model_input_dtype(m, i);
-        in[i].dtype = dt == ALMA_DTYPE_UINT8 || dt == ALMA_DTYPE_INT8 ? dt : ALMA_DTYPE_FLOAT32;
-        in[i].rank = alma_model_input_rank(m, i);
-        int64_t n = 1;
-        for (int k = 0; k < in[i].rank; k++) {
-          int64_t d = alma_model_input_dim(m, i, k);
-          in[i].dims[k] = d < 0 ? batches[bi] : d;
-          n *= in[i].dims[k];
-        }
-        size_t es = in[i].dtype == ALMA_DTYPE_FLOAT32 ? sizeof(float) : 1;
-        void *p = malloc(es * (size_t)n + 1);
-        for (int64_t j = 0; j < n; j++) {
-          float r = frand(); /* [-2, 2) */
-          if (in[i].dtype == ALMA_DTYPE_FLOAT32) ((float *)p)[j] = r;
-          else if (in[i].dtype == ALMA_DTYPE_UINT8) ((uint8_t *)p)[j] = (uint8_t)(int)((r + 2.0f) * 64.0f);
-          else ((int8_t *)p)[j] = (int8_t)(int)floorf(r * 64.0f);
-        }
-        in[i].data = p;
-        in[i].nbytes = es * (size_t)n;
-      }
+      make_inputs(m, batches[bi], in);
       alma_status s1 = alma_session_run(se, in, ni, oe, no);
       alma_status s2 = s1 == ALMA_OK ? alma_session_run(sx, in, ni, ox, no) : s1;
       if (s1 != ALMA_OK || s2 != ALMA_OK) {
@@ -173,12 +226,12 @@ int main(int argc, char **argv) {
   int n = 0, bad = 0;
   while (fgets(line, sizeof line, f)) {
     char name[256];
-    int nodes, parts, qn = -1;
+    int nodes, parts, qn = -1, qa = -1;
     double step = 0;
-    if (line[0] == '#' || sscanf(line, "%255s %d %d %d %lf", name, &nodes, &parts, &qn, &step) < 3) continue;
+    if (line[0] == '#' || sscanf(line, "%255s %d %d %d %lf %d", name, &nodes, &parts, &qn, &step, &qa) < 3) continue;
     snprintf(path, sizeof path, "%s/%s.onnx", argv[1], name);
     printf("%s\n", name);
-    int ok = run_model(path, nodes, parts, qn, step);
+    int ok = run_model(path, nodes, parts, qn, qa, step);
     printf("%s %s\n", ok ? "PASS" : "FAIL", name);
     n++;
     bad += !ok;
