@@ -337,16 +337,33 @@ typedef struct {
   int n_conv, n_matmul, n_gemm, n_add, n_act;
 } qstats;
 
-/* An Add of two computed float32 values (a residual connection): both inputs are quantized, as
- * ONNX Runtime's QDQ quantizer does, so that int8 runtimes keep the residual stream in 8 bits
- * (the producing convolution requantizes into its int8 destination, the Add runs on int8 inputs)
- * instead of leaving each block's output in float32. Opset 7+ (numpy broadcasting). */
+/* An Add of two computed float32 values (a residual connection) whose sum is itself quantized: both
+ * inputs are quantized, as ONNX Runtime's QDQ quantizer does, so that int8 runtimes keep the
+ * residual stream in 8 bits (the producing convolution requantizes into its int8 destination, the
+ * Add runs on int8 inputs) instead of leaving each block's output in float32. Opset 7+ (numpy
+ * broadcasting). An Add whose sum stays float (a transformer's, before LayerNorm) is left alone:
+ * quantizing its inputs would only add rounding and conversions. */
 static int match_add(const alma_graph *g, const alma_infer_result *r, int i) {
   const alma_node *n = &g->nodes[i];
   if (n->dead || n->domain[0] || strcmp(n->op_type, "Add") || n->since_version < 7 || n->n_inputs != 2 ||
       n->n_outputs != 1 || n->outputs[0] < 0)
     return 0;
   return is_f32_activation(g, r, n->inputs[0]) && is_f32_activation(g, r, n->inputs[1]);
+}
+
+/* Whether value v is read by a quantized node (qin), directly or through a chain of Relu / Clip. */
+static int sum_requantized(const alma_graph *g, int v, const int *qin) {
+  for (int depth = 0; depth < 4 && v >= 0; depth++) {
+    if (qin[v]) return 1;
+    int next = -1;
+    for (int i = 0; i < g->n_nodes && next < 0; i++) {
+      const alma_node *n = &g->nodes[i];
+      if (n->dead || n->domain[0] || n->n_inputs < 1 || n->inputs[0] != v || n->n_outputs < 1) continue;
+      if (!strcmp(n->op_type, "Relu") || !strcmp(n->op_type, "Clip")) next = n->outputs[0];
+    }
+    v = next;
+  }
+  return 0;
 }
 
 static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
@@ -389,9 +406,17 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
       if (tg[nt].channels > max_ch) max_ch = tg[nt].channels;
       nt++;
     }
-  /* residual Adds, once there is something int8 for them to connect */
-  for (int i = 0; i < nn && nt > 0; i++) {
-    if (!match_add(g, &r, i)) continue;
+  /* residual Adds whose sum a quantized node reads (directly or through Relu/Clip): in reverse
+   * topological order, so an Add feeding a later quantized Add (MobileNet-V2's chains) is seen */
+  int *qin = calloc((size_t)g->n_values + 1, sizeof *qin); /* value read by a quantized node */
+  if (!qin) {
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (int k = 0; k < nt; k++) qin[tg[k].x] = 1;
+  for (int i = nn - 1; i >= 0 && nt > 0; i--) {
+    if (!match_add(g, &r, i) || !sum_requantized(g, g->nodes[i].outputs[0], qin)) continue;
+    for (int k = 0; k < 2; k++) qin[g->nodes[i].inputs[k]] = 1;
     adds[nadd++] = i;
     for (int k = 0; k < 2; k++) {
       int x = g->nodes[i].inputs[k];
@@ -401,6 +426,7 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
       }
     }
   }
+  free(qin);
   if (nt == 0) {
     ALMA_LOGI("INT8_STATIC: no Conv/MatMul/Gemm with constant weights: nothing to quantize");
     goto done;
