@@ -181,8 +181,9 @@ static alma_model *linear_model(int64_t opset) {
   return to_model(g);
 }
 
-/* x -> Conv -> Relu (r1) -> Conv (c2); a = c2 + r1 (a residual); Relu; Conv (c3); c3 + constant
- * (a bias-like Add); GlobalAveragePool -> Flatten -> Gemm. */
+/* x -> Conv -> Relu (r1) -> Conv (c2); a = c2 + r1 (a residual, requantized); Relu (r2); Conv (c3);
+ * a2 = c3 + r2 (a residual whose sum stays float); a2 + constant (a bias-like Add);
+ * GlobalAveragePool -> Flatten -> Gemm. */
 static alma_model *residual_model(void) {
   alma_graph *g = new_graph(13);
   int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
@@ -192,10 +193,11 @@ static alma_model *residual_model(void) {
   int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f), W4 = add_const(g, "w4", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f);
   int W3 = add_const(g, "w3", ALMA_DTYPE_FLOAT32, 2, w3, 0.5f), B3 = add_const(g, "b3", ALMA_DTYPE_FLOAT32, 1, b5, 0.1f);
   int C = add_const(g, "shift", ALMA_DTYPE_FLOAT32, 4, cd, 0.2f);
-  const char *names[] = {"c1", "r1", "c2", "a", "r2", "c3", "a2", "gap", "flat", "y"};
-  int v[10];
-  for (int i = 0; i < 10; i++) v[i] = alma__graph_add_value(g, names[i]);
-  int in1[3] = {x, W1, B1}, in2[2] = {v[1], W2}, ad[2] = {v[2], v[1]}, in4[2] = {v[4], W4}, ad2[2] = {v[5], C};
+  const char *names[] = {"c1", "r1", "c2", "a", "r2", "c3", "a2", "gap", "flat", "y", "a3"};
+  int v[11];
+  for (int i = 0; i < 11; i++) v[i] = alma__graph_add_value(g, names[i]);
+  int in1[3] = {x, W1, B1}, in2[2] = {v[1], W2}, ad[2] = {v[2], v[1]}, in4[2] = {v[4], W4}, ad2[2] = {v[5], v[4]};
+  int ad3[2] = {v[6], C};
   int n1 = node(g, "Conv", in1, 3, v[0]);
   int64_t pads[4] = {1, 1, 1, 1};
   attr_ints(g, n1, "pads", pads, 4);
@@ -205,7 +207,8 @@ static alma_model *residual_model(void) {
   node(g, "Relu", &v[3], 1, v[4]);
   node(g, "Conv", in4, 2, v[5]);
   node(g, "Add", ad2, 2, v[6]);
-  gap_gemm_head(g, v[6], v[7], v[8], v[9], W3, B3);
+  node(g, "Add", ad3, 2, v[10]);
+  gap_gemm_head(g, v[10], v[7], v[8], v[9], W3, B3);
   return to_model(g);
 }
 
@@ -400,8 +403,9 @@ static void test_static(void **state) {
   alma_model_free(m);
 }
 
-/* The residual Add reads both inputs through QuantizeLinear/DequantizeLinear pairs (the Relu after
- * it is quantized by the next Conv's input); an Add of a constant stays float. */
+/* The residual Add whose sum is requantized (through Relu, by the next Conv) reads both inputs
+ * through QuantizeLinear/DequantizeLinear pairs; one whose sum stays float, and an Add of a
+ * constant, are left alone. */
 static void test_static_residual(void **state) {
   alma_model *m = residual_model();
   data d;
@@ -423,9 +427,9 @@ static void test_static_residual(void **state) {
       dq += pi >= 0 && !strcmp(g->nodes[pi].op_type, "DequantizeLinear");
     }
     if (dq == 2) n_qadd++;
-    else assert_int_equal(dq, 0); /* the constant Add: untouched */
+    else assert_int_equal(dq, 0); /* the float-sum and constant Adds: untouched */
   }
-  assert_int_equal(n_add, 2);
+  assert_int_equal(n_add, 3);
   assert_int_equal(n_qadd, 1);
   /* x, r1 (Conv input and residual), c2 (residual), r2, flat */
   assert_int_equal(count_op(s, "QuantizeLinear"), 5);
