@@ -26,6 +26,10 @@ typedef void (*alma_node_timer)(void *user, int node_index, double seconds);
 alma_status alma__exec_graph_timed(const alma_graph *g, alma_node_hook hook, alma_node_timer timer, void *user,
                                    const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
 
+/* Per-node profile counters of n nodes, allocated on first use and zeroed (profile_start of the
+ * runtimes with a node loop). On failure both are freed and NULL. */
+alma_status alma__prof_counters(int n, double **seconds, int64_t **runs);
+
 /* Like alma__exec_graph, for runtimes that run a group of nodes at once (XNNPACK partitions). The
  * executor neither infers nor allocates the outputs of a node i with defer[i] != 0: the hook gets
  * out[] zeroed (data NULL) and must set *handled = 1; an output it allocates (alma__tensor_alloc)

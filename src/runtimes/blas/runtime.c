@@ -944,18 +944,7 @@ static void blas_describe(void *plan, FILE *f) {
 /* ---- profile ------------------------------------------------------------------------------------ */
 static alma_status blas_profile_start(void *plan) {
   blas_plan *p = plan;
-  size_t n = (size_t)p->g->n_nodes + 1;
-  if (!p->prof_s) p->prof_s = malloc(n * sizeof *p->prof_s);
-  if (!p->prof_runs) p->prof_runs = malloc(n * sizeof *p->prof_runs);
-  if (!p->prof_s || !p->prof_runs) {
-    free(p->prof_s);
-    free(p->prof_runs);
-    p->prof_s = NULL;
-    p->prof_runs = NULL;
-    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  }
-  memset(p->prof_s, 0, n * sizeof *p->prof_s);
-  memset(p->prof_runs, 0, n * sizeof *p->prof_runs);
+  ALMA_TRY(alma__prof_counters(p->g->n_nodes, &p->prof_s, &p->prof_runs));
   for (int k = 0; k < p->n_groups; k++) {
     group *gr = &p->groups[k];
     gr->prof_runs0 = gr->runs;

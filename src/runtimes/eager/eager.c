@@ -210,21 +210,25 @@ static void eager_describe(void *plan, FILE *f) {
     fprintf(f, "  %-40s %-20s EAGER\n", p->g->nodes[i].name, p->g->nodes[i].op_type);
 }
 
-static alma_status eager_profile_start(void *plan) {
-  eager_plan *p = plan;
-  size_t n = (size_t)p->g->n_nodes + 1;
-  if (!p->prof_s) p->prof_s = malloc(n * sizeof *p->prof_s);
-  if (!p->prof_runs) p->prof_runs = malloc(n * sizeof *p->prof_runs);
-  if (!p->prof_s || !p->prof_runs) {
-    free(p->prof_s);
-    free(p->prof_runs);
-    p->prof_s = NULL;
-    p->prof_runs = NULL;
+alma_status alma__prof_counters(int n, double **seconds, int64_t **runs) {
+  size_t m = (size_t)n + 1;
+  if (!*seconds) *seconds = malloc(m * sizeof **seconds);
+  if (!*runs) *runs = malloc(m * sizeof **runs);
+  if (!*seconds || !*runs) {
+    free(*seconds);
+    free(*runs);
+    *seconds = NULL;
+    *runs = NULL;
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
-  memset(p->prof_s, 0, n * sizeof *p->prof_s);
-  memset(p->prof_runs, 0, n * sizeof *p->prof_runs);
+  memset(*seconds, 0, m * sizeof **seconds);
+  memset(*runs, 0, m * sizeof **runs);
   return ALMA_OK;
+}
+
+static alma_status eager_profile_start(void *plan) {
+  eager_plan *p = plan;
+  return alma__prof_counters(p->g->n_nodes, &p->prof_s, &p->prof_runs);
 }
 
 static alma_status eager_profile_read(void *plan, alma__prof_node *nodes) {
