@@ -779,7 +779,8 @@ static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out,
   h = fnv(h, ints, sizeof ints);
   h = fnv(h, fl, sizeof fl);
   h = fnv(h, a->elt, sizeof(dn_elt) * (size_t)a->n_elt);
-  h = fnv(h, &s1, sizeof s1);
+  int32_t x2dt = (int32_t)x2->t.dtype; /* (s1 is s0's layout in this type; s0 is compared below) */
+  h = fnv(h, &x2dt, sizeof x2dt);
   if (!q->valid || q->pkey != h || !dnnl_memory_desc_equal(&q->xmd, &s0)) {
     qprim_free(q);
     q->valid = 1;
