@@ -327,7 +327,7 @@ static alma_status reduce_float(const alma_tensor *x, alma_tensor *y, const rvie
       });
     }
   } else if (k == R_LOGSUMEXP) {
-    for (int64_t i = 0; i < on; i++) acc[i] = 0.0; /* empty: log(0) = -inf */
+    for (int64_t i = 0; i < on; i++) acc[i] = mx[i] = 0.0; /* empty: log(0) + 0 = -inf */
   }
   for (int64_t i = 0; i < on; i++) {
     switch (k) {
