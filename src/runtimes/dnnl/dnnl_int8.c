@@ -1150,6 +1150,12 @@ static void anchor_input_done(dn_plan *p, dn_qstate *S, int v) {
   }
 }
 
+/* The uses of the sources a cluster held for itself (their DequantizeLinear also ran). */
+static void release_extra_uses(dn_plan *p, const qclu *c) {
+  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
+}
+
 static alma_status clu_fallback(dn_plan *p, dn_qstate *S, qclu *c) {
   const alma_graph *g = p->g;
   const alma_node *an = &g->nodes[c->anchor];
@@ -1170,8 +1176,7 @@ static alma_status clu_fallback(dn_plan *p, dn_qstate *S, qclu *c) {
     const alma_node *d = producer(g, an->inputs[k]);
     if (d && an->inputs[k] >= 0 && p->nodes[d - g->nodes].q_role == DN_Q_LAZY) S->lazy[p->nodes[d - g->nodes].q_idx].pending--;
   }
-  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
-  if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
+  release_extra_uses(p, c);
   return ALMA_OK;
 }
 
@@ -1215,8 +1220,7 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
       if (!inside) alma__dn_use_done(p, v);
     }
   }
-  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
-  if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
+  release_extra_uses(p, c);
   dn_val *o = &p->vals[c->outv];
   if (o->uses <= 0 && o->live) { /* nobody reads it */
     o->uses = 1;

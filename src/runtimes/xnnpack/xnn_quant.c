@@ -319,6 +319,22 @@ int alma__xrt_analyze_quant(const alma_graph *g, const alma_tensor *cval, const 
 /* ---- before partitioning ---------------------------------------------------------------------- */
 static int one_reader(const uses_t *u, int v) { return v >= 0 && !u->is_out[v] && u->off[v + 1] - u->off[v] == 1; }
 
+/* The only reader of node ni's output, past one clamp (Relu/Clip: *act, else -1); *v becomes the
+ * value that reader reads. -1 when a value on the way has other readers or is a graph output. */
+static int reader_past_clamp(const alma_graph *g, const xrt_node *xn, const uses_t *u, int ni, int *v, int *act) {
+  *act = -1;
+  *v = g->nodes[ni].outputs[0];
+  if (!one_reader(u, *v)) return -1;
+  int r = u->list[u->off[*v]];
+  if (xn[r].kind == XK_CLAMP) {
+    *act = r;
+    *v = g->nodes[r].outputs[0];
+    if (!one_reader(u, *v)) return -1;
+    r = u->list[u->off[*v]];
+  }
+  return r;
+}
+
 static void clear_cluster(xrt_node *xn) {
   xn->q = XQ_NONE;
   xn->qpass = xn->qadd = 0;
@@ -354,15 +370,9 @@ static int find_cluster(xrt_plan *p, const uses_t *u, int ci) {
   if (c->qlin || c->fused_op || (c->kind != XK_CONV && c->kind != XK_DWCONV && c->kind != XK_FC)) return 0;
   int d = g->values[n->inputs[0]].producer;
   if (d < 0 || xn[d].kind != XK_DEQUANT) return 0;
-  int v = n->outputs[0], act = -1, pool = -1, reshape = -1;
-  if (!one_reader(u, v)) return 0;
-  int r = u->list[u->off[v]];
-  if (xn[r].kind == XK_CLAMP) {
-    act = r;
-    v = g->nodes[r].outputs[0];
-    if (!one_reader(u, v)) return 0;
-    r = u->list[u->off[v]];
-  }
+  int v, act, pool = -1, reshape = -1;
+  int r = reader_past_clamp(g, xn, u, ci, &v, &act);
+  if (r < 0) return 0;
   if (xn[r].kind == XK_MAXPOOL && c->kind != XK_FC) {
     pool = r;
     v = g->nodes[r].outputs[0];
@@ -444,15 +454,9 @@ static int find_qadd(xrt_plan *p, const uses_t *u, int ai) {
     d[k] = g->values[n->inputs[k]].producer;
     if (d[k] < 0 || xn[d[k]].kind != XK_DEQUANT) return 0;
   }
-  int v = n->outputs[0], act = -1;
-  if (!one_reader(u, v)) return 0;
-  int r = u->list[u->off[v]];
-  if (xn[r].kind == XK_CLAMP) {
-    act = r;
-    v = g->nodes[r].outputs[0];
-    if (!one_reader(u, v)) return 0;
-    r = u->list[u->off[v]];
-  }
+  int v, act;
+  int r = reader_past_clamp(g, xn, u, ai, &v, &act);
+  if (r < 0) return 0;
   if (xn[r].kind != XK_QUANT || g->nodes[r].inputs[0] != v) return 0;
   /* XNNPACK takes operand-to-result scale ratios in [2^-10, 256), computed in float */
   for (int k = 0; k < 2; k++) {
