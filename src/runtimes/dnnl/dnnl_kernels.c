@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "ops/nn_util.h"
+#include "runtimes/dnnl/dnnl_native.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 
 #define F32 ALMA_DTYPE_FLOAT32
@@ -862,6 +863,33 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
 }
 
 /* ---- pooling ------------------------------------------------------------------------------------ */
+enum { DN_NATIVE_POOL = 1 };
+
+/* The 2-D float32 layouts alma__dn_pool reads (channels blocked innermost by *B), with the output
+ * descriptor in the same layout; 0 for others (oneDNN's pooling then). ALMA_DNNL_NATIVE_POOL=0
+ * turns the native kernel off (comparisons). */
+static int native_pool_layout(const dn_val *x, const dnnl_memory_desc_t *xmd, const dnnl_dims_t od,
+                              dnnl_memory_desc_t *omd, int64_t *B) {
+  static int off = -1;
+  if (off < 0) {
+    const char *e = getenv("ALMA_DNNL_NATIVE_POOL");
+    off = e && !strcmp(e, "0");
+  }
+  if (off || x->t.dtype != ALMA_DTYPE_FLOAT32 || x->t.rank != 4) return 0;
+  static const dnnl_format_tag_t tags[] = {dnnl_aBcd8b, dnnl_aBcd16b, dnnl_abcd, dnnl_acdb};
+  dnnl_dims_t xd = {x->t.dims[0], x->t.dims[1], x->t.dims[2], x->t.dims[3]};
+  for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
+    dnnl_memory_desc_t m;
+    if (dnnl_memory_desc_init_by_tag(&m, 4, xd, dnnl_f32, tags[i]) != dnnl_success ||
+        !dnnl_memory_desc_equal(&m, xmd))
+      continue;
+    if (dnnl_memory_desc_init_by_tag(omd, 4, od, dnnl_f32, tags[i]) != dnnl_success) return 0;
+    *B = i == 0 ? 8 : i == 1 ? 16 : i == 2 ? 1 : x->t.dims[1];
+    return 1;
+  }
+  return 0;
+}
+
 static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
@@ -914,15 +942,36 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     prim_begin(pr, 1, key, ikey);
     dnnl_dims_t dd;
     for (int i = 0; i < r; i++) dd[i] = os[0].dims[i];
-    dnnl_memory_desc_t d_any;
-    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(x->t.dtype), dnnl_format_tag_any);
-    dnnl_pooling_v2_desc_t pdsc;
-    if (dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, d->alg, &key[0], &d_any, st, kr, dl, pl, pe) !=
-        dnnl_success)
-      return prim_decline(pr, n, "pooling descriptor rejected");
-    if (!prim_pd(p, pr, n, &pdsc, NULL, "pooling") ||
-        !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, NULL}}))
-      return ALMA_OK;
+    if (!global && nsp == 2 && native_pool_layout(x, &key[0], dd, &pr->dst_md, &pr->m)) {
+      pr->flags = DN_NATIVE_POOL;
+      snprintf(pr->impl, sizeof pr->impl, "alma:pool:%s",
+               pr->m == 1 ? "nchw" : pr->m == 8 ? "aBcd8b" : pr->m == 16 ? "aBcd16b" : "nhwc");
+    } else {
+      dnnl_memory_desc_t d_any;
+      dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(x->t.dtype), dnnl_format_tag_any);
+      dnnl_pooling_v2_desc_t pdsc;
+      if (dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, d->alg, &key[0], &d_any, st, kr, dl, pl,
+                                            pe) != dnnl_success)
+        return prim_decline(pr, n, "pooling descriptor rejected");
+      if (!prim_pd(p, pr, n, &pdsc, NULL, "pooling") ||
+          !prim_args(p, pr, n, 2, (dn_arg[]){{DNNL_ARG_SRC, &key[0]}, {DNNL_ARG_DST, NULL}}))
+        return ALMA_OK;
+    }
+  }
+  if (pr->flags == DN_NATIVE_POOL) { /* dnnl_native.c: faster than oneDNN 2.6's pooling */
+    dn_pool_geo g = {.N = x->t.dims[0], .B = pr->m, .H = gm.in[0], .W = gm.in[1], .OH = gm.out[0], .OW = gm.out[1],
+                     .kh = gm.k[0], .kw = gm.k[1], .sh = gm.s[0], .sw = gm.s[1], .dh = gm.d[0], .dw = gm.d[1],
+                     .ph = gm.pb[0], .pw = gm.pb[1], .is_max = d->alg == dnnl_pooling_max,
+                     .cip = d->alg == dnnl_pooling_avg_include_padding};
+    g.CB = (x->t.dims[1] + g.B - 1) / g.B;
+    float *scr = alma__dn_scratch(p, alma__dn_pool_scratch(&g, p->threads));
+    dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md));
+    if (!scr || !db) {
+      alma__dn_unref(p, db);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    alma__dn_pool(&g, p->threads, x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr, scr);
+    return alma__dn_finish(p, ALMA_OK, db, out[0], &os[0], &pr->dst_md, done);
   }
   if (pr->declined) return ALMA_OK;
   void *sp = x->has_blk ? x->bbuf->ptr : x->t.data;

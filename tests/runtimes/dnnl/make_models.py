@@ -167,6 +167,28 @@ def gemms(d):
     save(d, "gemms", nodes, [x_in("x", 20)], [y_out("ls", 2), y_out("z", 2)], inits)
 
 
+def native_pools_blocked(d):
+    # pooling of convolution outputs, which oneDNN keeps blocked (nChw8c / nChw16c): alma's own
+    # kernel (dnnl_native.c) reads that layout; 12 channels leave padded lanes in the last block.
+    nodes = [
+        N("Conv", ["x", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]),
+        N("MaxPool", ["c"], ["m1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("MaxPool", ["c"], ["m2"], kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 1], ceil_mode=1),
+        N("AveragePool", ["c"], ["a1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, count_include_pad=1,
+          pads=[1, 1, 1, 1]),
+        N("AveragePool", ["c"], ["a2"], kernel_shape=[2, 3], strides=[1, 2], pads=[0, 1, 1, 0]),
+        N("MaxPool", ["c"], ["m3"], kernel_shape=[1, 4], strides=[1, 3]),
+        N("Abs", ["m1"], ["o1"]),
+        N("Abs", ["m2"], ["o2"]),
+        N("Abs", ["a1"], ["o3"]),
+        N("Abs", ["a2"], ["o4"]),
+        N("Abs", ["m3"], ["o5"]),
+    ]
+    inits = [w("wc", 12, 5, 3, 3), w("bc", 12)]
+    save(d, "native_pools_blocked", nodes, [x_in("x", 5, 11, 13)],
+         [y_out(f"o{i}", 4) for i in range(1, 6)], inits, opset=13)
+
+
 def pools(d):
     nodes = [
         N("AveragePool", ["x"], ["a1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, count_include_pad=1,
@@ -423,7 +445,7 @@ def upsample_linear_eager(d):
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, pools, attention, concat_split, casts,
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_pools_blocked, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
               native_resize11, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
