@@ -8,7 +8,17 @@ struct alma_session {
   alma_graph *graph;     /* private copy after passes */
   const alma_model *model;
   void *plan;
+  int plan_pending; /* verbose: the plan is printed after the first run, when it names the kernels */
 };
+
+/* The verbose plan. Printed after the first run rather than at compile: runtimes that create their
+ * kernels on first use (DNNL) can then say which implementation each node got and what declined. */
+static void print_plan(alma_session *s, const char *when) {
+  if (!s->plan_pending) return;
+  s->plan_pending = 0;
+  fprintf(stderr, "plan for %s (%d nodes%s):\n", s->conv.name, s->graph->n_nodes, when);
+  s->conv.runtime->describe(s->plan, stderr);
+}
 
 const alma_graph *alma__session_graph(const alma_session *s) { return s ? s->graph : NULL; }
 const alma_model *alma__session_model(const alma_session *s) { return s ? s->model : NULL; }
@@ -62,10 +72,8 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
     alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose};
     st = s->conv.runtime->compile(s->graph, &ropts, &s->plan);
     if (st != ALMA_OK) alma__error_prefix(st, "compiling for %s: ", s->conv.runtime->name);
-    else if (opts->verbose && s->conv.runtime->describe) {
-      fprintf(stderr, "plan for %s (%d nodes):\n", s->conv.name, s->graph->n_nodes);
-      s->conv.runtime->describe(s->plan, stderr);
-    }
+    else if (opts->verbose && s->conv.runtime->describe)
+      s->plan_pending = 1;
   }
   if (st != ALMA_OK) {
     alma_session_free(s);
@@ -77,6 +85,7 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
 
 void alma_session_free(alma_session *s) {
   if (!s) return;
+  if (s->plan) print_plan(s, ", never run");
   if (s->plan) s->conv.runtime->free(s->plan);
   alma__graph_free(s->graph);
   free(s);
@@ -152,5 +161,6 @@ alma_status alma_session_run(alma_session *s, const alma_tensor *inputs, int n_i
   for (int i = 0; i < n_outputs; i++) memset(&outputs[i], 0, sizeof outputs[i]);
   alma_status st = s->conv.runtime->run(s->plan, inputs, n_inputs, outputs, n_outputs);
   if (st == ALMA_OK && s->conv.runtime->synchronize) st = s->conv.runtime->synchronize(s->plan);
+  print_plan(s, st == ALMA_OK ? ", after the first run" : ", first run failed");
   return st;
 }
