@@ -257,6 +257,127 @@ const alma_op_def alma__op_LSTM = {.name = "LSTM", .domain = "", .versions = {1,
   .min_inputs = 3, .max_inputs = 8, .min_outputs = 0, .max_outputs = 3,
   .infer = lstm_infer, .exec = lstm_exec, .cost = lstm_cost};
 
+/* ---- com.microsoft DynamicQuantizeLSTM (ONNX Runtime's dynamic quantizer writes it for LSTM) ----
+ * W [D, I, 4H] and R [D, H, 4H] are int8 or uint8 (note: transposed against LSTM's [D, 4H, I]) with
+ * scale and zero point of shape [D] (per direction) or [D, 4H] (per gate row); inputs 8-11. The
+ * contract is the LSTM's with the dequantized weights; ONNX Runtime additionally quantizes X and H
+ * to uint8 inside its kernel (an implementation detail the schema leaves open). Here the weights
+ * are dequantized into LSTM's layout and the float LSTM runs: exact in the weights, the
+ * activations unrounded, so outputs differ from ONNX Runtime's by its activation rounding only. */
+typedef struct {
+  alma_tensor W, R;          /* float, LSTM layout; data owned when dequantized (exec) */
+  const alma_tensor *in[8];
+} dq_lstm;
+
+static alma_status dq_param(const alma_node *n, const alma_tensor *t, const char *what, int64_t D, int64_t GH,
+                            alma_dtype want, int *per_row) {
+  if (!t) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%s is required", what);
+  if (t->dtype != want)
+    return alma__op_error(n, ALMA_ERR_TYPE, "%s must be %s, got %s", what, alma_dtype_name(want), alma_dtype_name(t->dtype));
+  int64_t cnt = alma__numel(t->rank, t->dims);
+  if (cnt == D && t->rank <= 1) *per_row = 0;
+  else if (cnt == D * GH && t->rank == 2 && t->dims[0] == D) *per_row = 1;
+  else {
+    char s1[96];
+    return alma__op_error(n, ALMA_ERR_SHAPE, "%s has shape %s, expected [%lld] or [%lld, %lld]", what,
+                          alma__shape_str(t->rank, t->dims, s1, sizeof s1), (long long)D, (long long)D, (long long)GH);
+  }
+  return ALMA_OK;
+}
+
+/* q [D, K, GH] (int8/uint8) -> out [D, GH, K] float = (q - zp) * scale; data only when fill. */
+static alma_status dq_matrix(const alma_node *n, const alma_tensor *q, const alma_tensor *sc, const alma_tensor *zp,
+                             const char *what, int64_t D, int64_t K, int64_t GH, int fill, alma_tensor *out) {
+  char s1[96];
+  if (!q) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%s is required", what);
+  if (q->dtype != ALMA_DTYPE_INT8 && q->dtype != ALMA_DTYPE_UINT8)
+    return alma__op_error(n, ALMA_ERR_TYPE, "%s must be int8 or uint8, got %s", what, alma_dtype_name(q->dtype));
+  if (q->rank != 3 || q->dims[0] != D || q->dims[1] != K || q->dims[2] != GH)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "%s has shape %s, expected [%lld, %lld, %lld]", what,
+                          alma__shape_str(q->rank, q->dims, s1, sizeof s1), (long long)D, (long long)K, (long long)GH);
+  int srow, zrow;
+  char nm[32];
+  snprintf(nm, sizeof nm, "%s_scale", what);
+  ALMA_TRY(dq_param(n, sc, nm, D, GH, ALMA_DTYPE_FLOAT32, &srow));
+  snprintf(nm, sizeof nm, "%s_zero_point", what);
+  ALMA_TRY(dq_param(n, zp, nm, D, GH, q->dtype, &zrow));
+  memset(out, 0, sizeof *out);
+  alma__set_shape(out, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){D, GH, K});
+  if (!fill) return ALMA_OK;
+  float *w = malloc((size_t)(D * GH * K) * sizeof *w + 1);
+  if (!w) return alma__op_error(n, ALMA_ERR_NOMEM, "dequantized %s", what);
+  const float *s = sc->data;
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t g = 0; g < GH; g++) {
+      float f = s[srow ? d * GH + g : d];
+      int64_t zi = zrow ? d * GH + g : d;
+      int32_t z = q->dtype == ALMA_DTYPE_INT8 ? ((const int8_t *)zp->data)[zi] : ((const uint8_t *)zp->data)[zi];
+      for (int64_t k = 0; k < K; k++) {
+        int64_t qi = (d * K + k) * GH + g;
+        int32_t v = q->dtype == ALMA_DTYPE_INT8 ? ((const int8_t *)q->data)[qi] : ((const uint8_t *)q->data)[qi];
+        w[(d * GH + g) * K + k] = (float)(v - z) * f;
+      }
+    }
+  out->data = w;
+  out->nbytes = (size_t)(D * GH * K) * sizeof *w;
+  out->owns_data = 1;
+  return ALMA_OK;
+}
+
+static void dq_lstm_free(dq_lstm *q) {
+  alma_tensor_free_data(&q->W);
+  alma_tensor_free_data(&q->R);
+}
+
+/* The LSTM's 8 inputs with W and R dequantized (fill: with data, else shapes only). */
+static alma_status dq_lstm_make(const alma_node *n, const alma_tensor *const *in, int nin, int fill, dq_lstm *q) {
+  memset(q, 0, sizeof *q);
+  const alma_tensor *X = in[0], *W = rnn_in(in, nin, 1), *R = rnn_in(in, nin, 2);
+  if (!X || !W || !R) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X, W and R are required");
+  if (X->dtype != ALMA_DTYPE_FLOAT32)
+    return alma__op_error(n, ALMA_ERR_TYPE, "X must be float32, got %s", alma_dtype_name(X->dtype));
+  if (X->rank != 3 || W->rank != 3 || R->rank != 3)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "X, W and R must be rank 3");
+  int64_t D = W->dims[0], GH = W->dims[2], I = X->dims[2], H = GH / 4;
+  if (GH % 4) return alma__op_error(n, ALMA_ERR_SHAPE, "W's last dimension %lld is not 4 * hidden_size", (long long)GH);
+  alma_status st = dq_matrix(n, W, rnn_in(in, nin, 8), rnn_in(in, nin, 9), "W", D, I, GH, fill, &q->W);
+  if (st == ALMA_OK) st = dq_matrix(n, R, rnn_in(in, nin, 10), rnn_in(in, nin, 11), "R", D, H, GH, fill, &q->R);
+  if (st != ALMA_OK) {
+    dq_lstm_free(q);
+    return st;
+  }
+  for (int k = 0; k < 8; k++) q->in[k] = rnn_in(in, nin, k);
+  q->in[1] = &q->W;
+  q->in[2] = &q->R;
+  return ALMA_OK;
+}
+
+static alma_status dqlstm_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  dq_lstm q;
+  ALMA_TRY(dq_lstm_make(n, in, nin, 0, &q));
+  return rnn_infer(n, 1, q.in, 8, out, nout);
+}
+static alma_status dqlstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                               alma_tensor *out, int nout) {
+  dq_lstm q;
+  ALMA_TRY(dq_lstm_make(n, in, nin, 1, &q));
+  alma_status st = rnn_exec(n, 1, q.in, 8, out, nout);
+  dq_lstm_free(&q);
+  return st;
+}
+static void dqlstm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                        int64_t *macs, int64_t *flops) {
+  dq_lstm q;
+  if (dq_lstm_make(n, in, nin, 0, &q) != ALMA_OK) {
+    alma__error_clear();
+    return;
+  }
+  rnn_cost(n, 1, q.in, 8, out, nout, macs, flops);
+}
+const alma_op_def alma__op_MsDynamicQuantizeLSTM = {.name = "DynamicQuantizeLSTM", .domain = "com.microsoft",
+  .versions = {1}, .min_inputs = 3, .max_inputs = 12, .min_outputs = 0, .max_outputs = 3, /* scales checked in infer */
+  .infer = dqlstm_infer, .exec = dqlstm_exec, .cost = dqlstm_cost};
+
 /* ---- GRU ---- */
 static alma_status gru_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   return rnn_infer(n, 0, in, nin, out, nout);

@@ -287,6 +287,40 @@ static void test_errors(void **s) {
   min[6] = NULL;
   assert_int_equal(tn_infer(&t, 1, min, out), ALMA_OK);
   check_shape(&out[0], 2, D(2, 2));
+  /* DynamicQuantizeLSTM (rnn.c): X [S=2, N=1, I=3], W [1, 3, 4H=8], R [1, 2, 8]; the scales and
+   * zero points are required, per direction [1] or per gate row [1, 8], of W's type */
+  float xf[6] = {0};
+  int8_t wq[24] = {0}, rq[16] = {0};
+  float s8[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  alma_tensor LX = TV(ALMA_DTYPE_FLOAT32, xf, 2, 1, 3), LW = TV(ALMA_DTYPE_INT8, wq, 1, 3, 8),
+              LR = TV(ALMA_DTYPE_INT8, rq, 1, 2, 8), LS = TV(ALMA_DTYPE_FLOAT32, &sc, 1),
+              LZ = TV(ALMA_DTYPE_INT8, &zs, 1), LS8 = TV(ALMA_DTYPE_FLOAT32, s8, 1, 8), LS3 = TV(ALMA_DTYPE_FLOAT32, s3, 3);
+  const alma_tensor *lq[12] = {&LX, &LW, &LR, NULL, NULL, NULL, NULL, NULL, &LS, &LZ, &LS, &LZ};
+  alma_tensor lout[3];
+  tn_init(&t, "DynamicQuantizeLSTM", 12, 3);
+  t.n.domain = "com.microsoft";
+  assert_int_equal(alma__op_resolve(&t.n, 1), ALMA_OK);
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_OK);
+  check_shape(&lout[0], 4, D(2, 1, 1, 2));
+  check_shape(&lout[2], 3, D(1, 1, 2));
+  lq[8] = &LS8; /* per gate row */
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_OK);
+  lq[8] = &LS3;
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_ERR_SHAPE);
+  assert_non_null(strstr(alma_last_error(), "W_scale"));
+  lq[8] = NULL;
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_ERR_INVALID_MODEL);
+  assert_non_null(strstr(alma_last_error(), "W_scale is required"));
+  lq[8] = &LS;
+  lq[11] = &Z; /* uint8 zero point for int8 R */
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_ERR_TYPE);
+  assert_non_null(strstr(alma_last_error(), "R_zero_point"));
+  lq[11] = &LZ;
+  float wf[24] = {0};
+  alma_tensor LWF = TV(ALMA_DTYPE_FLOAT32, wf, 1, 3, 8);
+  lq[1] = &LWF; /* float W */
+  assert_int_equal(tn_infer(&t, 3, lq, lout), ALMA_ERR_TYPE);
+  assert_non_null(strstr(alma_last_error(), "int8 or uint8"));
 }
 
 /* The small graph through every conversion this build can run (the optimized runtimes run these
