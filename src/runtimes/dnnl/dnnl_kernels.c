@@ -255,6 +255,10 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     *why = "cast other than between float32 and bfloat16";
     return DK_NONE;
   }
+  if ((dt == ALMA_DTYPE_UINT8 || dt == ALMA_DTYPE_INT8) && !strcmp(op, "MaxPool") && !output_wanted(n, 1)) {
+    d->alg = dnnl_pooling_max; /* MaxPool on quantized data (opset >= 12; ONNX Runtime's QOperator models) */
+    return DK_POOL;
+  }
   if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
     *why = "not float32 or bfloat16";
     return DK_NONE;
@@ -865,9 +869,9 @@ static alma_status run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const a
 /* ---- pooling ------------------------------------------------------------------------------------ */
 enum { DN_NATIVE_POOL = 1 };
 
-/* The 2-D float32 layouts alma__dn_pool reads (channels blocked innermost by *B), with the output
- * descriptor in the same layout; 0 for others (oneDNN's pooling then). ALMA_DNNL_NATIVE_POOL=0
- * turns the native kernel off (comparisons). */
+/* The 2-D layouts alma__dn_pool reads (channels blocked innermost by *B; float32, and uint8/int8
+ * for MaxPool), with the output descriptor in the same layout; 0 for others (oneDNN's pooling
+ * then). ALMA_DNNL_NATIVE_POOL=0 turns the native kernel off (comparisons). */
 static int native_pool_layout(const dn_val *x, const dnnl_memory_desc_t *xmd, const dnnl_dims_t od,
                               dnnl_memory_desc_t *omd, int64_t *B) {
   static int off = -1;
@@ -875,15 +879,15 @@ static int native_pool_layout(const dn_val *x, const dnnl_memory_desc_t *xmd, co
     const char *e = getenv("ALMA_DNNL_NATIVE_POOL");
     off = e && !strcmp(e, "0");
   }
-  if (off || x->t.dtype != ALMA_DTYPE_FLOAT32 || x->t.rank != 4) return 0;
+  alma_dtype t = x->t.dtype;
+  if (off || (t != ALMA_DTYPE_FLOAT32 && t != ALMA_DTYPE_UINT8 && t != ALMA_DTYPE_INT8) || x->t.rank != 4) return 0;
   static const dnnl_format_tag_t tags[] = {dnnl_aBcd8b, dnnl_aBcd16b, dnnl_abcd, dnnl_acdb};
   dnnl_dims_t xd = {x->t.dims[0], x->t.dims[1], x->t.dims[2], x->t.dims[3]};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
     dnnl_memory_desc_t m;
-    if (dnnl_memory_desc_init_by_tag(&m, 4, xd, dnnl_f32, tags[i]) != dnnl_success ||
-        !dnnl_memory_desc_equal(&m, xmd))
+    if (dnnl_memory_desc_init_by_tag(&m, 4, xd, ddt(t), tags[i]) != dnnl_success || !dnnl_memory_desc_equal(&m, xmd))
       continue;
-    if (dnnl_memory_desc_init_by_tag(omd, 4, od, dnnl_f32, tags[i]) != dnnl_success) return 0;
+    if (dnnl_memory_desc_init_by_tag(omd, 4, od, ddt(t), tags[i]) != dnnl_success) return 0;
     *B = i == 0 ? 8 : i == 1 ? 16 : i == 2 ? 1 : x->t.dims[1];
     return 1;
   }
@@ -896,7 +900,8 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0];
-  if (!is_fp(x) || os[0].dtype != x->t.dtype) return ALMA_OK;
+  int q8 = is_dt(x, ALMA_DTYPE_UINT8) || is_dt(x, ALMA_DTYPE_INT8);
+  if (!(is_fp(x) || (q8 && d->alg == dnnl_pooling_max)) || os[0].dtype != x->t.dtype) return ALMA_OK;
   int r = x->t.rank, nsp = r - 2;
   if (r < 3 || r > 5 || os[0].rank != r) return ALMA_OK;
   int global = !strncmp(n->op_type, "Global", 6);
@@ -959,7 +964,10 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     }
   }
   if (pr->flags == DN_NATIVE_POOL) { /* dnnl_native.c: faster than oneDNN 2.6's pooling */
-    dn_pool_geo g = {.N = x->t.dims[0], .B = pr->m, .H = gm.in[0], .W = gm.in[1], .OH = gm.out[0], .OW = gm.out[1],
+    dn_pool_geo g = {.dt = x->t.dtype == ALMA_DTYPE_UINT8  ? DN_POOL_U8
+                           : x->t.dtype == ALMA_DTYPE_INT8 ? DN_POOL_S8
+                                                           : DN_POOL_F32,
+                     .N = x->t.dims[0], .B = pr->m, .H = gm.in[0], .W = gm.in[1], .OH = gm.out[0], .OW = gm.out[1],
                      .kh = gm.k[0], .kw = gm.k[1], .sh = gm.s[0], .sw = gm.s[1], .dh = gm.d[0], .dw = gm.d[1],
                      .ph = gm.pb[0], .pw = gm.pb[1], .is_max = d->alg == dnnl_pooling_max,
                      .cip = d->alg == dnnl_pooling_avg_include_padding};

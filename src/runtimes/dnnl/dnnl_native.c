@@ -1,6 +1,6 @@
 /* DNNL runtime: kernels of our own, used where oneDNN 2.6's are measurably slower.
  *
- * 2-D MaxPool / AveragePool on float32. oneDNN's jit:avx2 pooling runs the MNIST CNN's 2x2 pool
+ * 2-D MaxPool / AveragePool on float32 (MaxPool on uint8/int8 too). oneDNN's jit:avx2 pooling runs the MNIST CNN's 2x2 pool
  * (32x64x24x24) in 0.46 ms and ResNet-18's 3x3/2 pool (32x64x112x112) in 14.7 ms on a 2-core
  * AVX2 machine, its plain-NCHW pooling (simple_nchw) 10x slower still; ONNX Runtime takes 0.26
  * and 6.5 ms. A separable pass does better: per output row, the window's input rows are reduced
@@ -61,58 +61,83 @@ void alma__dn_parallel(int threads, void (*fn)(void *arg, int tid, int nt), void
 /* ---- pooling ---------------------------------------------------------------------------------- */
 typedef struct pool_job {
   const dn_pool_geo *g;
-  const float *x;
-  float *y;
-  float *tmp;       /* per thread: one reduced row, W * B floats */
+  const void *x;
+  void *y;
+  float *tmp;       /* per thread: one reduced row, W * B elements */
   size_t tmp_stride;
 } pool_job;
 
-/* Row r of the output (r = (n * CB + cb) * OH + oh). */
-static void pool_row(const dn_pool_geo *g, const float *x, float *y, float *tmp, int64_t r) {
+/* Max pooling of output row r (r = (n * CB + cb) * OH + oh) for an element type: the window's
+ * rows reduced into tmp, then its columns. "a > b ? a : b" keeps the first tap unless a later one
+ * is larger, as EAGER does (a NaN counts only as a window's first tap). Windows wholly in the
+ * padding give 0, as in EAGER. */
+#define DEFINE_MAX_ROW(T, sfx)                                                                          \
+  static void max_row_##sfx(const dn_pool_geo *g, const T *x, T *y, T *tmp, int64_t r) {                \
+    const int64_t B = g->B, rowlen = g->W * B;                                                          \
+    const int64_t plane = r / g->OH, oh = r % g->OH;                                                    \
+    const T *xp = x + plane * g->H * rowlen;                                                            \
+    T *yp = y + (plane * g->OH + oh) * g->OW * B;                                                       \
+    int64_t nh = 0;                                                                                     \
+    for (int64_t k = 0; k < g->kh; k++) {                                                               \
+      int64_t h = oh * g->sh - g->ph + k * g->dh;                                                       \
+      if (h < 0 || h >= g->H) continue;                                                                 \
+      const T *row = xp + h * rowlen;                                                                   \
+      if (!nh++) memcpy(tmp, row, (size_t)rowlen * sizeof *tmp);                                        \
+      else                                                                                              \
+        for (int64_t i = 0; i < rowlen; i++) tmp[i] = row[i] > tmp[i] ? row[i] : tmp[i];                \
+    }                                                                                                   \
+    for (int64_t ow = 0; ow < g->OW; ow++) {                                                            \
+      T *q = yp + ow * B;                                                                               \
+      int64_t nw = 0;                                                                                   \
+      for (int64_t k = 0; k < g->kw && nh; k++) {                                                       \
+        int64_t w = ow * g->sw - g->pw + k * g->dw;                                                     \
+        if (w < 0 || w >= g->W) continue;                                                               \
+        const T *t = tmp + w * B;                                                                       \
+        if (!nw++) memcpy(q, t, (size_t)B * sizeof *q);                                                 \
+        else                                                                                            \
+          for (int64_t c = 0; c < B; c++) q[c] = t[c] > q[c] ? t[c] : q[c];                             \
+      }                                                                                                 \
+      if (!nw) memset(q, 0, (size_t)B * sizeof *q);                                                     \
+    }                                                                                                   \
+  }
+DEFINE_MAX_ROW(float, f32)
+DEFINE_MAX_ROW(uint8_t, u8)
+DEFINE_MAX_ROW(int8_t, s8)
+
+/* Average pooling (float32) of output row r: sums, divided by the kernel size (cip) or by the taps
+ * inside the input; a window wholly in the padding gives 0 (cip) or 0/0, as in EAGER. */
+static void avg_row(const dn_pool_geo *g, const float *x, float *y, float *tmp, int64_t r) {
   const int64_t B = g->B, rowlen = g->W * B;
   const int64_t plane = r / g->OH, oh = r % g->OH;
   const float *xp = x + plane * g->H * rowlen;
   float *yp = y + (plane * g->OH + oh) * g->OW * B;
-  /* rows of the window inside the input */
-  int64_t nh = 0, first = 1;
+  int64_t nh = 0;
   for (int64_t k = 0; k < g->kh; k++) {
     int64_t h = oh * g->sh - g->ph + k * g->dh;
     if (h < 0 || h >= g->H) continue;
     const float *row = xp + h * rowlen;
-    nh++;
-    if (first) {
-      memcpy(tmp, row, (size_t)rowlen * sizeof *tmp);
-      first = 0;
-    } else if (g->is_max) {
-      for (int64_t i = 0; i < rowlen; i++) tmp[i] = row[i] > tmp[i] ? row[i] : tmp[i];
-    } else {
+    if (!nh++) memcpy(tmp, row, (size_t)rowlen * sizeof *tmp);
+    else
       for (int64_t i = 0; i < rowlen; i++) tmp[i] += row[i];
-    }
   }
   for (int64_t ow = 0; ow < g->OW; ow++) {
     float *q = yp + ow * B;
     int64_t nw = 0;
-    for (int64_t k = 0; k < g->kw; k++) {
+    for (int64_t k = 0; k < g->kw && nh; k++) {
       int64_t w = ow * g->sw - g->pw + k * g->dw;
-      if (w < 0 || w >= g->W || !nh) continue;
+      if (w < 0 || w >= g->W) continue;
       const float *t = tmp + w * B;
-      if (!nw) {
-        memcpy(q, t, (size_t)B * sizeof *q);
-      } else if (g->is_max) {
-        for (int64_t c = 0; c < B; c++) q[c] = t[c] > q[c] ? t[c] : q[c];
-      } else {
+      if (!nw++) memcpy(q, t, (size_t)B * sizeof *q);
+      else
         for (int64_t c = 0; c < B; c++) q[c] += t[c];
-      }
-      nw++;
     }
-    if (!nw) { /* a window wholly in the padding: EAGER gives 0 (max) or 0/0 */
-      for (int64_t c = 0; c < B; c++) q[c] = g->is_max || g->cip ? 0.f : NAN;
+    float div = (float)(g->cip ? g->kh * g->kw : nh * nw);
+    if (!nw) {
+      for (int64_t c = 0; c < B; c++) q[c] = g->cip ? 0.f : NAN;
       continue;
     }
-    if (!g->is_max) {
-      float inv = 1.f / (float)(g->cip ? (int64_t)g->kh * g->kw : nh * nw);
-      for (int64_t c = 0; c < B; c++) q[c] *= inv;
-    }
+    float inv = 1.f / div;
+    for (int64_t c = 0; c < B; c++) q[c] *= inv;
   }
 }
 
@@ -121,8 +146,13 @@ static void pool_worker(void *a, int tid, int nt) {
   const dn_pool_geo *g = j->g;
   int64_t rows = g->N * g->CB * g->OH;
   int64_t lo = rows * tid / nt, hi = rows * (tid + 1) / nt;
-  float *tmp = j->tmp + (size_t)tid * j->tmp_stride;
-  for (int64_t r = lo; r < hi; r++) pool_row(g, j->x, j->y, tmp, r);
+  void *tmp = j->tmp + (size_t)tid * j->tmp_stride;
+  for (int64_t r = lo; r < hi; r++) {
+    if (!g->is_max) avg_row(g, j->x, j->y, tmp, r);
+    else if (g->dt == DN_POOL_U8) max_row_u8(g, j->x, j->y, tmp, r);
+    else if (g->dt == DN_POOL_S8) max_row_s8(g, j->x, j->y, tmp, r);
+    else max_row_f32(g, j->x, j->y, tmp, r);
+  }
 }
 
 size_t alma__dn_pool_scratch(const dn_pool_geo *g, int threads) {
@@ -130,7 +160,7 @@ size_t alma__dn_pool_scratch(const dn_pool_geo *g, int threads) {
   return stride * sizeof(float) * (size_t)(threads > 1 ? threads : 1);
 }
 
-void alma__dn_pool(const dn_pool_geo *g, int threads, const float *x, float *y, float *scratch) {
+void alma__dn_pool(const dn_pool_geo *g, int threads, const void *x, void *y, float *scratch) {
   pool_job j = {g, x, y, scratch, ((size_t)(g->W * g->B) + 15) & ~(size_t)15};
   int64_t rows = g->N * g->CB * g->OH;
   if (threads > rows) threads = (int)rows;

@@ -189,6 +189,31 @@ def native_pools_blocked(d):
          [y_out(f"o{i}", 4) for i in range(1, 6)], inits, opset=13)
 
 
+def q8_pools(d):
+    # MaxPool on uint8 and int8 data (opset 12+, as ONNX Runtime's QOperator models have it): after
+    # an int8 convolution (QLinearConv) the value is NHWC int8, after a QuantizeLinear of the input
+    # plain NCHW; alma's pooling kernel takes both. Max of integers: DNNL must equal EAGER exactly,
+    # so the convolution is made exact on both too: power-of-two scales (float sums of the
+    # dequantized products are exact) and even weights (oneDNN halves them on CPUs without VNNI).
+    q = numpy_helper.from_array
+    ws = (2 * rng.integers(-30, 31, (10, 5, 3, 3))).astype(np.int8)
+    nodes = [
+        N("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        N("QLinearConv", ["xq", "xs", "xz", "wq", "wsc", "wz", "ys", "yz", "bq"], ["cq"], pads=[1, 1, 1, 1]),
+        N("MaxPool", ["cq"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        N("MaxPool", ["xq"], ["p2"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        N("DequantizeLinear", ["p1", "ys", "yz"], ["o1"]),
+        N("DequantizeLinear", ["p2", "xs", "xz"], ["o2"]),
+        N("QuantizeLinear", ["x", "xs", "sz"], ["xs8"]),
+        N("MaxPool", ["xs8"], ["p3"], kernel_shape=[3, 2], strides=[1, 2], pads=[1, 0, 1, 1]),
+        N("DequantizeLinear", ["p3", "xs", "sz"], ["o3"]),
+    ]
+    inits = [c("xs", 1 / 64), q(np.array(128, np.uint8), "xz"), q(np.array(-3, np.int8), "sz"), q(ws, "wq"),
+             c("wsc", 1 / 128), q(np.array(0, np.int8), "wz"), c("ys", 1 / 16), q(np.array(100, np.uint8), "yz"),
+             q(rng.integers(-200, 200, 10).astype(np.int32), "bq")]
+    save(d, "native_q8_pools", nodes, [x_in("x", 5, 9, 11)], [y_out("o1", 4), y_out("o2", 4), y_out("o3", 4)], inits)
+
+
 def pools(d):
     nodes = [
         N("AveragePool", ["x"], ["a1"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, count_include_pad=1,
@@ -445,7 +470,7 @@ def upsample_linear_eager(d):
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_pools_blocked, pools, attention, concat_split, casts,
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
               native_resize11, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
