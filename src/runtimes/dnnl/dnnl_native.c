@@ -67,12 +67,11 @@ typedef struct pool_job {
   size_t tmp_stride;
 } pool_job;
 
-/* Max pooling of output row r (r = (n * CB + cb) * OH + oh) for an element type: the window's
- * rows reduced into tmp, then its columns. "a > b ? a : b" keeps the first tap unless a later one
- * is larger, as EAGER does (a NaN counts only as a window's first tap). Windows wholly in the
- * padding give 0, as in EAGER. */
-#define DEFINE_MAX_ROW(T, sfx)                                                                          \
-  static void max_row_##sfx(const dn_pool_geo *g, const T *x, T *y, T *tmp, int64_t r) {                \
+/* Output row r (r = (n * CB + cb) * OH + oh) of a pooling with accumulation ACC(acc, v) over element
+ * type T: the window's rows reduced into tmp, then its columns; FINISH(q, nh, nw) completes each
+ * output from the number of window rows and columns inside the input. */
+#define DEFINE_POOL_ROW(name, T, ACC, FINISH)                                                           \
+  static void name(const dn_pool_geo *g, const T *x, T *y, T *tmp, int64_t r) {                         \
     const int64_t B = g->B, rowlen = g->W * B;                                                          \
     const int64_t plane = r / g->OH, oh = r % g->OH;                                                    \
     const T *xp = x + plane * g->H * rowlen;                                                            \
@@ -84,7 +83,7 @@ typedef struct pool_job {
       const T *row = xp + h * rowlen;                                                                   \
       if (!nh++) memcpy(tmp, row, (size_t)rowlen * sizeof *tmp);                                        \
       else                                                                                              \
-        for (int64_t i = 0; i < rowlen; i++) tmp[i] = row[i] > tmp[i] ? row[i] : tmp[i];                \
+        for (int64_t i = 0; i < rowlen; i++) tmp[i] = ACC(tmp[i], row[i]);                              \
     }                                                                                                   \
     for (int64_t ow = 0; ow < g->OW; ow++) {                                                            \
       T *q = yp + ow * B;                                                                               \
@@ -95,51 +94,29 @@ typedef struct pool_job {
         const T *t = tmp + w * B;                                                                       \
         if (!nw++) memcpy(q, t, (size_t)B * sizeof *q);                                                 \
         else                                                                                            \
-          for (int64_t c = 0; c < B; c++) q[c] = t[c] > q[c] ? t[c] : q[c];                             \
+          for (int64_t c = 0; c < B; c++) q[c] = ACC(q[c], t[c]);                                       \
       }                                                                                                 \
-      if (!nw) memset(q, 0, (size_t)B * sizeof *q);                                                     \
+      FINISH(q, nh, nw);                                                                                \
     }                                                                                                   \
   }
-DEFINE_MAX_ROW(float, f32)
-DEFINE_MAX_ROW(uint8_t, u8)
-DEFINE_MAX_ROW(int8_t, s8)
 
-/* Average pooling (float32) of output row r: sums, divided by the kernel size (cip) or by the taps
- * inside the input; a window wholly in the padding gives 0 (cip) or 0/0, as in EAGER. */
-static void avg_row(const dn_pool_geo *g, const float *x, float *y, float *tmp, int64_t r) {
-  const int64_t B = g->B, rowlen = g->W * B;
-  const int64_t plane = r / g->OH, oh = r % g->OH;
-  const float *xp = x + plane * g->H * rowlen;
-  float *yp = y + (plane * g->OH + oh) * g->OW * B;
-  int64_t nh = 0;
-  for (int64_t k = 0; k < g->kh; k++) {
-    int64_t h = oh * g->sh - g->ph + k * g->dh;
-    if (h < 0 || h >= g->H) continue;
-    const float *row = xp + h * rowlen;
-    if (!nh++) memcpy(tmp, row, (size_t)rowlen * sizeof *tmp);
-    else
-      for (int64_t i = 0; i < rowlen; i++) tmp[i] += row[i];
-  }
-  for (int64_t ow = 0; ow < g->OW; ow++) {
-    float *q = yp + ow * B;
-    int64_t nw = 0;
-    for (int64_t k = 0; k < g->kw && nh; k++) {
-      int64_t w = ow * g->sw - g->pw + k * g->dw;
-      if (w < 0 || w >= g->W) continue;
-      const float *t = tmp + w * B;
-      if (!nw++) memcpy(q, t, (size_t)B * sizeof *q);
-      else
-        for (int64_t c = 0; c < B; c++) q[c] += t[c];
-    }
-    float div = (float)(g->cip ? g->kh * g->kw : nh * nw);
-    if (!nw) {
-      for (int64_t c = 0; c < B; c++) q[c] = g->cip ? 0.f : NAN;
-      continue;
-    }
-    float inv = 1.f / div;
-    for (int64_t c = 0; c < B; c++) q[c] *= inv;
-  }
-}
+/* Max keeps the first tap unless a later one is larger, as EAGER does (a NaN counts only as a
+ * window's first tap); a window wholly in the padding gives 0, as in EAGER. */
+#define MAX_ACC(acc, v) ((v) > (acc) ? (v) : (acc))
+#define MAX_FINISH(q, nh, nw) \
+  if (!(nw)) memset(q, 0, (size_t)B * sizeof *q)
+/* Averages divide by the kernel size (cip) or the taps inside the input; an empty window gives 0
+ * (cip) or 0/0, as in EAGER. */
+#define SUM_ACC(acc, v) ((acc) + (v))
+#define AVG_FINISH(q, nh, nw)                                                                  \
+  do {                                                                                         \
+    float inv = (nw) ? 1.f / (float)(g->cip ? g->kh * g->kw : (nh) * (nw)) : 0.f;            \
+    for (int64_t c = 0; c < B; c++) q[c] = (nw) ? q[c] * inv : g->cip ? 0.f : NAN;             \
+  } while (0)
+DEFINE_POOL_ROW(max_row_f32, float, MAX_ACC, MAX_FINISH)
+DEFINE_POOL_ROW(max_row_u8, uint8_t, MAX_ACC, MAX_FINISH)
+DEFINE_POOL_ROW(max_row_s8, int8_t, MAX_ACC, MAX_FINISH)
+DEFINE_POOL_ROW(avg_row, float, SUM_ACC, AVG_FINISH)
 
 static void pool_worker(void *a, int tid, int nt) {
   pool_job *j = a;
