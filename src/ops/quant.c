@@ -7,9 +7,14 @@
  * saturates. float8 and int4 types do not exist in alma's dtype set, so models using them fail at
  * load in the ONNX loader before reaching these kernels. */
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ops/nn_util.h"
 #include "ops/op.h"
+#include "ops/quant_kernels.h"
+#include "ops/sgemm.h"
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
@@ -79,13 +84,114 @@ static int is_scale_dtype(alma_dtype t, int allow_half) {
 }
 
 
-/* Integer tensor minus its zero point, as int32, for the integer kernels. */
-static int32_t *q_to_i32(const alma_tensor *t) {
+/* Integer tensor as float (exact: 8-bit and 16-bit values), for the integer kernels' GEMM. */
+static float *q_to_f32(const alma_tensor *t) {
   int64_t n = alma_tensor_numel(t);
-  int32_t *r = alma__malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+  float *r = alma__malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
   if (!r) return NULL;
-  for (int64_t i = 0; i < n; i++) r[i] = q_get(t->data, t->dtype, i);
+  for (int64_t i = 0; i < n; i++) r[i] = (float)q_get(t->data, t->dtype, i);
   return r;
+}
+
+/* Integer GEMM through the float one: acc[M x N] (int32, wrapping; ldacc) = A[M x K] * B[K x N]
+ * for float operands holding integers of at most 255 in magnitude (8-bit values minus their zero
+ * points). Their products stay below 2^16, so any float sum of QK_CHUNK of them is below 2^24
+ * and exact whatever the order; chunks of K are summed in int32 (with ONNX's wrap-around). tmp
+ * holds M x N floats. */
+enum { QK_CHUNK = 256 };
+static alma_status igemm_exact(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                               int32_t *acc, int64_t ldacc, float *tmp) {
+  if (M == 0 || N == 0) return ALMA_OK;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; i++) memset(acc + i * ldacc, 0, (size_t)N * sizeof *acc);
+    return ALMA_OK;
+  }
+  for (int64_t k0 = 0; k0 < K; k0 += QK_CHUNK) {
+    int64_t kc = K - k0 < QK_CHUNK ? K - k0 : QK_CHUNK;
+    ALMA_TRY(alma__sgemm(0, 0, M, N, kc, 1.0f, A + k0, lda, B + k0 * ldb, ldb, 0.0f, tmp, N));
+    for (int64_t i = 0; i < M; i++) {
+      uint32_t *o = (uint32_t *)(acc + i * ldacc);
+      const float *t = tmp + i * N;
+      if (k0 == 0)
+        for (int64_t j = 0; j < N; j++) o[j] = (uint32_t)(int32_t)t[j];
+      else
+        for (int64_t j = 0; j < N; j++) o[j] += (uint32_t)(int32_t)t[j];
+    }
+  }
+  return ALMA_OK;
+}
+
+/* ==== DynamicQuantizeLinear's arithmetic (quant_kernels.h) ================================== */
+
+void alma__dynq_range(const float *x, int64_t n, float *mn, float *mx) {
+  float lo = 0.0f, hi = 0.0f;
+  int64_t i = 0;
+#if defined(__SSE2__)
+  /* minps/maxps return their second operand when the first is NaN (or equal): NaN is skipped and
+   * the lanes only ever hold 0 or values of x, as the scalar loop below */
+  __m128 l0 = _mm_setzero_ps(), l1 = l0, h0 = l0, h1 = l0;
+  for (; i + 8 <= n; i += 8) {
+    __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
+    l0 = _mm_min_ps(a, l0);
+    l1 = _mm_min_ps(b, l1);
+    h0 = _mm_max_ps(a, h0);
+    h1 = _mm_max_ps(b, h1);
+  }
+  float tl[8], th[8];
+  _mm_storeu_ps(tl, l0);
+  _mm_storeu_ps(tl + 4, l1);
+  _mm_storeu_ps(th, h0);
+  _mm_storeu_ps(th + 4, h1);
+  for (int k = 0; k < 8; k++) {
+    if (tl[k] < lo) lo = tl[k];
+    if (th[k] > hi) hi = th[k];
+  }
+#endif
+  for (; i < n; i++) {
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
+  }
+  *mn = lo;
+  *mx = hi;
+}
+
+void alma__dynq_params(float mn, float mx, float *scale, uint8_t *zp) {
+  /* all-zero input: scale 1 (zero point 0, y 0) instead of dividing by zero, as the ONNX reference */
+  float s = mx == mn ? 1.0f : (mx - mn) / 255.0f;
+  float zpf = 0.0f - mn / s;
+  zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
+  *scale = s;
+  *zp = (uint8_t)q_round_sat(zpf, 0, 255);
+}
+
+/* Clamping x / scale to [-zp, 255 - zp] first (integer bounds: the same result as saturating
+ * after rounding) keeps it far below 2^22, where adding and removing 1.5 * 2^23 rounds half to
+ * even in float; NaN becomes -zp, so 0 after adding the zero point. */
+void alma__dynq_apply(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
+  const float big = 12582912.0f, lo = -(float)zp, hi = 255.0f - (float)zp;
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vbig = _mm_set1_ps(big);
+  const __m128i vz = _mm_set1_epi32(zp);
+  for (; i + 16 <= n; i += 16) {
+    __m128i r[4];
+    for (int k = 0; k < 4; k++) {
+      __m128 q = _mm_div_ps(_mm_loadu_ps(x + i + 4 * k), vs);
+      __m128 nan = _mm_cmpunord_ps(q, q);
+      q = _mm_or_ps(_mm_and_ps(nan, vlo), _mm_andnot_ps(nan, q));
+      q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
+      q = _mm_sub_ps(_mm_add_ps(q, vbig), vbig);
+      r[k] = _mm_add_epi32(_mm_cvttps_epi32(q), vz);
+    }
+    __m128i a = _mm_packs_epi32(r[0], r[1]), b = _mm_packs_epi32(r[2], r[3]);
+    _mm_storeu_si128((__m128i *)(y + i), _mm_packus_epi16(a, b));
+  }
+#endif
+  for (; i < n; i++) {
+    float q = x[i] / scale;
+    q = q != q ? lo : q < lo ? lo : q > hi ? hi : q;
+    y[i] = (uint8_t)((int32_t)((q + big) - big) + zp);
+  }
 }
 
 /* ==== QuantizeLinear / DequantizeLinear: scale layout ======================================= */
@@ -334,25 +440,13 @@ static alma_status dynq_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
                              alma_tensor *out, int nout) {
   const float *x = in[0]->data;
   int64_t cnt = alma_tensor_numel(in[0]);
-  /* the range always includes 0 */
-  float mn = 0.0f, mx = 0.0f;
-  for (int64_t i = 0; i < cnt; i++) {
-    if (x[i] < mn) mn = x[i];
-    if (x[i] > mx) mx = x[i];
-  }
-  /* all-zero input: scale 1 (zero point 0, y 0) instead of dividing by zero, as the ONNX reference */
-  float scale = mx == mn ? 1.0f : (mx - mn) / 255.0f;
-  float zpf = 0.0f - mn / scale;
-  zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
-  int64_t zp = q_round_sat(zpf, 0, 255);
-  uint8_t *y = out[0].data;
-  if (y)
-    for (int64_t i = 0; i < cnt; i++) {
-      float q = x[i] / scale;
-      y[i] = (uint8_t)q_round_sat(q != q ? 0.0 : q_rne(q) + (double)zp, 0, 255);
-    }
+  float mn, mx, scale;
+  uint8_t zp;
+  alma__dynq_range(x, cnt, &mn, &mx);
+  alma__dynq_params(mn, mx, &scale, &zp);
+  if (out[0].data) alma__dynq_apply(x, cnt, scale, zp, out[0].data);
   if (nout > 1 && out[1].data) *(float *)out[1].data = scale;
-  if (nout > 2 && out[2].data) *(uint8_t *)out[2].data = (uint8_t)zp;
+  if (nout > 2 && out[2].data) *(uint8_t *)out[2].data = zp;
   return ALMA_OK;
 }
 
@@ -456,73 +550,80 @@ static alma_status q_param_check(const alma_node *n, const alma_tensor *t, const
                         alma__shape_str(t->rank, t->dims, s, sizeof s), per_len > 0 ? " or one value per output channel" : "");
 }
 
+/* One im2col row: row[p] = the shifted input under kernel offset kidx for output position p (0 in
+ * the padding, which holds the zero point before the shift), from the channel plane xc. The last
+ * spatial axis runs in a tight loop; the others step like an odometer. */
+static void im2col_row(const qconv_geom *g, const float *xc, const int64_t *kidx, float *row) {
+  int last = g->nsp - 1;
+  int64_t wout = g->out[last], win = g->in[last], s = g->stride[last], w0 = kidx[last] * g->dil[last] - g->pad[last];
+  int64_t outer = wout > 0 ? g->P / wout : 0, oidx[ALMA_MAX_RANK] = {0};
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t off = 0;
+    int inside = 1;
+    for (int d = 0; d < last && inside; d++) {
+      int64_t ic = oidx[d] * g->stride[d] - g->pad[d] + kidx[d] * g->dil[d];
+      inside = ic >= 0 && ic < g->in[d];
+      off = off * g->in[d] + ic;
+    }
+    float *r = row + o * wout;
+    if (!inside) {
+      memset(r, 0, (size_t)wout * sizeof *r);
+    } else {
+      const float *src = xc + off * win;
+      for (int64_t ow = 0; ow < wout; ow++) {
+        int64_t iw = ow * s + w0;
+        r[ow] = iw >= 0 && iw < win ? src[iw] : 0.0f;
+      }
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      if (++oidx[d] < g->out[d]) break;
+      oidx[d] = 0;
+    }
+  }
+}
+
 /* acc[N, M, P] = conv(x - xzp, w - wzp[m]) with int32 wrap-around accumulation, through im2col:
- * per (image, group) a column matrix [C/group * KS, P] of shifted inputs (0 in the padding, which
- * is the zero point before the shift), then each output channel is a row times that matrix. */
+ * per (image, group) a column matrix [C/group * KS, P] of shifted inputs, times the shifted
+ * weights [M/group, C/group * KS] on the float GEMM in exact chunks (igemm_exact). */
 static alma_status qconv_accumulate(const alma_node *n, const qconv_geom *g, const alma_tensor *x, int32_t xzp,
                                     const alma_tensor *w, const alma_tensor *wzp, int32_t *acc) {
   int64_t Cg = g->C / g->group, Mg = g->M / g->group, KK = Cg * g->KS, P = g->P;
   int64_t inS = alma__numel(g->nsp, g->in);
-  int32_t *wq = q_to_i32(w);
-  int32_t *col = alma__malloc((size_t)(KK * P > 0 ? KK * P : 1) * sizeof *col);
-  if (!wq || !col) {
-    free(wq);
-    free(col);
-    return alma__op_error(n, ALMA_ERR_NOMEM, "im2col buffer of %lld x %lld", (long long)KK, (long long)P);
+  float *wf = q_to_f32(w);
+  float *col = alma__malloc((size_t)(KK * P > 0 ? KK * P : 1) * sizeof *col);
+  float *xf = alma__malloc((size_t)(g->C * inS > 0 ? g->C * inS : 1) * sizeof *xf);
+  float *tmp = alma__malloc((size_t)(Mg * P > 0 ? Mg * P : 1) * sizeof *tmp);
+  alma_status st = ALMA_OK;
+  if (!wf || !col || !xf || !tmp) {
+    st = alma__op_error(n, ALMA_ERR_NOMEM, "im2col buffer of %lld x %lld", (long long)KK, (long long)P);
+    goto done;
   }
   int64_t wn = alma_tensor_numel(wzp ? wzp : w);
   for (int64_t m = 0; wzp && m < g->M; m++) {
-    int32_t z = q_get(wzp->data, wzp->dtype, wn == 1 ? 0 : m);
-    for (int64_t j = 0; j < KK; j++) wq[m * KK + j] -= z;
+    float z = (float)q_get(wzp->data, wzp->dtype, wn == 1 ? 0 : m);
+    for (int64_t j = 0; j < KK; j++) wf[m * KK + j] -= z;
   }
-  int nsp = g->nsp;
-  for (int64_t b = 0; b < g->N; b++)
-    for (int64_t gr = 0; gr < g->group; gr++) {
-      /* im2col */
-      for (int64_t c = 0; c < Cg; c++) {
-        int64_t xbase = (b * g->C + gr * Cg + c) * inS;
+  for (int64_t b = 0; b < g->N && st == ALMA_OK; b++) {
+    for (int64_t i = 0; i < g->C * inS; i++) xf[i] = (float)(q_get(x->data, x->dtype, b * g->C * inS + i) - xzp);
+    for (int64_t gr = 0; gr < g->group && st == ALMA_OK; gr++) {
+      for (int64_t c = 0; c < Cg; c++)
         for (int64_t kk = 0; kk < g->KS; kk++) {
           int64_t kidx[ALMA_MAX_RANK], rem = kk;
-          for (int d = nsp - 1; d >= 0; d--) {
+          for (int d = g->nsp - 1; d >= 0; d--) {
             kidx[d] = rem % g->k[d];
             rem /= g->k[d];
           }
-          int32_t *row = col + (c * g->KS + kk) * P;
-          int64_t oidx[ALMA_MAX_RANK] = {0};
-          for (int64_t p = 0; p < P; p++) {
-            int64_t off = 0;
-            int inside = 1;
-            for (int d = 0; d < nsp; d++) {
-              int64_t ic = oidx[d] * g->stride[d] - g->pad[d] + kidx[d] * g->dil[d];
-              if (ic < 0 || ic >= g->in[d]) {
-                inside = 0;
-                break;
-              }
-              off = off * g->in[d] + ic;
-            }
-            row[p] = inside ? q_get(x->data, x->dtype, xbase + off) - xzp : 0;
-            for (int d = nsp - 1; d >= 0; d--) { /* odometer over output positions */
-              if (++oidx[d] < g->out[d]) break;
-              oidx[d] = 0;
-            }
-          }
+          im2col_row(g, xf + (gr * Cg + c) * inS, kidx, col + (c * g->KS + kk) * P);
         }
-      }
-      /* row of weights times column matrix; unsigned arithmetic gives defined 32-bit wrap */
-      for (int64_t m = gr * Mg; m < (gr + 1) * Mg; m++) {
-        uint32_t *o = (uint32_t *)(acc + (b * g->M + m) * P);
-        const int32_t *wr = wq + m * KK;
-        for (int64_t j = 0; j < KK; j++) {
-          int32_t wv = wr[j];
-          if (!wv) continue;
-          const int32_t *cr = col + j * P;
-          for (int64_t p = 0; p < P; p++) o[p] += (uint32_t)(wv * cr[p]);
-        }
-      }
+      st = igemm_exact(Mg, P, KK, wf + gr * Mg * KK, KK, col, P, acc + (b * g->M + gr * Mg) * P, P, tmp);
     }
-  free(wq);
+  }
+done:
+  free(wf);
   free(col);
-  return ALMA_OK;
+  free(xf);
+  free(tmp);
+  return st;
 }
 
 static void qconv_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
@@ -716,44 +817,38 @@ static alma_status qmm_param(const alma_node *n, const alma_tensor *t, const cha
   return ALMA_OK;
 }
 
-/* acc[batch, M, N] (int32, wrapping) of (a - azp_row) x (b - bzp_col). */
+/* acc[batch, M, N] (int32, wrapping) of (a - azp_row) x (b - bzp_col), on the float GEMM in exact
+ * chunks (igemm_exact). */
 static alma_status qmm_accumulate(const alma_node *n, const qmm_plan *p, const alma_tensor *a, const alma_tensor *azp,
                                   const alma_tensor *b, const alma_tensor *bzp, int32_t *acc) {
   int64_t M = p->M, K = p->K, N = p->N;
-  int32_t *A = q_to_i32(a), *Bm = q_to_i32(b);
+  float *A = q_to_f32(a), *Bm = q_to_f32(b);
   double *za = alma__calloc((size_t)(p->abatch * M + 1), sizeof *za);
   double *zb = alma__calloc((size_t)(p->bbatch * N + 1), sizeof *zb);
+  float *tmp = alma__malloc((size_t)(M * N > 0 ? M * N : 1) * sizeof *tmp);
   alma_status st = ALMA_OK;
-  if (!A || !Bm || !za || !zb) {
+  if (!A || !Bm || !za || !zb || !tmp) {
     st = alma__op_error(n, ALMA_ERR_NOMEM, "integer matmul buffers");
     goto done;
   }
   if ((st = qmm_param(n, azp, "a_zero_point", p->a_vec, p->ra, p->ad, M, 0, za)) != ALMA_OK) goto done;
   if ((st = qmm_param(n, bzp, "b_zero_point", p->b_vec, p->rb, p->bd, N, 1, zb)) != ALMA_OK) goto done;
   for (int64_t r = 0; r < p->abatch * M; r++)
-    for (int64_t k = 0; k < K; k++) A[r * K + k] -= (int32_t)za[r];
+    for (int64_t k = 0; k < K; k++) A[r * K + k] -= (float)za[r];
   for (int64_t bb = 0; bb < p->bbatch; bb++)
     for (int64_t k = 0; k < K; k++)
-      for (int64_t j = 0; j < N; j++) Bm[(bb * K + k) * N + j] -= (int32_t)zb[bb * N + j];
-  for (int64_t o = 0; o < p->batch; o++) {
+      for (int64_t j = 0; j < N; j++) Bm[(bb * K + k) * N + j] -= (float)zb[bb * N + j];
+  for (int64_t o = 0; o < p->batch && st == ALMA_OK; o++) {
     int64_t ia = alma__broadcast_index(o, p->rbat, p->batd, p->ra, p->ad);
     int64_t ib = alma__broadcast_index(o, p->rbat, p->batd, p->rb, p->bd);
-    const int32_t *Ab = A + ia * M * K, *Bb = Bm + ib * K * N;
-    for (int64_t i = 0; i < M; i++) {
-      uint32_t *c = (uint32_t *)(acc + (o * M + i) * N);
-      for (int64_t k = 0; k < K; k++) {
-        int32_t av = Ab[i * K + k];
-        if (!av) continue;
-        const int32_t *br = Bb + k * N;
-        for (int64_t j = 0; j < N; j++) c[j] += (uint32_t)(av * br[j]);
-      }
-    }
+    st = igemm_exact(M, N, K, A + ia * M * K, K, Bm + ib * K * N, N, acc + o * M * N, N, tmp);
   }
 done:
   free(A);
   free(Bm);
   free(za);
   free(zb);
+  free(tmp);
   return st;
 }
 

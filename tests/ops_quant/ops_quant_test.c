@@ -232,6 +232,25 @@ static void test_dynamic_quantize(void **s) {
   assert_int_equal(*(uint8_t *)out[2].data, 255);
   check_i64(&out[0], (int64_t[]){0, 155, 254}, 3);
   free_outs(out, 3);
+  /* 37 values (the vector loops and their tails): the range, NaN skipped and quantized to 0,
+   * half steps rounded to even, as the definition computed here */
+  float v[37];
+  for (int i = 0; i < 37; i++) v[i] = (float)(i - 10) * 0.5f;
+  v[3] = NAN;
+  v[36] = -7.0f; /* the minimum, in the scalar tail */
+  alma_tensor XV = TV(ALMA_DTYPE_FLOAT32, v, 37);
+  in[0] = &XV;
+  assert_int_equal(tn_exec(&t, in, 1, out, 3), ALMA_OK);
+  float sc = (12.5f - -7.0f) / 255.0f; /* max v[35] = 12.5 */
+  assert_float_equal(*(float *)out[1].data, sc, 0);
+  uint8_t zp = *(uint8_t *)out[2].data;
+  assert_int_equal(zp, (int)nearbyint(7.0f / sc));
+  for (int i = 0; i < 37; i++) {
+    float q = v[i] / sc;
+    double r = i == 3 ? 0 : nearbyint(q) + zp;
+    assert_int_equal(((uint8_t *)out[0].data)[i], (int)(r < 0 ? 0 : r > 255 ? 255 : r));
+  }
+  free_outs(out, 3);
 }
 
 /* ==== MatMulInteger / QLinearMatMul =========================================================== */
@@ -364,6 +383,43 @@ static void test_qlinearmatmul_saturates(void **s) {
   alma_tensor_free_data(&out);
 }
 
+/* The integer products run on the float GEMM in chunks of 256 along K, exact because every chunk's
+ * sum stays below 2^24 (quant.c, igemm_exact): the extremes, 255 * 255 products on a deep K, a
+ * random deep K against the naive loop, and ONNX's int32 wrap-around beyond 2^31. */
+static void test_matmulinteger_deep_exact(void **s) {
+  (void)s;
+  tnode t;
+  enum { M = 3, K = 1000, N = 4, KW = 33100 };
+  static uint8_t a[M * K], aw[KW];
+  static int8_t b[K * N], bw[KW];
+  uint8_t azp = 0;
+  int8_t bzp = 127;
+  for (int i = 0; i < M * K; i++) a[i] = i < K ? 255 : (uint8_t)(rnd() & 255);
+  for (int i = 0; i < K * N; i++) b[i] = i % N == 0 ? -128 : (int8_t)(rnd() & 255);
+  alma_tensor A = TV(ALMA_DTYPE_UINT8, a, M, K), B = TV(ALMA_DTYPE_INT8, b, K, N);
+  alma_tensor AZ = SCALAR(ALMA_DTYPE_UINT8, &azp), BZ = SCALAR(ALMA_DTYPE_INT8, &bzp), out;
+  alma_tensor *in[4] = {&A, &B, &AZ, &BZ};
+  tn_make(&t, "MatMulInteger", 10, 4, 1);
+  assert_int_equal(tn_exec(&t, in, 4, &out, 1), ALMA_OK);
+  static int32_t ai[M * K], bi[K * N];
+  int64_t want[M * N];
+  int32_t az[M] = {0, 0, 0}, bz[N] = {127, 127, 127, 127};
+  for (int i = 0; i < M * K; i++) ai[i] = a[i];
+  for (int i = 0; i < K * N; i++) bi[i] = b[i];
+  ref_mm(ai, bi, M, K, N, az, bz, want);
+  assert_int_equal(want[0], -65025LL * K); /* row 0, column 0: 255 * (-128 - 127), K times */
+  check_i64(&out, want, M * N);
+  alma_tensor_free_data(&out);
+  /* 33100 products of 255 * 255 overflow int32: the result wraps */
+  for (int i = 0; i < KW; i++) aw[i] = 255, bw[i] = -128;
+  alma_tensor AW = TV(ALMA_DTYPE_UINT8, aw, 1, KW), BW = TV(ALMA_DTYPE_INT8, bw, KW, 1);
+  in[0] = &AW;
+  in[1] = &BW;
+  assert_int_equal(tn_exec(&t, in, 4, &out, 1), ALMA_OK);
+  assert_int_equal(((int32_t *)out.data)[0], (int32_t)(uint32_t)(uint64_t)(-65025LL * KW));
+  alma_tensor_free_data(&out);
+}
+
 /* ==== ConvInteger / QLinearConv =============================================================== */
 
 /* Direct 2-D convolution of zero-point-shifted data; pads given explicitly. */
@@ -454,6 +510,33 @@ static void test_convinteger_group_stride_pads(void **s) {
   attr_i(&t, "group", G);
   attr_s(&t, "auto_pad", "SAME");
   assert_int_equal(tn_exec(&t, in, 4, &out, 1), ALMA_ERR_INVALID_MODEL);
+}
+
+static void test_convinteger_deep_exact(void **s) {
+  (void)s;
+  tnode t;
+  enum { N = 1, C = 64, H = 4, W = 5, M = 4, G = 2, KH = 3, KW = 3 }; /* 32 * 9 = 288 > 256 per group */
+  static uint8_t x[N * C * H * W];
+  static int8_t w[M * (C / G) * KH * KW];
+  uint8_t xzp = 0;
+  int8_t wzp = -128;
+  for (size_t i = 0; i < sizeof x; i++) x[i] = i % 3 ? (uint8_t)(rnd() & 255) : 255;
+  for (size_t i = 0; i < sizeof w; i++) w[i] = i % 2 ? (int8_t)(rnd() & 255) : 127;
+  static int32_t xs[sizeof x], ws[sizeof w];
+  for (size_t i = 0; i < sizeof x; i++) xs[i] = x[i] - xzp;
+  for (size_t i = 0; i < sizeof w; i++) ws[i] = w[i] - wzp;
+  alma_tensor X = TV(ALMA_DTYPE_UINT8, x, N, C, H, W), Wt = TV(ALMA_DTYPE_INT8, w, M, C / G, KH, KW);
+  alma_tensor XZ = SCALAR(ALMA_DTYPE_UINT8, &xzp), WZ = SCALAR(ALMA_DTYPE_INT8, &wzp), out;
+  alma_tensor *in[4] = {&X, &Wt, &XZ, &WZ};
+  int64_t pads[4] = {1, 1, 1, 1};
+  tn_make(&t, "ConvInteger", 10, 4, 1);
+  attr_i(&t, "group", G);
+  attr_ints(&t, "pads", pads, 4);
+  assert_int_equal(tn_exec(&t, in, 4, &out, 1), ALMA_OK);
+  static int64_t want[N * M * H * W];
+  ref_conv2d(xs, N, C, H, W, ws, M, KH, KW, G, 1, 1, 1, 1, 1, 1, H, W, want);
+  check_i64(&out, want, N * M * H * W);
+  alma_tensor_free_data(&out);
 }
 
 static void test_convinteger_1d_3d(void **s) {
@@ -849,10 +932,12 @@ int main(void) {
       cmocka_unit_test(test_dequantize_blocked),
       cmocka_unit_test(test_dynamic_quantize),
       cmocka_unit_test(test_matmulinteger_per_row_col),
+      cmocka_unit_test(test_matmulinteger_deep_exact),
       cmocka_unit_test(test_qlinearmatmul_per_row_col),
       cmocka_unit_test(test_qlinearmatmul_saturates),
       cmocka_unit_test(test_convinteger_group_stride_pads),
       cmocka_unit_test(test_convinteger_1d_3d),
+      cmocka_unit_test(test_convinteger_deep_exact),
       cmocka_unit_test(test_qlinearconv_per_channel_bias),
       cmocka_unit_test(test_lstm_bidirectional_layout0),
       cmocka_unit_test(test_lstm_bidirectional_layout1),
