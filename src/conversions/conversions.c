@@ -29,6 +29,8 @@ static const alma_preset presets[] = {
     {47, "INT8_STATIC+XNNPACK", "static int8 quantization (QDQ graph) run by XNNPACK: int8 convolutions between QuantizeLinear/DequantizeLinear pairs, float elsewhere", "XNNPACK library (libxnnpack-dev, libpthreadpool-dev)"},
     {48, "FOLD+BF16+DNNL", "constant folding, bfloat16 weights and activations, then oneDNN's bf16 primitives (blocked bf16 layouts between them)", "oneDNN library (libdnnl); CPU with AVX512_BF16 or AMX-BF16"},
     {49, "FOLD+FUSE+BF16+DNNL", "constant folding and fusion in float32 (BatchNorm folded before rounding), bfloat16, then oneDNN with post-ops", "oneDNN library (libdnnl); CPU with AVX512_BF16 or AMX-BF16"},
+    {50, "FOLD+INT8_DYNAMIC+DNNL", "constant folding, dynamic int8 quantization, then oneDNN: each DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> scale, bias, activation chain as one int8 convolution/matmul taking the batch's scale and zero point at run time", "oneDNN library (libdnnl)"},
+    {51, "INT8_DYNAMIC+DNNL", "dynamic int8 quantization (int8 weights, activations quantized per batch) run by oneDNN's int8 primitives", "oneDNN library (libdnnl)"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */

@@ -21,6 +21,14 @@
  * and blocked between int8 primitives. A QuantizeLinear feeding a cluster writes the layout that
  * cluster's primitive reads.
  *
+ * INT8_DYNAMIC's graphs (and ONNX Runtime's quantize_dynamic output) quantize activations at run
+ * time: DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul(scales) -> [bias] -> ...
+ * Each such chain is a "dyn" cluster (match_dyn): weights minus their zero point as s8, constant
+ * scales as output scales, and the batch's scale and zero point handed to the same primitive when it
+ * runs (a run-time source zero point; the scale through a binary-mul post-op, as oneDNN 2.6's int8
+ * convolutions take no run-time output scales). DynamicQuantizeLinear runs on its own (run_dynq)
+ * with EAGER's arithmetic, in its input's layout.
+ *
  * Anything else falls back, with the float path's results: what does not match at compile time
  * keeps its nodes; a cluster declined at run time (a shape or type oneDNN rejects, a reference-only
  * kernel) runs its nodes one by one, its lazy DequantizeLinear nodes computed on demand.
@@ -35,7 +43,9 @@
  * step) while its s8 matmul is exact. So on such CPUs the sources are given to oneDNN as s8
  * (x - 128, zero point - 128): exact matmuls, convolutions with oneDNN's 7-bit weights
  * (ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating u8 form instead). With VNNI or AMX
- * (vpdpbusd) u8 sources go in as they are and everything is exact. */
+ * (vpdpbusd) u8 sources go in as they are and everything is exact. Weights within [-64, 64] cannot
+ * saturate u8 sources (255 * 64 * 2 < 32767): dyn clusters give those as u8 always, and dyn matmuls
+ * with wider weights run in float32 on the dequantized values instead (exact, fp32 speed). */
 #ifdef ALMA_HAVE_DNNL
 
 #include <float.h>
@@ -45,6 +55,7 @@
 #endif
 
 #include "ops/nn_util.h"
+#include "ops/quant_kernels.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 
 #define F32 ALMA_DTYPE_FLOAT32
@@ -72,6 +83,10 @@ typedef struct qprim {
   dnnl_memory_desc_t shift_from;
   dnnl_memory_t sh_s, sh_d;
   int has_sum;
+  int rt_zp;                        /* dyn: the source zero point is a run-time argument (m_zp) */
+  dnnl_memory_t m_zp, m_xs;         /* dyn: run-time source zero point, source scale (binary post-op) */
+  int32_t zpv;
+  float xsv;
   dn_buf *cache;                    /* DK_QDQ of a constant: its result, kept across runs */
   char impl[64];
   char why[160];
@@ -87,7 +102,7 @@ typedef struct qargs {
   dn_val *x2;                       /* QK_ADD: the second quantized source */
   float x2s;
   int32_t x2zp;
-  const int8_t *w;                  /* int8 weights, as ONNX stores them */
+  const void *w;                    /* int8 weights, as ONNX stores them (emu: float32) */
   int wrank;
   int64_t wdims[ALMA_MAX_RANK];
   int wconst;                       /* constant: reordered once and cached */
@@ -105,6 +120,11 @@ typedef struct qargs {
   alma_dtype ydt;
   int s32;                          /* ConvInteger/MatMulInteger: int32 accumulators out */
   int transb;                       /* Gemm */
+  int dyn;                          /* INT8_DYNAMIC cluster: xs and xzp are this run's (run-time arguments) */
+  int emu;                          /* dyn matmul in float32 on the dequantized source (no exact int8 matmul) */
+  int w7;                           /* weights within [-64, 64]: u8 sources cannot saturate without VNNI */
+  int split;                        /* dyn matmul: W as [W_hi; W_lo] (both within [-64, 64]) times [x, x] */
+  qprim *alt;                       /* dyn: the primitive for a non-zero source zero point */
 } qargs;
 
 /* A QDQ cluster: its nodes, and everything its primitive needs, read from constants at compile. */
@@ -140,8 +160,14 @@ typedef struct qclu {
   int outv;                         /* the last member's output */
   int transb;
   int x_extra_use;                  /* the DequantizeLinear of x also runs: the cluster holds a use of xv */
+  int dyn;                          /* INT8_DYNAMIC form: DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul.. */
+  int xs_v, xzp_v;                  /* dyn: DynamicQuantizeLinear's scale and zero point (read when it runs) */
+  int emu, w7, split;               /* dyn: see qargs */
+  float *wf;                        /* emu: the dequantized weights w * w_scale (owned) */
+  int8_t *wsplit;                   /* split: [W_hi; W_lo], 2K x N (owned) */
   int n_int8_runs, n_fallback_runs;
   qprim pr;
+  qprim pr2;                        /* dyn: the primitive for a non-zero source zero point (pr: zero point 0) */
 } qclu;
 
 typedef struct qlazy {
@@ -164,6 +190,7 @@ typedef struct dn_qstate {
 } dn_qstate;
 
 /* ---- small helpers -------------------------------------------------------------------------------- */
+static const char *dt_name(alma_dtype t);
 static int is_op(const alma_node *n, const char *t) { return !n->domain[0] && !strcmp(n->op_type, t); }
 static int is_q8(alma_dtype t) { return t == U8 || t == S8; }
 
@@ -219,7 +246,7 @@ static void qprim_free(qprim *q) {
   if (q->p) dnnl_primitive_destroy(q->p);
   if (q->pd) dnnl_primitive_desc_destroy(q->pd);
   if (q->sh) dnnl_primitive_destroy(q->sh);
-  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->sh_s, &q->sh_d};
+  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->sh_s, &q->sh_d, &q->m_zp, &q->m_xs};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     if (*ms[i]) dnnl_memory_destroy(*ms[i]);
   free(q->wei);
@@ -314,6 +341,7 @@ int alma__dn_q_classify(const alma_graph *g, const alma_node *n, dn_node *d, con
   }
   if (is_op(n, "QLinearConv") || is_op(n, "QLinearMatMul") || is_op(n, "ConvInteger") || is_op(n, "MatMulInteger"))
     return DK_QLINEAR;
+  if (is_op(n, "DynamicQuantizeLinear")) return DK_QDQ; /* run_dynq */
   (void)g;
   return -1;
 }
@@ -370,9 +398,12 @@ static int q_shape(const qargs *a, alma_tensor *os) {
 
 static uint64_t q_key(const qargs *a, const alma_tensor *os, int shift) {
   uint64_t h = 1469598103934665603ull;
-  int32_t ints[8] = {a->kind, a->xzp, a->yq, a->yzp, (int32_t)a->ydt, a->s32, a->n_elt, shift};
+  /* dyn: this run's scale and zero point are arguments; built in is only whether the zero point is 0
+   * (a primitive without one: post-Relu values), which also decides the source form without VNNI */
+  int32_t zkey = a->dyn ? a->xzp != 0 : a->xzp;
+  int32_t ints[11] = {a->kind, zkey, a->yq, a->yzp, (int32_t)a->ydt, a->s32, a->n_elt, shift, a->dyn, a->emu, a->split};
   h = fnv(h, ints, sizeof ints);
-  h = fnv(h, &a->xs, sizeof a->xs);
+  if (!a->dyn) h = fnv(h, &a->xs, sizeof a->xs);
   h = fnv(h, &a->ys, sizeof a->ys);
   h = fnv(h, a->wdims, sizeof(int64_t) * (size_t)a->wrank);
   h = fnv(h, os->dims, sizeof(int64_t) * (size_t)os->rank);
@@ -396,7 +427,8 @@ static int add_memory(dn_plan *p, dnnl_memory_t *m, const dnnl_memory_desc_t *md
 static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tensor *os, int shift) {
   const alma_node *n = a->n;
   const alma_tensor *x = &a->x->t;
-  dnnl_data_type_t sdt = shift ? dnnl_s8 : alma__dn_dtype(x->dtype);
+  dnnl_data_type_t sdt = a->emu ? dnnl_f32 : shift ? dnnl_s8 : alma__dn_dtype(x->dtype);
+  dnnl_data_type_t wdt = a->emu ? dnnl_f32 : dnnl_s8;
   dnnl_data_type_t ddt = alma__dn_dtype(os->dtype);
   int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os->dims[os->rank - 1];
   if (a->nws != 1 && a->nws != OC) return qdecline(q, n, "weight scales neither per tensor nor per output channel");
@@ -420,13 +452,13 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
       for (int i = 0; i < r; i++) wd[i] = a->wdims[i];
     }
     dnnl_memory_desc_init_by_tag(&s_md, r, sd, sdt, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_s8, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, wdt, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
     dnnl_memory_desc_init_by_tag(&d_md, r, dd, ddt, dnnl_format_tag_any);
     mask = 1 << 1;
     int64_t wd64[DNNL_MAX_NDIMS];
     for (int i = 0; i < wnd; i++) wd64[i] = wd[i];
-    alma__dn_plain_md_dt(&q->wplain, wnd, wd64, dnnl_s8);
+    alma__dn_plain_md_dt(&q->wplain, wnd, wd64, wdt);
   } else {
     /* matmul: A [M', K] (batch dims collapsed into rows for 2-D weights) or [B.., M, K] */
     int collapse = a->wrank == 2;
@@ -435,7 +467,7 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
     int64_t sa[DNNL_MAX_NDIMS], sdd[DNNL_MAX_NDIMS], bd[DNNL_MAX_NDIMS];
     if (collapse) {
       sa[0] = alma__numel(x->rank, x->dims) / (K ? K : 1);
-      sa[1] = K;
+      sa[1] = a->split ? 2 * K : K;
       sdd[0] = sa[0];
       sdd[1] = N;
     } else {
@@ -452,11 +484,14 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
     if (a->transb) {
       dnnl_dims_t dB = {K, N}, sB = {1, K};
       dnnl_memory_desc_init_by_strides(&q->wplain, 2, dB, dnnl_s8, sB);
+    } else if (a->split) {
+      int64_t d2[2] = {2 * K, N};
+      alma__dn_plain_md_dt(&q->wplain, 2, d2, wdt);
     } else {
-      alma__dn_plain_md_dt(&q->wplain, wnd, a->wdims, dnnl_s8);
+      alma__dn_plain_md_dt(&q->wplain, wnd, a->wdims, wdt);
     }
     for (int i = 0; i < wnd; i++) wd[i] = q->wplain.dims[i];
-    if (a->wconst) dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, dnnl_s8, dnnl_format_tag_any);
+    if (a->wconst) dnnl_memory_desc_init_by_tag(&w_md, wnd, wd, wdt, dnnl_format_tag_any);
     else w_md = q->wplain;
     mask = 1 << (r - 1);
   }
@@ -484,14 +519,25 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   }
   if (!fold_y) memcpy(elt, a->elt, sizeof elt);
   for (int64_t c = 0; c < a->nws; c++) {
-    double s = a->s32 ? 1.0 : (double)a->xs * (a->ws ? a->ws[c] : 1.0f);
+    /* dyn: x_scale is this run's, a binary post-op (oneDNN 2.6's int8 convolutions take no run-time output scales) */
+    double s = a->s32 ? 1.0 : (a->dyn ? 1.0 : (double)a->xs) * (a->ws ? a->ws[c] : 1.0f);
     if (fold_y) s /= a->ys;
     sc[c] = (float)s;
   }
   dnnl_status_t s = dnnl_success;
-  if (!a->s32) s = dnnl_primitive_attr_set_output_scales(attr, a->nws, a->nws > 1 ? mask : 0, sc);
-  int32_t szp = a->xzp - (shift ? 128 : 0);
-  if (s == dnnl_success && szp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &szp);
+  if (!a->s32 && !a->emu) s = dnnl_primitive_attr_set_output_scales(attr, a->nws, a->nws > 1 ? mask : 0, sc);
+  int32_t szp = a->emu ? 0 : a->xzp - (shift ? 128 : 0), rtz = DNNL_RUNTIME_S32_VAL;
+  int with_zp = a->dyn ? !a->emu && (a->xzp != 0 || shift) : szp != 0;
+  if (s == dnnl_success && with_zp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, a->dyn ? &rtz : &szp);
+  int bin = a->dyn && !a->emu; /* post-op 0 multiplies by this run's x_scale */
+  dnnl_memory_desc_t one_md;
+  memset(&one_md, 0, sizeof one_md);
+  if (bin) {
+    int64_t od[DNNL_MAX_NDIMS];
+    for (int i = 0; i < d_md.ndims; i++) od[i] = 1;
+    alma__dn_plain_md_dt(&one_md, d_md.ndims, od, dnnl_f32);
+    if (s == dnnl_success) s = dnnl_post_ops_append_binary(po, dnnl_binary_mul, &one_md);
+  }
   if (s == dnnl_success && a->yq && a->yzp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &a->yzp);
   for (int e = 0; s == dnnl_success && e <= a->n_elt; e++) { /* in the graph's order */
     if (a->res && e == a->sum_pos) s = dnnl_post_ops_append_sum(po, 1.0f);
@@ -538,19 +584,25 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   q->bias_md = b_md;
   q->shift = shift;
   q->has_sum = a->res != NULL;
+  q->rt_zp = a->dyn && with_zp;
+  dnnl_memory_desc_t zmd;
+  int64_t one = 1;
+  alma__dn_plain_md_dt(&zmd, 1, &one, dnnl_s32);
   if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, &q->src_md) ||
       !add_memory(p, &q->m_wei, &q->wei_md) || (with_bias && !add_memory(p, &q->m_bias, &b_md)) ||
-      !add_memory(p, &q->m_dst, &q->dst_md))
+      !add_memory(p, &q->m_dst, &q->dst_md) || (bin && !add_memory(p, &q->m_xs, &one_md)) ||
+      (q->rt_zp && !add_memory(p, &q->m_zp, &zmd)))
     return qdecline(q, n, "primitive creation failed");
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
   if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd))
     return qdecline(q, n, "primitive creation failed");
-  /* bias in accumulator units: dst = scale * (acc + bias) in oneDNN 2.x */
+  /* bias in accumulator units: dst = scale * (acc + bias) in oneDNN 2.x (dyn: filled each run, as
+   * x_scale changes; emu: no scale, real units) */
   if (with_bias) {
     if (!(q->bias = malloc(sizeof(float) * (size_t)OC))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     for (int64_t c = 0; c < OC; c++) {
       double wsc = a->ws ? a->ws[a->nws > 1 ? c : 0] : 1.0;
-      q->bias[c] = a->bq ? (float)a->bq[c] : (float)((double)a->bf[c] / ((double)a->xs * wsc));
+      q->bias[c] = a->bq ? (float)a->bq[c] : a->emu ? a->bf[c] : (float)((double)a->bf[c] / ((double)a->xs * wsc));
     }
   }
   if (a->wconst) {
@@ -605,10 +657,25 @@ static alma_status q_execute(dn_plan *p, qprim *q, const alma_node *n, dnnl_exec
   return ALMA_OK;
 }
 
+/* y = (x - zp) * s for a uint8 x (the emu matmuls' float32 source). */
+static void dequant_u8(const uint8_t *x, int64_t n, int32_t zp, float s, float *y) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128i z = _mm_setzero_si128();
+  const __m128 vz = _mm_set1_ps((float)zp), vs = _mm_set1_ps(s);
+  for (; i + 16 <= n; i += 16) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(x + i)), lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
+    __m128i w[4] = {_mm_unpacklo_epi16(lo, z), _mm_unpackhi_epi16(lo, z), _mm_unpacklo_epi16(hi, z), _mm_unpackhi_epi16(hi, z)};
+    for (int k = 0; k < 4; k++) _mm_storeu_ps(y + i + 4 * k, _mm_mul_ps(_mm_sub_ps(_mm_cvtepi32_ps(w[k]), vz), vs));
+  }
+#endif
+  for (; i < n; i++) y[i] = ((float)x[i] - (float)zp) * s;
+}
+
 /* The result db (layout md) becomes out's data when st is ALMA_OK, else it is dropped. */
 static alma_status q_done(dn_plan *p, alma_status st, dn_buf *db, dn_val *out, const alma_tensor *os,
-                          const dnnl_memory_desc_t *md, int *done) {
-  p->n_int8 += st == ALMA_OK;
+                          const dnnl_memory_desc_t *md, int *done, int int8) {
+  p->n_int8 += st == ALMA_OK && int8;
   return alma__dn_finish(p, st, db, out, os, md, done);
 }
 
@@ -626,8 +693,10 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
                  memcmp(a->res->t.dims, os.dims, sizeof(int64_t) * (size_t)os.rank)))
     return ALMA_OK;
   int is_mm = a->kind != QK_CONV;
-  if (is_mm && S->mm_off) return ALMA_OK;
-  int shift = !is_mm && x->t.dtype == U8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
+  if (is_mm && S->mm_off && !a->dyn) return ALMA_OK; /* (dyn matmuls there are exact: w7, or emu) */
+  if (a->dyn && !(a->xs > 0 && isfinite(a->xs))) return ALMA_OK; /* EAGER says what that gives */
+  int shift = !a->emu && !is_mm && x->t.dtype == U8 && !a->w7 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
+  if (a->dyn && a->alt && !a->emu && a->xzp != 0) q = a->alt;
   /* the key: the source's dims and type (its layout is converted into the primitive's) */
   dnnl_memory_desc_t xmd, xpl;
   alma__dn_plain_md_dt(&xpl, x->t.rank, x->t.dims, alma__dn_dtype(x->t.dtype));
@@ -638,6 +707,8 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     q->valid = 1;
     q->xmd = xpl;
     q->pkey = key;
+    ALMA_LOGD("DNNL int8: node '%s': building its primitive (source %s%s, zero point %d)", n->name, dt_name(x->t.dtype),
+              shift ? " as s8" : "", a->xzp);
     ALMA_TRY(q_build(p, q, a, &os, shift));
   }
   if (q->declined) return ALMA_OK;
@@ -648,13 +719,44 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     /* plain source, read through the primitive's (collapsed) md */
     if ((st = alma__dn_val_plain(p, x, n)) != ALMA_OK) return st;
     sp = x->t.data;
-    if (shift) {
+    if (a->emu) { /* the dequantized source, (x - zp) * x_scale, for the float32 matmul */
+      int64_t cnt = alma__numel(x->t.rank, x->t.dims);
+      if (!(stmp = alma__dn_alloc(p, (size_t)cnt * sizeof(float)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      dequant_u8(x->t.data, cnt, a->xzp, a->xs, stmp->ptr);
+      sp = stmp->ptr;
+    } else if (a->split) { /* each row twice: [x, x] */
+      int64_t K = x->t.dims[x->t.rank - 1], rows = alma__numel(x->t.rank, x->t.dims) / (K ? K : 1);
+      if (!(stmp = alma__dn_alloc(p, (size_t)(2 * rows * K)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      const uint8_t *xs = x->t.data;
+      uint8_t *d = stmp->ptr;
+      for (int64_t r = 0; r < rows; r++) {
+        memcpy(d + 2 * r * K, xs + r * K, (size_t)K);
+        memcpy(d + 2 * r * K + K, xs + r * K, (size_t)K);
+      }
+      sp = stmp->ptr;
+    } else if (shift) {
       if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
       dnnl_memory_desc_t from = q->src_md;
       from.data_type = dnnl_u8;
       st = q_shift(p, q, &from, sp, stmp->ptr, n);
       sp = stmp->ptr;
     }
+  } else if (a->emu) { /* dequantized plain, then in the primitive's layout */
+    if ((st = alma__dn_val_plain(p, x, n)) != ALMA_OK) return st;
+    int64_t cnt = alma__numel(x->t.rank, x->t.dims);
+    dn_buf *ftmp = alma__dn_alloc(p, (size_t)cnt * sizeof(float));
+    if (!ftmp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    dequant_u8(x->t.data, cnt, a->xzp, a->xs, ftmp->ptr);
+    dnnl_memory_desc_t fpl;
+    alma__dn_plain_md_dt(&fpl, x->t.rank, x->t.dims, dnnl_f32);
+    if (dnnl_memory_desc_equal(&fpl, &q->src_md)) {
+      stmp = ftmp;
+    } else {
+      if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      else st = alma__dn_reorder(p, &fpl, ftmp->ptr, &q->src_md, stmp->ptr, n);
+      alma__dn_unref(p, ftmp);
+    }
+    sp = stmp ? stmp->ptr : NULL;
   } else if (shift) {
     if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     st = q_shift(p, q, &xmd, x->has_blk ? x->bbuf->ptr : x->t.data, stmp->ptr, n);
@@ -682,7 +784,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   if (st == ALMA_OK) {
-    dnnl_exec_arg_t args[5];
+    dnnl_exec_arg_t args[8];
     int na = 0;
     dnnl_memory_set_data_handle(q->m_src, sp);
     dnnl_memory_set_data_handle(q->m_wei, wp);
@@ -691,14 +793,29 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, q->m_wei};
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, q->m_dst};
     if (q->m_bias) {
+      if (a->dyn && !a->emu) { /* accumulator units of this run: b / (x_scale * w_scale) */
+        int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os.dims[os.rank - 1];
+        for (int64_t c = 0; c < OC; c++)
+          q->bias[c] = (float)((double)a->bf[c] / ((double)a->xs * a->ws[a->nws > 1 ? c : 0]));
+      }
       dnnl_memory_set_data_handle(q->m_bias, q->bias);
       args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, q->m_bias};
+    }
+    if (q->m_xs) {
+      q->xsv = a->xs;
+      dnnl_memory_set_data_handle(q->m_xs, &q->xsv);
+      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, q->m_xs};
+    }
+    if (q->m_zp) {
+      q->zpv = a->xzp - (shift ? 128 : 0);
+      dnnl_memory_set_data_handle(q->m_zp, &q->zpv);
+      args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q->m_zp};
     }
     st = q_execute(p, q, n, args, na);
   }
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
-  return q_done(p, st, db, out, &os, &omd, done);
+  return q_done(p, st, db, out, &os, &omd, done, !a->emu);
 }
 
 /* QK_ADD: y = Q(DQ(a) + DQ(b)) [through eltwise steps] as one oneDNN binary primitive on the int8
@@ -807,7 +924,7 @@ static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out,
   }
   alma__dn_unref(p, t0);
   alma__dn_unref(p, t1);
-  return q_done(p, st, db, out, &os, &d, done);
+  return q_done(p, st, db, out, &os, &d, done, 1);
 }
 
 /* ---- compile: the clusters ----------------------------------------------------------------------------- */
@@ -924,7 +1041,200 @@ static void clu_free(qclu *c) {
   free(c->ws);
   free(c->bq);
   free(c->bf);
+  free(c->wf);
+  free(c->wsplit);
   qprim_free(&c->pr);
+  qprim_free(&c->pr2);
+}
+
+/* A float32 constant that multiplies or adds along the output channels only: out[OC] gets its
+ * values (one value: broadcast). R: the output's rank with the channels on axis 1 (convolutions),
+ * or 0 for a matmul (channels last, rank >= 2 unknown here, so the constant has rank <= 2). Either
+ * the constant itself or, as ONNX Runtime writes Conv biases, Reshape(constant, constant shape). */
+static int chan_const(const alma_graph *g, int v, int R, int64_t OC, float *out) {
+  const alma_tensor *t = alma__dn_const(g, v);
+  int64_t dims[ALMA_MAX_RANK];
+  int rank;
+  if (t) {
+    rank = t->rank;
+    memcpy(dims, t->dims, sizeof(int64_t) * (size_t)rank);
+  } else {
+    const alma_node *r = producer(g, v);
+    if (!r || !is_op(r, "Reshape") || r->n_inputs < 2 || alma__attr_i(r, "allowzero", 0)) return 0;
+    const alma_tensor *sh = alma__dn_const(g, r->inputs[1]);
+    t = alma__dn_const(g, r->inputs[0]);
+    if (!t || !sh || sh->dtype != ALMA_DTYPE_INT64 || sh->rank != 1 || sh->dims[0] > ALMA_MAX_RANK) return 0;
+    rank = (int)sh->dims[0];
+    int64_t known = 1, cnt = alma_tensor_numel(t);
+    int neg = -1;
+    for (int k = 0; k < rank; k++) {
+      int64_t d = ((const int64_t *)sh->data)[k];
+      if (d == -1 && neg < 0) neg = k, d = 1;
+      else if (d <= 0) return 0; /* (0 copies an input dimension: not this form) */
+      dims[k] = d;
+      known *= d;
+    }
+    if (neg >= 0 && known > 0 && cnt % known == 0) dims[neg] = cnt / known;
+    else if (neg >= 0 || known != cnt) return 0;
+  }
+  if (t->dtype != F32 || rank > (R ? R : 2)) return 0;
+  int64_t cnt = alma_tensor_numel(t);
+  const float *d = t->data;
+  if (cnt == 1) {
+    for (int64_t c = 0; c < OC; c++) out[c] = d[0];
+    return 1;
+  }
+  if (cnt != OC) return 0;
+  for (int k = 0; k < rank; k++) { /* aligned to the output's last axes */
+    int chan = R ? R - rank + k == 1 : k == rank - 1;
+    if (dims[k] != 1 && !chan) return 0;
+  }
+  memcpy(out, d, sizeof(float) * (size_t)OC);
+  return 1;
+}
+
+/* The INT8_DYNAMIC form, as alma's pass and ONNX Runtime's dynamic quantizer write it, anchored at
+ * ConvInteger / MatMulInteger node i:
+ *   x -> DynamicQuantizeLinear -> (xq, xs, xzp)
+ *   ConvInteger | MatMulInteger(xq, W constant, xzp [, W zero point constant]) -> Cast(float)
+ *     -> Mul(xs * C) | Mul(xs) -> Mul(C) | Mul(C) -> Mul(xs)   (C: constants along the channels)
+ *     [-> Add(constant bias along the channels)]
+ * W becomes s8 (W - its zero point, which must fit: INT8_DYNAMIC's uint8 q + 128 with 128, ONNX
+ * Runtime's int8 with 0) and the scales C the per-channel output scales; xs and xzp are read when
+ * the cluster runs. A Mul(xs, C) read only here (after the anchor) becomes a member. *vout: the
+ * chain's last value, where the generic post-op chain goes on. */
+static int match_dyn(dn_plan *p, int i, const int *consumer, qclu *c, int *vout) {
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[i];
+  int conv = is_op(n, "ConvInteger");
+  if (n->n_inputs < 3 || n->n_outputs != 1 || n->outputs[0] < 0 || n->inputs[0] < 0 || n->inputs[2] < 0) return 0;
+  const alma_node *dq = producer(g, n->inputs[0]);
+  if (!dq || !is_op(dq, "DynamicQuantizeLinear") || dq->n_outputs < 3 || dq->outputs[0] != n->inputs[0] ||
+      dq->outputs[1] < 0 || dq->outputs[2] != n->inputs[2] || dq->n_inputs < 1 || dq->inputs[0] < 0)
+    return 0;
+  const alma_tensor *W = alma__dn_const(g, n->inputs[1]);
+  if (!W || !is_q8(W->dtype) || W->rank < (conv ? 3 : 2) || W->rank > (conv ? 5 : ALMA_MAX_RANK)) return 0;
+  int64_t OC = W->dims[conv ? 0 : W->rank - 1], nw = alma_tensor_numel(W);
+  const alma_tensor *Z = n->n_inputs > 3 && n->inputs[3] >= 0 ? alma__dn_const(g, n->inputs[3]) : NULL;
+  if (n->n_inputs > 3 && n->inputs[3] >= 0 && (!Z || Z->dtype != W->dtype)) return 0;
+  int64_t nz = Z ? alma_tensor_numel(Z) : 1;
+  if (OC < 1 || (nz != 1 && (nz != OC || (!conv && W->rank > 2) || Z->dims[Z->rank - 1] != OC))) return 0;
+  c->kind = conv ? QK_CONV : QK_MATMUL;
+  c->dyn = 1;
+  c->xv = n->inputs[0];
+  c->xdt = U8;
+  c->xs_v = dq->outputs[1];
+  c->xzp_v = dq->outputs[2];
+  c->dq_x = c->dq_w = -1;
+  float *tmp = malloc(sizeof(float) * (size_t)OC);
+  c->w_own = malloc((size_t)nw);
+  c->ws = malloc(sizeof(float) * (size_t)OC);
+  if (!tmp || !c->w_own || !c->ws) goto no;
+  int64_t inner = conv ? nw / OC : 1, wmax = 0;
+  for (int64_t k = 0; k < nw; k++) { /* W - zero point as s8 */
+    int64_t ch = nz == 1 ? 0 : conv ? k / inner : k % OC;
+    int32_t wv = W->dtype == U8 ? ((const uint8_t *)W->data)[k] : ((const int8_t *)W->data)[k];
+    int32_t zv = !Z ? 0 : Z->dtype == U8 ? ((const uint8_t *)Z->data)[ch] : ((const int8_t *)Z->data)[ch];
+    int32_t d = wv - zv;
+    if (d < -128 || d > 127) goto no;
+    c->w_own[k] = (int8_t)d;
+    if (d < 0) d = -d;
+    if (d > wmax) wmax = d;
+  }
+  c->w = c->w_own;
+  c->wrank = W->rank;
+  memcpy(c->wdims, W->dims, sizeof(int64_t) * (size_t)W->rank);
+  c->w7 = wmax <= 64; /* 255 * 64 * 2 < 32767: oneDNN's u8 x s8 pairs cannot saturate */
+  c->nws = OC;
+  for (int64_t k = 0; k < OC; k++) c->ws[k] = 1.0f;
+  c->mem[c->nmem++] = i;
+  int v = n->outputs[0], R = conv ? W->rank : 0;
+  /* Cast to float */
+  if (p->static_uses[v] != 1 || consumer[v] < 0) goto no;
+  const alma_node *cn = &g->nodes[consumer[v]];
+  if (!is_op(cn, "Cast") || alma__attr_i(cn, "to", 0) != ALMA_DTYPE_FLOAT32 || cn->n_outputs != 1 || cn->outputs[0] < 0 ||
+      p->nodes[consumer[v]].q_role)
+    goto no;
+  c->mem[c->nmem++] = consumer[v];
+  v = cn->outputs[0];
+  /* the scales: xs once, constants along the channels, in one or two Muls */
+  int nxs = 0;
+  for (int nmul = 0; nmul < 2 && c->nmem < DN_MAX_MEMBERS - 1; nmul++) {
+    if (p->static_uses[v] != 1 || consumer[v] < 0) break;
+    int mi = consumer[v], sm = -1;
+    const alma_node *mn = &g->nodes[mi];
+    if (!is_op(mn, "Mul") || mn->n_inputs != 2 || mn->n_outputs != 1 || mn->outputs[0] < 0 || p->nodes[mi].q_role ||
+        mn->inputs[0] == mn->inputs[1])
+      break;
+    int other = mn->inputs[0] == v ? mn->inputs[1] : mn->inputs[0];
+    if (other == c->xs_v) {
+      if (nxs++) break;
+    } else if (chan_const(g, other, R, OC, tmp)) {
+      for (int64_t k = 0; k < OC; k++) c->ws[k] *= tmp[k];
+    } else {
+      const alma_node *pm = producer(g, other);
+      int cv = !pm || !is_op(pm, "Mul") || pm->n_inputs != 2 ? -1
+               : pm->inputs[0] == c->xs_v                   ? pm->inputs[1]
+               : pm->inputs[1] == c->xs_v                   ? pm->inputs[0]
+                                                            : -1;
+      if (cv < 0 || nxs || !chan_const(g, cv, R, OC, tmp)) break;
+      nxs++;
+      for (int64_t k = 0; k < OC; k++) c->ws[k] *= tmp[k];
+      int pmi = (int)(pm - g->nodes);
+      if (p->static_uses[other] == 1 && pmi > i && !p->nodes[pmi].q_role) sm = pmi;
+    }
+    if (sm >= 0) c->mem[c->nmem++] = sm;
+    c->mem[c->nmem++] = mi;
+    v = mn->outputs[0];
+  }
+  if (nxs != 1) goto no;
+  for (int64_t k = 0; k < OC; k++) /* (the bias is divided by them) */
+    if (!(c->ws[k] != 0) || !isfinite(c->ws[k])) goto no;
+  /* a constant bias */
+  if (p->static_uses[v] == 1 && consumer[v] >= 0 && c->nmem < DN_MAX_MEMBERS) {
+    const alma_node *an = &g->nodes[consumer[v]];
+    int other = an->n_inputs == 2 ? (an->inputs[0] == v ? an->inputs[1] : an->inputs[0]) : -1;
+    if (is_op(an, "Add") && an->since_version >= 7 && an->n_outputs == 1 && an->outputs[0] >= 0 && other != v && other >= 0 &&
+        !p->nodes[consumer[v]].q_role && chan_const(g, other, R, OC, tmp)) {
+      if (!(c->bf = malloc(sizeof(float) * (size_t)OC))) goto no;
+      memcpy(c->bf, tmp, sizeof(float) * (size_t)OC);
+      c->mem[c->nmem++] = consumer[v];
+      v = an->outputs[0];
+    }
+  }
+  /* no exact int8 matmul on this CPU for 8-bit weights (see the top comment): float32 on the
+   * dequantized values, or (ALMA_DNNL_INT8_DYN_MATMUL=split) two 7-bit halves W_hi = floor(W / 2)
+   * and W_lo = W - W_hi (both within [-64, 64]) stacked along K times the source repeated,
+   * [x, x] * [W_hi; W_lo] = x * W, one exact u8 matmul of twice the depth: measured slower than
+   * float32 on the AVX2 machine (docs/quantization.md) */
+  if (!conv && p->q->mm_off && !c->w7) {
+    const char *mode = getenv("ALMA_DNNL_INT8_DYN_MATMUL");
+    c->split = W->rank == 2 && mode && !strcmp(mode, "split");
+    c->emu = !c->split;
+  }
+  /* oneDNN 2.6's int8 depthwise convolutions apply binary post-ops (this run's x_scale) wrongly to
+   * a last, partial block of channels (measured on AVX2: 10 and 12 channels; 16 are right): such
+   * convolutions run in float32 on the dequantized values */
+  int64_t G = conv ? alma__attr_i(n, "group", 1) : 1;
+  if (conv && G > 1 && W->dims[1] == 1 && (G % 16 || OC % 16)) c->emu = 1;
+  if (c->emu) {
+    if (!(c->wf = malloc(sizeof(float) * (size_t)nw))) goto no;
+    for (int64_t k = 0; k < nw; k++) c->wf[k] = (float)c->w_own[k] * c->ws[conv ? k / inner : k % OC];
+  }
+  if (c->split) {
+    if (!(c->wsplit = malloc(2 * (size_t)nw))) goto no;
+    for (int64_t k = 0; k < nw; k++) {
+      int v = c->w_own[k], hi = v >= 0 ? v / 2 : -((1 - v) / 2); /* floor(v / 2) */
+      c->wsplit[k] = (int8_t)hi;
+      c->wsplit[nw + k] = (int8_t)(c->w_own[k] - hi);
+    }
+  }
+  free(tmp);
+  *vout = v;
+  return 1;
+no:
+  free(tmp);
+  return 0;
 }
 
 /* Node i as the anchor of a cluster: fills c (members: the anchor and its post chain). */
@@ -936,8 +1246,14 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
   c->sum_other = -1;
   c->anchor = i;
   c->x2v = -1;
-  int kind = 0;
+  int kind = 0, v;
   int64_t OC = 0;
+  if (is_op(n, "ConvInteger") || is_op(n, "MatMulInteger")) {
+    if (!match_dyn(p, i, consumer, c, &v)) goto no;
+    kind = c->kind;
+    OC = c->nws;
+    goto chain;
+  }
   if (is_op(n, "Add")) { /* DequantizeLinear(a) + DequantizeLinear(b): an int8 binary primitive */
     const alma_node *da = n->n_inputs == 2 ? dq_of(g, n->inputs[0]) : NULL;
     const alma_node *db = n->n_inputs == 2 ? dq_of(g, n->inputs[1]) : NULL;
@@ -973,7 +1289,8 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
   /* the post chain: single-consumer values through eltwise nodes, one Add, a QuantizeLinear */
 post:
   c->mem[c->nmem++] = i;
-  int v = n->outputs[0];
+  v = n->outputs[0];
+chain:
   while (c->nmem < DN_MAX_MEMBERS) {
     if (p->static_uses[v] != 1 || consumer[v] < 0) break;
     int ci = consumer[v];
@@ -982,7 +1299,7 @@ post:
     dn_elt e[DN_MAX_ELT];
     int ne = 0;
     if (is_op(cn, "QuantizeLinear")) {
-      if (c->sum_other >= 0 || cn->inputs[0] != v) break; /* a sum needs a float destination */
+      if (c->sum_other >= 0 || cn->inputs[0] != v || c->dyn) break; /* a sum needs a float destination */
       alma_dtype ydt;
       if (!qdq_params(g, cn, &c->ys, &c->yzp, &ydt) || !is_q8(ydt)) break;
       c->yq = 1;
@@ -1019,6 +1336,12 @@ post:
    * add stays on the float path (its DequantizeLinear inputs as reorders) */
   if (c->kind == QK_ADD && !c->yq) goto no;
   c->outv = v;
+  for (int a = 1; a < c->nmem; a++) /* in the graph's (topological) order: a dyn scale Mul may come early */
+    for (int b = a; b > 0 && c->mem[b - 1] > c->mem[b]; b--) {
+      int t = c->mem[b];
+      c->mem[b] = c->mem[b - 1];
+      c->mem[b - 1] = t;
+    }
   c->last = c->mem[c->nmem - 1];
   return 1;
 no:
@@ -1086,6 +1409,11 @@ void alma__dn_q_plan(dn_plan *p) {
   }
   for (int ci = 0; ci < nc; ci++) {
     qclu *c = &clu[ci];
+    if (c->dyn) { /* the scale's reader may run on its own before the cluster: keep the scale alive */
+      c->x_extra_use = 1;
+      p->static_uses[c->xs_v]++;
+      continue;
+    }
     /* the DequantizeLinear of x runs anyway: keep xv alive for the cluster */
     if (p->nodes[c->dq_x].q_role != DN_Q_LAZY) {
       c->x_extra_use = 1;
@@ -1131,6 +1459,13 @@ static void clu_args(dn_plan *p, qclu *c, qargs *a) {
   a->yzp = c->yzp;
   a->ydt = c->ydt;
   a->transb = c->transb;
+  a->dyn = c->dyn;
+  a->emu = c->emu;
+  a->w7 = c->w7;
+  a->split = c->split;
+  if (c->emu) a->w = c->wf;
+  if (c->split) a->w = c->wsplit;
+  if (c->dyn) a->alt = &c->pr2;
 }
 
 /* Input v of the anchor is retired: through its lazy DequantizeLinear when it has one. */
@@ -1152,7 +1487,7 @@ static void anchor_input_done(dn_plan *p, dn_qstate *S, int v) {
 
 /* The uses of the sources a cluster held for itself (their DequantizeLinear also ran). */
 static void release_extra_uses(dn_plan *p, const qclu *c) {
-  if (c->x_extra_use) alma__dn_use_done(p, c->xv);
+  if (c->x_extra_use) alma__dn_use_done(p, c->dyn ? c->xs_v : c->xv);
   if (c->x2_extra_use) alma__dn_use_done(p, c->x2v);
 }
 
@@ -1180,6 +1515,18 @@ static alma_status clu_fallback(dn_plan *p, dn_qstate *S, qclu *c) {
   return ALMA_OK;
 }
 
+/* A dyn cluster's source scale and zero point, as DynamicQuantizeLinear computed them this run. */
+static int dyn_params(dn_plan *p, const qclu *c, qargs *a) {
+  dn_val *s = &p->vals[c->xs_v], *z = &p->vals[c->xzp_v];
+  const alma_node *n = &p->g->nodes[c->anchor];
+  if (!s->live || !z->live || s->t.dtype != F32 || z->t.dtype != U8 || alma__numel(s->t.rank, s->t.dims) != 1 ||
+      alma__numel(z->t.rank, z->t.dims) != 1 || alma__dn_val_plain(p, s, n) != ALMA_OK || alma__dn_val_plain(p, z, n) != ALMA_OK)
+    return 0;
+  a->xs = *(const float *)s->t.data;
+  a->xzp = *(const uint8_t *)z->t.data;
+  return 1;
+}
+
 alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
   dn_qstate *S = p->q;
   dn_node *d = &p->nodes[idx];
@@ -1198,7 +1545,7 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
     if (c->kind == QK_ADD) {
       if ((!c->xdt || c->xdt == a.x->t.dtype) && (!c->x2dt || c->x2dt == a.x2->t.dtype))
         ALMA_TRY(q_exec_add(p, &c->pr, &a, &p->vals[c->outv], &done));
-    } else if (!c->xdt || c->xdt == a.x->t.dtype) {
+    } else if ((!c->xdt || c->xdt == a.x->t.dtype) && (!c->dyn || dyn_params(p, c, &a))) {
       ALMA_TRY(q_exec(p, &c->pr, &a, &p->vals[c->outv], &done));
     }
   }
@@ -1210,13 +1557,14 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
   const alma_node *an = &g->nodes[c->anchor];
   for (int k = 0; k < an->n_inputs; k++)
     if (an->inputs[k] >= 0) anchor_input_done(p, S, an->inputs[k]);
-  for (int m = 1; m < c->nmem; m++) {
+  for (int m = 0; m < c->nmem; m++) {
+    if (c->mem[m] == c->anchor) continue;
     const alma_node *mn = &g->nodes[c->mem[m]];
     for (int k = 0; k < mn->n_inputs; k++) {
       int v = mn->inputs[k], pr = v >= 0 ? g->values[v].producer : -1;
       if (v < 0) continue;
       int inside = 0;
-      for (int j = 0; j < m && !inside; j++) inside = pr == c->mem[j];
+      for (int j = 0; j < c->nmem && !inside; j++) inside = pr == c->mem[j];
       if (!inside) alma__dn_use_done(p, v);
     }
   }
@@ -1533,10 +1881,67 @@ static alma_status run_qlinear(dn_plan *p, int idx, dn_val **in, int nin, const 
   return st;
 }
 
+/* DynamicQuantizeLinear: one pass for the range, one to quantize (quant_kernels.h, EAGER's
+ * arithmetic), in the layout x comes in: a float32 value blocked by the primitive that wrote it
+ * (NHWC after an int8 convolution) gives its uint8 data in that layout, which the next int8
+ * convolution reads as it is. Padded or strided layouts are read plain. */
+static alma_status run_dynq(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
+                            int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  dn_qstate *S = qstate(p);
+  if (!S) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  new_run(p, S);
+  dn_val *x = nin > 0 ? in[0] : NULL;
+  if (!x || !x->live || x->t.dtype != F32 || os[0].dtype != U8) return ALMA_OK;
+  int64_t cnt = alma__numel(x->t.rank, x->t.dims);
+  if (cnt == 0) return ALMA_OK;
+  dnnl_memory_desc_t md;
+  const float *xd;
+  int dense = 0;
+  if (x->has_blk && x->bmd.format_kind == dnnl_blocked && x->bmd.offset0 == 0 &&
+      dnnl_memory_desc_get_size(&x->bmd) == (size_t)cnt * sizeof(float)) {
+    dense = 1;
+    for (int i = 0; i < x->bmd.ndims; i++) dense &= x->bmd.padded_dims[i] == x->bmd.dims[i];
+  }
+  if (dense) {
+    md = x->bmd;
+    xd = x->bbuf->ptr;
+  } else {
+    ALMA_TRY(alma__dn_val_plain(p, x, n));
+    alma__dn_plain_md_dt(&md, x->t.rank, x->t.dims, dnnl_f32);
+    xd = x->t.data;
+  }
+  md.data_type = dnnl_u8;
+  float mn, mx, scale;
+  uint8_t zp;
+  alma__dynq_range(xd, cnt, &mn, &mx);
+  alma__dynq_params(mn, mx, &scale, &zp);
+  dn_buf *b[3] = {NULL, NULL, NULL};
+  size_t sz[3] = {(size_t)cnt, sizeof(float), 1};
+  for (int k = 0; k < 3 && k < nout; k++)
+    if (out[k] && !(b[k] = alma__dn_alloc(p, sz[k]))) {
+      for (int j = 0; j < k; j++) alma__dn_unref(p, b[j]);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+  if (b[0]) alma__dynq_apply(xd, cnt, scale, zp, b[0]->ptr);
+  if (b[1]) *(float *)b[1]->ptr = scale;
+  if (b[2]) *(uint8_t *)b[2]->ptr = zp;
+  for (int k = 0; k < 3 && k < nout; k++) {
+    if (!b[k]) continue;
+    dnnl_memory_desc_t smd;
+    if (k) alma__dn_plain_md_dt(&smd, os[k].rank, os[k].dims, alma__dn_dtype(os[k].dtype));
+    alma__dn_val_set(out[k], &os[k], k ? &smd : &md, b[k]);
+  }
+  p->n_int8_reorder++;
+  *done = 1;
+  return ALMA_OK;
+}
+
 alma_status alma__dn_q_run(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
                            int *done) {
   *done = 0;
   if (nout < 1 || !out[0]) return ALMA_OK;
+  if (is_op(&p->g->nodes[idx], "DynamicQuantizeLinear")) return run_dynq(p, idx, in, nin, os, out, nout, done);
   if (p->nodes[idx].kind == DK_QDQ) return run_qdq(p, idx, in, nin, os, out, done);
   return run_qlinear(p, idx, in, nin, os, out, done);
 }
@@ -1557,6 +1962,8 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
   const qclu *c = &S->clu[d->q_idx];
   if (idx != c->anchor) {
     const char *as = is_op(n, "QuantizeLinear") ? "its int8 destination (requantization)"
+                     : is_op(n, "Cast")         ? "its float32 destination"
+                     : is_op(n, "Mul")          ? "output scales (x_scale * w_scale)"
                      : !is_op(n, "Add")         ? "eltwise post-op"
                      : c->sum_other >= 0 && (n->inputs[0] == c->sum_other || n->inputs[1] == c->sum_other) ? "sum post-op"
                                                                                                           : "bias";
@@ -1568,6 +1975,20 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
             c->x2dt ? dt_name(c->x2dt) : "u8/s8", c->yq ? dt_name(c->ydt) : "f32");
     goto tail;
   }
+  if (c->dyn && c->emu) {
+    fprintf(f, "  %-40s %-20s DNNL  float32 %s on the dequantized u8 source (%s)", n->name, n->op_type,
+            c->kind == QK_CONV ? "convolution" : "matmul",
+            c->kind == QK_CONV ? "oneDNN 2.6's int8 depthwise kernels misapply binary post-ops to a partial channel block"
+                               : "no exact int8 matmul for 8-bit weights without VNNI");
+    goto tail;
+  }
+  if (c->dyn) {
+    fprintf(f, "  %-40s %-20s DNNL  int8 %s (src u8 with this run's scale and zero point%s, weights s8 per channel%s, f32 dst)",
+            n->name, n->op_type, c->kind == QK_CONV ? "convolution" : "matmul",
+            c->kind == QK_CONV && !c->w7 && S->conv_s8 ? ", given as s8 when the zero point is not 0" : "",
+            c->split ? " in two 7-bit halves along K (no VNNI)" : "");
+    goto tail;
+  }
   fprintf(f, "  %-40s %-20s DNNL  int8 %s (src %s%s, weights s8 %s, %s dst)", n->name, n->op_type,
           c->kind == QK_CONV ? "convolution" : "matmul", c->xdt ? dt_name(c->xdt) : "u8/s8",
           c->kind == QK_CONV && c->xdt != S8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && c->xzp)) ? " given as s8" : "",
@@ -1575,7 +1996,9 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
 tail:
   if (c->nmem > 1) fprintf(f, " + %d post-op node%s", c->nmem - 1, c->nmem > 2 ? "s" : "");
   if (c->pr.valid && !c->pr.declined) fprintf(f, " [%s]", c->pr.impl);
+  if (c->pr2.valid && !c->pr2.declined) fprintf(f, " [%s with a zero point]", c->pr2.impl);
   if (c->pr.declined) fprintf(f, " [declined at run time: %s]", c->pr.why);
+  if (c->pr2.declined) fprintf(f, " [declined at run time: %s]", c->pr2.why);
   if (c->n_fallback_runs) fprintf(f, " (%d runs on the float path)", c->n_fallback_runs);
   fputc('\n', f);
   return 1;
@@ -1583,18 +2006,26 @@ tail:
 
 void alma__dn_q_summary(dn_plan *p, FILE *f) {
   dn_qstate *S = p->q;
-  int nq = 0, nql = 0;
+  int nq = 0, nql = 0, ndq = 0, ndyn = 0, nemu = 0;
   for (int i = 0; i < p->g->n_nodes; i++) {
-    nq += p->nodes[i].kind == DK_QDQ && !p->nodes[i].q_role;
-    nql += p->nodes[i].kind == DK_QLINEAR;
+    int dq = is_op(&p->g->nodes[i], "DynamicQuantizeLinear");
+    nq += p->nodes[i].kind == DK_QDQ && !p->nodes[i].q_role && !dq;
+    ndq += p->nodes[i].kind == DK_QDQ && dq;
+    nql += p->nodes[i].kind == DK_QLINEAR && !p->nodes[i].q_role;
   }
-  if (!S && !nq && !nql) return;
-  int nc = S ? S->nclu : 0, nl = S ? S->nlazy : 0;
-  if (!nc && !nq && !nql) return;
+  for (int k = 0; S && k < S->nclu; k++) {
+    ndyn += S->clu[k].dyn;
+    nemu += S->clu[k].emu;
+  }
+  if (!S && !nq && !nql && !ndq) return;
+  int nc = S ? S->nclu - ndyn : 0, nl = S ? S->nlazy : 0;
+  if (!nc && !nq && !nql && !ndq && !ndyn) return;
+  fprintf(f, "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), ", nc, nl);
+  if (ndyn || ndq)
+    fprintf(f, "%d DynamicQuantizeLinear, %d dynamic clusters (%d as float32 matmuls), ", ndq, ndyn, nemu);
   fprintf(f,
-          "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), %d QLinear/Integer nodes, "
-          "%d Quantize/DequantizeLinear as reorders; %s%s",
-          nc, nl, nql, nq,
+          "%d QLinear/Integer nodes, %d Quantize/DequantizeLinear as reorders; %s%s",
+          nql, nq,
           !S || !S->conv_s8     ? "u8/s8 sources as they are"
           : S->conv_s8 == 1 ? "no VNNI: convolution sources given as s8 (oneDNN's 7-bit weights)"
                             : "no VNNI: u8 convolution sources with a zero point given as s8 (oneDNN's 7-bit weights)",

@@ -2,6 +2,7 @@
 same QDQ graph evaluated by EAGER (INT8_STATIC+EAGER, the reference meaning of the int8 model).
 
 usage: check_int8.py QUANT_RUN MODELS_DIR OUTDIR [--models mnist,resnet18] [--variants]
+                     [--dynamic --ort-python PY]
 
 MODELS_DIR is what tests/passes_quant/make_quant_models.py writes (model.onnx, calib.npy,
 test.npy, labels.npy for mnist). Each conversion is calibrated on the same 8 batches of calib.npy,
@@ -14,6 +15,15 @@ so INT8_STATIC writes the same QDQ graph for EAGER and DNNL. Checks (exit 1 on f
   - no convolution declined at run time (ALMA_LOG=debug would say "not in int8").
 --variants also reports (without checking) the other source forms on CPUs without VNNI
 (ALMA_DNNL_INT8_CONV_SRC=u8 / s8) and the float fallback (ALMA_DNNL_INT8=fallback).
+
+--dynamic checks INT8_DYNAMIC instead (no calibration): INT8_DYNAMIC+DNNL and FOLD+INT8_DYNAMIC+DNNL
+against fp32 EAGER (cosine >= 0.99, mnist's argmax and top-1 as above), against the same graph on
+EAGER (INT8_DYNAMIC+EAGER, FOLD+INT8_DYNAMIC+EAGER: cosine >= 0.999, largest difference within 5%
+of the largest output) and against ONNX Runtime running the converted graph that conversion saved
+(--ort-python; the same limits); no ConvInteger/MatMulInteger may be declined at run time. Without
+VNNI oneDNN's u8 x s8 products saturate and its s8 convolutions use 7-bit weights (dnnl_int8.c), so
+these agree within a few quantization steps, not exactly. --variants adds the source forms, the
+float fallback and the split matmuls (ALMA_DNNL_INT8_DYN_MATMUL=split), reported only.
 """
 import argparse
 import os
@@ -35,8 +45,112 @@ def run(quant_run, model, conv, outdir, test, extra, env=None):
     e["ALMA_LOG"] = "debug"
     p = subprocess.run([quant_run, model, conv, outdir, "-i", test] + extra, capture_output=True, text=True, env=e)
     outs = load_outputs(outdir)
-    declined = [ln for ln in p.stderr.splitlines() if "not in int8" in ln and "(Conv)" in ln]
+    declined = [ln for ln in p.stderr.splitlines()
+                if "not in int8" in ln and any(f"({op})" in ln for op in ("Conv", "ConvInteger", "MatMulInteger"))]
     return p.returncode, (p.stderr.strip().splitlines() or [""])[-1], outs, declined
+
+
+ORT_SCRIPT = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+so = ort.SessionOptions()
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+so.intra_op_num_threads = 1
+s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+for i, y in enumerate(s.run(None, {s.get_inputs()[0].name: np.load(sys.argv[2])})):
+    np.save(f"{sys.argv[3]}_{i}.npy", y)
+"""
+
+
+def ort_outputs(py, model, test, prefix):
+    """ONNX Runtime's outputs of a saved model (a list), or an error line."""
+    p = subprocess.run([py, "-c", ORT_SCRIPT, model, test, prefix], capture_output=True, text=True)
+    if p.returncode:
+        return (p.stderr.strip().splitlines() or ["failed"])[-1]
+    outs, i = [], 0
+    while os.path.exists(f"{prefix}_{i}.npy"):
+        outs.append(np.load(f"{prefix}_{i}.npy"))
+        i += 1
+    return outs
+
+
+def close(outs, ref, what, tag, failures, min_cos=0.999, rel=0.05):
+    """Cosine and largest difference of outs against ref; a failure line when beyond the limits."""
+    c = cosine(flat(outs), flat(ref))
+    big = max(float(np.abs(r).max()) for r in ref)
+    diff = max(max_abs_err(o, r) for o, r in zip(outs, ref))
+    if not (c >= min_cos and diff <= rel * big):
+        failures.append(f"{tag}: cosine {c:.6f} against {what} (>= {min_cos} needed), largest difference {diff:.4g} "
+                        f"({diff / big:.1%} of the largest output, <= {rel:.0%} needed)")
+    return c, diff
+
+
+def check_dynamic(a):
+    """--dynamic: INT8_DYNAMIC through oneDNN against fp32, EAGER's integer kernels and ONNX Runtime."""
+    failures = []
+    print(f"{'model':14s} {'conversion':52s} {'cos fp32':>9s} {'cos eager':>9s} {'maxdiff':>9s} {'cos ORT':>9s} "
+          f"{'argmax':>7s} {'top-1':>7s}")
+    for name in a.models.split(","):
+        md = os.path.join(a.models_dir, name)
+        model, test = os.path.join(md, "model.onnx"), os.path.join(md, "test.npy")
+        labels = np.load(os.path.join(md, "labels.npy")) if name == "mnist" else None
+        t1 = lambda o: top1(o[0], labels) if labels is not None else float("nan")  # noqa: E731
+        od = lambda tag: os.path.join(a.outdir, name, tag.replace(" ", "_").replace("=", "-").replace("+", "_"))  # noqa: E731
+        rc, err, ref, _ = run(a.quant_run, model, "EAGER", od("EAGER"), test, [])
+        if rc:
+            failures.append(f"{name} EAGER: {err}")
+            continue
+        print(f"{name:14s} {'EAGER (fp32)':52s} {1.0:9.6f} {'':>9s} {'':>9s} {'':>9s} {'':>7s} {t1(ref):7.4f}")
+        eager = {}
+        for fold in ("", "FOLD+"):
+            conv = fold + "INT8_DYNAMIC+EAGER"
+            rc, err, eager[fold], _ = run(a.quant_run, model, conv, od(conv), test, [])
+            if rc:
+                failures.append(f"{name} {conv}: {err}")
+                continue
+            print(f"{name:14s} {conv:52s} {cosine(flat(eager[fold]), flat(ref)):9.6f} {1.0:9.6f} {0.0:9.4g} {'':>9s} "
+                  f"{argmax_agreement(eager[fold][0], ref[0]):7.4f} {t1(eager[fold]):7.4f}")
+        rows = [("INT8_DYNAMIC+DNNL", {}, True), ("FOLD+INT8_DYNAMIC+DNNL", {}, True)]
+        if a.variants:
+            rows += [("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "u8"}, False),
+                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "s8"}, False),
+                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_DYN_MATMUL": "split"}, False),
+                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8": "fallback"}, False)]
+        for conv, env, check in rows:
+            fold = "FOLD+" if conv.startswith("FOLD+") else ""
+            if fold not in eager:
+                continue
+            tag = conv + "".join(f" {k}={v}" for k, v in env.items())
+            d = od(tag)
+            rc, err, outs, declined = run(a.quant_run, model, conv, d, test, ["-s"], env)
+            if rc:
+                failures.append(f"{name} {tag}: {err}")
+                continue
+            sink = failures if check else []
+            c32 = cosine(flat(outs), flat(ref))
+            c8, diff = close(outs, eager[fold], fold + "INT8_DYNAMIC+EAGER", f"{name} {tag}", sink)
+            cort = float("nan")
+            if a.ort_python:
+                ys = ort_outputs(a.ort_python, os.path.join(d, "model.onnx"), test, os.path.join(d, "ort"))
+                if isinstance(ys, str):
+                    sink.append(f"{name} {tag}: ONNX Runtime failed on the saved model: {ys}")
+                else:
+                    cort, _ = close(outs, ys, "ONNX Runtime on the saved graph", f"{name} {tag}", sink)
+            agree = argmax_agreement(outs[0], ref[0])
+            print(f"{name:14s} {tag:52s} {c32:9.6f} {c8:9.6f} {diff:9.4g} {cort:9.6f} {agree:7.4f} {t1(outs):7.4f}")
+            if not check:
+                continue
+            if not c32 >= 0.99:
+                failures.append(f"{name} {tag}: cosine {c32:.5f} against fp32 < 0.99")
+            if labels is not None and (agree < 0.99 or t1(outs) < t1(ref) - 0.01):
+                failures.append(f"{name} {tag}: argmax agreement {agree:.4f} (>= 0.99), top-1 {t1(outs):.4f} "
+                                f"against fp32 {t1(ref):.4f}")
+            if declined:
+                failures.append(f"{name} {tag}: {len(declined)} integer nodes declined at run time: {declined[0]}")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
 
 
 def main():
@@ -46,7 +160,11 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--models", default="mnist")
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--dynamic", action="store_true")
+    ap.add_argument("--ort-python", default="")
     a = ap.parse_args()
+    if a.dynamic:
+        return check_dynamic(a)
     failures = []
     print(f"{'model':14s} {'conversion':40s} {'cos fp32':>9s} {'cos int8':>9s} {'maxdiff':>9s} {'argmax':>7s} {'top-1':>7s}")
     for name in a.models.split(","):

@@ -1,14 +1,18 @@
 /* The DNNL runtime's int8 path against EAGER, on the quantized graphs make_int8_models.py writes.
  *
- * For each DIR/NAME.onnx with its NAME.txt ("atol A", "step S", "int8 N"): batch sizes 1 and 3,
- * thread counts 1 and 2, conversions DNNL and FOLD+DNNL, two runs each (the second on cached
- * primitives, reordered weights and pooled buffers), in three modes:
+ * For each DIR/NAME.onnx with its NAME.txt ("atol A", "step S", "int8 N", optionally "forced 0"):
+ * batch sizes 1 and 3, thread counts 1 and 2, conversions DNNL and FOLD+DNNL, two runs each (the
+ * second on cached primitives, reordered weights, pooled buffers and, for INT8_DYNAMIC's form, a
+ * new batch's scale and zero point given to the same primitive), in four modes:
  *   - default: what the runtime does on this CPU (int8 matmuls only with VNNI);
  *   - ALMA_DNNL_INT8_MATMUL=1: int8 matmuls on any CPU (the models' 7-bit matmul weights cannot
- *     saturate oneDNN's u8 x s8 kernels), where at least N int8 primitives must run;
+ *     saturate oneDNN's u8 x s8 kernels), where at least N int8 primitives must run; skipped with
+ *     "forced 0" (8-bit matmul weights, which saturate there by design);
  *   - ALMA_DNNL_INT8=fallback: every cluster declined at run time, so its nodes run one by one
  *     through the float path with the lazily computed DequantizeLinear inputs; no int8 primitive
- *     may run.
+ *     may run;
+ *   - ALMA_DNNL_INT8_DYN_MATMUL=split: INT8_DYNAMIC matmuls with 8-bit weights on CPUs without
+ *     VNNI as two exact 7-bit halves instead of float32 (the same as default elsewhere).
  * Every output must be within A of EAGER's, and 99% of its elements within S (one quantization
  * step: the int8 primitive requantizes once where EAGER rounds float sums, so a value near a half
  * step may round the other way, and that step then travels).
@@ -50,25 +54,38 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
   return 1;
 }
 
-/* White box: the plan's int8 counter after a second run through the vtable (threads 2). */
-static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int nout, int64_t *n_int8) {
+/* White box, through the vtable (threads 2): a first run on other data (in * 3 + 0.5: another
+ * scale and zero point for every DynamicQuantizeLinear), then one on in, whose outputs go to got;
+ * the second run's int8 primitive count and constant weight reorders (a primitive built again
+ * reorders its weights again). */
+static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int nout, alma_tensor *got, int64_t *n_int8,
+                      int64_t *n_wei) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
   alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
-  if (!rt || rt->compile(m->graph, &ro, &plan) != ALMA_OK) return 0;
+  alma_tensor other[16];
+  memset(other, 0, sizeof other);
   int ok = 1;
-  for (int r = 0; r < 2 && ok; r++) {
-    alma_tensor out[16];
-    memset(out, 0, sizeof out);
-    ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
-    for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+  for (int k = 0; k < nin && ok; k++) {
+    ok = alma__tensor_copy(&other[k], &in[k]) == ALMA_OK;
+    for (int64_t i = 0; ok && i < alma_tensor_numel(&in[k]); i++) ((float *)other[k].data)[i] = ((float *)in[k].data)[i] * 3 + 0.5f;
   }
-  *n_int8 = ((dn_plan *)plan)->n_int8;
-  rt->free(plan);
+  if (!ok || !rt || rt->compile(m->graph, &ro, &plan) != ALMA_OK) ok = 0;
+  for (int r = 0; r < 2 && ok; r++) {
+    memset(got, 0, sizeof(alma_tensor) * (size_t)nout);
+    ok = rt->run(plan, r ? in : other, nin, got, nout) == ALMA_OK;
+    for (int k = 0; k < nout && !r; k++) alma_tensor_free_data(&got[k]);
+  }
+  if (ok) {
+    *n_int8 = ((dn_plan *)plan)->n_int8;
+    *n_wei = ((dn_plan *)plan)->n_reorder_wei;
+  }
+  if (plan) rt->free(plan);
+  for (int k = 0; k < nin; k++) alma_tensor_free_data(&other[k]);
   return ok;
 }
 
-static int read_spec(const char *model, double *atol, double *step, int *n_int8) {
+static int read_spec(const char *model, double *atol, double *step, int *n_int8, int *forced, int *rebuild) {
   char path[4096];
   snprintf(path, sizeof path, "%.*s.txt", (int)(strlen(model) - 5), model);
   FILE *f = fopen(path, "r");
@@ -80,17 +97,20 @@ static int read_spec(const char *model, double *atol, double *step, int *n_int8)
     if (!strcmp(key, "atol")) *atol = v, got |= 1;
     if (!strcmp(key, "step")) *step = v, got |= 2;
     if (!strcmp(key, "int8")) *n_int8 = (int)v, got |= 4;
+    if (!strcmp(key, "forced")) *forced = (int)v;
+    if (!strcmp(key, "rebuild")) *rebuild = (int)v;
   }
   fclose(f);
   return got == 7;
 }
 
-static const char *modes[][2] = {{"default", NULL}, {"ALMA_DNNL_INT8_MATMUL", "1"}, {"ALMA_DNNL_INT8", "fallback"}};
+static const char *modes[][2] = {
+    {"default", NULL}, {"ALMA_DNNL_INT8_MATMUL", "1"}, {"ALMA_DNNL_INT8", "fallback"}, {"ALMA_DNNL_INT8_DYN_MATMUL", "split"}};
 
 static int test_model(const char *path) {
   double atol = 0, step = 0;
-  int want_int8 = 0;
-  if (!read_spec(path, &atol, &step, &want_int8)) {
+  int want_int8 = 0, forced = 1, rebuild = 1;
+  if (!read_spec(path, &atol, &step, &want_int8, &forced, &rebuild)) {
     printf("%s: no readable .txt beside it\n", path);
     return 0;
   }
@@ -110,7 +130,8 @@ static int test_model(const char *path) {
       break;
     }
     ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
-    for (int md = 0; md < 3 && ok; md++) {
+    for (int md = 0; md < 4 && ok; md++) {
+      if (md == 1 && !forced) continue;
       if (modes[md][1]) setenv(modes[md][0], modes[md][1], 1);
       for (int c = 0; c < 2 && ok; c++)
         for (int threads = 1; threads <= 2 && ok; threads++) {
@@ -126,9 +147,20 @@ static int test_model(const char *path) {
             alma_tensor_free_data(&got[k]);
           }
         }
-      int64_t n8 = -1;
-      if (ok && !count_int8(m, in, nin, nout, &n8)) {
+      int64_t n8 = -1, nwei = -1;
+      if (ok && !count_int8(m, in, nin, nout, got, &n8, &nwei)) {
         printf("  direct DNNL run failed: %s\n", alma_last_error());
+        ok = 0;
+      }
+      for (int k = 0; k < nout && ok; k++) {
+        char what[256];
+        snprintf(what, sizeof what, "DNNL (%s) batch %d after a run on other data, output '%s'", modes[md][0], batch,
+                 alma_model_output_name(m, k));
+        ok &= compare(what, &got[k], &want[k], atol, step);
+        alma_tensor_free_data(&got[k]);
+      }
+      if (ok && !rebuild && nwei != 0) {
+        printf("  %s: %lld weight reorders in a run on new data: primitives were built again\n", modes[md][0], (long long)nwei);
         ok = 0;
       }
       if (ok && md == 1 && n8 < want_int8) {

@@ -17,6 +17,13 @@ even integers in [-64, 64] and matmul weights in [-63, 63]: these tests hold the
 (clusters, layouts, parameters, fallbacks) to one step on every CPU, and the accuracy on real
 weights is checked on real models (check_int8.py). Fallback cases (per-axis activations, non-zero
 weight zero points) must give EAGER's results through the float path.
+
+The dyn_* graphs are INT8_DYNAMIC's form (DynamicQuantizeLinear -> ConvInteger/MatMulInteger ->
+Cast -> Mul.. -> bias -> activation), as alma's pass and ONNX Runtime's quantize_dynamic write it,
+with the same kinds of weights (and even 8-bit ones in [-126, 126] where the source is given as s8).
+Their .txt may add "rebuild 0" (a run on data with other scales and zero points must build no
+primitive again) and "forced 0" (not run with int8 matmuls forced: 8-bit matmul weights, which
+saturate there by design).
 """
 import os
 import sys
@@ -79,7 +86,7 @@ class G:
             bs = np.full(n, bs, np.float32)
         return self.node("DequantizeLinear", [self.init("b", b), self.init("bs", bs)], {"axis": 0})
 
-    def save(self, outdir, in_shape, out_name, step, atol, n_int8, opset=13, in_name="x"):
+    def save(self, outdir, in_shape, out_name, step, atol, n_int8, opset=13, in_name="x", extra=""):
         inp = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, ["N"] + list(in_shape[1:]))
         out = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N"] + ["?"] * (len(in_shape) - 1))
         graph = helper.make_graph(self.nodes, self.name, [inp], [out], self.inits)
@@ -88,7 +95,7 @@ class G:
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(outdir, self.name + ".onnx"))
         with open(os.path.join(outdir, self.name + ".txt"), "w") as f:
-            f.write(f"step {step}\natol {atol}\nint8 {n_int8}\n")
+            f.write(f"step {step}\natol {atol}\nint8 {n_int8}\n{extra}")
 
 
 def conv_relu_q(outdir):
@@ -271,10 +278,148 @@ def int8_add(outdir):
     g.save(outdir, (2, 8, 9, 11), "out", 0.115, 0.3, 3)
 
 
+# ---- INT8_DYNAMIC's form: DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul.. ----
+# "rebuild 0": a run on data with other scales and zero points builds no primitive again (the
+# batch's parameters are run-time arguments of the same primitives).
+NO_REBUILD = "rebuild 0\n"
+
+
+def dyn_x(g, x):
+    """DynamicQuantizeLinear of x: (xq, x_scale, x_zero_point)."""
+    return g.node("DynamicQuantizeLinear", [x], n_out=3)
+
+
+def dyn_w(shape, even8=False):
+    """int8 weights: even values in [-126, 126] (8-bit, exact in oneDNN's 7-bit s8 form) or 7-bit
+    ones in [-63, 63] (u8 sources cannot saturate)."""
+    w = rng.integers(-63, 64, size=shape) * (2 if even8 else 1)
+    return w.astype(np.int8)
+
+
+def dyn_tail(g, acc, xs, ws, bias=None, scale_first=True, bias_first=False, reshape_bias=None):
+    """Cast -> Mul(Cast, Mul(xs, ws)) (alma's and ORT's form) or Mul(Mul(Cast, xs), ws), then
+    Add(bias) (either operand order; as ORT's Conv: Reshape(bias, [1, -1, 1, 1]) -> Add)."""
+    f = g.node("Cast", [acc], {"to": TensorProto.FLOAT})
+    wsn = g.init("ws", ws)
+    if scale_first:
+        y = g.node("Mul", [f, g.node("Mul", [xs, wsn])])
+    else:
+        y = g.node("Mul", [g.node("Mul", [f, xs]), wsn])
+    if bias is None:
+        return y
+    if reshape_bias is not None:
+        b = g.node("Reshape", [g.init("b", bias), g.init("shape", np.array(reshape_bias, np.int64))])
+    else:
+        b = g.init("b", bias)
+    return g.node("Add", [b, y] if bias_first else [y, b])
+
+
+def dyn_conv(outdir):
+    """alma's INT8_DYNAMIC Conv: uint8 weights q + 128 with zero point 128, per-channel scales
+    [M, 1, 1], bias [M, 1, 1], Relu; the input's zero point is not 0 (s8 source without VNNI, even
+    8-bit weights); then a strided grouped conv on the Relu output (zero point 0, u8 source, 7-bit
+    weights) with a residual Add of a computed value (sum post-op) and Relu."""
+    g = G("dyn_conv")
+    xq, xs, xz = dyn_x(g, "x")
+    w = dyn_w((12, 6, 3, 3), even8=True)
+    acc = g.node("ConvInteger", [xq, g.init("w", (w.astype(np.int16) + 128).astype(np.uint8)), xz,
+                                 g.init("wz", np.uint8(128))], {"pads": [1, 1, 1, 1]})
+    ws = (rng.uniform(0.5, 2, (12, 1, 1)) * 0.004).astype(np.float32)
+    y = g.node("Relu", [dyn_tail(g, acc, xs, ws, rng.standard_normal((12, 1, 1)).astype(np.float32))])
+    yq, ys, yz = dyn_x(g, y)
+    w2 = dyn_w((12, 4, 3, 3))
+    acc2 = g.node("ConvInteger", [yq, g.init("w2", (w2.astype(np.int16) + 128).astype(np.uint8)), yz,
+                                  g.init("wz2", np.uint8(128))], {"pads": [1, 1, 1, 1], "group": 3})
+    ws2 = (rng.uniform(0.5, 2, (12, 1, 1)) * 0.004).astype(np.float32)
+    z = dyn_tail(g, acc2, ys, ws2, rng.standard_normal((12, 1, 1)).astype(np.float32), bias_first=True)
+    g.node("Relu", [g.node("Add", [z, y])], out="out")
+    g.save(outdir, (1, 6, 9, 8), "out", 0.01, 0.1, 2, extra=NO_REBUILD)
+
+
+def dyn_depthwise(outdir):
+    """ONNX Runtime's quantize_dynamic Conv: int8 weights with zero point 0, one scale per tensor,
+    Mul(Mul(Cast, xs), w_scale), bias through Reshape(bias, [1, -1, 1, 1]): a depthwise conv
+    (group = C = 16) with stride 2 and Clip(0, 6); a 1x1 conv to 10 channels with Relu; a depthwise
+    conv on those 10 (oneDNN 2.6 misapplies the run-time scale to the last partial block of channels
+    of int8 depthwise kernels: this one runs in float32 on the dequantized values)."""
+    g = G("dyn_depthwise")
+
+    def ort_conv(x, w, attrs, bias):
+        xq, xs, xz = dyn_x(g, x)
+        acc = g.node("ConvInteger", [xq, g.init("w", w), xz, g.init("wz", np.int8(0))], attrs)
+        return dyn_tail(g, acc, xs, np.float32(0.01), bias, scale_first=False, reshape_bias=[1, -1, 1, 1])
+
+    y = ort_conv("x", dyn_w((16, 1, 3, 3), even8=True), {"group": 16, "pads": [1, 1, 1, 1], "strides": [2, 2]},
+                 rng.standard_normal(16).astype(np.float32))
+    y = g.node("Clip", [y, g.init("lo", np.float32(0)), g.init("hi", np.float32(6))])
+    y = g.node("Relu", [ort_conv(y, dyn_w((10, 16, 1, 1)), {}, rng.standard_normal(10).astype(np.float32))])
+    ort_conv(y, dyn_w((10, 1, 3, 3)), {"group": 10, "pads": [1, 1, 1, 1]}, rng.standard_normal(10).astype(np.float32))
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 16, 11, 11), "out", 0.02, 0.1, 2, extra=NO_REBUILD)
+
+
+def dyn_matmul(outdir):
+    """MatMulInteger on a 3-D activation [N, 5, 16] with 2-D weights (rows collapsed): alma's
+    uint8 + 128 form with a per-column scale and the bias Add's constant first, Relu; then ONNX
+    Runtime's form: int8 weights, per-column zero points 0, Mul(Mul(Cast, xs), ws), bias Add."""
+    g = G("dyn_matmul")
+    xq, xs, xz = dyn_x(g, "x")
+    w = dyn_w((16, 24))
+    acc = g.node("MatMulInteger", [xq, g.init("w", (w.astype(np.int16) + 128).astype(np.uint8)), xz,
+                                   g.init("wz", np.uint8(128))])
+    ws = (rng.uniform(0.5, 2, 24) * 0.01).astype(np.float32)
+    y = g.node("Relu", [dyn_tail(g, acc, xs, ws, rng.standard_normal(24).astype(np.float32), bias_first=True)])
+    yq, ys, yz = dyn_x(g, y)
+    w2 = dyn_w((24, 8))
+    acc2 = g.node("MatMulInteger", [yq, g.init("w2", w2), yz, g.init("wz2", np.zeros(8, np.int8))])
+    dyn_tail(g, acc2, ys, (rng.uniform(0.5, 2, 8) * 0.01).astype(np.float32), rng.standard_normal(8).astype(np.float32),
+             scale_first=False)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 5, 16), "out", 0.01, 0.1, 2, extra=NO_REBUILD)
+
+
+def dyn_gemm8(outdir):
+    """A Gemm as INT8_DYNAMIC writes it (Flatten -> MatMulInteger of 2-D [K, N] weights) with full
+    8-bit weights: without VNNI oneDNN has no exact u8 x s8 matmul for them, so the cluster runs as a
+    float32 matmul on the dequantized source (or as two 7-bit halves, ALMA_DNNL_INT8_DYN_MATMUL=
+    split); the forced int8 matmul mode would saturate by design and is not compared ("forced 0")."""
+    g = G("dyn_gemm8")
+    f = g.node("Flatten", ["x"])
+    xq, xs, xz = dyn_x(g, f)
+    w = rng.integers(-127, 128, size=(48, 20)).astype(np.int8)
+    acc = g.node("MatMulInteger", [xq, g.init("w", (w.astype(np.int16) + 128).astype(np.uint8)), xz,
+                                   g.init("wz", np.uint8(128))])
+    dyn_tail(g, acc, xs, (rng.uniform(0.5, 2, 20) * 0.002).astype(np.float32), rng.standard_normal(20).astype(np.float32))
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 3, 4, 4), "out", 0.01, 0.1, 0, extra=NO_REBUILD + "forced 0\n")
+
+
+def dyn_fallback(outdir):
+    """Dynamic forms the int8 path leaves alone, with EAGER's results: uint8 weights whose zero
+    point (3) leaves values outside int8; an accumulator also read elsewhere (a graph output's
+    Cast); a scale that is not the input's own DynamicQuantizeLinear scale."""
+    g = G("dyn_fallback")
+    xq, xs, xz = dyn_x(g, "x")
+    w = rng.integers(0, 256, size=(4, 4, 1, 1)).astype(np.uint8)
+    a1 = g.node("ConvInteger", [xq, g.init("w", w), xz, g.init("wz", np.uint8(3))])
+    y1 = dyn_tail(g, a1, xs, np.float32(0.001))
+    w2 = dyn_w((4, 4, 1, 1), even8=True)  # (alone, ConvInteger runs as an s8 convolution, see the top)
+    a2 = g.node("ConvInteger", [xq, g.init("w2", w2), xz, g.init("wz2", np.int8(0))])
+    c2 = g.node("Cast", [a2], {"to": TensorProto.FLOAT})
+    y2 = g.node("Mul", [c2, g.node("Mul", [xs, g.init("ws2", np.float32(0.01))])])
+    side = g.node("Mul", [c2, g.init("k", np.float32(1e-4))])  # a second reader of the Cast
+    w3 = dyn_w((4, 4, 1, 1), even8=True)
+    a3 = g.node("ConvInteger", [xq, g.init("w3", w3), xz])
+    y3 = g.node("Mul", [g.node("Cast", [a3], {"to": TensorProto.FLOAT}), g.init("s3", np.float32(0.003))])
+    g.node("Sum", [y1, y2, side, y3], out="out")
+    g.save(outdir, (1, 4, 5, 5), "out", 0.01, 0.05, 0)
+
+
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add):
+    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
+              dyn_conv, dyn_depthwise, dyn_matmul, dyn_gemm8, dyn_fallback):
         f(outdir)
 
 
