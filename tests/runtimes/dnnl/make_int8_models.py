@@ -86,8 +86,8 @@ class G:
             bs = np.full(n, bs, np.float32)
         return self.node("DequantizeLinear", [self.init("b", b), self.init("bs", bs)], {"axis": 0})
 
-    def save(self, outdir, in_shape, out_name, step, atol, n_int8, opset=13, in_name="x", extra=""):
-        inp = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, ["N"] + list(in_shape[1:]))
+    def save(self, outdir, in_shape, out_name, step, atol, n_int8, opset=13, in_name="x", extra="", fixed=False):
+        inp = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, (list(in_shape[:1]) if fixed else ["N"]) + list(in_shape[1:]))
         out = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N"] + ["?"] * (len(in_shape) - 1))
         graph = helper.make_graph(self.nodes, self.name, [inp], [out], self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -378,6 +378,19 @@ def dyn_matmul(outdir):
     g.save(outdir, (1, 5, 16), "out", 0.01, 0.1, 2, extra=NO_REBUILD)
 
 
+def dyn_matmul_batched(outdir):
+    """MatMulInteger with batched constant weights [2, 16, 8] on an activation [2, 5, 16] (the
+    input's first axis fixed at 2: one weight matrix per batch entry), per-column scales."""
+    g = G("dyn_matmul_batched")
+    xq, xs, xz = dyn_x(g, "x")
+    w = dyn_w((2, 16, 8))
+    acc = g.node("MatMulInteger", [xq, g.init("w", (w.astype(np.int16) + 128).astype(np.uint8)), xz,
+                                   g.init("wz", np.uint8(128))])
+    dyn_tail(g, acc, xs, (rng.uniform(0.5, 2, 8) * 0.01).astype(np.float32), rng.standard_normal(8).astype(np.float32))
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (2, 5, 16), "out", 0.01, 0.1, 1, extra=NO_REBUILD, fixed=True)
+
+
 def dyn_gemm8(outdir):
     """A Gemm as INT8_DYNAMIC writes it (Flatten -> MatMulInteger of 2-D [K, N] weights) with full
     8-bit weights: without VNNI oneDNN has no exact u8 x s8 matmul for them, so the cluster runs as a
@@ -419,7 +432,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
-              dyn_conv, dyn_depthwise, dyn_matmul, dyn_gemm8, dyn_fallback):
+              dyn_conv, dyn_depthwise, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback):
         f(outdir)
 
 
