@@ -918,7 +918,9 @@ static void dn_describe(void *plan, FILE *f) {
       continue;
     }
     const dn_prim *pr = d->prim[d->head == i || d->self_fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE];
-    fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type, kind_name(d->kind));
+    fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type,
+            !strcmp(n->op_type, "DynamicQuantizeLinear") ? "dynamic quantization (min/max, quantize; layout kept)"
+                                                         : kind_name(d->kind));
     if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
     for (int k = 0; d->self_fused && k < d->npost; k++) fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
     if (pr && pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
