@@ -66,6 +66,64 @@ void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int 
  * when none are left. */
 int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end);
 
+/* ---- activation buffers (mem.c) ---------------------------------------------------------------- */
+
+/* One plan's buffers for the values of its runs: an arena laid out from a recorded run, kept across
+ * runs, so that steady-state runs map and fault nothing (see mem.c). Only the thread calling run()
+ * uses it. */
+typedef struct alma__blas_mem_rec {
+  size_t size;   /* bytes, a multiple of 64 */
+  int64_t t0, t1; /* events at which it was taken and given back (-1: not yet) */
+  void *ptr;
+  int in_arena;
+} alma__blas_mem_rec;
+
+typedef struct alma__blas_mem {
+  /* the layout: the recorded events (a request's size, or -(k+1) for request k given back), the
+   * offset of each request, and the arena */
+  int64_t *plan_ev;
+  int n_plan_ev, plan_ev_cap;
+  size_t *plan_off;
+  unsigned char *arena;
+  size_t arena_size;
+  int has_plan;
+  /* the current run */
+  alma__blas_mem_rec *rec;
+  int n_rec, rec_cap;
+  int64_t *ev;
+  int n_ev, ev_cap;
+  int *live; /* requests not given back */
+  int n_live, live_cap;
+  int at;        /* events of the layout followed so far */
+  int following; /* every event so far was the layout's */
+  size_t live_bytes;
+  /* statistics */
+  size_t peak;        /* most bytes requested and not given back at once, in the current (or last) run */
+  size_t planned;     /* the layout's arena size, and the peak of the run it was made from */
+  size_t plan_peak;
+  long allocs;        /* allocations since the plan was compiled: outside the arena, and the arena */
+  long run_allocs;    /* of those, in the current (or last) run: 0 in a steady state */
+  long layouts;       /* layouts made */
+  long runs;
+  long outputs;       /* graph outputs allocated for the caller (outside the arena, every run) */
+  long output_copies; /* graph outputs copied out of the arena (the caller must not get it) */
+} alma__blas_mem;
+
+/* A buffer of at least `bytes` (64-byte aligned, contents undefined); NULL when out of memory. */
+void *alma__blas_mem_get(alma__blas_mem *m, size_t bytes);
+/* Gives ptr back: 1 if it is one of m's (taken and not given back), 0 otherwise (the caller frees
+ * it). */
+int alma__blas_mem_put(alma__blas_mem *m, void *ptr);
+/* The size of m's buffer at ptr (taken and not given back), 0 if ptr is not one. */
+size_t alma__blas_mem_size(const alma__blas_mem *m, const void *ptr);
+/* Around each run: begin starts following the layout; end (ok: the run succeeded and gave every
+ * buffer back) makes a new layout from the run when it did not follow the last one to its end. */
+void alma__blas_mem_begin(alma__blas_mem *m);
+void alma__blas_mem_end(alma__blas_mem *m, int ok);
+void alma__blas_mem_free(alma__blas_mem *m);
+/* The buffers of a BLAS plan (from alma__runtime_blas.compile), for tests and the plan text. */
+const alma__blas_mem *alma__blas_plan_mem(const void *plan);
+
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
 /* OTHER: any other activation of the FUSE pass's fused nodes, applied by alma__fused_act_f32. */

@@ -13,9 +13,11 @@
  * alma.FusedConv/FusedGemm/FusedMatMul run the same way with their own residual, bias and
  * activation.
  *
- * run() walks the graph itself (allocating outputs unzeroed, freeing each value after its last use,
- * EAGER's alma__op_run_node for the rest). Graphs with If/Loop/Scan go through the shared executor
- * (alma__exec_graph), whose subgraph scoping only it can do, with native nodes unfused.
+ * run() walks the graph itself (EAGER's kernels for the rest), each value in the plan's arena
+ * (mem.c: laid out from the previous run, kept between runs, so that a steady state maps and
+ * faults no memory) until its last use; graph outputs get buffers of their own size, which the
+ * caller keeps. Graphs with If/Loop/Scan go through the shared executor (alma__exec_graph), whose
+ * subgraph scoping only it can do, with native nodes unfused (and its own allocations).
  *
  * Shapes are checked again at run time: what the plan assumed and the tensors disagree on (dtype,
  * a bias or residual that would broadcast) runs unfused, or on EAGER kernels, never wrongly. */
@@ -75,6 +77,9 @@ typedef struct blas_plan {
   alma__blas_ctx ctx;
   double *prof_s;          /* profile_start: seconds per node (a group's on its head), NULL: off */
   int64_t *prof_runs;
+  alma__blas_mem mem;      /* activation buffers: an arena kept across runs (mem.c) */
+  alma_tensor *env;        /* per value, during a run */
+  int *uses;               /* per value: reads left in this run */
 } blas_plan;
 
 static int is_ai_onnx(const alma_node *n) { return !n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx"); }
@@ -284,8 +289,13 @@ static void blas_free(void *plan) {
   free(p->uses0);
   free(p->prof_s);
   free(p->prof_runs);
+  alma__blas_mem_free(&p->mem);
+  free(p->env);
+  free(p->uses);
   free(p);
 }
+
+const alma__blas_mem *alma__blas_plan_mem(const void *plan) { return plan ? &((const blas_plan *)plan)->mem : NULL; }
 
 static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
   ALMA_TRY(alma__blas_load());
@@ -302,7 +312,9 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
   p->groups = calloc((size_t)nn + 1, sizeof *p->groups);
   p->uses0 = calloc((size_t)nv + 1, sizeof *p->uses0);
   p->scratch = calloc((size_t)p->threads, sizeof *p->scratch);
-  if (!p->role || !p->group_of || !p->groups || !p->uses0 || !p->scratch) {
+  p->env = calloc((size_t)nv + 1, sizeof *p->env);
+  p->uses = calloc((size_t)nv + 1, sizeof *p->uses);
+  if (!p->role || !p->group_of || !p->groups || !p->uses0 || !p->scratch || !p->env || !p->uses) {
     blas_free(p);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
@@ -605,25 +617,47 @@ static alma_status run_head(blas_plan *p, group *gr, const alma_node *n, const a
   }
 }
 
-/* Output buffer of the inferred shape, not zeroed (every kernel writes all of it). */
-static alma_status alloc_out(alma_tensor *t, const alma_tensor *shape) {
-  int64_t cnt = alma__numel(shape->rank, shape->dims);
-  size_t esz = alma_dtype_size(shape->dtype);
-  if (cnt < 0 || esz == 0 || (uint64_t)cnt > ((uint64_t)1 << 46) / esz)
-    return alma__tensor_alloc(t, shape->dtype, shape->rank, shape->dims); /* its error message */
-  void *d = malloc(cnt ? (size_t)cnt * esz : 1);
-  if (!d) return alma__errorf(ALMA_ERR_NOMEM, "out of memory allocating %lld bytes", (long long)(cnt * (int64_t)esz));
-  *t = *shape;
-  t->data = d;
-  t->nbytes = (size_t)cnt * esz;
-  t->owns_data = 1;
-  return ALMA_OK;
-}
+/* ---- values and their buffers ------------------------------------------------------------------ */
 
 typedef struct run_state {
   alma_tensor *env;
   int *uses;
 } run_state;
+
+static int is_graph_output(const blas_plan *p, int v) { return v >= 0 && p->uses0[v] >= 1 << 20; }
+
+/* Gives a value's buffer back: the arena's to mem.c, anything else alma allocated to free(). */
+static void val_free(blas_plan *p, alma_tensor *t) {
+  if (t->owns_data && t->data && alma__blas_mem_put(&p->mem, t->data)) t->owns_data = 0;
+  alma_tensor_free_data(t);
+}
+
+/* A buffer for value v of this shape, zeroed when `zero` (EAGER kernels are promised zeroed
+ * outputs; ours write every element). A graph output gets one of its own size, since the caller
+ * keeps it; every other value one of mem.c's, so that a steady state maps and faults nothing. */
+static alma_status alloc_value(blas_plan *p, int v, alma_tensor *t, const alma_tensor *shape, int zero) {
+  size_t esz = alma_dtype_size(shape->dtype);
+  int64_t cnt = 1, bytes = 0;
+  int bad = esz == 0 || shape->rank < 0 || shape->rank > ALMA_MAX_RANK;
+  for (int i = 0; !bad && i < shape->rank; i++)
+    bad = shape->dims[i] < 0 || alma__mul_overflow_i64(cnt, shape->dims[i], &cnt);
+  if (!bad) bad = alma__mul_overflow_i64(cnt, (int64_t)esz, &bytes) || (uint64_t)bytes > (uint64_t)1 << 46;
+  if (bad) return alma__tensor_alloc(t, shape->dtype, shape->rank, shape->dims); /* its error message */
+  void *d;
+  if (is_graph_output(p, v)) {
+    d = zero ? calloc((size_t)(bytes ? bytes : 1), 1) : malloc((size_t)(bytes ? bytes : 1));
+    if (d) p->mem.outputs++;
+  } else {
+    d = alma__blas_mem_get(&p->mem, (size_t)bytes);
+    if (d && zero) memset(d, 0, (size_t)bytes);
+  }
+  if (!d) return alma__errorf(ALMA_ERR_NOMEM, "out of memory allocating %lld bytes", (long long)bytes);
+  *t = *shape;
+  t->data = d;
+  t->nbytes = (size_t)bytes;
+  t->owns_data = 1;
+  return ALMA_OK;
+}
 
 static alma_status gather_inputs(const blas_plan *p, run_state *rs, const alma_node *n, const alma_tensor **in) {
   for (int k = 0; k < n->n_inputs; k++) {
@@ -635,23 +669,47 @@ static alma_status gather_inputs(const blas_plan *p, run_state *rs, const alma_n
   return ALMA_OK;
 }
 
-static void release_inputs(run_state *rs, const alma_node *n) {
+static void release_inputs(blas_plan *p, run_state *rs, const alma_node *n) {
   for (int k = 0; k < n->n_inputs; k++) {
     int v = n->inputs[k];
-    if (v >= 0 && --rs->uses[v] == 0) alma_tensor_free_data(&rs->env[v]);
+    if (v >= 0 && --rs->uses[v] == 0) val_free(p, &rs->env[v]);
   }
 }
 
-static void store_outputs(run_state *rs, const alma_node *n, alma_tensor *outs) {
+static void store_outputs(blas_plan *p, run_state *rs, const alma_node *n, alma_tensor *outs) {
   for (int k = 0; k < n->n_outputs; k++) {
     int v = n->outputs[k];
     if (v >= 0) {
       rs->env[v] = outs[k];
-      if (rs->uses[v] == 0) alma_tensor_free_data(&rs->env[v]);
+      if (rs->uses[v] == 0) val_free(p, &rs->env[v]);
     } else {
-      alma_tensor_free_data(&outs[k]);
+      val_free(p, &outs[k]);
     }
   }
+}
+
+/* EAGER's kernel for one node (alma__op_run_node's steps) with its outputs in the plan's
+ * buffers. */
+static alma_status eager_exec(blas_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out) {
+  if (!n->op) return alma__op_error(n, ALMA_ERR_INTERNAL, "operator not resolved");
+  if (n->op->flags & ALMA_OP_ALLOCS_OUTPUTS) /* control flow: only in hooked graphs, which do not come here */
+    return alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs);
+  for (int i = 0; i < n->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+  alma_status st = n->op->infer(n, in, n->n_inputs, out, n->n_outputs);
+  if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
+  if (st != ALMA_OK) return st;
+  for (int i = 0; i < n->n_outputs; i++) {
+    if (n->outputs[i] < 0) continue; /* omitted optional output */
+    alma_tensor shape = out[i];
+    if ((st = alloc_value(p, n->outputs[i], &out[i], &shape, 1)) != ALMA_OK) {
+      for (int k = 0; k < i; k++) val_free(p, &out[k]);
+      return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
+    }
+  }
+  st = n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
+  if (st != ALMA_OK)
+    for (int k = 0; k < n->n_outputs; k++) val_free(p, &out[k]);
+  return st;
 }
 
 /* One node on EAGER kernels. */
@@ -660,9 +718,9 @@ static alma_status run_eager_node(blas_plan *p, run_state *rs, const alma_node *
   alma_tensor outs[64];
   if (n->n_inputs > 1024 || n->n_outputs > 64) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "too many inputs or outputs");
   ALMA_TRY(gather_inputs(p, rs, n, in));
-  ALMA_TRY(alma__op_run_node(NULL, n, in, n->n_inputs, outs, n->n_outputs));
-  store_outputs(rs, n, outs);
-  release_inputs(rs, n);
+  ALMA_TRY(eager_exec(p, n, in, outs));
+  store_outputs(p, rs, n, outs);
+  release_inputs(p, rs, n);
   return ALMA_OK;
 }
 
@@ -674,26 +732,27 @@ static alma_status run_head_alone(blas_plan *p, run_state *rs, group *gr, const 
   alma_tensor shape, out;
   memset(&shape, 0, sizeof shape);
   ALMA_TRY(n->op->infer(n, in, n->n_inputs, &shape, 1));
-  ALMA_TRY(alloc_out(&out, &shape));
+  ALMA_TRY(alloc_value(p, n->outputs[0], &out, &shape, 0));
   alma_status st = run_head(p, gr, n, in, n->n_inputs, &out, NULL);
   if (st == DECLINE) {
-    alma_tensor_free_data(&out);
+    val_free(p, &out);
     alma__error_clear();
     gr->eager++;
     return run_eager_node(p, rs, n);
   }
   if (st != ALMA_OK) {
-    alma_tensor_free_data(&out);
+    val_free(p, &out);
     return st;
   }
-  store_outputs(rs, n, &out);
-  release_inputs(rs, n);
+  store_outputs(p, rs, n, &out);
+  release_inputs(p, rs, n);
   return ALMA_OK;
 }
 
 static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
   const alma_graph *g = p->g;
   const alma_node *h = &g->nodes[gr->nodes[0]];
+  const alma_node *tail = &g->nodes[gr->nodes[gr->n - 1]];
   gr->runs++;
   if (gr->n == 1 && !gr->fused) return run_head_alone(p, rs, gr, h);
   const alma_tensor *in[8];
@@ -731,8 +790,9 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
     for (int k = 1; k < gr->n; k++) ALMA_TRY(run_eager_node(p, rs, &g->nodes[gr->nodes[k]]));
     return ALMA_OK;
   }
-  /* take over the residual's buffer when this Add is its last use */
-  int steal = res && res->owns_data && rs->uses[gr->res_value] == 1 &&
+  /* take over the residual's buffer when this Add is its last use (not for a graph output: that
+   * gets a buffer of its own, which the caller keeps) */
+  int steal = res && res->owns_data && rs->uses[gr->res_value] == 1 && !is_graph_output(p, tail->outputs[0]) &&
               !(gr->kind == KIND_GEMM && h->n_inputs > 2 && h->inputs[2] >= 0) &&
               !(gr->fused && h->n_inputs > 2 && h->inputs[2] == gr->res_value); /* Z also as B */
   if (steal) {
@@ -742,7 +802,7 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
     f.res = &out;
     gr->stolen++;
   } else {
-    ALMA_TRY(alloc_out(&out, &shape));
+    ALMA_TRY(alloc_value(p, tail->outputs[0], &out, &shape, 0));
     f.res = res;
   }
   alma_status st = run_head(p, gr, h, in, h->n_inputs, &out, &f);
@@ -752,7 +812,7 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
     if (steal) {
       res->owns_data = 1;
     } else {
-      alma_tensor_free_data(&out);
+      val_free(p, &out);
     }
     gr->unfused++;
     gr->eager++;
@@ -761,13 +821,12 @@ static alma_status run_group(blas_plan *p, run_state *rs, group *gr) {
   }
   if (st != ALMA_OK) {
     if (steal) res->data = NULL;
-    alma_tensor_free_data(&out);
+    val_free(p, &out);
     return st;
   }
   if (steal) res->data = NULL;
-  const alma_node *tail = &g->nodes[gr->nodes[gr->n - 1]];
-  store_outputs(rs, tail, &out);
-  for (int k = 0; k < gr->n; k++) release_inputs(rs, &g->nodes[gr->nodes[k]]);
+  store_outputs(p, rs, tail, &out);
+  for (int k = 0; k < gr->n; k++) release_inputs(p, rs, &g->nodes[gr->nodes[k]]);
   return ALMA_OK;
 }
 
@@ -811,6 +870,26 @@ static void blas_timer(void *user, int idx, double seconds) {
   p->prof_runs[idx]++;
 }
 
+/* Hands the graph outputs to the caller: a buffer of alma's moves, except one of mem.c's (the
+ * caller gets a copy); views (an input or initializer) are copied. */
+static alma_status take_outputs(blas_plan *p, run_state *rs, alma_tensor *outputs, int n_outputs) {
+  for (int i = 0; i < n_outputs; i++) {
+    alma_tensor *t = &rs->env[p->g->outputs[i]];
+    if (t->owns_data && !alma__blas_mem_size(&p->mem, t->data)) {
+      outputs[i] = *t;
+      t->owns_data = 0; /* moved; a repeated output below copies from it */
+      continue;
+    }
+    if (t->owns_data) p->mem.output_copies++;
+    alma_status st = alma__tensor_copy(&outputs[i], t);
+    if (st != ALMA_OK) {
+      for (int k = 0; k < i; k++) alma_tensor_free_data(&outputs[k]);
+      return st;
+    }
+  }
+  return ALMA_OK;
+}
+
 static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   blas_plan *p = plan;
   const alma_graph *g = p->g;
@@ -824,18 +903,16 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' has %d outputs, %d requested", g->name, g->n_outputs,
                         n_outputs);
   int nv = g->n_values;
-  run_state rs = {.env = calloc((size_t)nv + 1, sizeof(alma_tensor)), .uses = malloc(((size_t)nv + 1) * sizeof(int))};
+  run_state rs = {.env = p->env, .uses = p->uses};
   alma_status st = ALMA_OK;
-  if (!rs.env || !rs.uses) {
-    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    goto out;
-  }
   memcpy(rs.uses, p->uses0, (size_t)nv * sizeof(int));
+  memset(rs.env, 0, (size_t)nv * sizeof *rs.env);
   for (int v = 0; v < nv; v++) {
     rs.env[v].rank = -1;
     if (g->values[v].init) rs.env[v] = alma__tensor_view(g->values[v].init);
   }
   for (int i = 0; i < n_inputs; i++) rs.env[g->inputs[i]] = alma__tensor_view(&inputs[i]);
+  alma__blas_mem_begin(&p->mem);
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     if (p->role[i] == ROLE_MEMBER) continue;
     double t0 = p->prof_s ? alma__now_s() : 0;
@@ -852,12 +929,9 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
       p->prof_runs[at]++;
     }
   }
-  if (st == ALMA_OK) st = alma__exec_take_outputs(g, rs.env, outputs, n_outputs);
-out:
-  if (rs.env)
-    for (int v = 0; v < nv; v++) alma_tensor_free_data(&rs.env[v]);
-  free(rs.env);
-  free(rs.uses);
+  if (st == ALMA_OK) st = take_outputs(p, &rs, outputs, n_outputs);
+  for (int v = 0; v < nv; v++) val_free(p, &rs.env[v]);
+  alma__blas_mem_end(&p->mem, st == ALMA_OK);
   return st;
 }
 
@@ -939,6 +1013,12 @@ static void blas_describe(void *plan, FILE *f) {
   }
   fprintf(f, "  %d of %d nodes on BLAS (%d fused into %d kernels), %d on EAGER\n", native, g->n_nodes, fused,
           p->n_groups, g->n_nodes - native);
+  const alma__blas_mem *m = &p->mem;
+  if (m->runs)
+    fprintf(f, "  buffers: arena %.1f MiB, peak live %.1f MiB; layouts %ld, allocations %ld in %ld runs (%ld in the "
+            "last)\n",
+            (double)m->arena_size / 1048576.0, (double)m->plan_peak / 1048576.0, m->layouts, m->allocs, m->runs,
+            m->run_allocs);
 }
 
 /* ---- profile ------------------------------------------------------------------------------------ */

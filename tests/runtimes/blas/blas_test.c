@@ -196,6 +196,25 @@ static char plan_text[1 << 16];
 static double tol = 1e-5;
 static void tol_for_k(int64_t K) { tol = 1e-5 * fmax(1.0, sqrt((double)K) / 4); }
 
+/* got (BLAS) against want (EAGER), within tol; frees got. */
+static void compare_outputs(alma_tensor *got, const alma_tensor *want, int nout, int threads) {
+  for (int o = 0; o < nout; o++) {
+    assert_int_equal(got[o].dtype, want[o].dtype);
+    assert_int_equal(got[o].rank, want[o].rank);
+    for (int k = 0; k < want[o].rank; k++) assert_int_equal(got[o].dims[k], want[o].dims[k]);
+    int64_t n = alma_tensor_numel(&want[o]);
+    double maxabs = 0;
+    for (int64_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs(alma__get_f64(want[o].data, want[o].dtype, i)));
+    for (int64_t i = 0; i < n; i++) {
+      double a = alma__get_f64(got[o].data, got[o].dtype, i), e = alma__get_f64(want[o].data, want[o].dtype, i);
+      if (!(fabs(a - e) <= tol * (1 + maxabs) + 1e-5 * fabs(e)) && !(isnan(a) && isnan(e)))
+        fail_msg("threads %d, output %d, element %lld of %lld: BLAS %.9g, EAGER %.9g", threads, o, (long long)i,
+                 (long long)n, a, e);
+    }
+    alma_tensor_free_data(&got[o]);
+  }
+}
+
 /* Runs g on EAGER and on BLAS with `threads`; outputs must agree. The BLAS plan's description is
  * left in plan_text. Runs BLAS twice to exercise the per-shape caches. */
 static void check(gb *b, int threads) {
@@ -210,21 +229,7 @@ static void check(gb *b, int threads) {
   if (alma__runtime_eager.run(pe, b->feeds, b->nin, want, b->nout) != ALMA_OK) fail_msg("eager: %s", alma_last_error());
   for (int rep = 0; rep < 2; rep++) {
     if (blas->run(pb, b->feeds, b->nin, got, b->nout) != ALMA_OK) fail_msg("blas: %s", alma_last_error());
-    for (int o = 0; o < b->nout; o++) {
-      assert_int_equal(got[o].dtype, want[o].dtype);
-      assert_int_equal(got[o].rank, want[o].rank);
-      for (int k = 0; k < want[o].rank; k++) assert_int_equal(got[o].dims[k], want[o].dims[k]);
-      int64_t n = alma_tensor_numel(&want[o]);
-      double maxabs = 0;
-      for (int64_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs(alma__get_f64(want[o].data, want[o].dtype, i)));
-      for (int64_t i = 0; i < n; i++) {
-        double a = alma__get_f64(got[o].data, got[o].dtype, i), e = alma__get_f64(want[o].data, want[o].dtype, i);
-        if (!(fabs(a - e) <= tol * (1 + maxabs) + 1e-5 * fabs(e)) && !(isnan(a) && isnan(e)))
-          fail_msg("threads %d, output %d, element %lld of %lld: BLAS %.9g, EAGER %.9g", threads, o, (long long)i,
-                   (long long)n, a, e);
-      }
-      alma_tensor_free_data(&got[o]);
-    }
+    compare_outputs(got, want, b->nout, threads);
   }
   FILE *f = fmemopen(plan_text, sizeof plan_text - 1, "w");
   blas->describe(pb, f);
@@ -240,6 +245,14 @@ static void check_threads(gb *b) {
 
 static void expect_plan(const char *needle) {
   if (!strstr(plan_text, needle)) fail_msg("plan lacks '%s':\n%s", needle, plan_text);
+}
+
+/* expect_plan on a plan's description now. */
+static void expect_plan_of(const alma_runtime *rt, void *plan, const char *needle) {
+  FILE *f = fmemopen(plan_text, sizeof plan_text - 1, "w");
+  rt->describe(plan, f);
+  fclose(f);
+  expect_plan(needle);
 }
 
 /* ---- Conv ----------------------------------------------------------------------------------------- */
@@ -557,6 +570,228 @@ static void test_residual_aliasing(void **state) {
   }
 }
 
+/* ---- activation buffers -------------------------------------------------------------------------- */
+
+/* Runs pb once on feeds and checks its outputs against pe's. */
+static void run_and_compare(const alma_runtime *blas, void *pb, void *pe, gb *b, int threads) {
+  alma_tensor want[8], got[8];
+  if (alma__runtime_eager.run(pe, b->feeds, b->nin, want, b->nout) != ALMA_OK) fail_msg("eager: %s", alma_last_error());
+  if (blas->run(pb, b->feeds, b->nin, got, b->nout) != ALMA_OK) fail_msg("blas: %s", alma_last_error());
+  compare_outputs(got, want, b->nout, threads);
+  for (int o = 0; o < b->nout; o++) alma_tensor_free_data(&want[o]);
+}
+
+/* Steady-state runs allocate nothing: after the first run of a shape, every activation buffer comes
+ * from the plan's arena (alma__blas_plan_mem counts what is allocated outside it, and the arena
+ * itself), the arena holds about the peak of live activations rather than one buffer per value,
+ * and graph outputs reach the caller in buffers of their own, never the arena. The graph has EAGER
+ * nodes between native ones, a residual whose buffer is taken over, a fused residual Add whose
+ * result is a graph output (its residual then not taken over), and an EAGER node's output that is
+ * also a graph output. A larger batch makes a new layout once and then allocates nothing; back at
+ * the smaller batch, the larger layout serves it as it is. */
+static void test_buffers_reused(void **state) {
+  (void)state;
+  tol_for_k(8 * 9);
+  gb b;
+  gb_init(&b, 17);
+  int64_t xd[4] = {2, 8, 32, 32}, wd[4] = {8, 8, 3, 3}, gwd[2] = {10, 2048}, gbd[1] = {10};
+  int x0 = input(&b, "x0", ALMA_DTYPE_FLOAT32, 4, xd);
+  int w = constant(&b, "w", ALMA_DTYPE_FLOAT32, 4, wd);
+  int w2 = constant(&b, "w2", ALMA_DTYPE_FLOAT32, 4, wd);
+  int gw = constant(&b, "gw", ALMA_DTYPE_FLOAT32, 2, gwd);
+  int gc = constant(&b, "gc", ALMA_DTYPE_FLOAT32, 1, gbd);
+  const kv pads1[] = {AINTS("pads", 1, 1, 1, 1)};
+  static const int pads1_n = 1;
+  const kv mp[] = {AINTS("kernel_shape", 2, 2), AINTS("strides", 2, 2)};
+  static const int mp_n = 2;
+  const kv tb[] = {AI("transB", 1)};
+  static const int tb_n = 1;
+  int a = NODE(&b, "Relu", "a", noattrs, x0); /* EAGER nodes: 64 KiB each */
+  int s = NODE(&b, "Sigmoid", "s", noattrs, a);
+  int c = NODE(&b, "Conv", "c", pads1, s, w);
+  int d = NODE(&b, "Add", "d", noattrs, c, a); /* a's last use: the conv takes its buffer */
+  int e = NODE(&b, "Relu", "e", noattrs, d);
+  int f = NODE(&b, "MaxPool", "f", mp, e); /* a graph output, read by two nodes */
+  int t = NODE(&b, "Tanh", "t", noattrs, f);
+  int u = NODE(&b, "Neg", "u", noattrs, f);
+  int c2 = NODE(&b, "Conv", "c2", pads1, t, w2);
+  int r = NODE(&b, "Add", "r", noattrs, c2, u); /* u's last use, but r is a graph output */
+  int h = NODE(&b, "Flatten", "h", noattrs, r);
+  int y = NODE(&b, "Gemm", "y", tb, h, gw, gc);
+  output(&b, f);
+  output(&b, r);
+  output(&b, y);
+  gb_finish(&b);
+  const alma_runtime *blas = alma__runtime_find("BLAS");
+  assert_non_null(blas);
+  assert_int_equal(blas->init(), ALMA_OK);
+  alma_tensor small = b.feeds[0], big = rand_tensor(ALMA_DTYPE_FLOAT32, 4, (const int64_t[]){4, 8, 32, 32});
+  for (int threads = 1; threads <= 2; threads++) {
+    alma_runtime_opts opts = {.threads = threads};
+    void *pe = NULL, *pb = NULL;
+    assert_int_equal(alma__runtime_eager.compile(b.g, &opts, &pe), ALMA_OK);
+    if (blas->compile(b.g, &opts, &pb) != ALMA_OK) fail_msg("compile: %s", alma_last_error());
+    const alma__blas_mem *m = alma__blas_plan_mem(pb);
+    assert_non_null(m);
+    b.feeds[0] = small;
+    run_and_compare(blas, pb, pe, &b, threads);
+    long allocs = m->allocs;
+    size_t arena = m->arena_size;
+    assert_true(allocs > 0);
+    assert_int_equal(m->layouts, 1);
+    for (int rep = 0; rep < 3; rep++) {
+      run_and_compare(blas, pb, pe, &b, threads);
+      assert_int_equal(m->run_allocs, 0);
+      assert_int_equal(m->allocs, allocs);
+      assert_int_equal(m->arena_size, arena);
+      assert_int_equal(m->layouts, 1);
+    }
+    /* every graph output in a buffer of its own, every run */
+    assert_int_equal(m->outputs, 3 * m->runs);
+    assert_int_equal(m->output_copies, 0);
+    /* a, s, t, u and h (64+64+16+16+16 KiB) share the arena: a's bytes go on as c, then t or h;
+     * it is the peak of live values (a and s: 128 KiB), give or take a quarter */
+    size_t each = (64 + 64 + 16 + 16 + 16) * 1024;
+    assert_int_equal(m->plan_peak, 128 * 1024);
+    if (m->arena_size >= each || m->arena_size > m->plan_peak / 4 * 5)
+      fail_msg("arena of %zu bytes for a peak of %zu, one buffer per value would be %zu", m->arena_size, m->plan_peak,
+               each);
+    /* batch 4: a new layout once, then nothing allocated */
+    b.feeds[0] = big;
+    run_and_compare(blas, pb, pe, &b, threads);
+    assert_true(m->run_allocs > 0);
+    assert_int_equal(m->layouts, 2);
+    long allocs_big = m->allocs;
+    size_t arena_big = m->arena_size;
+    assert_true(arena_big > arena);
+    run_and_compare(blas, pb, pe, &b, threads);
+    assert_int_equal(m->run_allocs, 0);
+    assert_int_equal(m->allocs, allocs_big);
+    /* back to batch 2: its smaller buffers follow batch 4's layout */
+    b.feeds[0] = small;
+    for (int rep = 0; rep < 2; rep++) {
+      run_and_compare(blas, pb, pe, &b, threads);
+      assert_int_equal(m->run_allocs, 0);
+      assert_int_equal(m->allocs, allocs_big);
+      assert_int_equal(m->layouts, 2);
+      assert_int_equal(m->arena_size, arena_big);
+    }
+    expect_plan_of(blas, pb, "+residual +Relu");
+    expect_plan_of(blas, pb, "buffers: ");
+    blas->free(pb);
+    alma__runtime_eager.free(pe);
+  }
+  b.feeds[0] = small;
+  alma_tensor_free_data(&big);
+  gb_free(&b);
+}
+
+/* mem.c alone on random request sequences: buffers alive at the same time never overlap (each is
+ * filled with its own byte and checked when given back, also across the switch from arena to
+ * allocations when a run departs from the layout), a repeated sequence allocates nothing after its
+ * first run, a sequence of smaller requests follows the layout as it is, and the arena stays near
+ * the peak of live bytes. */
+typedef struct mem_op {
+  int put;     /* 0: take request `id` of `size` bytes; 1: give back request `id` */
+  int id;
+  size_t size;
+} mem_op;
+
+/* Requests in waves: taken until up to 60 are alive (a few given back meanwhile), then given back
+ * down to a few (long runs of releases, as at the end of a network's stage). */
+static int mem_program(mem_op *ops, int max_ops, int nreq, uint64_t seed) {
+  uint64_t save = rng;
+  rng = seed;
+  int live[64], nlive = 0, n = 0, taken = 0, fill = 1, target = 40;
+  while ((taken < nreq || nlive) && n < max_ops) {
+    if (fill && (nlive >= target || taken == nreq)) fill = 0, target = (int)((urand() + 1) * 3);
+    else if (!fill && nlive <= target && taken < nreq) fill = 1, target = 8 + (int)((urand() + 1) * 26);
+    int take = nlive == 0 || (fill && urand() > -0.5f);
+    if (take && taken < nreq) {
+      double u = (urand() + 1) / 2; /* sizes spread from bytes to ~1 MiB */
+      ops[n++] = (mem_op){0, taken, (size_t)(exp(u * 14.0) - 1)};
+      live[nlive++] = taken++;
+    } else if (nlive) {
+      int j = (int)((urand() + 1) / 2 * nlive) % nlive;
+      ops[n++] = (mem_op){1, live[j], 0};
+      live[j] = live[--nlive];
+    }
+  }
+  rng = save;
+  return n;
+}
+
+static void mem_run(alma__blas_mem *m, const mem_op *ops, int n, int scale_down) {
+  static unsigned char *ptr[4096];
+  static size_t len[4096];
+  alma__blas_mem_begin(m);
+  for (int i = 0; i < n; i++) {
+    const mem_op *o = &ops[i];
+    if (!o->put) {
+      len[o->id] = scale_down ? o->size / 2 : o->size;
+      ptr[o->id] = alma__blas_mem_get(m, len[o->id]);
+      assert_non_null(ptr[o->id]);
+      assert_int_equal((uintptr_t)ptr[o->id] % 64, 0);
+      memset(ptr[o->id], o->id & 0xff, len[o->id]);
+      continue;
+    }
+    for (size_t k = 0; k < len[o->id]; k++)
+      if (ptr[o->id][k] != (unsigned char)(o->id & 0xff))
+        fail_msg("request %d: byte %zu of %zu overwritten by a buffer alive at the same time", o->id, k, len[o->id]);
+    assert_int_equal(alma__blas_mem_size(m, ptr[o->id]) >= len[o->id], 1);
+    assert_int_equal(alma__blas_mem_put(m, ptr[o->id]), 1);
+    assert_int_equal(alma__blas_mem_put(m, ptr[o->id]), 0); /* given back once */
+  }
+  alma__blas_mem_end(m, 1);
+}
+
+static void test_mem_layout(void **state) {
+  (void)state;
+  static mem_op a[8192], b[8192];
+  int na = mem_program(a, 8192, 600, 12345), nb = mem_program(b, 8192, 600, 777);
+  /* b departs from a halfway: its first half is a's */
+  int half = na / 2;
+  memcpy(b, a, sizeof(mem_op) * (size_t)half);
+  int live_ids[64], nl = 0, next = 0;
+  for (int i = 0; i < half; i++) {
+    if (!b[i].put) live_ids[nl++] = b[i].id, next = b[i].id + 1;
+    else
+      for (int j = 0; j < nl; j++)
+        if (live_ids[j] == b[i].id) live_ids[j] = live_ids[--nl];
+  }
+  nb = half;
+  for (int i = 0; i < 400; i++) b[nb++] = (mem_op){0, next + i, (size_t)(1000 + 37 * i)};
+  for (int j = 0; j < nl; j++) b[nb++] = (mem_op){1, live_ids[j], 0};
+  for (int i = 0; i < 400; i++) b[nb++] = (mem_op){1, next + i, 0};
+  alma__blas_mem m = {0};
+  mem_run(&m, a, na, 0);
+  assert_int_equal(m.layouts, 1);
+  assert_true(m.run_allocs > 0);
+  long allocs = m.allocs;
+  if (m.arena_size < m.plan_peak || m.arena_size > m.plan_peak / 10 * 12 + 4096)
+    fail_msg("arena of %zu bytes for a peak of %zu live", m.arena_size, m.plan_peak);
+  for (int rep = 0; rep < 2; rep++) {
+    mem_run(&m, a, na, 0);
+    assert_int_equal(m.run_allocs, 0);
+    assert_int_equal(m.allocs, allocs);
+  }
+  mem_run(&m, a, na, 1); /* smaller requests: the same layout */
+  assert_int_equal(m.run_allocs, 0);
+  assert_int_equal(m.layouts, 1);
+  mem_run(&m, b, nb, 0); /* departs halfway: allocates the rest, lays out again */
+  assert_true(m.run_allocs > 0);
+  assert_int_equal(m.layouts, 2);
+  allocs = m.allocs;
+  mem_run(&m, b, nb, 0);
+  assert_int_equal(m.run_allocs, 0);
+  assert_int_equal(m.allocs, allocs);
+  mem_run(&m, a, na, 0); /* and back */
+  assert_int_equal(m.layouts, 3);
+  mem_run(&m, a, na, 0);
+  assert_int_equal(m.run_allocs, 0);
+  alma__blas_mem_free(&m);
+}
+
 /* Chains that must stop or run unfused. */
 static void test_not_fused(void **state) {
   (void)state;
@@ -792,6 +1027,7 @@ int main(void) {
       cmocka_unit_test(test_not_fused),   cmocka_unit_test(test_gemm),       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_constant_nodes), cmocka_unit_test(test_fused_nodes),
       cmocka_unit_test(test_subgraph_graph), cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_buffers_reused), cmocka_unit_test(test_mem_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
