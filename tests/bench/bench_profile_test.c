@@ -80,14 +80,14 @@ static void check_profile(const alma_result *x, const char *runtime, int fused) 
   }
   assert_int_equal(covered, nn);
   assert_true(fabs(sum - p->nodes_ms) < 1e-9 * (1 + sum));
-  /* node times are measured inside the batches': their sum cannot exceed the batch time, and in
-   * this model (one big MatMul) the nodes are nearly all of it */
+  /* node times are measured inside the batches': their sum cannot exceed the batch time. (How
+   * much of it they are, and which node is slowest, depend on the machine's load: a preempted
+   * small node can outweigh the big MatMul, so neither is asserted.) */
   assert_true(p->nodes_ms <= p->batch_ms * (1 + 1e-9));
-  assert_true(p->nodes_ms >= 0.5 * p->batch_ms);
-  /* the big MatMul (4.2M multiply-adds per batch; the rest together ~0.2M) dominates */
-  const alma_profile_node *top = &p->nodes[0];
-  assert_string_equal(top->name, "big_matmul");
-  assert_true(top->share > 0.5);
+  const alma_profile_node *top = NULL;
+  for (int i = 0; i < p->n_nodes; i++)
+    if (!strcmp(p->nodes[i].name, "big_matmul")) top = &p->nodes[i];
+  assert_non_null(top);
   if (fused) {
     assert_string_equal(top->op_type, "MatMul+Add+Relu");
     assert_int_equal(top->members, 3);
@@ -121,8 +121,11 @@ static void check_profile(const alma_result *x, const char *runtime, int fused) 
   assert_int_equal(nodes, nn);
   assert_true(fabs(ops_ms - p->nodes_ms) < 1e-9 * (1 + ops_ms));
   if (!fused) { /* two MatMuls in one row */
-    assert_string_equal(p->ops[0].op_type, "MatMul");
-    assert_int_equal(p->ops[0].nodes, 2);
+    int mm = -1;
+    for (int i = 0; i < p->n_ops; i++)
+      if (!strcmp(p->ops[i].op_type, "MatMul")) mm = i;
+    assert_true(mm >= 0);
+    assert_int_equal(p->ops[mm].nodes, 2);
   }
   free_names(names, nn);
 }
