@@ -63,7 +63,7 @@
 #define S8 ALMA_DTYPE_INT8
 #define S32 ALMA_DTYPE_INT32
 
-enum { QK_CONV = 1, QK_MATMUL, QK_GEMM, QK_ADD };
+enum { QK_CONV = 1, QK_MATMUL, QK_GEMM, QK_ADD, QK_MOVE };
 enum { Q_MAX_ELT = 4 };
 
 /* A created int8 primitive for one input layout and one set of parameters (the key). */
@@ -187,6 +187,7 @@ typedef struct dn_qstate {
   int mm_off;                       /* no int8 matmul (CPU without VNNI): see the top comment */
   int fallback;                     /* ALMA_DNNL_INT8=fallback: decline every int8 primitive at run time (tests) */
   int off;                          /* ALMA_DNNL_INT8=0: no clusters, no int8 primitives */
+  int move_off;                     /* ALMA_DNNL_INT8_MOVE=0: no QK_MOVE clusters (comparisons) */
 } dn_qstate;
 
 /* ---- small helpers -------------------------------------------------------------------------------- */
@@ -227,6 +228,8 @@ static dn_qstate *qstate(dn_plan *p) {
   const char *m = getenv("ALMA_DNNL_INT8");
   S->off = m && !strcmp(m, "0");
   S->fallback = m && !strcmp(m, "fallback");
+  const char *mv = getenv("ALMA_DNNL_INT8_MOVE");
+  S->move_off = mv && !strcmp(mv, "0");
   p->q = S;
   return S;
 }
@@ -927,6 +930,44 @@ static alma_status q_exec_add(dn_plan *p, qprim *q, const qargs *a, dn_val *out,
   return q_done(p, st, db, out, &os, &d, done, 1);
 }
 
+/* QK_MOVE: the anchor (MaxPool / Flatten / Reshape) run on x's 8-bit values, its output the
+ * QuantizeLinear's (same scale, zero point and type). Declines (fallback) when the node's own
+ * kernel does (a layout or geometry it does not take). */
+static alma_status q_exec_move(dn_plan *p, qclu *c, int *done) {
+  const alma_node *n = &p->g->nodes[c->anchor];
+  dn_val *x = &p->vals[c->xv];
+  *done = 0;
+  if (!x->live || x->t.dtype != c->ydt || n->n_inputs > 2 || n->n_outputs > 8) return ALMA_OK;
+  /* declined before in this layout: straight to the float path (the node's primitive slot would
+   * otherwise be built again for each form, every run) */
+  dnnl_memory_desc_t xmd;
+  alma__dn_val_md(x, &xmd);
+  if (c->pr.valid && c->pr.declined && dnnl_memory_desc_equal(&c->pr.xmd, &xmd)) return ALMA_OK;
+  dn_val *in[2] = {x, n->n_inputs > 1 && n->inputs[1] >= 0 ? &p->vals[n->inputs[1]] : NULL};
+  if (in[1] && (!in[1]->live || alma__dn_val_plain(p, in[1], n) != ALMA_OK)) return ALMA_OK; /* Reshape's shape */
+  /* shapes as the float node infers them (MaxPool before opset 12 takes no 8-bit input) */
+  alma_tensor tx = x->t, os[8];
+  tx.dtype = F32;
+  tx.data = NULL;
+  const alma_tensor *tin[2] = {&tx, in[1] ? &in[1]->t : NULL};
+  memset(os, 0, sizeof os);
+  if (n->op->infer(n, tin, n->n_inputs, os, n->n_outputs) != ALMA_OK) {
+    alma__error_clear();
+    return ALMA_OK;
+  }
+  os[0].dtype = x->t.dtype;
+  if (alma__numel(x->t.rank, x->t.dims) == 0 || alma__numel(os[0].rank, os[0].dims) == 0) return ALMA_OK;
+  dn_val *out[1] = {&p->vals[c->outv]};
+  ALMA_TRY(alma__dn_run(p, c->anchor, 0, in, n->n_inputs, os, out, 1, done));
+  if (!*done) {
+    c->pr.valid = c->pr.declined = 1;
+    c->pr.xmd = xmd;
+    const dn_prim *np = p->nodes[c->anchor].prim[DN_PRIM_SINGLE];
+    snprintf(c->pr.why, sizeof c->pr.why, "%s", np && np->declined ? np->why : "the node's kernel takes no such int8 input");
+  }
+  return ALMA_OK;
+}
+
 /* ---- compile: the clusters ----------------------------------------------------------------------------- */
 static const alma_node *dq_of(const alma_graph *g, int v) {
   const alma_node *d = producer(g, v);
@@ -1237,6 +1278,43 @@ no:
   return 0;
 }
 
+/* QK_MOVE: DequantizeLinear(x) -> MaxPool | Flatten | Reshape -> QuantizeLinear with the same
+ * scale, zero point and type (INT8_STATIC's and ONNX Runtime's QDQ form). Max commutes with a
+ * monotone quantization and the views only move elements, so the QuantizeLinear's output is the
+ * op applied to x's 8-bit values: the node runs once on them (run_pool's uint8/int8 max pooling in
+ * x's layout, run_view's alias of x made plain) and both conversions through float32 go. */
+static int match_move(dn_plan *p, int i, const int *consumer, qclu *c) {
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[i];
+  const alma_node *dx = n->n_inputs >= 1 ? dq_of(g, n->inputs[0]) : NULL;
+  int pool = is_op(n, "MaxPool");
+  if (!dx || dx->inputs[0] < 0 || n->n_outputs < 1 || n->outputs[0] < 0 || !qdq_params(g, dx, &c->xs, &c->xzp, &c->xdt))
+    return 0;
+  if (p->nodes[i].kind != (pool ? DK_POOL : DK_VIEW)) return 0;
+  if (pool && n->n_outputs > 1 && n->outputs[1] >= 0) return 0; /* Indices */
+  if (is_op(n, "Reshape") && (n->n_inputs != 2 || !alma__dn_const(g, n->inputs[1]))) return 0;
+  int v = n->outputs[0];
+  if (p->static_uses[v] != 1 || consumer[v] < 0) return 0;
+  int ci = consumer[v];
+  const alma_node *qn = &g->nodes[ci];
+  if (!is_op(qn, "QuantizeLinear") || qn->inputs[0] != v || qn->n_outputs != 1 || qn->outputs[0] < 0 ||
+      p->nodes[ci].q_role || !qdq_params(g, qn, &c->ys, &c->yzp, &c->ydt))
+    return 0;
+  /* the same parameters on both sides (a DequantizeLinear without a zero point is checked against
+   * the type when it runs) */
+  if (c->ys != c->xs || c->yzp != c->xzp || !is_q8(c->ydt) || (c->xdt && c->xdt != c->ydt)) return 0;
+  c->kind = QK_MOVE;
+  c->xv = dx->inputs[0];
+  c->dq_x = (int)(dx - g->nodes);
+  c->dq_w = -1;
+  c->yq = 1;
+  c->mem[c->nmem++] = i;
+  c->mem[c->nmem++] = ci;
+  c->outv = qn->outputs[0];
+  c->last = ci;
+  return 1;
+}
+
 /* Node i as the anchor of a cluster: fills c (members: the anchor and its post chain). */
 static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
   const alma_graph *g = p->g;
@@ -1254,6 +1332,7 @@ static int match_cluster(dn_plan *p, int i, const int *consumer, qclu *c) {
     OC = c->nws;
     goto chain;
   }
+  if (is_op(n, "MaxPool") || is_op(n, "Flatten") || is_op(n, "Reshape")) return !p->q->move_off && match_move(p, i, consumer, c);
   if (is_op(n, "Add")) { /* DequantizeLinear(a) + DequantizeLinear(b): an int8 binary primitive */
     const alma_node *da = n->n_inputs == 2 ? dq_of(g, n->inputs[0]) : NULL;
     const alma_node *db = n->n_inputs == 2 ? dq_of(g, n->inputs[1]) : NULL;
@@ -1423,7 +1502,7 @@ void alma__dn_q_plan(dn_plan *p) {
       c->x2_extra_use = 1;
       p->static_uses[c->x2v]++;
     }
-    if (c->kind == QK_ADD) continue; /* an add reads its sources in the layout they come in */
+    if (c->kind == QK_ADD || c->kind == QK_MOVE) continue; /* these read their sources in the layout they come in */
     /* a QuantizeLinear writing xv writes it in this cluster's source layout */
     const alma_node *qn = producer(g, c->xv);
     if (qn && is_op(qn, "QuantizeLinear") && S->hint[qn - g->nodes] < 0) S->hint[qn - g->nodes] = ci;
@@ -1542,7 +1621,10 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
   if (!S->fallback) {
     qargs a;
     clu_args(p, c, &a);
-    if (c->kind == QK_ADD) {
+    if (c->kind == QK_MOVE) {
+      ALMA_TRY(q_exec_move(p, c, &done));
+      p->n_int8 += done && is_op(&g->nodes[c->anchor], "MaxPool"); /* (a view is no primitive) */
+    } else if (c->kind == QK_ADD) {
       if ((!c->xdt || c->xdt == a.x->t.dtype) && (!c->x2dt || c->x2dt == a.x2->t.dtype))
         ALMA_TRY(q_exec_add(p, &c->pr, &a, &p->vals[c->outv], &done));
     } else if ((!c->xdt || c->xdt == a.x->t.dtype) && (!c->dyn || dyn_params(p, c, &a))) {
@@ -1961,7 +2043,8 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
   }
   const qclu *c = &S->clu[d->q_idx];
   if (idx != c->anchor) {
-    const char *as = is_op(n, "QuantizeLinear") ? "its int8 destination (requantization)"
+    const char *as = c->kind == QK_MOVE                ? "its int8 output (the same scale and zero point)"
+                     : is_op(n, "QuantizeLinear") ? "its int8 destination (requantization)"
                      : is_op(n, "Cast")         ? "its float32 destination"
                      : is_op(n, "Mul")          ? "output scales (x_scale * w_scale)"
                      : !is_op(n, "Add")         ? "eltwise post-op"
@@ -1973,6 +2056,13 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
   if (c->kind == QK_ADD) {
     fprintf(f, "  %-40s %-20s DNNL  int8 add (src %s + %s, %s dst)", n->name, n->op_type, c->xdt ? dt_name(c->xdt) : "u8/s8",
             c->x2dt ? dt_name(c->x2dt) : "u8/s8", c->yq ? dt_name(c->ydt) : "f32");
+    goto tail;
+  }
+  if (c->kind == QK_MOVE) {
+    fprintf(f, "  %-40s %-20s DNNL  %s on the %s values (one scale and zero point on both sides)", n->name, n->op_type,
+            is_op(n, "MaxPool") ? "int8 max pooling" : "int8 view (plain layout)", dt_name(c->ydt));
+    const dn_prim *np = p->nodes[idx].prim[DN_PRIM_SINGLE];
+    if (np && np->valid && !np->declined && np->impl[0]) fprintf(f, " [%s]", np->impl);
     goto tail;
   }
   if (c->dyn && c->emu) {
@@ -2013,7 +2103,9 @@ void alma__dn_q_summary(dn_plan *p, FILE *f) {
     ndq += p->nodes[i].kind == DK_QDQ && dq;
     nql += p->nodes[i].kind == DK_QLINEAR && !p->nodes[i].q_role;
   }
+  int nmove = 0;
   for (int k = 0; S && k < S->nclu; k++) {
+    nmove += S->clu[k].kind == QK_MOVE;
     ndyn += S->clu[k].dyn;
     nemu += S->clu[k].emu;
   }
@@ -2021,6 +2113,7 @@ void alma__dn_q_summary(dn_plan *p, FILE *f) {
   int nc = S ? S->nclu - ndyn : 0, nl = S ? S->nlazy : 0;
   if (!nc && !nq && !nql && !ndq && !ndyn) return;
   fprintf(f, "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), ", nc, nl);
+  if (nmove) fprintf(f, "%d MaxPool/Flatten/Reshape on int8 values, ", nmove);
   if (ndyn || ndq)
     fprintf(f, "%d DynamicQuantizeLinear, %d dynamic clusters (%d as float32 matmuls), ", ndq, ndyn, nemu);
   fprintf(f,

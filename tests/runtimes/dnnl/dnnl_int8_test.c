@@ -11,6 +11,9 @@
  *   - ALMA_DNNL_INT8=fallback: every cluster declined at run time, so its nodes run one by one
  *     through the float path with the lazily computed DequantizeLinear inputs; no int8 primitive
  *     may run;
+ *   - with "moved N" (DequantizeLinear -> MaxPool/Flatten/Reshape -> QuantizeLinear pairs of one
+ *     scale and zero point), the default mode must run exactly 2 * N fewer int8 reorders (and the
+ *     pools as int8 steps) than with ALMA_DNNL_INT8_MOVE=0, which keeps those ops in float32;
  *   - ALMA_DNNL_INT8_DYN_MATMUL=split: INT8_DYNAMIC matmuls with 8-bit weights on CPUs without
  *     VNNI as two exact 7-bit halves instead of float32 (the same as default elsewhere).
  * Every output must be within A of EAGER's, and 99% of its elements within S (one quantization
@@ -59,7 +62,7 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
  * the second run's int8 primitive count and constant weight reorders (a primitive built again
  * reorders its weights again). */
 static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int nout, alma_tensor *got, int64_t *n_int8,
-                      int64_t *n_wei) {
+                      int64_t *n_wei, int64_t *n_qre) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
   alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
@@ -79,13 +82,14 @@ static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int n
   if (ok) {
     *n_int8 = ((dn_plan *)plan)->n_int8;
     *n_wei = ((dn_plan *)plan)->n_reorder_wei;
+    *n_qre = ((dn_plan *)plan)->n_int8_reorder;
   }
   if (plan) rt->free(plan);
   for (int k = 0; k < nin; k++) alma_tensor_free_data(&other[k]);
   return ok;
 }
 
-static int read_spec(const char *model, double *atol, double *step, int *n_int8, int *forced, int *rebuild) {
+static int read_spec(const char *model, double *atol, double *step, int *n_int8, int *forced, int *rebuild, int *moved) {
   char path[4096];
   snprintf(path, sizeof path, "%.*s.txt", (int)(strlen(model) - 5), model);
   FILE *f = fopen(path, "r");
@@ -99,6 +103,7 @@ static int read_spec(const char *model, double *atol, double *step, int *n_int8,
     if (!strcmp(key, "int8")) *n_int8 = (int)v, got |= 4;
     if (!strcmp(key, "forced")) *forced = (int)v;
     if (!strcmp(key, "rebuild")) *rebuild = (int)v;
+    if (!strcmp(key, "moved")) *moved = (int)v;
   }
   fclose(f);
   return got == 7;
@@ -109,8 +114,8 @@ static const char *modes[][2] = {
 
 static int test_model(const char *path) {
   double atol = 0, step = 0;
-  int want_int8 = 0, forced = 1, rebuild = 1;
-  if (!read_spec(path, &atol, &step, &want_int8, &forced, &rebuild)) {
+  int want_int8 = 0, forced = 1, rebuild = 1, moved = -1;
+  if (!read_spec(path, &atol, &step, &want_int8, &forced, &rebuild, &moved)) {
     printf("%s: no readable .txt beside it\n", path);
     return 0;
   }
@@ -147,8 +152,8 @@ static int test_model(const char *path) {
             alma_tensor_free_data(&got[k]);
           }
         }
-      int64_t n8 = -1, nwei = -1;
-      if (ok && !count_int8(m, in, nin, nout, got, &n8, &nwei)) {
+      int64_t n8 = -1, nwei = -1, nqre = -1;
+      if (ok && !count_int8(m, in, nin, nout, got, &n8, &nwei, &nqre)) {
         printf("  direct DNNL run failed: %s\n", alma_last_error());
         ok = 0;
       }
@@ -166,6 +171,29 @@ static int test_model(const char *path) {
       if (ok && md == 1 && n8 < want_int8) {
         printf("  %s: %lld int8 primitives ran, expected at least %d\n", modes[md][0], (long long)n8, want_int8);
         ok = 0;
+      }
+      if (ok && md == 0 && moved >= 0) { /* the same run with the moves off: the float path around those ops */
+        int64_t n8_off = -1, nwei_off = -1, nqre_off = -1;
+        alma_tensor got2[16];
+        setenv("ALMA_DNNL_INT8_MOVE", "0", 1);
+        ok = count_int8(m, in, nin, nout, got2, &n8_off, &nwei_off, &nqre_off);
+        unsetenv("ALMA_DNNL_INT8_MOVE");
+        for (int k = 0; k < nout && ok; k++) {
+          ok &= compare("DNNL (ALMA_DNNL_INT8_MOVE=0)", &got2[k], &want[k], atol, step);
+          alma_tensor_free_data(&got2[k]);
+        }
+        if (ok && nqre_off - nqre != 2 * moved) {
+          printf("  %lld int8 reorders, %lld without the int8 moves: expected %d fewer\n", (long long)nqre, (long long)nqre_off,
+                 2 * moved);
+          ok = 0;
+        }
+        if (ok && n8 <= n8_off && moved > 0) {
+          printf("  %lld int8 steps, %lld without the int8 moves: the pooling did not run on int8\n", (long long)n8,
+                 (long long)n8_off);
+          ok = 0;
+        }
+        if (ok) printf("%s batch %d: %lld int8 reorders, %lld with ALMA_DNNL_INT8_MOVE=0\n", path, batch, (long long)nqre,
+                       (long long)nqre_off);
       }
       if (ok && md == 2 && n8 != 0) {
         printf("  fallback mode: %lld int8 primitives ran\n", (long long)n8);

@@ -278,6 +278,57 @@ def int8_add(outdir):
     g.save(outdir, (2, 8, 9, 11), "out", 0.115, 0.3, 3)
 
 
+def int8_pool(outdir):
+    """DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero point on both sides, as
+    INT8_STATIC and ONNX Runtime's QDQ quantizer write it between convolutions: the DNNL runtime runs
+    the pooling on the 8-bit values in the layout the convolution wrote ("moved N": N such pairs,
+    each two int8 reorders fewer than with ALMA_DNNL_INT8_MOVE=0). The max is exact, so the outputs
+    stay within the convolutions' one step.
+      int8_pool_u8: conv -> Relu -> u8 (zero point 0, ResNet's stem) -> MaxPool 3x3 stride 2 pads 1.
+      int8_pool_s8: conv -> s8 with a zero point (negative values: the padding must not take part)
+        -> MaxPool 3x3 stride 2, asymmetric pads -> conv -> s8 -> Flatten and Reshape back, each
+        between the same scale and zero point (int8 views).
+      int8_pool_nomatch: the QuantizeLinear after the MaxPool has another scale, and a Reshape has
+        another zero point: both keep the float path (a requantization, not a move)."""
+    for name, dt, zp, relu in (("int8_pool_u8", np.uint8, 0, True), ("int8_pool_s8", np.int8, 3, False)):
+        g = G(name)
+        xs, xzp = 0.03, 120
+        x = g.qdq("x", xs, xzp)
+        w, _, ws = g.wq((16, 8, 3, 3))
+        y = g.node("Conv", [x, w, g.bias_q(xs, ws, 16)], {"pads": [1, 1, 1, 1]})
+        if relu:
+            y = g.node("Relu", [y])
+        ys = 0.0517
+        y = g.dq(g.q(y, ys, zp, dt), ys, zp, dt)
+        pads = [1, 1, 1, 1] if relu else [0, 1, 1, 0]
+        y = g.node("MaxPool", [y], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": pads})
+        y = g.dq(g.q(y, ys, zp, dt), ys, zp, dt)
+        w2, _, ws2 = g.wq((8, 16, 3, 3))
+        z = g.node("Conv", [y, w2, g.bias_q(ys, ws2, 8)], {"pads": [1, 1, 1, 1]})
+        zs = 0.0433
+        z = g.dq(g.q(z, zs, zp, dt), zs, zp, dt)
+        moved = 1
+        if not relu:  # Flatten and back between the same parameters: int8 views
+            z = g.dq(g.q(g.node("Flatten", [z]), zs, zp, dt), zs, zp, dt)
+            z = g.node("Reshape", [z, g.init("shape", np.array([0, 8, 5, 5], np.int64))])
+            z = g.dq(g.q(z, zs, zp, dt), zs, zp, dt)
+            moved = 3
+        g.node("Identity", [z], out="out")
+        g.save(outdir, (1, 8, 10, 10), "out", 0.05, 0.25, 2, extra=f"moved {moved}\n")
+
+    g = G("int8_pool_nomatch")
+    x = g.qdq("x", 0.03, 120)
+    w, _, ws = g.wq((8, 8, 3, 3))
+    y = g.node("Relu", [g.node("Conv", [x, w, g.bias_q(0.03, ws, 8)], {"pads": [1, 1, 1, 1]})])
+    y = g.dq(g.q(y, 0.05, 0), 0.05, 0)
+    y = g.node("MaxPool", [y], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    y = g.dq(g.q(y, 0.0613, 0), 0.0613, 0)  # another scale: a requantization
+    y = g.node("Reshape", [y, g.init("shape", np.array([0, 2, 16, 4], np.int64))])
+    y = g.dq(g.q(y, 0.0613, 7), 0.0613, 7)  # another zero point
+    g.node("Identity", [y], out="out")
+    g.save(outdir, (1, 8, 8, 8), "out", 0.0613, 0.2, 1, extra="moved 0\n")
+
+
 # ---- INT8_DYNAMIC's form: DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> Cast -> Mul.. ----
 # "rebuild 0": a run on data with other scales and zero points builds no primitive again (the
 # batch's parameters are run-time arguments of the same primitives).
@@ -432,7 +483,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
-              dyn_conv, dyn_depthwise, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback):
+              dyn_conv, dyn_depthwise, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback, int8_pool):
         f(outdir)
 
 
