@@ -23,7 +23,10 @@
  * while other readers keep the float value); weights become int8 initializers behind a
  * DequantizeLinear; Conv and Gemm biases become int32 with scale x_scale * w_scale (the form
  * integer kernels consume directly). Residual Adds of two computed values read both inputs
- * through their pairs (match_add). Runtimes with int8 kernels execute the Q/DQ patterns in
+ * through their pairs (match_add). MaxPool, Flatten and Reshape whose output only quantized nodes
+ * read run between two pairs of one scale and zero point (match_passthrough), so that int8
+ * runtimes run them on the 8-bit values; the converted graph computes the same bits as with a
+ * pair on their output alone. Runtimes with int8 kernels execute the Q/DQ patterns in
  * integers; EAGER runs them as written (float arithmetic on dequantized values, which is the
  * reference meaning of the model). The QLINEAR pass rewrites the patterns into QLinearConv /
  * QLinearMatMul for EAGER's integer kernels. */
@@ -334,7 +337,7 @@ static void act_params(double lo, double hi, float *scale, int *zp) {
 }
 
 typedef struct {
-  int n_conv, n_matmul, n_gemm, n_add, n_act;
+  int n_conv, n_matmul, n_gemm, n_add, n_act, n_pass;
 } qstats;
 
 /* An Add of two computed float32 values (a residual connection) whose sum is itself quantized: both
@@ -366,6 +369,91 @@ static int sum_requantized(const alma_graph *g, int v, const int *qin) {
   return 0;
 }
 
+/* MaxPool, Flatten or Reshape of a computed float32 value: ops that only select or move elements,
+ * so that with one scale and zero point on both sides Q(op(x)) = op(Q(x)) exactly (quantization
+ * is monotonic, max commutes with it). ONNX Runtime's QDQ quantizer gives them the same pair on
+ * both sides (QDQDirect8BitOp; MaxPool from opset 12, for its QOperator form: the QDQ form is
+ * valid ONNX at every opset, the op itself still runs on float values). A MaxPool whose Indices
+ * output is used is left alone: quantization creates ties, which would move the indices.
+ * Transpose, Squeeze and Unsqueeze would be as exact, but no int8 runtime here runs them on
+ * 8-bit values, so their pairs would only add work. */
+static int match_passthrough(const alma_graph *g, const alma_infer_result *r, int i) {
+  const alma_node *n = &g->nodes[i];
+  if (n->dead || n->domain[0] || n->n_inputs < 1 || n->n_outputs < 1 || n->outputs[0] < 0 || n->n_implicit) return 0;
+  if (!strcmp(n->op_type, "MaxPool")) {
+    if (n->n_outputs > 1 && n->outputs[1] >= 0 && alma__graph_count_uses(g, n->outputs[1]) > 0) return 0;
+  } else if (strcmp(n->op_type, "Flatten") && strcmp(n->op_type, "Reshape")) {
+    return 0;
+  }
+  return is_f32_activation(g, r, n->inputs[0]) && is_f32_activation(g, r, n->outputs[0]);
+}
+
+enum { ROLE_TARGET = 1, ROLE_ADD = 2, ROLE_PASS = 4 };
+enum { Q_DIRECT = 1, Q_PASS = 2 }; /* a value read by a quantized Conv/MatMul/Gemm/Add, by a passthrough */
+
+/* Whether value v can be 8-bit before a passthrough reading it, so that moving the pair there
+ * costs nothing: v is quantized for another reader already, or comes (through Relu/Clip) from a
+ * quantized Conv/MatMul/Gemm, a residual Add (quantized once its sum is read so), or a
+ * passthrough of such a value: int8 runtimes write those in int8. After other producers
+ * (GlobalAveragePool -> Flatten -> Gemm, BatchNormalization -> Relu -> MaxPool without FOLD) the
+ * pair stays after the passthrough, where it costs the least. */
+static int int8_source(const alma_graph *g, const alma_infer_result *r, int v, const int *qin, const unsigned char *role) {
+  for (int depth = 0; depth < 8 && v >= 0; depth++) {
+    if (qin[v]) return 1;
+    int p = g->values[v].producer;
+    if (p < 0) return 0;
+    const alma_node *n = &g->nodes[p];
+    if (n->dead || n->domain[0] || n->n_inputs < 1) return 0;
+    if (role[p] & ROLE_TARGET) return 1;
+    if (match_add(g, r, p)) return 1;
+    if (!strcmp(n->op_type, "Relu") || !strcmp(n->op_type, "Clip") || match_passthrough(g, r, p)) {
+      v = n->inputs[0];
+      continue;
+    }
+    return 0;
+  }
+  return 0;
+}
+
+/* Whether every use of value v is the quantized input of a quantized node (role[]: a target's
+ * data input, a quantized Add's operand, a passthrough's input), v being no graph output: then
+ * moving v's pair before its passthrough producer changes what no float reader sees. */
+static int read_quantized_only(const alma_graph *g, int v, const unsigned char *role) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k] == v) return 0;
+  int uses = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_implicit; k++)
+      if (n->implicit_inputs[k] == v) return 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+      if (n->inputs[k] != v) continue;
+      int ok = (k == 0 && (role[i] & (ROLE_TARGET | ROLE_PASS))) || (k < 2 && (role[i] & ROLE_ADD));
+      if (!ok) return 0;
+      uses++;
+    }
+  }
+  return uses > 0;
+}
+
+/* QuantizeLinear -> DequantizeLinear on value v with the scale and zero point constants s, z;
+ * *dq_out receives the DequantizeLinear's output. */
+static alma_status add_pair(alma_graph *g, int v, int s, int z, int *dq_out) {
+  const char *base = g->values[v].name;
+  int q = alma__q_new_value(g, base, "quantized");
+  int d = q < 0 ? -1 : alma__q_new_value(g, base, "dequantized");
+  if (d < 0) return ALMA_ERR_NOMEM;
+  char nm[700];
+  snprintf(nm, sizeof nm, "%.600s/QuantizeLinear", base);
+  int in1[3] = {v, s, z}, in2[3] = {q, s, z};
+  ALMA_TRY(alma__q_add_node(g, "QuantizeLinear", nm, in1, 3, &q, 1, NULL));
+  snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", base);
+  ALMA_TRY(alma__q_add_node(g, "DequantizeLinear", nm, in2, 3, &d, 1, NULL));
+  *dq_out = d;
+  return ALMA_OK;
+}
+
 static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   double t0 = alma__now_s();
   int64_t opset = alma__graph_opset(g, "");
@@ -384,59 +472,101 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   double *lo = malloc(nva * sizeof *lo), *hi = malloc(nva * sizeof *hi);
   int *seen = calloc(nva, sizeof *seen);
   int *adds = malloc(((size_t)nn + 1) * sizeof *adds), nadd = 0;
+  int *pass = malloc(((size_t)nn + 1) * sizeof *pass), npass = 0; /* passthrough nodes, last first */
   int *act_of = malloc(((size_t)g->n_values + 1) * sizeof *act_of);
   int *dq_of = malloc(((size_t)g->n_values + 1) * sizeof *dq_of); /* activation value -> its DQ output */
+  int *from = malloc(((size_t)g->n_values + 1) * sizeof *from);   /* passthrough output -> its input */
+  int *qin = calloc((size_t)g->n_values + 1, sizeof *qin);        /* Q_* : value read by a quantized node */
+  unsigned char *role = calloc((size_t)nn + 1, 1);                /* ROLE_* of each node */
+  int *sz_of = NULL; /* per calibrated activation: its scale and zero point constants */
   float *scales = NULL;
   alma_status st = ALMA_OK;
   int nt = 0, na = 0;
   qstats stats = {0};
-  if (!tg || !acts || !lo || !hi || !seen || !adds || !act_of || !dq_of) {
+  if (!tg || !acts || !lo || !hi || !seen || !adds || !pass || !act_of || !dq_of || !from || !qin || !role) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     goto done;
   }
-  for (int v = 0; v < g->n_values; v++) act_of[v] = dq_of[v] = -1;
+  for (int v = 0; v < g->n_values; v++) act_of[v] = dq_of[v] = from[v] = -1;
   int64_t max_ch = 1;
   for (int i = 0; i < nn; i++)
     if (match_target(g, &r, i, &tg[nt])) {
-      int x = tg[nt].x;
-      if (act_of[x] < 0) {
-        act_of[x] = na;
-        acts[na++] = x;
-      }
+      qin[tg[nt].x] |= Q_DIRECT;
+      role[i] |= ROLE_TARGET;
       if (tg[nt].channels > max_ch) max_ch = tg[nt].channels;
       nt++;
     }
-  /* residual Adds whose sum a quantized node reads (directly or through Relu/Clip): in reverse
-   * topological order, so an Add feeding a later quantized Add (MobileNet-V2's chains) is seen */
-  int *qin = calloc((size_t)g->n_values + 1, sizeof *qin); /* value read by a quantized node */
-  if (!qin) {
-    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    goto done;
-  }
-  for (int k = 0; k < nt; k++) qin[tg[k].x] = 1;
+  /* In reverse topological order, so that what reads a node's result is decided before the node:
+   * - residual Adds whose sum a quantized node reads (directly or through Relu/Clip), so an Add
+   *   feeding a later quantized Add (MobileNet-V2's chains) is seen;
+   * - passthroughs (MaxPool, Flatten, Reshape) whose output only quantized nodes read: their input
+   *   is quantized too, with their output's scale and zero point (below; conv -> Relu -> MaxPool
+   *   -> conv: DQ -> Conv -> Relu -> Q -> DQ -> MaxPool -> Q -> DQ -> Conv, the MaxPool between
+   *   two 8-bit tensors of one quantization). */
   for (int i = nn - 1; i >= 0 && nt > 0; i--) {
-    if (!match_add(g, &r, i) || !sum_requantized(g, g->nodes[i].outputs[0], qin)) continue;
-    for (int k = 0; k < 2; k++) qin[g->nodes[i].inputs[k]] = 1;
-    adds[nadd++] = i;
-    for (int k = 0; k < 2; k++) {
-      int x = g->nodes[i].inputs[k];
-      if (act_of[x] < 0) {
-        act_of[x] = na;
-        acts[na++] = x;
-      }
+    const alma_node *n = &g->nodes[i];
+    if (match_add(g, &r, i) && sum_requantized(g, n->outputs[0], qin)) {
+      for (int k = 0; k < 2; k++) qin[n->inputs[k]] |= Q_DIRECT;
+      role[i] |= ROLE_ADD;
+      adds[nadd++] = i;
+    } else if (match_passthrough(g, &r, i) && qin[n->outputs[0]] && !alma__q_used_by_subgraph(g, n->outputs[0]) &&
+               read_quantized_only(g, n->outputs[0], role) && int8_source(g, &r, n->inputs[0], qin, role)) {
+      qin[n->inputs[0]] |= Q_PASS;
+      from[n->outputs[0]] = n->inputs[0];
+      role[i] |= ROLE_PASS;
+      pass[npass++] = i;
     }
   }
-  free(qin);
   if (nt == 0) {
     ALMA_LOGI("INT8_STATIC: no Conv/MatMul/Gemm with constant weights: nothing to quantize");
     goto done;
   }
+  /* the activations to calibrate: every quantized value, the passthroughs' outputs too */
+  for (int v = 0; v < g->n_values; v++)
+    if (qin[v]) {
+      act_of[v] = na;
+      acts[na++] = v;
+    }
   scales = malloc((size_t)max_ch * sizeof *scales);
-  if (!scales) {
+  sz_of = malloc(((size_t)na + 1) * 2 * sizeof *sz_of);
+  if (!scales || !sz_of) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     goto done;
   }
   if ((st = alma__calibrate(g, acts, na, opts, lo, hi, seen)) != ALMA_OK) goto done;
+  /* A chain x -> passthrough(s) -> y has one pair, on x's slot, with the range of the values that
+   * Conv/MatMul/Gemm/Add read (Q_DIRECT) in it. Where only the passthrough reads x, that is y's
+   * own range, so the graph computes bit for bit what it did with y's pair alone: the op commutes
+   * with y's quantization, clipping included (max(clip(x)) = clip(max(x))); x's values beyond
+   * that range are those no window's maximum takes, or that y's calibrator clipped anyway. Where
+   * x is also read directly (ONNX Runtime quantizes x's readers so), the union of x's and y's
+   * ranges: x's under min-max; the others' clipping of y is kept. */
+  {
+    int *root_of = malloc(((size_t)na + 1) * sizeof *root_of), *gn = calloc((size_t)na + 1, sizeof *gn);
+    double *glo = malloc(((size_t)na + 1) * sizeof *glo), *ghi = malloc(((size_t)na + 1) * sizeof *ghi);
+    if (!root_of || !gn || !glo || !ghi) {
+      free(root_of), free(gn), free(glo), free(ghi);
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      goto done;
+    }
+    for (int b = 0; b < na; b++) {
+      int root = acts[b];
+      while (from[root] >= 0) root = from[root];
+      int a = root_of[b] = act_of[root];
+      if (!(qin[acts[b]] & Q_DIRECT) || !seen[b]) continue;
+      glo[a] = gn[a] && glo[a] < lo[b] ? glo[a] : lo[b];
+      ghi[a] = gn[a] && ghi[a] > hi[b] ? ghi[a] : hi[b];
+      gn[a]++;
+    }
+    for (int b = 0; b < na; b++) {
+      if (root_of[b] != b || !gn[b]) continue; /* no direct reader seen: the root's own range */
+      lo[b] = glo[b];
+      hi[b] = ghi[b];
+      seen[b] = 1;
+    }
+    for (int b = 0; b < na; b++) act_of[acts[b]] = root_of[b];
+    free(root_of), free(gn), free(glo), free(ghi);
+  }
 
   /* Q/DQ pair per calibrated activation */
   float *a_scale = malloc(((size_t)na + 1) * sizeof *a_scale);
@@ -445,27 +575,30 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
     goto done;
   }
   for (int a = 0; a < na && st == ALMA_OK; a++) {
-    if (!seen[a]) continue;
+    if (!seen[a] || from[acts[a]] >= 0) continue; /* passthrough outputs: their chain's pair */
     int v = acts[a], zp;
     act_params(lo[a], hi[a], &a_scale[a], &zp);
     ALMA_LOGD("INT8_STATIC: '%s' range [%g, %g], scale %g, zero point %d", g->values[v].name, lo[a], hi[a], a_scale[a], zp);
     const char *base = g->values[v].name;
     int s = alma__q_scalar_f32(g, base, "scale", a_scale[a]);
     int z = alma__q_scalar_q8(g, base, "zero_point", ALMA_DTYPE_UINT8, zp);
-    int q = alma__q_new_value(g, base, "quantized");
-    int d = alma__q_new_value(g, base, "dequantized");
-    if (s < 0 || z < 0 || q < 0 || d < 0) {
+    if (s < 0 || z < 0) {
       st = ALMA_ERR_NOMEM;
       break;
     }
-    char nm[700];
-    snprintf(nm, sizeof nm, "%.600s/QuantizeLinear", base);
-    int in1[3] = {v, s, z}, in2[3] = {q, s, z};
-    if ((st = alma__q_add_node(g, "QuantizeLinear", nm, in1, 3, &q, 1, NULL)) != ALMA_OK) break;
-    snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", base);
-    if ((st = alma__q_add_node(g, "DequantizeLinear", nm, in2, 3, &d, 1, NULL)) != ALMA_OK) break;
-    dq_of[v] = d;
+    sz_of[2 * a] = s;
+    sz_of[2 * a + 1] = z;
+    st = add_pair(g, v, s, z, &dq_of[v]);
     stats.n_act++;
+  }
+  /* passthroughs, in topological order (MaxPool -> Flatten): they read their input's DQ and their
+   * output gets a pair with the same scale and zero point constants */
+  for (int k = npass - 1; k >= 0 && st == ALMA_OK; k--) {
+    int i = pass[k], x = g->nodes[i].inputs[0], y = g->nodes[i].outputs[0], a = act_of[x];
+    if (dq_of[x] < 0) continue; /* a value calibration never saw: stays float */
+    g->nodes[i].inputs[0] = dq_of[x];
+    st = add_pair(g, y, sz_of[2 * a], sz_of[2 * a + 1], &dq_of[y]);
+    stats.n_pass++;
   }
   /* weights (shared by value and axis), biases, and the node inputs */
   int *wdq_of = dq_of; /* weights are constants, activations are not: the same map serves both */
@@ -547,13 +680,19 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
     static const char *cal_names[] = {"minmax", "percentile", "entropy"};
     fprintf(stderr,
             "INT8_STATIC: quantized %d Conv, %d MatMul, %d Gemm (weights int8 %s), %d Add, %d activations uint8 per "
-            "tensor; calibrator %s over %d batches, %.3f s\n",
+            "tensor, %d MaxPool/Flatten/Reshape between pairs of one quantization; calibrator %s over %d batches, %.3f s\n",
             stats.n_conv, stats.n_matmul, stats.n_gemm, per_tensor_w ? "per tensor" : "per channel", stats.n_add, stats.n_act,
+            stats.n_pass,
             cal_names[cal], opts->calib && opts->n_calib_batches > 0 ? opts->n_calib_batches : 8, alma__now_s() - t0);
   }
 done:
   alma__infer_result_free(&r);
   free(adds);
+  free(pass);
+  free(from);
+  free(qin);
+  free(role);
+  free(sz_of);
   free(tg);
   free(acts);
   free(lo);
@@ -713,7 +852,7 @@ done:
 const alma_pass alma__pass_int8_static = {
     .name = "INT8_STATIC",
     .description = "post-training static int8 quantization (QDQ): calibrated uint8 activations per tensor, int8 weights "
-                   "per channel, for Conv/MatMul/Gemm and residual Adds",
+                   "per channel, for Conv/MatMul/Gemm, residual Adds and the MaxPool/Flatten/Reshape between them",
     .run = static_run,
     .lossy = 1,
     .needs_calibration = 1,
