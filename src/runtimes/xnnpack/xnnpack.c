@@ -1050,9 +1050,9 @@ static void xrt_describe(void *plan, FILE *f) {
           p->threads, p->threads == 1 ? "" : "s", n_x, g->n_nodes, p->n_parts, p->n_parts == 1 ? "" : "s", reorders,
           reorders == 1 ? "" : "s");
   if (p->why_none[0]) fprintf(f, "  (%s)\n", p->why_none);
-  if (p->n_qnodes)
-    fprintf(f, "  %d convolution/matmul node%s computed in int8 (and %d pooling/reshape node%s)\n", p->n_qnodes,
-            p->n_qnodes == 1 ? "" : "s", p->n_qother, p->n_qother == 1 ? "" : "s");
+  if (p->n_qnodes) fprintf(f, "  %d convolution/matmul node%s computed in int8\n", p->n_qnodes, p->n_qnodes == 1 ? "" : "s");
+  if (p->n_qother)
+    fprintf(f, "  %d MaxPool/Flatten/Reshape node%s computed on int8 values\n", p->n_qother, p->n_qother == 1 ? "" : "s");
   if (p->n_qadds) fprintf(f, "  %d Add node%s computed in int8\n", p->n_qadds, p->n_qadds == 1 ? "" : "s");
   for (int q = 0; q < p->n_parts; q++) {
     xrt_part *P = &p->parts[q];

@@ -9,8 +9,8 @@ For each model, on its test.npy (calibration: calib.npy, 8 batches of 8 samples;
     the int8 runtime (calibration is deterministic, so both conversions build the same graph);
   - [FOLD+]INT8_STATIC+XNNPACK.
 Fails (exit 1) when an XNNPACK conversion
-  - computes fewer convolution/matmul nodes or residual Adds in int8 than expected for the model
-    (its plan),
+  - computes fewer convolution/matmul nodes, residual Adds or MaxPool/Flatten/Reshape nodes in
+    int8 than expected for the model (its plan),
   - has cosine < 0.999 against fp32 EAGER, or (mnist) argmax agreement with it < 99% or a top-1
     drop of more than 1 point against the labels,
   - differs from EAGER's QDQ evaluation by cosine < 0.9999, or by a relative error norm
@@ -42,6 +42,11 @@ from qmetrics import argmax_agreement, cosine, flat, load_outputs, rel_norm_err,
 # float, keeps the float form
 EXPECT_INT8 = {"mnist": 2, "resnet18": 18, "mobilenet_v2": 50}
 EXPECT_ADDS = {"mnist": 0, "resnet18": 6, "mobilenet_v2": 10}
+# MaxPool/Flatten/Reshape on int8 values: INT8_STATIC puts each MaxPool (and the Flatten after the
+# digits CNN's second one) between two pairs of one quantization, so even the MaxPool after a
+# float stem convolution (the digits CNN's conv1, ResNet-18's 3-channel conv1) pools int8 values;
+# MobileNet-V2 has none (its Flatten follows the global average pooling, which stays float)
+EXPECT_POOL = {"mnist": 3, "resnet18": 1, "mobilenet_v2": 0}
 
 
 def run(quant_run, model, conv, outdir, extra):
@@ -55,6 +60,8 @@ def run(quant_run, model, conv, outdir, extra):
     info["int8"] = int(m.group(1)) if m else 0
     m = re.search(r"(\d+) Add nodes? computed in int8", p.stderr)
     info["adds"] = int(m.group(1)) if m else 0
+    m = re.search(r"(\d+) MaxPool/Flatten/Reshape nodes? computed on int8", p.stderr)
+    info["pools"] = int(m.group(1)) if m else 0
     outs = load_outputs(outdir)
     return p.returncode, (p.stderr.strip().splitlines() or [""])[-1], info, outs
 
@@ -68,7 +75,7 @@ def main():
     ap.add_argument("--time", type=float, default=0)
     a = ap.parse_args()
     failures = []
-    print(f"{'model':13s} {'conversion':26s} {'int8':>4s} {'adds':>4s} {'cos fp32':>9s} {'argmax':>7s} {'top-1':>7s} "
+    print(f"{'model':13s} {'conversion':26s} {'int8':>4s} {'adds':>4s} {'pool':>4s} {'cos fp32':>9s} {'argmax':>7s} {'top-1':>7s} "
           f"{'cos QDQ':>9s} {'argmax':>7s} {'err QDQ':>8s} {'err int8':>8s} {'ms/batch':>9s} {'cpu ms':>8s}")
     for name in a.models.split(","):
         md = os.path.join(a.models_dir, name)
@@ -105,7 +112,7 @@ def main():
             e_rt = rel_norm_err(yflat, qflat)
             e_q = rel_norm_err(qflat, rflat)
             aq = argmax_agreement(outs[0], qdq[0])
-            print(f"{name:13s} {conv:26s} {info['int8']:4d} {info['adds']:4d} {cos:9.6f} {agree:7.4f} {t1:7.4f} {cq:9.6f} {aq:7.4f} "
+            print(f"{name:13s} {conv:26s} {info['int8']:4d} {info['adds']:4d} {info['pools']:4d} {cos:9.6f} {agree:7.4f} {t1:7.4f} {cq:9.6f} {aq:7.4f} "
                   f"{e_rt:8.2g} {e_q:8.2g} {info.get('ms_per_batch', float('nan')):9.2f} {info.get('cpu_ms_per_batch', float('nan')):8.2f}")
             if "XNNPACK" not in conv:
                 continue
@@ -114,6 +121,9 @@ def main():
                                 f"{EXPECT_INT8.get(name, 1)}")
             if info["adds"] < EXPECT_ADDS.get(name, 0):
                 failures.append(f"{name} {conv}: {info['adds']} Add nodes in int8, expected {EXPECT_ADDS.get(name, 0)}")
+            if info["pools"] < EXPECT_POOL.get(name, 0):
+                failures.append(f"{name} {conv}: {info['pools']} MaxPool/Flatten/Reshape nodes on int8 values, expected "
+                                f"{EXPECT_POOL.get(name, 0)}")
             if not cos >= 0.999:
                 failures.append(f"{name} {conv}: cosine {cos:.5f} against fp32 EAGER < 0.999")
             if labels is not None and (agree < 0.99 or t1 < top1_ref - 0.01):

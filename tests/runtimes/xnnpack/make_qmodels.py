@@ -116,7 +116,7 @@ class G:
         m.ir_version = 7
         onnx.save(m, os.path.join(out, name + ".onnx"))
         line = "%s %d %d %d %.9g" % ((name,) + tuple(expect[:4]))
-        return line + (" %d" % expect[4] if len(expect) > 4 else "")
+        return line + "".join(" %d" % e for e in expect[4:6])
 
 
 def vi(name, elem, shape):
@@ -276,7 +276,25 @@ def models(out):
     t = g.n("MaxPool", ["xd"], ["m2"], kernel_shape=[2, 2], strides=[2, 2])
     g.dq(g.q(t, xs * 2, xz, "m2q"), xs * 2, xz, "y2")
     man.append(g.save(out, "q_passthrough", [vi("x", F, [N, 3, 8, 8])], [vi("y", F, None), vi("y2", F, None)],
-                      (14, 1, 1, max(os_, xs * 2))))
+                      (14, 1, 1, max(os_, xs * 2), 0, 2)))
+
+    # INT8_STATIC's pooling (conv -> Relu -> MaxPool -> conv becomes DQ -> MaxPool -> Q, one scale
+    # and zero point on both sides): with 8-bit values in and out nothing is rounded, so XNNPACK's
+    # int8 max pooling must give EAGER's values exactly. uint8 with ResNet's 3x3/2 pool (padding:
+    # XNNPACK reads edge pixels for padded taps); int8 with the digits CNN's 2x2/2 pool on an odd
+    # size (the last row and column unused), then a 2x2/2 pool with ceil_mode (a last window half
+    # outside), out through DequantizeLinear (the same float arithmetic on both runtimes)
+    g = G()
+    us, uz = np.float32(0.0371), 17
+    t = g.n("MaxPool", [g.dq("x", us, uz, "xd")], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.q(t, us, uz, "y")
+    ss, sz = np.float32(0.0213), -5
+    t = g.n("MaxPool", [g.dq("b", ss, sz, "bd", True)], ["m2"], kernel_shape=[2, 2], strides=[2, 2])
+    t = g.dq(g.q(t, ss, sz, "m2q", True), ss, sz, "m2d", True)
+    t = g.n("MaxPool", [t], ["m3"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    g.dq(g.q(t, ss, sz, "m3q", True), ss, sz, "y2", True)
+    man.append(g.save(out, "q_pool_exact", [vi("x", U8, [N, 4, 9, 9]), vi("b", S8, [N, 3, 7, 7])],
+                      [vi("y", U8, None), vi("y2", F, None)], (10, 2, 0, -1, 0, 3)))
 
     man += add_models(out)
 

@@ -7,9 +7,10 @@
  * Error measure: max|xnn - eager| <= 1e-4 * max(1, max|eager|) (XNNPACK sums in another order and
  * its sigmoid/elu use polynomial approximations; a wrong kernel or layout errs by O(1)).
  *
- * int8 models (manifest lines with two or three more columns: the convolution/matmul nodes XNNPACK
+ * int8 models (manifest lines with two to four more columns: the convolution/matmul nodes XNNPACK
  * must compute in int8, the quantization step S of the float outputs and, optionally, the Add
- * nodes it must compute in int8; -1: not checked): XNNPACK's integer
+ * nodes and the MaxPool/Flatten/Reshape nodes it must compute on int8 values; -1: not checked;
+ * S = -1: the outputs must be EAGER's exactly, for graphs where no value is rounded): XNNPACK's integer
  * requantization may land one step away from EAGER's float evaluation of the QDQ graph where a
  * value falls within float rounding of a half step, so float outputs must agree within
  * S * 1.001 + 1e-5 * max|eager| and 8-bit outputs within 1. uint8 / int8 inputs get uniform
@@ -41,7 +42,7 @@ static int plan_count(const char *buf, const char *what) {
   return atoi(p);
 }
 
-static int check_plan(const alma_model *m, int want_nodes, int want_parts, int want_q, int want_adds) {
+static int check_plan(const alma_model *m, int want_nodes, int want_parts, int want_q, int want_adds, int want_pools) {
   const alma_runtime *rt = alma__runtime_find("XNNPACK");
   alma_runtime_opts o = {.threads = 1};
   void *plan = NULL;
@@ -59,10 +60,11 @@ static int check_plan(const alma_model *m, int want_nodes, int want_parts, int w
   const char *p = strstr(buf, "): ");
   if (p) sscanf(p, "): %d of %d nodes in %d partition", &nodes, &total, &parts);
   int qn = plan_count(buf, " convolution/matmul node"), qa = plan_count(buf, " Add node");
+  int qp = plan_count(buf, " MaxPool/Flatten/Reshape node");
   int ok = (want_nodes < 0 || nodes == want_nodes) && (want_parts < 0 || parts == want_parts) && (want_q < 0 || qn == want_q) &&
-           (want_adds < 0 || qa == want_adds);
-  printf("  plan: %d of %d nodes on XNNPACK in %d partitions, %d int8 conv/matmul, %d int8 Add%s\n", nodes, total, parts, qn,
-         qa, ok ? "" : "  <- MISMATCH");
+           (want_adds < 0 || qa == want_adds) && (want_pools < 0 || qp == want_pools);
+  printf("  plan: %d of %d nodes on XNNPACK in %d partitions, %d int8 conv/matmul, %d int8 Add, %d int8 pool/reshape%s\n", nodes,
+         total, parts, qn, qa, qp, ok ? "" : "  <- MISMATCH");
   if (!ok) printf("%s", buf);
   free(buf);
   return ok;
@@ -93,6 +95,7 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
   }
   double tol = 1e-4 * (max_ref > 1 ? max_ref : 1);
   if (step > 0) tol = ref->dtype == ALMA_DTYPE_FLOAT32 ? step * 1.001 + 1e-5 * max_ref : 1;
+  if (step < 0) tol = 0;
   int ok = max_err <= tol;
   if (!ok) printf("  %s: max abs err %.3g (max |ref| %.3g)  <- MISMATCH\n", what, max_err, max_ref);
   return ok;
@@ -162,13 +165,13 @@ static int check_builds(const alma_model *m) {
   return ok;
 }
 
-static int run_model(const char *path, int want_nodes, int want_parts, int want_q, int want_adds, double step) {
+static int run_model(const char *path, int want_nodes, int want_parts, int want_q, int want_adds, int want_pools, double step) {
   alma_model *m = NULL;
   if (alma_model_load(path, &m) != ALMA_OK) {
     printf("  load failed: %s\n", alma_last_error());
     return 0;
   }
-  int ok = check_plan(m, want_nodes, want_parts, want_q, want_adds);
+  int ok = check_plan(m, want_nodes, want_parts, want_q, want_adds, want_pools);
   if (want_q >= 0) ok &= check_builds(m);
   int ni = alma_model_num_inputs(m), no = alma_model_num_outputs(m);
   for (int threads = 1; threads <= 2; threads++) {
@@ -226,12 +229,12 @@ int main(int argc, char **argv) {
   int n = 0, bad = 0;
   while (fgets(line, sizeof line, f)) {
     char name[256];
-    int nodes, parts, qn = -1, qa = -1;
+    int nodes, parts, qn = -1, qa = -1, qp = -1;
     double step = 0;
-    if (line[0] == '#' || sscanf(line, "%255s %d %d %d %lf %d", name, &nodes, &parts, &qn, &step, &qa) < 3) continue;
+    if (line[0] == '#' || sscanf(line, "%255s %d %d %d %lf %d %d", name, &nodes, &parts, &qn, &step, &qa, &qp) < 3) continue;
     snprintf(path, sizeof path, "%s/%s.onnx", argv[1], name);
     printf("%s\n", name);
-    int ok = run_model(path, nodes, parts, qn, qa, step);
+    int ok = run_model(path, nodes, parts, qn, qa, qp, step);
     printf("%s %s\n", ok ? "PASS" : "FAIL", name);
     n++;
     bad += !ok;
