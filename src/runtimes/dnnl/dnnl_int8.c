@@ -2113,7 +2113,7 @@ void alma__dn_q_summary(dn_plan *p, FILE *f) {
   int nc = S ? S->nclu - ndyn : 0, nl = S ? S->nlazy : 0;
   if (!nc && !nq && !nql && !ndq && !ndyn) return;
   fprintf(f, "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), ", nc, nl);
-  if (nmove) fprintf(f, "%d MaxPool/Flatten/Reshape on int8 values, ", nmove);
+  if (nmove) fprintf(f, "%d of them MaxPool/Flatten/Reshape on int8 values, ", nmove);
   if (ndyn || ndq)
     fprintf(f, "%d DynamicQuantizeLinear, %d dynamic clusters (%d as float32 matmuls), ", ndq, ndyn, nemu);
   fprintf(f,
