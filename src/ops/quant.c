@@ -164,34 +164,43 @@ void alma__dynq_params(float mn, float mx, float *scale, uint8_t *zp) {
   *zp = (uint8_t)q_round_sat(zpf, 0, 255);
 }
 
-/* Clamping x / scale to [-zp, 255 - zp] first (integer bounds: the same result as saturating
+/* Clamping x / scale to the output's range first (integer bounds: the same result as saturating
  * after rounding) keeps it far below 2^22, where adding and removing 1.5 * 2^23 rounds half to
- * even in float; NaN becomes -zp, so 0 after adding the zero point. */
-void alma__dynq_apply(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
-  const float big = 12582912.0f, lo = -(float)zp, hi = 255.0f - (float)zp;
+ * even in float (rintf would be a libm call per element on baseline x86-64); NaN becomes -zp, so
+ * 0 after adding the zero point. */
+void alma__quantize_f32(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out) {
+  const float big = 12582912.0f, lo = (float)((is_u8 ? 0 : -128) - zp), hi = (float)((is_u8 ? 255 : 127) - zp);
   int64_t i = 0;
 #if defined(__SSE2__)
-  const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vbig = _mm_set1_ps(big);
+  /* 16 values a step with SSE2 (every x86-64): the same arithmetic, packed to bytes */
+  const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vnan = _mm_set1_ps((float)-zp),
+               vbig = _mm_set1_ps(big);
   const __m128i vz = _mm_set1_epi32(zp);
   for (; i + 16 <= n; i += 16) {
     __m128i r[4];
     for (int k = 0; k < 4; k++) {
       __m128 q = _mm_div_ps(_mm_loadu_ps(x + i + 4 * k), vs);
       __m128 nan = _mm_cmpunord_ps(q, q);
-      q = _mm_or_ps(_mm_and_ps(nan, vlo), _mm_andnot_ps(nan, q));
+      q = _mm_or_ps(_mm_and_ps(nan, vnan), _mm_andnot_ps(nan, q));
       q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
       q = _mm_sub_ps(_mm_add_ps(q, vbig), vbig);
       r[k] = _mm_add_epi32(_mm_cvttps_epi32(q), vz);
     }
     __m128i a = _mm_packs_epi32(r[0], r[1]), b = _mm_packs_epi32(r[2], r[3]);
-    _mm_storeu_si128((__m128i *)(y + i), _mm_packus_epi16(a, b));
+    _mm_storeu_si128((__m128i *)((char *)out + i), is_u8 ? _mm_packus_epi16(a, b) : _mm_packs_epi16(a, b));
   }
 #endif
   for (; i < n; i++) {
     float q = x[i] / scale;
-    q = q != q ? lo : q < lo ? lo : q > hi ? hi : q;
-    y[i] = (uint8_t)((int32_t)((q + big) - big) + zp);
+    q = q != q ? (float)-zp : q < lo ? lo : q > hi ? hi : q;
+    int32_t v = (int32_t)((q + big) - big) + zp;
+    if (is_u8) ((uint8_t *)out)[i] = (uint8_t)v;
+    else ((int8_t *)out)[i] = (int8_t)v;
   }
+}
+
+void alma__dynq_apply(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
+  alma__quantize_f32(x, n, scale, zp, 1, y);
 }
 
 /* ==== QuantizeLinear / DequantizeLinear: scale layout ======================================= */

@@ -15,5 +15,8 @@ void alma__dynq_range(const float *x, int64_t n, float *mn, float *mx);
 void alma__dynq_params(float mn, float mx, float *scale, uint8_t *zp);
 /* y[i] = saturate(round_half_even(x[i] / scale) + zp) in [0, 255], NaN -> 0. */
 void alma__dynq_apply(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y);
+/* QuantizeLinear per tensor, as ONNX computes it: out[i] = saturate(round_half_even(x[i] / scale)
+ * + zp) into uint8 (is_u8) or int8, NaN -> 0 (the DNNL runtime's plain QuantizeLinear too). */
+void alma__quantize_f32(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out);
 
 #endif

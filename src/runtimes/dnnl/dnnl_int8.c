@@ -1686,48 +1686,13 @@ static int64_t read_zp(dn_plan *p, dn_val *v, const alma_node *n, int32_t *z, in
   return cnt;
 }
 
-/* QuantizeLinear of a plain float32 input, per tensor, as ONNX (and EAGER) computes it:
- * saturate(round_half_even(x / scale) + zero_point), NaN to 0. Clamping x / scale to the output's
- * range first (integer bounds: the same result) keeps it far below 2^22, where adding and removing
- * 1.5 * 2^23 rounds half to even; rintf would be a libm call per element on baseline x86-64. */
-static void quantize_loop(const float *x, int64_t cnt, float s, int32_t zp, int is_u8, void *out) {
-  const float big = 12582912.0f, lo = (float)((is_u8 ? 0 : -128) - zp), hi = (float)((is_u8 ? 255 : 127) - zp);
-  int64_t i = 0;
-#if defined(__SSE2__)
-  /* 16 values a step with SSE2 (every x86-64): the same arithmetic, packed to bytes */
-  const __m128 vs = _mm_set1_ps(s), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vnan = _mm_set1_ps((float)-zp),
-               vbig = _mm_set1_ps(big);
-  const __m128i vz = _mm_set1_epi32(zp);
-  for (; i + 16 <= cnt; i += 16) {
-    __m128i r[4];
-    for (int k = 0; k < 4; k++) {
-      __m128 q = _mm_div_ps(_mm_loadu_ps(x + i + 4 * k), vs);
-      __m128 nan = _mm_cmpunord_ps(q, q);
-      q = _mm_or_ps(_mm_and_ps(nan, vnan), _mm_andnot_ps(nan, q));
-      q = _mm_min_ps(_mm_max_ps(q, vlo), vhi);
-      q = _mm_sub_ps(_mm_add_ps(q, vbig), vbig);
-      r[k] = _mm_add_epi32(_mm_cvttps_epi32(q), vz);
-    }
-    __m128i a = _mm_packs_epi32(r[0], r[1]), b = _mm_packs_epi32(r[2], r[3]);
-    _mm_storeu_si128((__m128i *)((char *)out + i), is_u8 ? _mm_packus_epi16(a, b) : _mm_packs_epi16(a, b));
-  }
-#endif
-  for (; i < cnt; i++) {
-    float q = x[i] / s;
-    q = q != q ? (float)-zp : q < lo ? lo : q > hi ? hi : q;
-    int32_t v = (int32_t)((q + big) - big) + zp;
-    if (is_u8) ((uint8_t *)out)[i] = (uint8_t)v;
-    else ((int8_t *)out)[i] = (int8_t)v;
-  }
-}
-
 static alma_status q_plain(dn_plan *p, dn_val *x, float s, int32_t zp, const alma_tensor *os, dn_val *out, int *done) {
   int64_t cnt = alma__numel(x->t.rank, x->t.dims);
   dnnl_memory_desc_t md;
   alma__dn_plain_md_dt(&md, os->rank, os->dims, alma__dn_dtype(os->dtype));
   dn_buf *db = alma__dn_alloc(p, (size_t)cnt);
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  quantize_loop(x->t.data, cnt, s, zp, os->dtype == U8, db->ptr);
+  alma__quantize_f32(x->t.data, cnt, s, zp, os->dtype == U8, db->ptr); /* ONNX's arithmetic, EAGER's code */
   alma__dn_val_set(out, os, &md, db);
   p->n_int8_reorder++;
   *done = 1;
