@@ -4,7 +4,10 @@
  * Reference kernels: integer products accumulate in 32 bits with wrap-around (the spec allows
  * overflow only there), requantization multiplies the accumulator by the real multiplier
  * (computed in the scales' precision, as the ONNX reference does), rounds half to even and
- * saturates. float8 and int4 types do not exist in alma's dtype set, so models using them fail at
+ * saturates. QuantizeLinear from float32 to 8 bits and DequantizeLinear from 8-bit/int32 to
+ * float32, per tensor or per axis, run vector kernels over rows of one scale (the same
+ * arithmetic); the other forms (blocked, 16-bit, half types, int32 input) run element by element.
+ * float8 and int4 types do not exist in alma's dtype set, so models using them fail at
  * load in the ONNX loader before reaching these kernels. */
 #include <math.h>
 #if defined(__SSE2__)
@@ -164,17 +167,66 @@ void alma__dynq_params(float mn, float mx, float *scale, uint8_t *zp) {
   *zp = (uint8_t)q_round_sat(zpf, 0, 255);
 }
 
+/* AVX2 where the CPU has it, chosen at run time (alma is built for baseline x86-64): the same
+ * IEEE operations, twice as wide. No FMA is enabled, so nothing can be fused differently. */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define Q_X86 1
+#include <immintrin.h>
+#define Q_AVX2 __attribute__((target("avx2")))
+static int q_has_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#else
+#define Q_X86 0
+static int q_has_avx2(void) { return 0; }
+#endif
+
 /* Clamping x / scale to the output's range first (integer bounds: the same result as saturating
  * after rounding) keeps it far below 2^22, where adding and removing 1.5 * 2^23 rounds half to
  * even in float (rintf would be a libm call per element on baseline x86-64); NaN becomes -zp, so
- * 0 after adding the zero point. */
-void alma__quantize_f32(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out) {
-  const float big = 12582912.0f, lo = (float)((is_u8 ? 0 : -128) - zp), hi = (float)((is_u8 ? 255 : 127) - zp);
+ * 0 after adding the zero point. The division stays a division: x * (1 / scale) rounds
+ * differently near half-integers, and the ONNX reference divides. */
+#define Q_BIG 12582912.0f
+
+#if Q_X86
+/* 32 values a step; returns how many it did (a multiple of 32). */
+Q_AVX2 static int64_t quantize_avx2(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out) {
+  const float lo = (float)((is_u8 ? 0 : -128) - zp), hi = (float)((is_u8 ? 255 : 127) - zp);
+  const __m256 vs = _mm256_set1_ps(scale), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi),
+               vnan = _mm256_set1_ps((float)-zp), vbig = _mm256_set1_ps(Q_BIG);
+  const __m256i vz = _mm256_set1_epi32(zp), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i r[4];
+    for (int k = 0; k < 4; k++) {
+      __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), vs);
+      q = _mm256_blendv_ps(q, vnan, _mm256_cmp_ps(q, q, _CMP_UNORD_Q));
+      q = _mm256_min_ps(_mm256_max_ps(q, vlo), vhi);
+      q = _mm256_sub_ps(_mm256_add_ps(q, vbig), vbig);
+      r[k] = _mm256_add_epi32(_mm256_cvttps_epi32(q), vz);
+    }
+    /* the packs work within 128-bit lanes: the permute puts the 4-value groups back in order */
+    __m256i a = _mm256_packs_epi32(r[0], r[1]), b = _mm256_packs_epi32(r[2], r[3]);
+    __m256i c = is_u8 ? _mm256_packus_epi16(a, b) : _mm256_packs_epi16(a, b);
+    _mm256_storeu_si256((__m256i *)((char *)out + i), _mm256_permutevar8x32_epi32(c, perm));
+  }
+  return i;
+}
+#endif
+
+static void quantize_row(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out, int avx2) {
+  const float lo = (float)((is_u8 ? 0 : -128) - zp), hi = (float)((is_u8 ? 255 : 127) - zp);
+  int64_t i = 0;
+#if Q_X86
+  if (avx2 && n >= 32) i = quantize_avx2(x, n, scale, zp, is_u8, out);
+#else
+  (void)avx2;
+#endif
 #if defined(__SSE2__)
   /* 16 values a step with SSE2 (every x86-64): the same arithmetic, packed to bytes */
   const __m128 vs = _mm_set1_ps(scale), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vnan = _mm_set1_ps((float)-zp),
-               vbig = _mm_set1_ps(big);
+               vbig = _mm_set1_ps(Q_BIG);
   const __m128i vz = _mm_set1_epi32(zp);
   for (; i + 16 <= n; i += 16) {
     __m128i r[4];
@@ -193,10 +245,78 @@ void alma__quantize_f32(const float *x, int64_t n, float scale, int32_t zp, int 
   for (; i < n; i++) {
     float q = x[i] / scale;
     q = q != q ? (float)-zp : q < lo ? lo : q > hi ? hi : q;
-    int32_t v = (int32_t)((q + big) - big) + zp;
+    int32_t v = (int32_t)((q + Q_BIG) - Q_BIG) + zp;
     if (is_u8) ((uint8_t *)out)[i] = (uint8_t)v;
     else ((int8_t *)out)[i] = (int8_t)v;
   }
+}
+
+void alma__quantize_f32(const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *out) {
+  quantize_row(x, n, scale, zp, is_u8, out, n >= 32 && q_has_avx2());
+}
+
+/* DequantizeLinear of one row of one scale: y = ((float)x - zp) * scale, two float32 roundings
+ * as the reference's (x - zp) * scale in float32 (int32 x converts to float rounding to nearest,
+ * as the C conversion and cvtdq2ps both do). */
+#if Q_X86
+Q_AVX2 static int64_t dequantize_avx2(const void *x, alma_dtype t, int64_t n, float zp, float s, float *y) {
+  const __m256 vz = _mm256_set1_ps(zp), vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) {
+      int64_t j = i + 8 * k;
+      __m256i v = t == ALMA_DTYPE_UINT8  ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)x + j)))
+                  : t == ALMA_DTYPE_INT8 ? _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)x + j)))
+                                         : _mm256_loadu_si256((const __m256i *)((const int32_t *)x + j));
+      _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), vz), vs));
+    }
+  return i;
+}
+#endif
+
+static void dequantize_row(const void *x, alma_dtype t, int64_t n, float zp, float s, float *y, int avx2) {
+  int64_t i = 0;
+#if Q_X86
+  if (avx2 && n >= 32) i = dequantize_avx2(x, t, n, zp, s, y);
+#else
+  (void)avx2;
+#endif
+#if defined(__SSE2__)
+  const __m128 vz = _mm_set1_ps(zp), vs = _mm_set1_ps(s);
+  for (; i + 16 <= n; i += 16) {
+    __m128i v[4];
+    if (t == ALMA_DTYPE_INT32) {
+      for (int k = 0; k < 4; k++) v[k] = _mm_loadu_si128((const __m128i *)((const int32_t *)x + i + 4 * k));
+    } else {
+      /* widen 16 bytes to 4 x 4 int32: zero-extend uint8, sign-extend int8 (duplicate, then
+       * shift arithmetically) */
+      __m128i b = _mm_loadu_si128((const __m128i *)((const uint8_t *)x + i)), w0, w1;
+      if (t == ALMA_DTYPE_UINT8) {
+        const __m128i z = _mm_setzero_si128();
+        w0 = _mm_unpacklo_epi8(b, z);
+        w1 = _mm_unpackhi_epi8(b, z);
+        v[0] = _mm_unpacklo_epi16(w0, z);
+        v[1] = _mm_unpackhi_epi16(w0, z);
+        v[2] = _mm_unpacklo_epi16(w1, z);
+        v[3] = _mm_unpackhi_epi16(w1, z);
+      } else {
+        w0 = _mm_srai_epi16(_mm_unpacklo_epi8(b, b), 8);
+        w1 = _mm_srai_epi16(_mm_unpackhi_epi8(b, b), 8);
+        v[0] = _mm_srai_epi32(_mm_unpacklo_epi16(w0, w0), 16);
+        v[1] = _mm_srai_epi32(_mm_unpackhi_epi16(w0, w0), 16);
+        v[2] = _mm_srai_epi32(_mm_unpacklo_epi16(w1, w1), 16);
+        v[3] = _mm_srai_epi32(_mm_unpackhi_epi16(w1, w1), 16);
+      }
+    }
+    for (int k = 0; k < 4; k++) _mm_storeu_ps(y + i + 4 * k, _mm_mul_ps(_mm_sub_ps(_mm_cvtepi32_ps(v[k]), vz), vs));
+  }
+#endif
+  if (t == ALMA_DTYPE_UINT8)
+    for (; i < n; i++) y[i] = ((float)((const uint8_t *)x)[i] - zp) * s;
+  else if (t == ALMA_DTYPE_INT8)
+    for (; i < n; i++) y[i] = ((float)((const int8_t *)x)[i] - zp) * s;
+  else
+    for (; i < n; i++) y[i] = ((float)((const int32_t *)x)[i] - zp) * s;
 }
 
 void alma__dynq_apply(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
@@ -228,10 +348,11 @@ static alma_status q_layout_make(const alma_node *n, const alma_tensor *x, const
                             alma__shape_str(zp->rank, zp->dims, s1, sizeof s1),
                             alma__shape_str(scale->rank, scale->dims, s2, sizeof s2));
   }
+  /* per tensor: one row of every element (the kernels loop over rows of one scale) */
   L->outer = 1;
-  L->dim = alma_tensor_numel(x);
-  L->inner = 1;
-  if (block == 0 && sn == 1 && scale->rank <= 1) return ALMA_OK; /* per-tensor */
+  L->dim = 1;
+  L->inner = alma_tensor_numel(x);
+  if (block == 0 && sn == 1 && scale->rank <= 1) return ALMA_OK;
   if (n->since_version < 13)
     return alma__op_error(n, ALMA_ERR_SHAPE, "opset %d requires a scalar scale, got shape %s", n->since_version,
                           alma__shape_str(scale->rank, scale->dims, s1, sizeof s1));
@@ -337,9 +458,17 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
    * as numpy's int32 / float32 promotes. Along the inner axis the parameter index is constant
    * (per-tensor, per-axis) or steps by one (blocked). */
   int64_t step = L.mode == 2 ? 1 : 0;
+  /* float32 to 8 bits with one scale per row (per tensor, per axis): the vector kernel, which
+   * computes the same float quotient and rounds and saturates it to the same integer */
+  int fast = x->dtype == ALMA_DTYPE_FLOAT32 && is_8bit(yt) && L.mode != 2, avx2 = fast && q_has_avx2();
   for (int64_t o = 0; o < L.outer; o++)
     for (int64_t a = 0; a < L.dim; a++) {
       int64_t base = (o * L.dim + a) * L.inner, s0 = q_layout_index(&L, o, a, 0);
+      if (fast) {
+        quantize_row((const float *)x->data + base, L.inner, sf[s0], zpv[s0], yt == ALMA_DTYPE_UINT8,
+                     (char *)out[0].data + base, avx2);
+        continue;
+      }
       for (int64_t i = 0; i < L.inner; i++) {
         int64_t s = s0 + i * step, idx = base + i;
         double q;
@@ -402,27 +531,25 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
     sc[i] = (float)alma__get_f64(scale->data, scale->dtype, i);
     if (zp) zpv[i] = (float)q_get(zp->data, zp->dtype, i);
   }
-  /* (x - zp) * scale in float32, then stored in the output type (the reference's arithmetic) */
+  /* (x - zp) * scale in float32, then stored in the output type (the reference's arithmetic);
+   * float32 output with one scale per row (per tensor, per axis): the vector kernel */
   alma_dtype yt = out[0].dtype;
   int64_t step = L.mode == 2 ? 1 : 0;
+  int fast = yt == ALMA_DTYPE_FLOAT32 && L.mode != 2 && (is_8bit(x->dtype) || x->dtype == ALMA_DTYPE_INT32);
+  int avx2 = fast && q_has_avx2(), esz = x->dtype == ALMA_DTYPE_INT32 ? 4 : 1;
   for (int64_t o = 0; o < L.outer; o++)
     for (int64_t a = 0; a < L.dim; a++) {
       int64_t base = (o * L.dim + a) * L.inner, s0 = q_layout_index(&L, o, a, 0);
       const float *zr = zpv + s0, *sr = sc + s0;
-      if (yt == ALMA_DTYPE_FLOAT32 && x->dtype == ALMA_DTYPE_UINT8) { /* the common QDQ case */
-        const uint8_t *xr = (const uint8_t *)x->data + base;
-        float *yr = (float *)out[0].data + base;
-        for (int64_t i = 0; i < L.inner; i++) yr[i] = ((float)xr[i] - zr[i * step]) * sr[i * step];
-      } else if (yt == ALMA_DTYPE_FLOAT32 && x->dtype == ALMA_DTYPE_INT8) {
-        const int8_t *xr = (const int8_t *)x->data + base;
-        float *yr = (float *)out[0].data + base;
-        for (int64_t i = 0; i < L.inner; i++) yr[i] = ((float)xr[i] - zr[i * step]) * sr[i * step];
-      } else {
-        for (int64_t i = 0; i < L.inner; i++) {
-          float v = ((float)q_get(x->data, x->dtype, base + i) - zr[i * step]) * sr[i * step];
-          if (yt == ALMA_DTYPE_FLOAT32) ((float *)out[0].data)[base + i] = v;
-          else alma__set_f64(out[0].data, yt, base + i, v);
-        }
+      if (fast) {
+        dequantize_row((const char *)x->data + base * esz, x->dtype, L.inner, zr[0], sr[0], (float *)out[0].data + base,
+                       avx2);
+        continue;
+      }
+      for (int64_t i = 0; i < L.inner; i++) {
+        float v = ((float)q_get(x->data, x->dtype, base + i) - zr[i * step]) * sr[i * step];
+        if (yt == ALMA_DTYPE_FLOAT32) ((float *)out[0].data)[base + i] = v;
+        else alma__set_f64(out[0].data, yt, base + i, v);
       }
     }
   free(sc);

@@ -3,7 +3,9 @@
  *   range   [min(0, min x), max(0, max x)]  (NaN ignored)
  *   scale = (max - min) / 255 (1 for an all-zero input), zero point = saturate(round(-min / scale))
  *   y     = saturate(round_half_even(x / scale) + zero point), NaN -> 0
- * in float32, vectorized (SSE2 on x86-64, plain loops elsewhere). */
+ * in float32, vectorized (AVX2 where the CPU has it, chosen at run time; SSE2 on other x86-64;
+ * plain loops elsewhere: the same IEEE operations, so the same bytes everywhere). The functions
+ * are reentrant: the DNNL runtime calls them on chunks from several threads. */
 #ifndef ALMA_OPS_QUANT_KERNELS_H
 #define ALMA_OPS_QUANT_KERNELS_H
 

@@ -188,6 +188,83 @@ static void test_dequantize(void **s) {
   assert_int_equal(tn_exec(&t, in2, 2, &out, 1), ALMA_ERR_UNSUPPORTED);
 }
 
+/* The vector kernels (per tensor and per axis, float32 <-> uint8/int8/int32) against ONNX's
+ * definitions computed element by element here: float32 division, round half to even
+ * (nearbyint in the default mode), zero point, saturation; NaN gives 0 (alma's choice). Lengths
+ * around the vector widths (16, 32) reach every loop and tail; ties at .5 come from
+ * power-of-two scales, where x / scale is exact. */
+static void test_quantize_vector_paths(void **s) {
+  (void)s;
+  static const int64_t lens[] = {1, 15, 16, 17, 31, 32, 33, 47, 64, 95, 301};
+  const float specials[] = {INFINITY, -INFINITY, NAN, -0.0f, 1e30f, -1e30f, 127.5f, -128.5f, 255.5f};
+  for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+    for (int u8 = 0; u8 < 2; u8++)
+      for (int per_axis = 0; per_axis < 2; per_axis++) {
+        int64_t L = lens[li], n = 2 * 3 * L;
+        float *x = malloc((size_t)n * sizeof *x), sc[3] = {0.25f, 0.0371f, 2.0f};
+        uint8_t zu[3] = {128, 3, 250};
+        int8_t zs[3] = {-5, 0, 100};
+        for (int64_t i = 0; i < n; i++) {
+          float scl = per_axis ? sc[(i / L) % 3] : sc[0];
+          uint32_t r = rnd();
+          x[i] = r % 3 == 0 ? ((float)(int)(r % 600) - 300.0f + 0.5f) * scl /* ties (exact for powers of two) */
+                            : rndf() * 200.0f * scl;
+          if (r % 17 == 0) x[i] = specials[(r / 17) % 9];
+        }
+        tnode t;
+        alma_tensor X = TV(ALMA_DTYPE_FLOAT32, x, 2, 3, L), S = per_axis ? TV(ALMA_DTYPE_FLOAT32, sc, 3) : SCALAR(ALMA_DTYPE_FLOAT32, sc);
+        alma_tensor Z = per_axis ? TV(u8 ? ALMA_DTYPE_UINT8 : ALMA_DTYPE_INT8, u8 ? (void *)zu : (void *)zs, 3)
+                                 : SCALAR(u8 ? ALMA_DTYPE_UINT8 : ALMA_DTYPE_INT8, u8 ? (void *)zu : (void *)zs);
+        alma_tensor *in[3] = {&X, &S, &Z}, out, dq;
+        tn_make(&t, "QuantizeLinear", 13, 3, 1);
+        attr_i(&t, "axis", 1);
+        assert_int_equal(tn_exec(&t, in, 3, &out, 1), ALMA_OK);
+        for (int64_t i = 0; i < n; i++) {
+          int64_t c = per_axis ? (i / L) % 3 : 0;
+          int zp = u8 ? zu[c] : zs[c], lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
+          float q = x[i] / sc[c];
+          double r = isnan(q) ? 0 : nearbyint((double)q) + zp;
+          int want = (int)(r < lo ? lo : r > hi ? hi : r);
+          int got = u8 ? ((uint8_t *)out.data)[i] : ((int8_t *)out.data)[i];
+          if (got != want) fail_msg("len %lld %s %s: element %lld (x %.9g, x/s %.9g) gave %d, want %d", (long long)L,
+                                    u8 ? "u8" : "s8", per_axis ? "per axis" : "per tensor", (long long)i, x[i], q, got, want);
+        }
+        /* and back: the quantized values dequantized, (x - zp) * scale in float32 */
+        alma_tensor *in2[3] = {&out, &S, &Z};
+        tn_make(&t, "DequantizeLinear", 13, 3, 1);
+        attr_i(&t, "axis", 1);
+        assert_int_equal(tn_exec(&t, in2, 3, &dq, 1), ALMA_OK);
+        for (int64_t i = 0; i < n; i++) {
+          int64_t c = per_axis ? (i / L) % 3 : 0;
+          int v = u8 ? ((uint8_t *)out.data)[i] : ((int8_t *)out.data)[i], zp = u8 ? zu[c] : zs[c];
+          float want = ((float)v - (float)zp) * sc[c];
+          if (memcmp(&((float *)dq.data)[i], &want, 4))
+            fail_msg("dequantize len %lld element %lld: %.9g, want %.9g", (long long)L, (long long)i,
+                     ((float *)dq.data)[i], want);
+        }
+        alma_tensor_free_data(&out);
+        alma_tensor_free_data(&dq);
+        free(x);
+      }
+  /* int32 through the vector path: conversions that round (|x| > 2^24) */
+  int32_t xi[37];
+  for (int i = 0; i < 37; i++) xi[i] = (int32_t)((int64_t)rnd() * 100 - (i % 2 ? 1000000000 : 0));
+  xi[5] = INT32_MAX;
+  xi[6] = INT32_MIN;
+  xi[7] = (1 << 24) + 1;
+  float s3 = 0.1f;
+  alma_tensor XI = TV(ALMA_DTYPE_INT32, xi, 37), S3 = SCALAR(ALMA_DTYPE_FLOAT32, &s3), out;
+  alma_tensor *in3[2] = {&XI, &S3};
+  tnode t;
+  tn_make(&t, "DequantizeLinear", 13, 2, 1);
+  assert_int_equal(tn_exec(&t, in3, 2, &out, 1), ALMA_OK);
+  for (int i = 0; i < 37; i++) {
+    float want = ((float)xi[i] - 0.0f) * s3;
+    if (memcmp(&((float *)out.data)[i], &want, 4)) fail_msg("int32 element %d: %.9g, want %.9g", i, ((float *)out.data)[i], want);
+  }
+  alma_tensor_free_data(&out);
+}
+
 static void test_dequantize_blocked(void **s) {
   (void)s;
   tnode t;
@@ -930,6 +1007,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_output_dtype_and_half),
       cmocka_unit_test(test_dequantize),
       cmocka_unit_test(test_dequantize_blocked),
+      cmocka_unit_test(test_quantize_vector_paths),
       cmocka_unit_test(test_dynamic_quantize),
       cmocka_unit_test(test_matmulinteger_per_row_col),
       cmocka_unit_test(test_matmulinteger_deep_exact),
