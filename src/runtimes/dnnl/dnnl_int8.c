@@ -56,6 +56,7 @@
 
 #include "ops/nn_util.h"
 #include "ops/quant_kernels.h"
+#include "runtimes/dnnl/dnnl_native.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 
 #define F32 ALMA_DTYPE_FLOAT32
@@ -1686,13 +1687,61 @@ static int64_t read_zp(dn_plan *p, dn_val *v, const alma_node *n, int32_t *z, in
   return cnt;
 }
 
+/* QuantizeLinear / DynamicQuantizeLinear passes over a float32 tensor, in chunks on oneDNN's
+ * threads (alma__dn_parallel). Each element's byte does not depend on the split, and the range's
+ * min and max are exact whatever the order (NaN and -0 never enter them, quant_kernels.h), so any
+ * thread count gives the single-threaded result. */
+enum { QP_MAX_THREADS = 256, QP_MIN_CHUNK = 1 << 15 }; /* smaller chunks: a team's start costs more than it saves */
+typedef struct q_par {
+  const float *x;
+  int64_t n;
+  float scale;
+  int32_t zp;
+  int is_u8;
+  void *y;
+  float mn[QP_MAX_THREADS], mx[QP_MAX_THREADS]; /* per thread; 0 (neutral) where a thread did not run */
+} q_par;
+
+static int q_par_threads(const dn_plan *p, int64_t n) {
+  int64_t t = n / QP_MIN_CHUNK;
+  if (t > p->threads) t = p->threads;
+  if (t > QP_MAX_THREADS) t = QP_MAX_THREADS;
+  return t < 1 ? 1 : (int)t;
+}
+
+/* Thread tid's elements [*b, *e): equal chunks, multiples of 64 (whole vector steps). */
+static void q_par_chunk(int64_t n, int tid, int nt, int64_t *b, int64_t *e) {
+  int64_t per = ((n + nt - 1) / nt + 63) & ~(int64_t)63;
+  *b = per * tid < n ? per * tid : n;
+  *e = *b + per < n ? *b + per : n;
+}
+
+static void q_par_range(void *arg, int tid, int nt) {
+  q_par *j = arg;
+  int64_t b, e;
+  q_par_chunk(j->n, tid, nt, &b, &e);
+  if (tid < QP_MAX_THREADS) alma__dynq_range(j->x + b, e - b, &j->mn[tid], &j->mx[tid]);
+}
+
+static void q_par_apply(void *arg, int tid, int nt) {
+  q_par *j = arg;
+  int64_t b, e;
+  q_par_chunk(j->n, tid, nt, &b, &e);
+  alma__quantize_f32(j->x + b, e - b, j->scale, j->zp, j->is_u8, (char *)j->y + b); /* ONNX's arithmetic, EAGER's code */
+}
+
+static void q_par_quantize(const dn_plan *p, const float *x, int64_t n, float scale, int32_t zp, int is_u8, void *y) {
+  q_par j = {.x = x, .n = n, .scale = scale, .zp = zp, .is_u8 = is_u8, .y = y};
+  alma__dn_parallel(q_par_threads(p, n), q_par_apply, &j);
+}
+
 static alma_status q_plain(dn_plan *p, dn_val *x, float s, int32_t zp, const alma_tensor *os, dn_val *out, int *done) {
   int64_t cnt = alma__numel(x->t.rank, x->t.dims);
   dnnl_memory_desc_t md;
   alma__dn_plain_md_dt(&md, os->rank, os->dims, alma__dn_dtype(os->dtype));
   dn_buf *db = alma__dn_alloc(p, (size_t)cnt);
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  alma__quantize_f32(x->t.data, cnt, s, zp, os->dtype == U8, db->ptr); /* ONNX's arithmetic, EAGER's code */
+  q_par_quantize(p, x->t.data, cnt, s, zp, os->dtype == U8, db->ptr);
   alma__dn_val_set(out, os, &md, db);
   p->n_int8_reorder++;
   *done = 1;
@@ -1929,9 +1978,10 @@ static alma_status run_qlinear(dn_plan *p, int idx, dn_val **in, int nin, const 
 }
 
 /* DynamicQuantizeLinear: one pass for the range, one to quantize (quant_kernels.h, EAGER's
- * arithmetic), in the layout x comes in: a float32 value blocked by the primitive that wrote it
- * (NHWC after an int8 convolution) gives its uint8 data in that layout, which the next int8
- * convolution reads as it is. Padded or strided layouts are read plain. */
+ * arithmetic), each in chunks on the runtime's threads (q_par), in the layout x comes in: a
+ * float32 value blocked by the primitive that wrote it (NHWC after an int8 convolution) gives its
+ * uint8 data in that layout, which the next int8 convolution reads as it is. Padded or strided
+ * layouts are read plain. */
 static alma_status run_dynq(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
@@ -1959,9 +2009,14 @@ static alma_status run_dynq(dn_plan *p, int idx, dn_val **in, int nin, const alm
     xd = x->t.data;
   }
   md.data_type = dnnl_u8;
-  float mn, mx, scale;
+  float mn = 0.0f, mx = 0.0f, scale;
   uint8_t zp;
-  alma__dynq_range(xd, cnt, &mn, &mx);
+  q_par rj = {.x = xd, .n = cnt};
+  alma__dn_parallel(q_par_threads(p, cnt), q_par_range, &rj);
+  for (int t = 0; t < QP_MAX_THREADS; t++) {
+    if (rj.mn[t] < mn) mn = rj.mn[t];
+    if (rj.mx[t] > mx) mx = rj.mx[t];
+  }
   alma__dynq_params(mn, mx, &scale, &zp);
   dn_buf *b[3] = {NULL, NULL, NULL};
   size_t sz[3] = {(size_t)cnt, sizeof(float), 1};
@@ -1970,7 +2025,7 @@ static alma_status run_dynq(dn_plan *p, int idx, dn_val **in, int nin, const alm
       for (int j = 0; j < k; j++) alma__dn_unref(p, b[j]);
       return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     }
-  if (b[0]) alma__dynq_apply(xd, cnt, scale, zp, b[0]->ptr);
+  if (b[0]) q_par_quantize(p, xd, cnt, scale, zp, 1, b[0]->ptr); /* alma__dynq_apply, in chunks */
   if (b[1]) *(float *)b[1]->ptr = scale;
   if (b[2]) *(uint8_t *)b[2]->ptr = zp;
   for (int k = 0; k < 3 && k < nout; k++) {
