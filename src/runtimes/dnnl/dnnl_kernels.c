@@ -620,6 +620,109 @@ static alma_status cache_weights(dn_plan *p, dn_prim *pr, const dnnl_memory_desc
 }
 
 /* ---- Conv --------------------------------------------------------------------------------------- */
+enum { DN_NATIVE_WINO = 2 };
+
+/* ALMA_DNNL_WINOGRAD: 0 never, 1 wherever the shape qualifies (any AVX2+FMA CPU), unset: on CPUs
+ * with AVX2+FMA and without AVX-512F where the measured heuristic says it is faster. */
+static int wino_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
+    const char *e = getenv("ALMA_DNNL_WINOGRAD");
+    if (!alma__dn_wino_cpu() || (e && !strcmp(e, "0"))) mode = 0;
+    else if (e && !strcmp(e, "1")) mode = 2;
+    else mode = alma__dn_wino_avx512() ? 0 : 1;
+  }
+  return mode;
+}
+
+/* The group's post-ops as the Winograd kernel's steps; 0 when one has no equivalent there. */
+static int wino_posts(const dn_node *d, int fused, dn_wino_geo *g) {
+  g->npost = 0;
+  for (int k = 0; fused && k < d->npost; k++) {
+    const dn_post *q = &d->post[k];
+    if (q->type == DP_SUM) {
+      if (g->npost >= DN_WINO_MAX_POST) return 0;
+      g->post[g->npost++] = (dn_wino_post){DN_WP_SUM, 0, 0};
+      continue;
+    }
+    if (q->type != DP_ELT) return 0;
+    for (int e = 0; e < q->n_elt; e++) {
+      const dn_elt *t = &q->elt[e];
+      dn_wino_post o;
+      if (t->alg == dnnl_eltwise_relu) o = (dn_wino_post){DN_WP_RELU, t->alpha, 0};
+      else if (t->alg == dnnl_eltwise_clip || t->alg == dnnl_eltwise_clip_v2) o = (dn_wino_post){DN_WP_CLIP, t->alpha, t->beta};
+      else if (t->alg == dnnl_eltwise_bounded_relu) o = (dn_wino_post){DN_WP_CLIP, 0, t->alpha};
+      else if (t->alg == dnnl_eltwise_linear) o = (dn_wino_post){DN_WP_LINEAR, t->alpha, t->beta};
+      else return 0;
+      if (g->npost >= DN_WINO_MAX_POST) return 0;
+      g->post[g->npost++] = o;
+    }
+  }
+  return 1;
+}
+
+/* Whether a 2-D convolution goes to the Winograd kernel (dnnl_wino.c), filling g: float32, 3x3,
+ * stride 1, no dilation, one group, pads <= 2, constant weights, input in aBcd8b/aBcd16b (the
+ * output then in the same layout, *omd), post-ops it has; and, unless forced, where it measured
+ * faster than oneDNN's jit:avx2 direct convolution (see docs/runtimes/dnnl.md). */
+static int wino_use(const dn_node *d, int fused, const dn_val *x, const dnnl_memory_desc_t *xmd,
+                    const alma_tensor *w, const alma__nn_geom *gm, const alma_tensor *os, int64_t G,
+                    dn_wino_geo *g, dnnl_memory_desc_t *omd) {
+  int mode = wino_mode();
+  if (!mode || !w || x->t.dtype != ALMA_DTYPE_FLOAT32 || w->dtype != ALMA_DTYPE_FLOAT32 || x->t.rank != 4 || G != 1)
+    return 0;
+  if (w->dims[2] != 3 || w->dims[3] != 3) return 0;
+  for (int i = 0; i < 2; i++)
+    if (gm->s[i] != 1 || gm->d[i] != 1 || gm->pb[i] < 0 || gm->pb[i] > 2 || gm->pe[i] < 0 || gm->pe[i] > 2) return 0;
+  memset(g, 0, sizeof *g);
+  if (!wino_posts(d, fused, g)) return 0;
+  static const dnnl_format_tag_t tags[] = {dnnl_aBcd8b, dnnl_aBcd16b};
+  dnnl_dims_t xd = {x->t.dims[0], x->t.dims[1], x->t.dims[2], x->t.dims[3]};
+  dnnl_dims_t od = {os->dims[0], os->dims[1], os->dims[2], os->dims[3]};
+  int found = -1;
+  for (int i = 0; i < 2 && found < 0; i++) {
+    dnnl_memory_desc_t m;
+    if (dnnl_memory_desc_init_by_tag(&m, 4, xd, dnnl_f32, tags[i]) == dnnl_success && dnnl_memory_desc_equal(&m, xmd))
+      found = i;
+  }
+  if (found < 0 || dnnl_memory_desc_init_by_tag(omd, 4, od, dnnl_f32, tags[found]) != dnnl_success) return 0;
+  g->N = x->t.dims[0];
+  g->C = x->t.dims[1];
+  g->OC = w->dims[0];
+  g->H = x->t.dims[2];
+  g->W = x->t.dims[3];
+  g->OH = os->dims[2];
+  g->OW = os->dims[3];
+  g->ph = gm->pb[0];
+  g->pw = gm->pb[1];
+  g->B = found ? 16 : 8;
+  alma__dn_wino_geo_fill(g);
+  if (mode == 2) return 1;
+  /* Measured (docs/runtimes/dnnl.md): faster on every ResNet-18 and MNIST CNN 3x3 layer at batch 32
+   * and at batch 1 from 8 tiles on; with fewer (ResNet-18's 7x7 layer at batch 1: 4 tiles) the 4x
+   * larger transformed weights, streamed from memory for a handful of tiles, make it a tie at best. */
+  return g->C >= 16 && g->OC >= 16 && g->N * g->TH * g->TW >= 8;
+}
+
+/* The Winograd kernel's run: output (or the sum's destination) in pr->dst_md, then dnnl_wino.c. */
+static alma_status run_wino(dn_plan *p, dn_prim *pr, const alma_node *n, dn_val *x, dn_val *b, dn_val *res,
+                            const alma_tensor *os, dn_val **out, int *done) {
+  const dn_wino_geo *g = pr->wei;
+  const float *U = (const float *)((const char *)pr->wei + ((sizeof *g + 63) & ~(size_t)63));
+  dn_buf *db = NULL, *btmp = NULL;
+  void *bp = NULL;
+  alma_status st = b ? f32_of(p, b, n, &bp, &btmp) : ALMA_OK;
+  if (st == ALMA_OK) {
+    if (res) st = alma__dn_sum_dst(p, res, &pr->dst_md, &db, n);
+    else if (!(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md)))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  float *scr = st == ALMA_OK ? alma__dn_scratch(p, alma__dn_wino_scratch(g, p->threads)) : NULL;
+  if (st == ALMA_OK && !scr) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) alma__dn_wino(g, p->threads, U, bp, x->has_blk ? x->bbuf->ptr : x->t.data, db->ptr, scr);
+  alma__dn_unref(p, btmp);
+  return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
+}
+
 static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
@@ -667,8 +770,23 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   dnnl_memory_desc_t wplain;
   plain_md(&wplain, wnd, wd64, dt);
 
-  if (!key_match(pr, 3, key, ikey)) {
+  int fresh = !key_match(pr, 3, key, ikey);
+  if (fresh) {
     prim_begin(pr, 3, key, ikey);
+    dn_wino_geo wg;
+    if (nsp == 2 && wc && wino_use(d, fused, x, &key[0], wc, &gm, &os[0], G, &wg, &pr->dst_md)) {
+      /* dnnl_wino.c: the geometry, then the transformed weights, in one block held by pr->wei */
+      size_t off = (sizeof wg + 63) & ~(size_t)63, sz = off + alma__dn_wino_wsize(&wg);
+      if (!(pr->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      memcpy(pr->wei, &wg, sizeof wg);
+      alma__dn_wino_weights(&wg, wc->data, (float *)((char *)pr->wei + off));
+      pr->wei_const = 1;
+      pr->flags = DN_NATIVE_WINO;
+      snprintf(pr->impl, sizeof pr->impl, "alma:wino4x3:%s", wg.B == 8 ? "aBcd8b" : "aBcd16b");
+    }
+  }
+  if (pr->flags == DN_NATIVE_WINO) return run_wino(p, pr, n, x, b, res, os, out, done);
+  if (fresh) {
     dnnl_dims_t sd, dd, bd = {OC}, st, dl, pl, pe;
     for (int i = 0; i < r; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
     for (int i = 0; i < nsp; i++) {

@@ -25,4 +25,41 @@ size_t alma__dn_pool_scratch(const dn_pool_geo *g, int threads);
 /* y[N][CB][OH][OW][B] = pool(x); padded lanes of x (zeros) give zeros. */
 void alma__dn_pool(const dn_pool_geo *g, int threads, const void *x, void *y, float *scratch);
 
+/* A Winograd F(4x4, 3x3) float32 convolution (dnnl_wino.c): stride 1, no dilation, one group, on
+ * data laid out as [N][C/B][H][W][B] with B = 8 or 16 (oneDNN's aBcd8b / aBcd16b), the output in
+ * the same layout. Post-ops run in order on conv + bias; sum adds the destination's old value. */
+enum { DN_WP_RELU = 1, DN_WP_CLIP, DN_WP_LINEAR, DN_WP_SUM };
+enum { DN_WINO_MAX_POST = 16 };
+typedef struct dn_wino_post {
+  int kind;   /* DN_WP_*: relu (a: negative slope), clip to [a, b], linear a * x + b, sum */
+  float a, b;
+} dn_wino_post;
+typedef struct dn_wino_geo {
+  int64_t N, C, OC, H, W, OH, OW, ph, pw; /* begin pads; the end pads follow from OH, OW */
+  int64_t B, CB, OCB, Cp, OC16, TH, TW;   /* Cp = CB * B; OC16: OC rounded up to 16; 4x4 tiles */
+  int npost;
+  dn_wino_post post[DN_WINO_MAX_POST];
+} dn_wino_geo;
+
+/* Fills the derived sizes of g from N, C, OC, H, W, OH, OW, B. */
+static inline void alma__dn_wino_geo_fill(dn_wino_geo *g) {
+  g->CB = (g->C + g->B - 1) / g->B;
+  g->OCB = (g->OC + g->B - 1) / g->B;
+  g->Cp = g->CB * g->B;
+  g->OC16 = (g->OC + 15) / 16 * 16;
+  g->TH = (g->OH + 3) / 4;
+  g->TW = (g->OW + 3) / 4;
+}
+/* 1 when this CPU runs the kernel (AVX2 and FMA); whether it has AVX-512F. */
+int alma__dn_wino_cpu(void);
+int alma__dn_wino_avx512(void);
+/* Bytes of the transformed weights; U from w ([OC][C][3][3] float32). */
+size_t alma__dn_wino_wsize(const dn_wino_geo *g);
+void alma__dn_wino_weights(const dn_wino_geo *g, const float *w, float *U);
+/* Scratch bytes alma__dn_wino needs for `threads` threads. */
+size_t alma__dn_wino_scratch(const dn_wino_geo *g, int threads);
+/* y = post-ops(conv(x, U) + bias); bias may be NULL (OC floats otherwise). */
+void alma__dn_wino(const dn_wino_geo *g, int threads, const float *U, const float *bias, const float *x, float *y,
+                   float *scratch);
+
 #endif
