@@ -57,16 +57,28 @@ void alma__dn_wino_weights(const dn_wino_geo *g, const float *w, float *U) {
     }
 }
 
+/* The order of a chunk's GEMMs and output transform. Up to 128 input channels: per 16 output
+ * channels, the 36 GEMMs and at once their output transform, so that block's M is still in L1/L2
+ * and only V (small for few channels) stays in L2 across blocks. More: per position, all output
+ * channels (V's panel for that position stays in cache while U streams by), then the transform. */
+static int wino_by16(const dn_wino_geo *g) { return g->Cp <= 128; }
+
 /* Work split: tile chunks of nt tiles (a multiple of the microkernel's 6), and the output
  * channels in `parts` pieces of 16-channel blocks when there are fewer chunks than threads. */
 static void wino_split(const dn_wino_geo *g, int threads, int64_t *nt, int64_t *chunks, int64_t *parts, int64_t *ocw) {
   int64_t T = g->N * g->TH * g->TW, nj = g->OC16 / 16;
   if (threads < 1) threads = 1;
-  /* one chunk's V and M (36 positions) in about half of a 512 KiB L2; at least 24 tiles so the
-   * chunk's U (read once per chunk) is used by enough tiles, at most 96 */
-  int64_t per = 36 * 4 * (g->Cp + g->OC16);
-  int64_t n = (256 * 1024 / per) / 6 * 6;
-  if (n < 24) n = 24;
+  int64_t n;
+  if (wino_by16(g)) {
+    /* the chunk's V in about 192 KiB of the 512 KiB L2 */
+    n = (192 * 1024 / (36 * 4 * g->Cp)) / 6 * 6;
+    if (n < 6) n = 6;
+  } else {
+    /* one chunk's V and M (36 positions) in about half of the L2; at least 24 tiles so the
+     * chunk's U (read once per chunk) is used by enough tiles */
+    n = (256 * 1024 / (36 * 4 * (g->Cp + g->OC16))) / 6 * 6;
+    if (n < 24) n = 24;
+  }
   if (n > 96) n = 96;
   int64_t need = (T + threads - 1) / threads; /* no more than a thread's share */
   need = (need + 5) / 6 * 6;
@@ -78,10 +90,18 @@ static void wino_split(const dn_wino_geo *g, int threads, int64_t *nt, int64_t *
   *ocw = (nj + *parts - 1) / *parts * 16;
 }
 
+/* Floats between two positions' blocks of V or M: an odd number of cache lines, so the 36 blocks a
+ * tile's transform reads or writes fall into different L1 sets (a stride of a multiple of 2 KiB
+ * would put them all into one or two sets and thrash). */
+static int64_t pos_stride(int64_t floats) {
+  int64_t lines = (floats + 15) / 16;
+  return (lines | 1) * 16;
+}
+
 size_t alma__dn_wino_scratch(const dn_wino_geo *g, int threads) {
   int64_t nt, chunks, parts, ocw;
   wino_split(g, threads, &nt, &chunks, &parts, &ocw);
-  size_t per = (size_t)36 * (size_t)nt * (size_t)(g->Cp + ocw) + 16;
+  size_t per = (size_t)36 * (size_t)(pos_stride(nt * g->Cp) + pos_stride(nt * ocw)) + 16;
   return ((size_t)g->OC16 + 16 + per * (size_t)(threads > 1 ? threads : 1)) * sizeof(float);
 }
 
@@ -137,20 +157,23 @@ typedef struct wino_job {
     (o)[3 * (os)] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), n34, n12), m5);               \
   } while (0)
 
-/* Input transform of tiles [t0, t0 + cnt) of the image set into V[36][nt][Cp]; rows up to the
- * chunk's multiple of 6 are zeroed (the microkernel always takes 6 tiles). */
-WT static void wino_in(const dn_wino_geo *g, const float *x, float *V, int64_t nt, int64_t t0, int64_t cnt) {
-  const int64_t B = g->B, Cp = g->Cp, H = g->H, W = g->W, tpi = g->TH * g->TW;
+/* Input transform of tiles [t0, t0 + cnt) into V[36][Cp / 8][nt][8] (per position, 8-channel
+ * blocks of the tiles' rows: the microkernel's 6 tiles x 8 channels are 192 contiguous bytes);
+ * rows up to the chunk's multiple of 6 are zeroed (the microkernel always takes 6 tiles). One
+ * channel block at a time, so the input is read as a few sequential rows of one plane. */
+WT static void wino_in(const dn_wino_geo *g, const float *x, float *V, int64_t nt, int64_t pstride, int64_t t0,
+                       int64_t cnt) {
+  const int64_t B = g->B, K8 = g->Cp / 8, H = g->H, W = g->W, tpi = g->TH * g->TW;
   const __m256 zero = _mm256_setzero_ps();
-  for (int64_t t = 0; t < cnt; t++) {
-    int64_t gt = t0 + t, n = gt / tpi, ty = gt % tpi / g->TW, tx = gt % g->TW;
-    int64_t y0 = ty * 4 - g->ph, x0 = tx * 4 - g->pw;
-    int inner = y0 >= 0 && y0 + 6 <= H && x0 >= 0 && x0 + 6 <= W;
-    for (int64_t cb = 0; cb < g->CB; cb++)
-      for (int64_t h = 0; h < B; h += 8) {
+  for (int64_t cb = 0; cb < g->CB; cb++)
+    for (int64_t h = 0; h < B; h += 8) {
+      int64_t k8 = cb * (B / 8) + h / 8;
+      for (int64_t t = 0; t < cnt; t++) {
+        int64_t gt = t0 + t, n = gt / tpi, ty = gt % tpi / g->TW, tx = gt % g->TW;
+        int64_t y0 = ty * 4 - g->ph, x0 = tx * 4 - g->pw;
         const float *xb = x + (n * g->CB + cb) * H * W * B + h;
         __m256 d[36], tt[36];
-        if (inner) {
+        if (y0 >= 0 && y0 + 6 <= H && x0 >= 0 && x0 + 6 <= W) {
           for (int i = 0; i < 6; i++)
             for (int j = 0; j < 6; j++) d[i * 6 + j] = _mm256_loadu_ps(xb + ((y0 + i) * W + x0 + j) * B);
         } else {
@@ -160,54 +183,56 @@ WT static void wino_in(const dn_wino_geo *g, const float *x, float *V, int64_t n
               d[i * 6 + j] = yy >= 0 && yy < H && xx >= 0 && xx < W ? _mm256_loadu_ps(xb + (yy * W + xx) * B) : zero;
             }
         }
-        for (int j = 0; j < 6; j++) BT6(d + j, 6, tt + j, 6);  /* columns: tt = B^T d */
+        for (int j = 0; j < 6; j++) BT6(d + j, 6, tt + j, 6);          /* columns: tt = B^T d */
         for (int i = 0; i < 6; i++) BT6(tt + i * 6, 1, d + i * 6, 1); /* rows: d = tt B */
-        float *v = V + t * Cp + cb * B + h;
-        for (int p = 0; p < 36; p++) _mm256_storeu_ps(v + (int64_t)p * nt * Cp, d[p]);
+        float *v = V + (k8 * nt + t) * 8;
+        for (int p = 0; p < 36; p++) _mm256_storeu_ps(v + p * pstride, d[p]);
       }
-  }
+    }
   int64_t pad = (cnt + 5) / 6 * 6;
-  for (int p = 0; p < 36 && pad > cnt; p++) memset(V + ((int64_t)p * nt + cnt) * Cp, 0, (size_t)((pad - cnt) * Cp) * sizeof(float));
+  for (int64_t p = 0; p < 36 && pad > cnt; p++)
+    for (int64_t k8 = 0; k8 < K8; k8++) memset(V + p * pstride + (k8 * nt + cnt) * 8, 0, (size_t)((pad - cnt) * 8) * sizeof(float));
 }
 
-/* c[6][16] (row stride ldc) = a[6][K] (row stride lda) * u[K][16]. */
-WT static void wino_mk(const float *a, int64_t lda, const float *u, int64_t K, float *c, int64_t ldc) {
+/* Six tiles' 16 output channels: c0[6][8] and c1[6][8] (channels 0-7 and 8-15, rows of 8) = a * u,
+ * a: K8 blocks of [tiles][8] floats, blocks astride apart; u: [K8 * 8][16]. */
+WT static void wino_mk(const float *a, int64_t astride, int64_t K8, const float *u, float *c0, float *c1) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
-  for (int64_t k = 0; k < K; k++, u += 16) {
-    __m256 u0 = _mm256_loadu_ps(u), u1 = _mm256_loadu_ps(u + 8), b;
-    b = _mm256_broadcast_ss(a0 + k);
-    c00 = _mm256_fmadd_ps(b, u0, c00);
-    c01 = _mm256_fmadd_ps(b, u1, c01);
-    b = _mm256_broadcast_ss(a1 + k);
-    c10 = _mm256_fmadd_ps(b, u0, c10);
-    c11 = _mm256_fmadd_ps(b, u1, c11);
-    b = _mm256_broadcast_ss(a2 + k);
-    c20 = _mm256_fmadd_ps(b, u0, c20);
-    c21 = _mm256_fmadd_ps(b, u1, c21);
-    b = _mm256_broadcast_ss(a3 + k);
-    c30 = _mm256_fmadd_ps(b, u0, c30);
-    c31 = _mm256_fmadd_ps(b, u1, c31);
-    b = _mm256_broadcast_ss(a4 + k);
-    c40 = _mm256_fmadd_ps(b, u0, c40);
-    c41 = _mm256_fmadd_ps(b, u1, c41);
-    b = _mm256_broadcast_ss(a5 + k);
-    c50 = _mm256_fmadd_ps(b, u0, c50);
-    c51 = _mm256_fmadd_ps(b, u1, c51);
-  }
-  _mm256_storeu_ps(c, c00);
-  _mm256_storeu_ps(c + 8, c01);
-  _mm256_storeu_ps(c + ldc, c10);
-  _mm256_storeu_ps(c + ldc + 8, c11);
-  _mm256_storeu_ps(c + 2 * ldc, c20);
-  _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-  _mm256_storeu_ps(c + 3 * ldc, c30);
-  _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-  _mm256_storeu_ps(c + 4 * ldc, c40);
-  _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-  _mm256_storeu_ps(c + 5 * ldc, c50);
-  _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+  for (int64_t kb = 0; kb < K8; kb++, a += astride)
+    for (int k = 0; k < 8; k++, u += 16) {
+      __m256 u0 = _mm256_loadu_ps(u), u1 = _mm256_loadu_ps(u + 8), b;
+      b = _mm256_broadcast_ss(a + k);
+      c00 = _mm256_fmadd_ps(b, u0, c00);
+      c01 = _mm256_fmadd_ps(b, u1, c01);
+      b = _mm256_broadcast_ss(a + 8 + k);
+      c10 = _mm256_fmadd_ps(b, u0, c10);
+      c11 = _mm256_fmadd_ps(b, u1, c11);
+      b = _mm256_broadcast_ss(a + 16 + k);
+      c20 = _mm256_fmadd_ps(b, u0, c20);
+      c21 = _mm256_fmadd_ps(b, u1, c21);
+      b = _mm256_broadcast_ss(a + 24 + k);
+      c30 = _mm256_fmadd_ps(b, u0, c30);
+      c31 = _mm256_fmadd_ps(b, u1, c31);
+      b = _mm256_broadcast_ss(a + 32 + k);
+      c40 = _mm256_fmadd_ps(b, u0, c40);
+      c41 = _mm256_fmadd_ps(b, u1, c41);
+      b = _mm256_broadcast_ss(a + 40 + k);
+      c50 = _mm256_fmadd_ps(b, u0, c50);
+      c51 = _mm256_fmadd_ps(b, u1, c51);
+    }
+  _mm256_storeu_ps(c0, c00);
+  _mm256_storeu_ps(c1, c01);
+  _mm256_storeu_ps(c0 + 8, c10);
+  _mm256_storeu_ps(c1 + 8, c11);
+  _mm256_storeu_ps(c0 + 16, c20);
+  _mm256_storeu_ps(c1 + 16, c21);
+  _mm256_storeu_ps(c0 + 24, c30);
+  _mm256_storeu_ps(c1 + 24, c31);
+  _mm256_storeu_ps(c0 + 32, c40);
+  _mm256_storeu_ps(c1 + 32, c41);
+  _mm256_storeu_ps(c0 + 40, c50);
+  _mm256_storeu_ps(c1 + 40, c51);
 }
 
 /* One output vector's post-ops, in order; sum adds the destination's old value at q. */
@@ -227,27 +252,29 @@ WT static inline __m256 wino_post(const dn_wino_geo *g, __m256 v, const float *q
   return v;
 }
 
-/* Output transform of the chunk's tiles for output channels [oc0, oc1) from M[36][nt][ocw]. */
-WT static void wino_out(const dn_wino_geo *g, const float *M, int64_t nt, int64_t ocw, int64_t t0, int64_t cnt,
+/* Output transform of the chunk's tiles for output channels [oc0, oc1) from M[36][ocw / 8][nt][8]
+ * (positions pstride floats apart); one output channel block at a time, so the output is written
+ * as a few rows of one plane. */
+WT static void wino_out(const dn_wino_geo *g, const float *M, int64_t nt, int64_t pstride, int64_t t0, int64_t cnt,
                         int64_t oc0, int64_t oc1, const float *bias, float *y) {
   const int64_t B = g->B, OH = g->OH, OW = g->OW, tpi = g->TH * g->TW;
   int64_t ob1 = (oc1 + B - 1) / B;
   if (ob1 > g->OCB) ob1 = g->OCB;
-  for (int64_t t = 0; t < cnt; t++) {
-    int64_t gt = t0 + t, n = gt / tpi, ty = gt % tpi / g->TW, tx = gt % g->TW;
-    int64_t oy0 = ty * 4, ox0 = tx * 4, ny = OH - oy0 < 4 ? OH - oy0 : 4, nx = OW - ox0 < 4 ? OW - ox0 : 4;
-    for (int64_t ob = oc0 / B; ob < ob1; ob++)
-      for (int64_t h = 0; h < B; h += 8) {
-        int64_t c = ob * B + h; /* first channel of this vector */
-        const float *m = M + t * ocw + (c - oc0);
+  for (int64_t ob = oc0 / B; ob < ob1; ob++)
+    for (int64_t h = 0; h < B; h += 8) {
+      int64_t c = ob * B + h; /* first channel of this vector */
+      const float *m = M + ((c - oc0) / 8 * nt) * 8;
+      __m256 bv = _mm256_loadu_ps(bias + c);
+      /* channels past OC (the layout's padding) must stay 0 whatever the post-ops make of 0 */
+      __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(g->OC - c)),
+                                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+      for (int64_t t = 0; t < cnt; t++) {
+        int64_t gt = t0 + t, n = gt / tpi, ty = gt % tpi / g->TW, tx = gt % g->TW;
+        int64_t oy0 = ty * 4, ox0 = tx * 4, ny = OH - oy0 < 4 ? OH - oy0 : 4, nx = OW - ox0 < 4 ? OW - ox0 : 4;
         __m256 mm[36], s[24], o[16];
-        for (int p = 0; p < 36; p++) mm[p] = _mm256_loadu_ps(m + (int64_t)p * nt * ocw);
-        for (int j = 0; j < 6; j++) AT4(mm + j, 6, s + j, 6); /* s[4][6] = A^T m */
+        for (int p = 0; p < 36; p++) mm[p] = _mm256_loadu_ps(m + p * pstride + t * 8);
+        for (int j = 0; j < 6; j++) AT4(mm + j, 6, s + j, 6);        /* s[4][6] = A^T m */
         for (int i = 0; i < 4; i++) AT4(s + i * 6, 1, o + i * 4, 1); /* o[4][4] = s A */
-        __m256 bv = _mm256_loadu_ps(bias + c);
-        /* channels past OC (the layout's padding) must stay 0 whatever the post-ops make of 0 */
-        __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(g->OC - c)),
-                                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
         float *yb = y + (n * g->OCB + ob) * OH * OW * B + h;
         for (int64_t i = 0; i < ny; i++)
           for (int64_t j = 0; j < nx; j++) {
@@ -256,30 +283,44 @@ WT static void wino_out(const dn_wino_geo *g, const float *M, int64_t nt, int64_
             _mm256_storeu_ps(q, _mm256_and_ps(v, keep));
           }
       }
-  }
+    }
 }
 
 static void wino_worker(void *arg, int tid, int nth) {
   wino_job *j = arg;
   const dn_wino_geo *g = j->g;
   int64_t T = g->N * g->TH * g->TW, nj = g->OC16 / 16, items = j->chunks * j->parts;
-  float *V = j->scr + (size_t)tid * j->per, *M = V + 36 * j->nt * g->Cp;
+  int64_t vs = pos_stride(j->nt * g->Cp);
+  float *V = j->scr + (size_t)tid * j->per, *M = V + 36 * vs;
   int64_t have = -1; /* chunk whose V is in place (the OC parts of a chunk follow each other) */
   for (int64_t it = items * tid / nth; it < items * (tid + 1) / nth; it++) {
     int64_t ch = it / j->parts, part = it % j->parts;
     int64_t t0 = ch * j->nt, cnt = T - t0 < j->nt ? T - t0 : j->nt, rows = (cnt + 5) / 6 * 6;
-    int64_t j0 = nj * part / j->parts, j1 = nj * (part + 1) / j->parts, ocw = (j1 - j0) * 16;
-    if (have != ch) wino_in(g, j->x, V, j->nt, t0, cnt);
+    int64_t j0 = nj * part / j->parts, j1 = nj * (part + 1) / j->parts, ms = pos_stride(j->nt * (j1 - j0) * 16);
+    if (have != ch) wino_in(g, j->x, V, j->nt, vs, t0, cnt);
     have = ch;
+    if (wino_by16(g)) {
+      int64_t m16 = pos_stride(j->nt * 16);
+      for (int64_t b = j0; b < j1; b++) {
+        for (int p = 0; p < 36; p++) {
+          const float *u = j->U + ((int64_t)p * nj + b) * g->Cp * 16;
+          float *c0 = M + p * m16, *c1 = c0 + j->nt * 8;
+          for (int64_t r = 0; r < rows; r += 6) wino_mk(V + p * vs + r * 8, j->nt * 8, g->Cp / 8, u, c0 + r * 8, c1 + r * 8);
+        }
+        wino_out(g, M, j->nt, m16, t0, cnt, b * 16, b * 16 + 16, j->bias, j->y);
+      }
+      continue;
+    }
     for (int p = 0; p < 36; p++) {
-      const float *vp = V + (int64_t)p * j->nt * g->Cp;
-      float *mp = M + (int64_t)p * j->nt * ocw;
+      const float *vp = V + p * vs;
+      float *mp = M + p * ms;
       for (int64_t b = j0; b < j1; b++) {
         const float *u = j->U + ((int64_t)p * nj + b) * g->Cp * 16;
-        for (int64_t r = 0; r < rows; r += 6) wino_mk(vp + r * g->Cp, g->Cp, u, g->Cp, mp + r * ocw + (b - j0) * 16, ocw);
+        float *c0 = mp + (b - j0) * 2 * j->nt * 8, *c1 = c0 + j->nt * 8;
+        for (int64_t r = 0; r < rows; r += 6) wino_mk(vp + r * 8, j->nt * 8, g->Cp / 8, u, c0 + r * 8, c1 + r * 8);
       }
     }
-    wino_out(g, M, j->nt, ocw, t0, cnt, j0 * 16, j1 * 16, j->bias, j->y);
+    wino_out(g, M, j->nt, ms, t0, cnt, j0 * 16, j1 * 16, j->bias, j->y);
   }
 }
 
@@ -293,7 +334,7 @@ void alma__dn_wino(const dn_wino_geo *g, int threads, const float *U, const floa
   memset(bp, 0, (size_t)(g->OC16 + 16) * sizeof(float));
   if (bias) memcpy(bp, bias, (size_t)g->OC * sizeof(float));
   j.bias = bp;
-  j.per = (size_t)36 * (size_t)j.nt * (size_t)(g->Cp + j.ocw) + 16;
+  j.per = (size_t)36 * (size_t)(pos_stride(j.nt * g->Cp) + pos_stride(j.nt * j.ocw)) + 16;
   j.scr = scratch + g->OC16 + 16;
   int64_t items = j.chunks * j.parts;
   if (threads > items) threads = (int)items;
