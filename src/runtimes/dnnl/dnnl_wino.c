@@ -70,19 +70,20 @@ static void wino_split(const dn_wino_geo *g, int threads, int64_t *nt, int64_t *
   if (threads < 1) threads = 1;
   int64_t n;
   if (wino_by16(g)) {
-    /* the chunk's V in about 192 KiB of the 512 KiB L2 */
+    /* the chunk's V in about 192 KiB of the 512 KiB L2, no more than a thread's share */
     n = (192 * 1024 / (36 * 4 * g->Cp)) / 6 * 6;
     if (n < 6) n = 6;
+    if (n > 96) n = 96;
+    int64_t need = ((T + threads - 1) / threads + 5) / 6 * 6;
+    if (n > need) n = need;
   } else {
-    /* one chunk's V and M (36 positions) in about half of the L2; at least 24 tiles so the
-     * chunk's U (read once per chunk) is used by enough tiles */
-    n = (256 * 1024 / (36 * 4 * (g->Cp + g->OC16))) / 6 * 6;
-    if (n < 24) n = 24;
+    /* U (36 x C x OC floats, megabytes) is streamed from memory once per chunk: as few chunks as
+     * keep the threads busy, up to 96 tiles each, as many per thread; with few tiles one chunk
+     * whose output channels the threads share (each reads its part of U) */
+    int64_t k = (T + 95) / 96;
+    if (T >= 12 * threads) k = (k + threads - 1) / threads * threads;
+    n = ((T + k - 1) / k + 5) / 6 * 6;
   }
-  if (n > 96) n = 96;
-  int64_t need = (T + threads - 1) / threads; /* no more than a thread's share */
-  need = (need + 5) / 6 * 6;
-  if (n > need) n = need;
   *nt = n;
   *chunks = (T + n - 1) / n;
   *parts = 1;
