@@ -383,6 +383,7 @@ void alma__dn_prim_free(dn_prim *pr) {
   for (int i = 0; i < pr->nmem; i++)
     if (pr->mem[i]) dnnl_memory_destroy(pr->mem[i]);
   free(pr->wei);
+  free(pr->wei2);
   memset(pr, 0, sizeof *pr);
 }
 
@@ -482,7 +483,8 @@ static dnnl_primitive_attr_t new_attr(void) {
   return a;
 }
 
-/* Attribute with the group's eltwise and sum post-ops (bias and norm-relu are not post-ops). */
+/* Attribute with the group's eltwise, sum and depthwise post-ops (bias and norm-relu are not
+ * post-ops); fused as alma__dn_npost takes it. */
 static dnnl_primitive_attr_t post_attr(const dn_node *d, int fused, float out_scale, int extra_sum, float sum_scale) {
   dnnl_primitive_attr_t a = new_attr();
   if (!a) return NULL;
@@ -493,12 +495,15 @@ static dnnl_primitive_attr_t post_attr(const dn_node *d, int fused, float out_sc
     return NULL;
   }
   if (extra_sum) dnnl_post_ops_append_sum(po, sum_scale);
-  for (int k = 0; fused && k < d->npost; k++) {
+  for (int k = 0; k < alma__dn_npost(d, fused); k++) {
     const dn_post *q = &d->post[k];
     if (q->type == DP_ELT)
       for (int e = 0; e < q->n_elt; e++) dnnl_post_ops_append_eltwise(po, 1.0f, q->elt[e].alg, q->elt[e].alpha, q->elt[e].beta);
     else if (q->type == DP_SUM)
       dnnl_post_ops_append_sum(po, 1.0f);
+    else if (q->type == DP_DW) /* 3x3, left/top padding 1 (the right/bottom follows from the output size) */
+      dnnl_post_ops_append_dw(po, dnnl_f32, q->dw_bias ? dnnl_f32 : dnnl_data_type_undef, dnnl_f32, 3, q->stride, 1, 0, 0,
+                              NULL);
   }
   if (dnnl_post_ops_len(po) > 0) dnnl_primitive_attr_set_post_ops(a, po);
   dnnl_post_ops_destroy(po);
@@ -638,7 +643,7 @@ static int wino_mode(void) {
 /* The group's post-ops as the Winograd kernel's steps; 0 when one has no equivalent there. */
 static int wino_posts(const dn_node *d, int fused, dn_wino_geo *g) {
   g->npost = 0;
-  for (int k = 0; fused && k < d->npost; k++) {
+  for (int k = 0; k < alma__dn_npost(d, fused); k++) {
     const dn_post *q = &d->post[k];
     if (q->type == DP_SUM) {
       if (g->npost >= DN_WINO_MAX_POST) return 0;
@@ -723,10 +728,110 @@ static alma_status run_wino(dn_plan *p, dn_prim *pr, const alma_node *n, dn_val 
   return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
+/* A 1x1 convolution group with its DP_DW post-op (fused == 2): one primitive whose output is the
+ * depthwise convolution's. plan_fuse_dw (dnnl_runtime.c) checked what the graph fixes: a 1x1 Conv
+ * of stride 1, no pads, group 1, constant weights, eltwise post-ops only, then a depthwise 3x3 Conv
+ * (group = channels) of stride 1 or 2, pads 1, dilation 1, constant weights; here the run's dtype
+ * and shapes. Declined (the runtime then runs the two parts apart) when oneDNN has no such
+ * primitive or only a reference kernel for it. */
+static alma_status run_conv_dw(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                               int *done) {
+  const alma_graph *g = p->g;
+  const alma_node *n = &g->nodes[idx];
+  dn_node *d = &p->nodes[idx];
+  const dn_post *q = &d->post[d->dw_at - 1];
+  const alma_node *nc = &g->nodes[q->node];
+  dn_prim *pr = get_prim(d, DN_PRIM_DW);
+  if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dn_val *x = in[0], *b = nin > 2 ? in[2] : NULL, *bd = q->dw_bias ? &p->vals[nc->inputs[2]] : NULL;
+  const alma_tensor *w = alma__dn_const(g, n->inputs[1]), *wd = alma__dn_const(g, nc->inputs[1]);
+  if (!is_f32(x) || x->t.rank != 4 || !w || !wd || w->dtype != F32 || wd->dtype != F32 || (b && !is_fp(b)) ||
+      (bd && !is_fp(bd)) || os[0].dtype != F32 || os[0].rank != 4)
+    return ALMA_OK;
+  int64_t C = x->t.dims[1], OC = w->dims[0], s = q->stride;
+  if (w->rank != 4 || w->dims[1] != C || w->dims[2] != 1 || w->dims[3] != 1 || wd->rank != 4 || wd->dims[0] != OC ||
+      wd->dims[1] != 1 || wd->dims[2] != 3 || wd->dims[3] != 3 || os[0].dims[1] != OC ||
+      os[0].dims[2] != x->t.dims[2] || os[0].dims[3] != x->t.dims[3])
+    return ALMA_OK;
+  if ((b && alma__numel(b->t.rank, b->t.dims) != OC) || (bd && alma__numel(bd->t.rank, bd->t.dims) != OC)) return ALMA_OK;
+  /* the depthwise output: ONNX's floor((H + 1 + 1 - 3) / s) + 1 is oneDNN's ceil(H / s) for s = 1, 2 */
+  alma_tensor ds = os[0];
+  ds.dims[2] = (os[0].dims[2] - 1) / s + 1;
+  ds.dims[3] = (os[0].dims[3] - 1) / s + 1;
+
+  dnnl_memory_desc_t key[3];
+  int64_t ikey[8] = {0};
+  memset(key, 0, sizeof key);
+  alma__dn_val_md(x, &key[0]);
+  if (b) alma__dn_val_md(b, &key[1]);
+  if (bd) alma__dn_val_md(bd, &key[2]);
+  if (!key_match(pr, 3, key, ikey)) {
+    prim_begin(pr, 3, key, ikey);
+    dnnl_dims_t sd = {x->t.dims[0], C, x->t.dims[2], x->t.dims[3]}, wdd = {OC, C, 1, 1}, bdd = {OC};
+    dnnl_dims_t dd = {os[0].dims[0], OC, os[0].dims[2], os[0].dims[3]}, one = {1, 1}, zero = {0, 0};
+    dnnl_memory_desc_t s_any, w_any, b_md, d_any, wplain, dwplain;
+    dnnl_memory_desc_init_by_tag(&s_any, 4, sd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&w_any, 4, wdd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&b_md, 1, bdd, dnnl_f32, dnnl_a);
+    dnnl_memory_desc_init_by_tag(&d_any, 4, dd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_convolution_desc_t cd;
+    if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
+                                           b ? &b_md : NULL, &d_any, one, zero, zero) != dnnl_success)
+      return prim_decline(pr, n, "convolution descriptor rejected");
+    if (!prim_pd(p, pr, n, &cd, post_attr(d, 2, 1.0f, 0, 0), "1x1 convolution with a depthwise post-op")) return ALMA_OK;
+    if (impl_is_ref(pr->impl)) return prim_decline(pr, n, "depthwise post-op only on a reference kernel (%s)", pr->impl);
+    const dnnl_memory_desc_t *omd = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
+    if (!omd || omd->ndims != 4 || omd->dims[0] != ds.dims[0] || omd->dims[1] != OC || omd->dims[2] != ds.dims[2] ||
+        omd->dims[3] != ds.dims[3])
+      return prim_decline(pr, n, "depthwise post-op output of another shape");
+    dn_arg args[6] = {{DNNL_ARG_SRC, NULL}, {DNNL_ARG_WEIGHTS, NULL}};
+    int na = 2;
+    if (b) args[na++] = (dn_arg){DNNL_ARG_BIAS, &b_md};
+    args[na++] = (dn_arg){DNNL_ARG_DST, NULL};
+    args[na++] = (dn_arg){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, NULL};
+    if (bd) args[na++] = (dn_arg){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, NULL};
+    if (!prim_args(p, pr, n, na, args)) return ALMA_OK;
+    int64_t wd64[4] = {OC, C, 1, 1}, dw64[5] = {OC, 1, 1, 3, 3};
+    plain_md(&wplain, 4, wd64, F32);
+    plain_md(&dwplain, 5, dw64, F32); /* [C, 1, 3, 3] as groups x 1 x 1 x 3 x 3 */
+    ALMA_TRY(cache_weights(p, pr, &wplain, w->data, n));
+    const dnnl_memory_desc_t *dwmd =
+        dnnl_primitive_desc_query_md(pr->pd, dnnl_query_exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+    if (!dwmd || dwmd->ndims == 0) return prim_decline(pr, n, "no depthwise weights layout");
+    size_t sz = dnnl_memory_desc_get_size(dwmd);
+    if (!(pr->wei2 = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    p->n_reorder_wei++;
+    ALMA_TRY(alma__dn_reorder(p, &dwplain, wd->data, dwmd, pr->wei2, n));
+  }
+  if (pr->declined) return ALMA_OK;
+
+  dn_buf *stmp = NULL, *btmp = NULL, *bdtmp = NULL, *db = NULL;
+  void *sp = NULL, *bp = NULL, *bdp = NULL;
+  alma_status st = alma__dn_val_get(p, x, &pr->src_md, 1, &sp, &stmp, n);
+  if (st == ALMA_OK && b) st = f32_of(p, b, n, &bp, &btmp);
+  if (st == ALMA_OK && bd) st = f32_of(p, bd, nc, &bdp, &bdtmp);
+  if (st == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&pr->dst_md))))
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) {
+    void *ptrs[DN_MAX_MEM] = {sp, pr->wei};
+    int k = 2;
+    if (b) ptrs[k++] = bp;
+    ptrs[k++] = db->ptr;
+    ptrs[k++] = pr->wei2;
+    if (bd) ptrs[k++] = bdp;
+    st = alma__dn_exec(p, pr, pr->p, ptrs, n);
+  }
+  alma__dn_unref(p, stmp);
+  alma__dn_unref(p, btmp);
+  alma__dn_unref(p, bdtmp);
+  return alma__dn_finish(p, st, db, out[0], &ds, &pr->dst_md, done);
+}
+
 static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
+  if (fused == 2) return run_conv_dw(p, idx, in, nin, os, out, done);
   dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;

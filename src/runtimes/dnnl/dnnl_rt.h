@@ -46,6 +46,9 @@ enum { DN_MAX_ELT = 2, DN_MAX_POST = 6, DN_MAX_MEMBERS = 8, DN_MAX_KEY = 8, DN_M
 /* A node's primitive slots: alone, as the head of a fused group, and DK_ATTN's softmax, second
  * matmul and mask add. */
 enum { DN_PRIM_SINGLE, DN_PRIM_FUSED, DN_PRIM_AUX0, DN_PRIM_AUX1, DN_PRIM_AUX2, DN_NPRIM };
+/* A convolution group with a depthwise post-op (DP_DW) keeps that primitive apart from the one of
+ * the part before it (DN_PRIM_FUSED), which runs when the depthwise fusion is declined. */
+enum { DN_PRIM_DW = DN_PRIM_AUX0 };
 
 enum dn_kind {
   DK_NONE = 0,
@@ -76,14 +79,17 @@ enum dn_kind {
   DK_COUNT
 };
 
-/* Post-ops of a fused group, applied by the head primitive in order. */
-enum { DP_ELT = 1, DP_SUM, DP_BIAS, DP_NORM_RELU };
+/* Post-ops of a fused group, applied by the head primitive in order. DP_DW: a depthwise 3x3
+ * convolution after a 1x1 one (oneDNN's dw post-op; its eltwise steps follow it in post[]). */
+enum { DP_ELT = 1, DP_SUM, DP_BIAS, DP_NORM_RELU, DP_DW };
 typedef struct dn_post {
   int type;
   int node;           /* the absorbed node */
   int n_elt;
   dn_elt elt[DN_MAX_ELT];
   int other;          /* DP_SUM / DP_BIAS: the Add's other operand (value index) */
+  int stride;         /* DP_DW: 1 or 2 */
+  int dw_bias;        /* DP_DW: the depthwise Conv has a bias input */
 } dn_post;
 
 /* A created primitive for one set of input layouts/shapes (the key). */
@@ -99,6 +105,7 @@ typedef struct dn_prim {
   int arg[DN_MAX_MEM];
   dnnl_memory_t mem[DN_MAX_MEM];
   void *wei;                       /* reordered constant weights (owned) */
+  void *wei2;                      /* DP_DW groups: the depthwise weights, reordered (owned) */
   int wei_const;
   int swap;                        /* binary: operands swapped */
   int flags;                       /* kernel-specific */
@@ -115,6 +122,7 @@ typedef struct dn_node {
   int mem[DN_MAX_MEMBERS];         /* heads: members in order, head first */
   int npost;
   dn_post post[DN_MAX_POST];
+  int dw_at;                       /* heads: 1 + index in post[] of a DP_DW post, 0 if none */
   int n_elt;                       /* DK_ELTWISE */
   dn_elt elt[DN_MAX_ELT];
   dnnl_alg_kind_t alg;             /* DK_BINARY / DK_POOL */
@@ -126,6 +134,12 @@ typedef struct dn_node {
   double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
   int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
+
+/* How many of d's post-ops a primitive applies: alma__dn_run's fused is 0 (none), 1 (the node's
+ * own or its group's, up to a depthwise post-op) or 2 (all: the group with its depthwise conv). */
+static inline int alma__dn_npost(const dn_node *d, int fused) {
+  return !fused ? 0 : fused == 1 && d->dw_at ? d->dw_at - 1 : d->npost;
+}
 
 typedef struct dn_pool_ent {
   void *ptr;
@@ -214,7 +228,7 @@ const alma_tensor *alma__dn_const(const alma_graph *g, int v);
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why);
 /* Eltwise steps a fusable consumer node applies (Relu, Clip...), 0 if none. */
 int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *elt);
-/* Runs node (or group, when fused) natively. in/out: values. *done = 0 declines (EAGER runs it
+/* Runs node (or group, when fused; see alma__dn_npost) natively. in/out: values. *done = 0 declines (EAGER runs it
  * then); errors are real failures. outshape: the inferred output shapes. */
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape,
                          dn_val **out, int nout, int *done);

@@ -458,21 +458,17 @@ static alma_status run_single(dn_plan *p, int idx) {
   return ALMA_OK;
 }
 
-static int member_of(const dn_node *h, int node) {
-  for (int m = 0; m < h->nmem; m++)
-    if (h->mem[m] == node) return 1;
-  return 0;
-}
-
 /* For dnnl_int8.c: a cluster declined at run time runs its nodes through these. */
 alma_status alma__dn_run_node(dn_plan *p, int idx) { return run_single(p, idx); }
 void alma__dn_use_done(dn_plan *p, int v) { val_use_done(p, v); }
 
-static alma_status run_group(dn_plan *p, int h) {
+/* Runs members mem[0..nm) of group h as one primitive (fused: alma__dn_run's, 1 or 2), writing
+ * mem[nm-1]'s output; *done = 0 when it declines, nothing run then. */
+static alma_status group_try(dn_plan *p, int h, int nm, int fused, int *done) {
   const alma_graph *g = p->g;
   dn_node *d = &p->nodes[h];
   const alma_node *hn = &g->nodes[h];
-  int done = 0;
+  *done = 0;
   {
     dn_val *in[16];
     alma_tensor outshape[8];
@@ -483,33 +479,55 @@ static alma_status run_group(dn_plan *p, int h) {
     }
     if (ok) {
       ALMA_TRY(infer_node(p, hn, in, outshape));
-      const alma_node *ln = &g->nodes[d->mem[d->nmem - 1]];
+      const alma_node *ln = &g->nodes[d->mem[nm - 1]];
       dn_val *out = &p->vals[ln->outputs[0]];
       if (!has_empty((const dn_val *const *)in, hn->n_inputs, outshape, 1))
-        ALMA_TRY(alma__dn_run(p, h, 1, in, hn->n_inputs, outshape, &out, 1, &done));
+        ALMA_TRY(alma__dn_run(p, h, fused, in, hn->n_inputs, outshape, &out, 1, done));
     }
   }
-  if (!done) { /* declined: each member on its own */
-    for (int m = 0; m < d->nmem; m++) ALMA_TRY(run_single(p, d->mem[m]));
-    return ALMA_OK;
-  }
-  p->n_native += d->nmem;
+  if (!*done) return ALMA_OK;
+  p->n_native += nm;
   p->n_fused++;
   d->n_native++;
-  if (computes_bf16(d, &p->vals[g->nodes[d->mem[d->nmem - 1]].outputs[0]])) p->n_native_bf16 += d->nmem;
-  for (int m = 0; m < d->nmem; m++) {
+  if (computes_bf16(d, &p->vals[g->nodes[d->mem[nm - 1]].outputs[0]])) p->n_native_bf16 += nm;
+  for (int m = 0; m < nm; m++) {
     const alma_node *mn = &g->nodes[d->mem[m]];
     for (int k = 0; k < mn->n_inputs; k++) {
       int v = mn->inputs[k];
       if (v < 0) continue;
-      int prod = g->values[v].producer;
-      if (prod >= 0 && prod != d->mem[m] && member_of(d, prod)) continue; /* internal, never materialized */
+      int prod = g->values[v].producer, inside = 0;
+      for (int j = 0; j < nm && !inside; j++) inside = prod >= 0 && prod != d->mem[m] && d->mem[j] == prod;
+      if (inside) continue; /* internal, never materialized */
       val_use_done(p, v);
     }
   }
-  int lv = g->nodes[d->mem[d->nmem - 1]].outputs[0];
+  int lv = g->nodes[d->mem[nm - 1]].outputs[0];
   if (p->vals[lv].uses <= 0 && p->vals[lv].live) val_release(p, &p->vals[lv]);
   return ALMA_OK;
+}
+
+/* A group alone, or one part of a declined depthwise group: each member on its own if it declines. */
+static alma_status run_part(dn_plan *p, int h, int nm) {
+  int done = 0;
+  if (nm > 1) ALMA_TRY(group_try(p, h, nm, 1, &done));
+  for (int m = 0; m < nm && !done; m++) ALMA_TRY(run_single(p, p->nodes[h].mem[m]));
+  return ALMA_OK;
+}
+
+static alma_status run_group(dn_plan *p, int h) {
+  dn_node *d = &p->nodes[h];
+  if (!d->dw_at) return run_part(p, h, d->nmem);
+  int done = 0;
+  ALMA_TRY(group_try(p, h, d->nmem, 2, &done));
+  if (done) return ALMA_OK;
+  /* the depthwise fusion declined: the 1x1 conv's part (alone, or as the group plan_fuse made), then
+   * the depthwise conv's (likewise; its dn_node keeps its own group for this) */
+  int c = d->post[d->dw_at - 1].node, k = 0;
+  while (d->mem[k] != c) k++;
+  if (k == 1) ALMA_TRY(run_single(p, h));
+  else ALMA_TRY(run_part(p, h, k));
+  const dn_node *dc = &p->nodes[c];
+  return dc->nmem > 1 ? run_part(p, c, dc->nmem) : run_single(p, c);
 }
 
 /* Profiling (p->profile): DN_PROFILE_PRINT from ALMA_DNNL_PROFILE=1 prints the slowest nodes when
@@ -694,6 +712,100 @@ static void plan_fuse(dn_plan *p) {
   free(consumer);
 }
 
+/* Whether a 2-D Conv's attributes are kernel k x k, strides s (all), pads pad (all), no dilation,
+ * explicit padding. */
+static int conv_attrs_are(const alma_node *n, int64_t k, int64_t s, int64_t pad) {
+  const char *ap = alma__attr_s(n, "auto_pad", "NOTSET");
+  if (strcmp(ap, "NOTSET")) return 0;
+  const int64_t *v = NULL;
+  int nv = alma__attr_ints(n, "kernel_shape", &v);
+  if (nv && (nv != 2 || v[0] != k || v[1] != k)) return 0;
+  nv = alma__attr_ints(n, "strides", &v);
+  if (nv ? nv != 2 || v[0] != s || v[1] != s : s != 1) return 0;
+  nv = alma__attr_ints(n, "dilations", &v);
+  if (nv && (nv != 2 || v[0] != 1 || v[1] != 1)) return 0;
+  nv = alma__attr_ints(n, "pads", &v);
+  if (nv ? nv != 4 || v[0] != pad || v[1] != pad || v[2] != pad || v[3] != pad : pad != 0) return 0;
+  return 1;
+}
+
+/* Constant rank-4 float32 weights of a Conv / alma.FusedConv node, or NULL. */
+static const alma_tensor *conv_weights(const alma_graph *g, const alma_node *n) {
+  const alma_tensor *w = n->n_inputs > 1 ? alma__dn_const(g, n->inputs[1]) : NULL;
+  return w && w->dtype == ALMA_DTYPE_FLOAT32 && w->rank == 4 ? w : NULL;
+}
+
+static int posts_all_elt(const dn_node *d) {
+  for (int k = 0; k < d->npost; k++)
+    if (d->post[k].type != DP_ELT) return 0;
+  return 1;
+}
+
+/* After plan_fuse and the int8 clusters: a float32 1x1 Conv (stride 1, no pads, group 1, constant
+ * weights; alone, an alma.FusedConv or the head of an eltwise group) whose output, through its
+ * eltwise post-ops, is read only by a depthwise 3x3 Conv (group = channels = the 1x1's output
+ * channels, stride 1 or 2, pads 1, constant weights; alone, an alma.FusedConv without a residual or
+ * the head of an eltwise group) takes that Conv and its group as a DP_DW post-op: one oneDNN
+ * primitive writes the depthwise output, the 1x1 output is never stored (see run_conv_dw). The
+ * depthwise node keeps its own group (nmem, mem, post) for when the fusion is declined. */
+static void plan_fuse_dw(dn_plan *p) {
+  const alma_graph *g = p->g;
+  int nv = g->n_values;
+  int *consumer = malloc(sizeof(int) * (size_t)(nv + 1));
+  if (!consumer) return;
+  for (int v = 0; v < nv; v++) consumer[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++)
+      if (g->nodes[i].inputs[k] >= 0) consumer[g->nodes[i].inputs[k]] = i;
+  for (int i = 0; i < g->n_nodes; i++) {
+    dn_node *d = &p->nodes[i];
+    const alma_node *n = &g->nodes[i];
+    if (d->kind != DK_CONV || d->q_role || (d->head >= 0 && d->head != i) || n->n_outputs < 1 || n->outputs[0] < 0)
+      continue;
+    const alma_tensor *w = conv_weights(g, n);
+    if (!w || w->dims[2] != 1 || w->dims[3] != 1 || alma__attr_i(n, "group", 1) != 1 || !conv_attrs_are(n, 1, 1, 0) ||
+        !posts_all_elt(d))
+      continue;
+    int grouped = d->head == i, nm = grouped ? d->nmem : 1;
+    int outv = g->nodes[grouped ? d->mem[nm - 1] : i].outputs[0], c = consumer[outv];
+    if (outv < 0 || p->static_uses[outv] != 1 || c < 0) continue;
+    dn_node *dc = &p->nodes[c];
+    const alma_node *nc = &g->nodes[c];
+    if (dc->kind != DK_CONV || dc->q_role || (dc->head >= 0 && dc->head != c) || nc->n_outputs != 1 ||
+        nc->outputs[0] < 0 || nc->n_inputs < 2 || nc->inputs[0] != outv || !posts_all_elt(dc))
+      continue;
+    int has_bias = nc->n_inputs > 2 && nc->inputs[2] >= 0;
+    if (nc->inputs[1] == outv || (has_bias && nc->inputs[2] == outv)) continue;
+    const alma_tensor *wd = conv_weights(g, nc);
+    const int64_t *sv = NULL;
+    int64_t C = w->dims[0], s = alma__attr_ints(nc, "strides", &sv) == 2 ? sv[0] : 1;
+    if (!wd || wd->dims[0] != C || wd->dims[1] != 1 || wd->dims[2] != 3 || wd->dims[3] != 3 ||
+        alma__attr_i(nc, "group", 1) != C || (s != 1 && s != 2) || !conv_attrs_are(nc, 3, s, 1))
+      continue;
+    int cgrouped = dc->head == c, cm = cgrouped ? dc->nmem : 1;
+    int npre = grouped || d->self_fused ? d->npost : 0;
+    if (nm + cm > DN_MAX_MEMBERS || npre + 1 + dc->npost > DN_MAX_POST) continue;
+    if (!grouped) {
+      d->nmem = 1;
+      d->mem[0] = i;
+      d->npost = npre;
+    }
+    dn_post *q = &d->post[d->npost++];
+    memset(q, 0, sizeof *q);
+    q->type = DP_DW;
+    q->node = c;
+    q->stride = (int)s;
+    q->dw_bias = has_bias;
+    d->dw_at = d->npost;
+    /* the depthwise conv's eltwise steps: its own (alma.FusedConv, node -1) or its group's */
+    for (int k = 0; k < dc->npost; k++) d->post[d->npost++] = dc->post[k];
+    for (int m = 0; m < cm; m++) d->mem[d->nmem++] = cgrouped ? dc->mem[m] : c;
+    d->last = d->mem[d->nmem - 1];
+    for (int m = 0; m < d->nmem; m++) p->nodes[d->mem[m]].head = i;
+  }
+  free(consumer);
+}
+
 static alma_status dn_init(void) {
   dnnl_engine_t e = NULL;
   if (dnnl_engine_get_count(dnnl_cpu) < 1) return alma__errorf(ALMA_ERR_UNAVAILABLE, "oneDNN reports no CPU engine");
@@ -750,6 +862,8 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   if (!p->hook_mode) {
     plan_fuse(p);
     alma__dn_q_plan(p); /* int8 clusters; dissolves the float groups they overlap */
+    const char *dw = getenv("ALMA_DNNL_DW_FUSE");
+    if (!dw || strcmp(dw, "0")) plan_fuse_dw(p);
   }
   *plan_out = p;
   return ALMA_OK;
@@ -889,7 +1003,12 @@ static const char *kind_name(int k) {
 }
 
 static const char *post_name(int t) {
-  return t == DP_ELT ? "eltwise" : t == DP_SUM ? "sum" : t == DP_BIAS ? "bias" : t == DP_NORM_RELU ? "fused relu" : "?";
+  return t == DP_ELT         ? "eltwise"
+         : t == DP_SUM       ? "sum"
+         : t == DP_BIAS      ? "bias"
+         : t == DP_NORM_RELU ? "fused relu"
+         : t == DP_DW        ? "depthwise convolution"
+                             : "?";
 }
 
 static void dn_describe(void *plan, FILE *f) {
@@ -917,12 +1036,15 @@ static void dn_describe(void *plan, FILE *f) {
               d->why ? ")" : "");
       continue;
     }
-    const dn_prim *pr = d->prim[d->head == i || d->self_fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE];
+    const dn_prim *pr = d->prim[d->head == i && d->dw_at ? DN_PRIM_DW
+                                : d->head == i || d->self_fused ? DN_PRIM_FUSED
+                                                                : DN_PRIM_SINGLE];
     fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type,
             !strcmp(n->op_type, "DynamicQuantizeLinear") ? "dynamic quantization (min/max, quantize; layout kept)"
                                                          : kind_name(d->kind));
     if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
-    for (int k = 0; d->self_fused && k < d->npost; k++) fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
+    for (int k = 0; d->self_fused && k < alma__dn_npost(d, 1); k++)
+      fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
     if (pr && pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
     if (pr && pr->declined) fprintf(f, " [declined at run time: %s]", pr->why);
     fputc('\n', f);

@@ -1,0 +1,147 @@
+/* The DNNL runtime's 1x1 + depthwise 3x3 convolution fusion (oneDNN's depthwise post-op;
+ * plan_fuse_dw in dnnl_runtime.c, run_conv_dw in dnnl_kernels.c), on the models
+ * make_dwfuse_models.py writes, with ALMA_DNNL_DW_FUSE=1:
+ *
+ * 1. through DNNL (the runtime's own eltwise groups) and FOLD+FUSE+DNNL (alma.FusedConv nodes) at
+ *    batch 1 and 3, 1 and 2 threads, against EAGER;
+ * 2. what was fused, from the plan: fuse_* models must have a depthwise group that ran as one
+ *    oneDNN primitive (a jit kernel), plan_* models a planned one (oneDNN may decline it: the parts
+ *    then run apart, which 1. checks too), nofuse_* models none.
+ *
+ * Tolerance: each element within 1e-5 of the output's largest value plus 1e-5 of its own (the two
+ * convolutions in float32, summed in another order than EAGER's; measured differences ~1e-7).
+ *
+ * usage: dnnl_dwfuse_test DIR   (exit 1 on failure) */
+#ifdef ALMA_HAVE_DNNL
+#include <math.h>
+
+#include "alma/alma.h"
+#include "core/core.h"
+#include "dnnl_test_util.h"
+#include "graph/model.h"
+#include "runtimes/dnnl/dnnl_rt.h"
+#include "runtimes/session.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static int close_enough(const float *a, const float *b, int64_t n, double *rel) {
+  double scale = 0, err = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (fabs(b[i]) > scale) scale = fabs(b[i]);
+  int ok = 1;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)a[i] - b[i]);
+    if (!(e <= err)) err = e;
+    if (!(e <= 1e-5 * scale + 1e-5 * fabs(b[i]) + 1e-7)) ok = 0;
+  }
+  *rel = scale > 0 ? err / scale : err;
+  return ok;
+}
+
+/* Runs graph g through DNNL's vtable (threads): *planned: groups with a depthwise post-op, *fused:
+ * those whose fused primitive ran (not declined), impl: the first one's implementation. */
+static int count_dw(const alma_graph *g, int threads, const alma_tensor *in, int nin, int nout, int *planned,
+                    int *fused, char *impl, size_t nimpl) {
+  const alma_runtime *rt = alma__runtime_find("DNNL");
+  alma_runtime_opts ro = {.threads = threads};
+  void *plan = NULL;
+  if (!rt || rt->compile(g, &ro, &plan) != ALMA_OK) return 0;
+  alma_tensor out[16];
+  memset(out, 0, sizeof out);
+  int ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
+  dn_plan *p = plan;
+  *planned = *fused = 0;
+  impl[0] = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const dn_node *d = &p->nodes[i];
+    if (d->head != i || !d->dw_at) continue;
+    ++*planned;
+    const dn_prim *pr = d->prim[DN_PRIM_DW];
+    if (pr && pr->valid && !pr->declined && d->n_native > 0) {
+      if (!*fused) snprintf(impl, nimpl, "%s", pr->impl);
+      ++*fused;
+    }
+  }
+  for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+  rt->free(plan);
+  return ok;
+}
+
+static int has_prefix(const char *path, const char *pre) {
+  const char *b = strrchr(path, '/');
+  b = b ? b + 1 : path;
+  return !strncmp(b, pre, strlen(pre));
+}
+
+static int test_model(const char *path) {
+  alma_model *m = NULL;
+  if (alma_model_load(path, &m) != ALMA_OK) {
+    printf("%s: load failed: %s\n", path, alma_last_error());
+    return 0;
+  }
+  int nin = alma_model_num_inputs(m), nout = alma_model_num_outputs(m), ok = nin <= 16 && nout <= 16;
+  int want_fused = has_prefix(path, "fuse_"), want_planned = want_fused || has_prefix(path, "plan_");
+  static const char *convs[] = {"DNNL", "FOLD+FUSE+DNNL"};
+  double worst = 0;
+  for (int batch = 1; batch <= 3 && ok; batch += 2) {
+    alma_tensor in[16], want[16], got[16];
+    memset(in, 0, sizeof in);
+    if (!dt_make_inputs(m, batch, in, &rng_state)) return 0;
+    ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
+    for (int c = 0; c < 2 && ok; c++) {
+      for (int threads = 1; threads <= 2 && ok; threads++) {
+        if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
+          ok = 0;
+          break;
+        }
+        for (int k = 0; k < nout; k++) {
+          double rel = INFINITY;
+          if (!alma__same_shape(&got[k], &want[k]) ||
+              !close_enough(got[k].data, want[k].data, alma_tensor_numel(&want[k]), &rel)) {
+            printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", convs[c], batch, threads,
+                   alma_model_output_name(m, k), rel);
+            ok = 0;
+          }
+          if (rel > worst) worst = rel;
+          alma_tensor_free_data(&got[k]);
+        }
+        alma_session *s = NULL;
+        int planned = 0, fused = 0;
+        char impl[64];
+        if (ok && (alma_session_create(m, convs[c], NULL, &s) != ALMA_OK ||
+                   !count_dw(alma__session_graph(s), threads, in, nin, nout, &planned, &fused, impl, sizeof impl))) {
+          printf("  %s: direct DNNL run failed: %s\n", convs[c], alma_last_error());
+          ok = 0;
+        }
+        alma_session_free(s);
+        if (ok && ((want_planned && !planned) || (!want_planned && planned) || (want_fused && !fused))) {
+          printf("  %s batch %d threads %d: %d depthwise groups planned, %d ran fused (want %s)\n", convs[c], batch,
+                 threads, planned, fused, want_fused ? "fused" : want_planned ? "planned" : "none");
+          ok = 0;
+        }
+        if (ok && fused) printf("  %s batch %d threads %d: %d of %d depthwise groups fused [%s]\n", convs[c], batch,
+                                threads, fused, planned, impl);
+      }
+    }
+    for (int k = 0; k < nin; k++) alma_tensor_free_data(&in[k]);
+    for (int k = 0; k < nout && ok; k++) alma_tensor_free_data(&want[k]);
+  }
+  printf("%s: max abs err %.3g of the output's scale: %s\n", path, worst, ok ? "PASS" : "FAIL");
+  alma_model_free(m);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  setenv("ALMA_DNNL_DW_FUSE", "1", 1);
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  char *names[64];
+  int nn = dt_list_models(argv[1], names, 64);
+  if (nn <= 0) return 2;
+  return dt_test_all(argv[1], names, nn, test_model);
+}
+#else
+int main(void) { return 77; }
+#endif
