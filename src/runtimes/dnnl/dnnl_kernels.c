@@ -780,6 +780,8 @@ static alma_status run_conv_dw(dn_plan *p, int idx, dn_val **in, int nin, const 
       return prim_decline(pr, n, "convolution descriptor rejected");
     if (!prim_pd(p, pr, n, &cd, post_attr(d, 2, 1.0f, 0, 0), "1x1 convolution with a depthwise post-op")) return ALMA_OK;
     if (impl_is_ref(pr->impl)) return prim_decline(pr, n, "depthwise post-op only on a reference kernel (%s)", pr->impl);
+    size_t il = strlen(pr->impl); /* oneDNN names the 1x1 kernel only: the plan shows the fusion */
+    snprintf(pr->impl + il, sizeof pr->impl - il, "+dw%d", (int)s);
     const dnnl_memory_desc_t *omd = dnnl_primitive_desc_query_md(pr->pd, dnnl_query_dst_md, 0);
     if (!omd || omd->ndims != 4 || omd->dims[0] != ds.dims[0] || omd->dims[1] != OC || omd->dims[2] != ds.dims[2] ||
         omd->dims[3] != ds.dims[3])
