@@ -640,15 +640,22 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
 }
 
 /* ---- compile: classification and fusion ------------------------------------------------------ */
-static void plan_fuse(dn_plan *p) {
-  const alma_graph *g = p->g;
-  int nv = g->n_values;
-  int *consumer = malloc(sizeof(int) * (size_t)(nv + 1));
-  if (!consumer) return;
-  for (int v = 0; v < nv; v++) consumer[v] = -1;
+/* Per value, the last node reading it (-1: none); NULL when out of memory. Callers check the
+ * use count where a single consumer matters. */
+static int *value_consumers(const alma_graph *g) {
+  int *consumer = malloc(sizeof(int) * (size_t)(g->n_values + 1));
+  if (!consumer) return NULL;
+  for (int v = 0; v < g->n_values; v++) consumer[v] = -1;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_inputs; k++)
       if (g->nodes[i].inputs[k] >= 0) consumer[g->nodes[i].inputs[k]] = i;
+  return consumer;
+}
+
+static void plan_fuse(dn_plan *p) {
+  const alma_graph *g = p->g;
+  int *consumer = value_consumers(g);
+  if (!consumer) return;
   for (int i = 0; i < g->n_nodes; i++) {
     dn_node *d = &p->nodes[i];
     const alma_node *n = &g->nodes[i];
@@ -750,13 +757,8 @@ static int posts_all_elt(const dn_node *d) {
  * depthwise node keeps its own group (nmem, mem, post) for when the fusion is declined. */
 static void plan_fuse_dw(dn_plan *p) {
   const alma_graph *g = p->g;
-  int nv = g->n_values;
-  int *consumer = malloc(sizeof(int) * (size_t)(nv + 1));
+  int *consumer = value_consumers(g);
   if (!consumer) return;
-  for (int v = 0; v < nv; v++) consumer[v] = -1;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_inputs; k++)
-      if (g->nodes[i].inputs[k] >= 0) consumer[g->nodes[i].inputs[k]] = i;
   for (int i = 0; i < g->n_nodes; i++) {
     dn_node *d = &p->nodes[i];
     const alma_node *n = &g->nodes[i];

@@ -24,20 +24,6 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static int close_enough(const float *a, const float *b, int64_t n, double *rel) {
-  double scale = 0, err = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (fabs(b[i]) > scale) scale = fabs(b[i]);
-  int ok = 1;
-  for (int64_t i = 0; i < n; i++) {
-    double e = fabs((double)a[i] - b[i]);
-    if (!(e <= err)) err = e;
-    if (!(e <= 1e-5 * scale + 1e-5 * fabs(b[i]) + 1e-7)) ok = 0;
-  }
-  *rel = scale > 0 ? err / scale : err;
-  return ok;
-}
-
 /* Runs graph g through DNNL's vtable (threads): *planned: groups with a depthwise post-op, *fused:
  * those whose fused primitive ran (not declined), impl: the first one's implementation. */
 static int count_dw(const alma_graph *g, int threads, const alma_tensor *in, int nin, int nout, int *planned,
@@ -97,7 +83,7 @@ static int test_model(const char *path) {
         for (int k = 0; k < nout; k++) {
           double rel = INFINITY;
           if (!alma__same_shape(&got[k], &want[k]) ||
-              !close_enough(got[k].data, want[k].data, alma_tensor_numel(&want[k]), &rel)) {
+              !dt_close(got[k].data, want[k].data, alma_tensor_numel(&want[k]), 1e-5, &rel)) {
             printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", convs[c], batch, threads,
                    alma_model_output_name(m, k), rel);
             ok = 0;

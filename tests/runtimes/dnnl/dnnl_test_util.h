@@ -1,6 +1,7 @@
-/* Helpers shared by the DNNL runtime's test programs (dnnl_vs_eager.c, dnnl_int8_test.c): seeded
- * normal inputs, a session run a given number of times, the sorted *.onnx files of a directory.
- * Static inline so that each program takes only what it uses, warning-free. */
+/* Helpers shared by the DNNL runtime's test programs (dnnl_vs_eager.c, dnnl_int8_test.c,
+ * dnnl_wino_test.c, dnnl_dwfuse_test.c): seeded normal inputs, a tolerance check, a session run a
+ * given number of times, the sorted *.onnx files of a directory. Static inline so that each program
+ * takes only what it uses, warning-free. */
 #ifndef ALMA_TESTS_DNNL_TEST_UTIL_H
 #define ALMA_TESTS_DNNL_TEST_UTIL_H
 
@@ -24,6 +25,22 @@ static inline double dt_urand(uint64_t *s) {
 
 static inline float dt_nrand(uint64_t *s) {
   return (float)(sqrt(-2 * log(dt_urand(s))) * cos(6.283185307179586 * dt_urand(s)));
+}
+
+/* Whether every a[i] is within tol * max|b| + tol * |b[i]| (+1e-7) of b[i]; *rel: max |a - b| / max |b|.
+ * NaN anywhere fails. */
+static inline int dt_close(const float *a, const float *b, int64_t n, double tol, double *rel) {
+  double scale = 0, err = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (fabs(b[i]) > scale) scale = fabs(b[i]);
+  int ok = 1;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)a[i] - b[i]);
+    if (!(e <= err)) err = e;
+    if (!(e <= tol * scale + tol * fabs(b[i]) + 1e-7)) ok = 0;
+  }
+  *rel = scale > 0 ? err / scale : err;
+  return ok;
 }
 
 /* Standard normal float32 inputs for m, free dimensions: batch for the first, 1 for the others.

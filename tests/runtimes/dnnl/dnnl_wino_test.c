@@ -32,21 +32,6 @@
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
-/* max |a - b| / max |b| over n floats, and whether every element is within tolerance */
-static int close_enough(const float *a, const float *b, int64_t n, double *rel) {
-  double scale = 0, err = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (fabs(b[i]) > scale) scale = fabs(b[i]);
-  int ok = 1;
-  for (int64_t i = 0; i < n; i++) {
-    double e = fabs((double)a[i] - b[i]);
-    if (!(e <= err)) err = e;
-    if (!(e <= 1e-4 * scale + 1e-4 * fabs(b[i]) + 1e-7)) ok = 0;
-  }
-  *rel = scale > 0 ? err / scale : err;
-  return ok;
-}
-
 /* ---- 1. the kernel against a direct convolution ------------------------------------------------- */
 static double apply_post(const dn_wino_geo *g, double v, double old) {
   for (int s = 0; s < g->npost; s++) {
@@ -99,7 +84,7 @@ static int kernel_case(int64_t B, int64_t N, int64_t C, int64_t OC, int64_t H, i
   alma__dn_wino_weights(&g, w, U);
   alma__dn_wino(&g, threads, U, bias ? bs : NULL, x, y, scr);
   double rel;
-  int ok = close_enough(y, ref, (int64_t)yn, &rel);
+  int ok = dt_close(y, ref, (int64_t)yn, 1e-4, &rel);
   for (int64_t n = 0; n < N && ok; n++) /* padded lanes stay 0 */
     for (int64_t c = OC; c < g.OCB * B; c++)
       for (int64_t i = 0; i < g.OH * g.OW; i++)
@@ -192,7 +177,7 @@ static int test_model(const char *path) {
         }
         for (int k = 0; k < nout; k++) {
           double rel;
-          if (!close_enough(got[k].data, want[k].data, alma_tensor_numel(&want[k]), &rel)) {
+          if (!dt_close(got[k].data, want[k].data, alma_tensor_numel(&want[k]), 1e-4, &rel)) {
             printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", convs[c], batch, threads,
                    alma_model_output_name(m, k), rel);
             ok = 0;
@@ -237,7 +222,7 @@ static int test_ort(const char *xp, const char *yp, const char *model) {
   for (int threads = 1; threads <= 2 && ok; threads++) {
     if (!dt_run_session(m, "FOLD+FUSE+DNNL", threads, &x, 1, &got, 1, 2)) return 1;
     double rel = INFINITY;
-    ok = alma__same_shape(&got, &want) && close_enough(got.data, want.data, alma_tensor_numel(&want), &rel);
+    ok = alma__same_shape(&got, &want) && dt_close(got.data, want.data, alma_tensor_numel(&want), 1e-4, &rel);
     printf("%s threads %d vs ONNX Runtime: max abs err %.3g of the output's scale: %s\n", model, threads, rel,
            ok ? "PASS" : "FAIL");
     alma_tensor_free_data(&got);
