@@ -28,18 +28,12 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
  * those whose fused primitive ran (not declined), impl: the first one's implementation. */
 static int count_dw(const alma_graph *g, int threads, const alma_tensor *in, int nin, int nout, int *planned,
                     int *fused, char *impl, size_t nimpl) {
-  const alma_runtime *rt = alma__runtime_find("DNNL");
-  alma_runtime_opts ro = {.threads = threads};
   void *plan = NULL;
-  if (!rt || rt->compile(g, &ro, &plan) != ALMA_OK) return 0;
-  alma_tensor out[16];
-  memset(out, 0, sizeof out);
-  int ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
-  dn_plan *p = plan;
+  int ok = dt_plan_run(g, threads, in, nin, nout, &plan);
   *planned = *fused = 0;
   impl[0] = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const dn_node *d = &p->nodes[i];
+  for (int i = 0; plan && i < g->n_nodes; i++) {
+    const dn_node *d = &((dn_plan *)plan)->nodes[i];
     if (d->head != i || !d->dw_at) continue;
     ++*planned;
     const dn_prim *pr = d->prim[DN_PRIM_DW];
@@ -48,8 +42,7 @@ static int count_dw(const alma_graph *g, int threads, const alma_tensor *in, int
       ++*fused;
     }
   }
-  for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
-  rt->free(plan);
+  dt_plan_free(plan);
   return ok;
 }
 
@@ -80,17 +73,7 @@ static int test_model(const char *path) {
           ok = 0;
           break;
         }
-        for (int k = 0; k < nout; k++) {
-          double rel = INFINITY;
-          if (!alma__same_shape(&got[k], &want[k]) ||
-              !dt_close(got[k].data, want[k].data, alma_tensor_numel(&want[k]), 1e-5, &rel)) {
-            printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", convs[c], batch, threads,
-                   alma_model_output_name(m, k), rel);
-            ok = 0;
-          }
-          if (rel > worst) worst = rel;
-          alma_tensor_free_data(&got[k]);
-        }
+        if (!dt_outputs_close(m, convs[c], batch, threads, got, want, nout, 1e-5, &worst)) ok = 0;
         alma_session *s = NULL;
         int planned = 0, fused = 0;
         char impl[64];

@@ -1,6 +1,6 @@
 /* Helpers shared by the DNNL runtime's test programs (dnnl_vs_eager.c, dnnl_int8_test.c,
  * dnnl_wino_test.c, dnnl_dwfuse_test.c): seeded normal inputs, a tolerance check, a session run a
- * given number of times, the sorted *.onnx files of a directory. Static inline so that each program
+ * given number of times, a white-box run of the runtime's plan, the sorted *.onnx files of a directory. Static inline so that each program
  * takes only what it uses, warning-free. */
 #ifndef ALMA_TESTS_DNNL_TEST_UTIL_H
 #define ALMA_TESTS_DNNL_TEST_UTIL_H
@@ -14,6 +14,7 @@
 
 #include "alma/alma.h"
 #include "core/core.h"
+#include "runtimes/runtime.h"
 
 /* xorshift64 uniform in (0, 1); each program keeps its own state (and seed). */
 static inline double dt_urand(uint64_t *s) {
@@ -60,6 +61,44 @@ static inline int dt_make_inputs(const alma_model *m, int batch, alma_tensor *in
     for (int64_t k = 0; k < alma_tensor_numel(&in[i]); k++) p[k] = dt_nrand(rng);
   }
   return 1;
+}
+
+/* Compares conversion conv's outputs got (then freed) with want, each element within dt_close's
+ * tol, printing each output that is not; *worst: the largest relative error seen so far. */
+static inline int dt_outputs_close(const alma_model *m, const char *conv, int batch, int threads, alma_tensor *got,
+                                   const alma_tensor *want, int nout, double tol, double *worst) {
+  int ok = 1;
+  for (int k = 0; k < nout; k++) {
+    double rel = INFINITY;
+    if (!alma__same_shape(&got[k], &want[k]) ||
+        !dt_close(got[k].data, want[k].data, alma_tensor_numel(&want[k]), tol, &rel)) {
+      printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", conv, batch, threads,
+             alma_model_output_name(m, k), rel);
+      ok = 0;
+    }
+    if (rel > *worst) *worst = rel;
+    alma_tensor_free_data(&got[k]);
+  }
+  return ok;
+}
+
+/* White box: compiles graph g for the DNNL runtime with `threads` and runs it once on in (its
+ * outputs freed); *plan (a dn_plan) stays for the caller to read, then dt_plan_free. 0 when
+ * compiling or running fails. */
+static inline int dt_plan_run(const alma_graph *g, int threads, const alma_tensor *in, int nin, int nout, void **plan) {
+  const alma_runtime *rt = alma__runtime_find("DNNL");
+  alma_runtime_opts ro = {.threads = threads};
+  *plan = NULL;
+  if (!rt || nout > 16 || rt->compile(g, &ro, plan) != ALMA_OK) return 0;
+  alma_tensor out[16];
+  memset(out, 0, sizeof out);
+  int ok = rt->run(*plan, in, nin, out, nout) == ALMA_OK;
+  for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
+  return ok;
+}
+
+static inline void dt_plan_free(void *plan) {
+  if (plan) alma__runtime_find("DNNL")->free(plan);
 }
 
 /* Runs conversion conv `runs` times on one session (later runs see cached primitives and pooled

@@ -77,20 +77,16 @@ static int compare_bf16(const char *what, const alma_tensor *got, const alma_ten
 /* White box: the plan's counters after a run of graph g through the vtable. */
 static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, int nout, int64_t *native,
                           int64_t *fused, int64_t *bf16, int64_t *eager) {
-  const alma_runtime *rt = alma__runtime_find("DNNL");
-  alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
-  if (!rt || rt->compile(g, &ro, &plan) != ALMA_OK) return 0;
-  alma_tensor out[16];
-  memset(out, 0, sizeof out);
-  int ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
-  dn_plan *p = plan;
-  *native = p->n_native;
-  *fused = p->n_fused;
-  if (bf16) *bf16 = p->n_native_bf16;
-  if (eager) *eager = p->n_eager;
-  for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
-  rt->free(plan);
+  int ok = dt_plan_run(g, 2, in, nin, nout, &plan);
+  if (plan) {
+    dn_plan *p = plan;
+    *native = p->n_native;
+    *fused = p->n_fused;
+    if (bf16) *bf16 = p->n_native_bf16;
+    if (eager) *eager = p->n_eager;
+  }
+  dt_plan_free(plan);
   return ok;
 }
 

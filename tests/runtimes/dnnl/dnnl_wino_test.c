@@ -128,29 +128,22 @@ static int kernel_tests(void) {
 /* Runs graph g through DNNL's vtable; *wino: nodes whose primitive is the Winograd kernel, *conv3:
  * 3x3 convolutions in g. */
 static int count_wino(const alma_graph *g, const alma_tensor *in, int nin, int nout, int *wino, int *conv3) {
-  const alma_runtime *rt = alma__runtime_find("DNNL");
-  alma_runtime_opts ro = {.threads = 2};
   void *plan = NULL;
-  if (!rt || rt->compile(g, &ro, &plan) != ALMA_OK) return 0;
-  alma_tensor out[16];
-  memset(out, 0, sizeof out);
-  int ok = rt->run(plan, in, nin, out, nout) == ALMA_OK;
-  dn_plan *p = plan;
+  int ok = dt_plan_run(g, 2, in, nin, nout, &plan);
   *wino = *conv3 = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
+  for (int i = 0; plan && i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
     const alma_tensor *wt = n->n_inputs > 1 ? alma__dn_const(g, n->inputs[1]) : NULL;
     if (strstr(n->op_type, "Conv") && wt && wt->rank == 4 && wt->dims[2] == 3 && wt->dims[3] == 3) ++*conv3;
     for (int k = 0; k < DN_NPRIM; k++) {
-      dn_prim *pr = p->nodes[i].prim[k];
+      dn_prim *pr = ((dn_plan *)plan)->nodes[i].prim[k];
       if (pr && pr->valid && !pr->declined && !strncmp(pr->impl, "alma:wino4x3:", 13)) {
         ++*wino;
         break;
       }
     }
   }
-  for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
-  rt->free(plan);
+  dt_plan_free(plan);
   return ok;
 }
 
@@ -175,16 +168,7 @@ static int test_model(const char *path) {
           ok = 0;
           break;
         }
-        for (int k = 0; k < nout; k++) {
-          double rel;
-          if (!dt_close(got[k].data, want[k].data, alma_tensor_numel(&want[k]), 1e-4, &rel)) {
-            printf("  %s batch %d threads %d output '%s': max abs err %.3g of scale\n", convs[c], batch, threads,
-                   alma_model_output_name(m, k), rel);
-            ok = 0;
-          }
-          if (rel > worst) worst = rel;
-          alma_tensor_free_data(&got[k]);
-        }
+        if (!dt_outputs_close(m, convs[c], batch, threads, got, want, nout, 1e-4, &worst)) ok = 0;
       }
       /* every 3x3 convolution of the converted graph ran on the Winograd kernel */
       alma_session *s = NULL;
