@@ -99,10 +99,15 @@ static int64_t pos_stride(int64_t floats) {
   return (lines | 1) * 16;
 }
 
+/* Scratch floats per thread: a chunk's V (nt tiles x Cp) and M (nt tiles x ocw) at 36 positions. */
+static size_t wino_per_thread(const dn_wino_geo *g, int64_t nt, int64_t ocw) {
+  return (size_t)36 * (size_t)(pos_stride(nt * g->Cp) + pos_stride(nt * ocw)) + 16;
+}
+
 size_t alma__dn_wino_scratch(const dn_wino_geo *g, int threads) {
   int64_t nt, chunks, parts, ocw;
   wino_split(g, threads, &nt, &chunks, &parts, &ocw);
-  size_t per = (size_t)36 * (size_t)(pos_stride(nt * g->Cp) + pos_stride(nt * ocw)) + 16;
+  size_t per = wino_per_thread(g, nt, ocw);
   return ((size_t)g->OC16 + 16 + per * (size_t)(threads > 1 ? threads : 1)) * sizeof(float);
 }
 
@@ -287,6 +292,14 @@ WT static void wino_out(const dn_wino_geo *g, const float *M, int64_t nt, int64_
     }
 }
 
+/* Position p's GEMM for output channels [16 b, 16 b + 16): the chunk's `rows` tiles of vp (V at p)
+ * times U's block into c0 (channels 0-7, [rows][8]) and c0 + nt * 8 (channels 8-15). */
+WT static void wino_gemm(const wino_job *j, int p, int64_t b, const float *vp, float *c0, int64_t rows) {
+  const dn_wino_geo *g = j->g;
+  const float *u = j->U + ((int64_t)p * (g->OC16 / 16) + b) * g->Cp * 16;
+  for (int64_t r = 0; r < rows; r += 6) wino_mk(vp + r * 8, j->nt * 8, g->Cp / 8, u, c0 + r * 8, c0 + j->nt * 8 + r * 8);
+}
+
 static void wino_worker(void *arg, int tid, int nth) {
   wino_job *j = arg;
   const dn_wino_geo *g = j->g;
@@ -303,24 +316,13 @@ static void wino_worker(void *arg, int tid, int nth) {
     if (wino_by16(g)) {
       int64_t m16 = pos_stride(j->nt * 16);
       for (int64_t b = j0; b < j1; b++) {
-        for (int p = 0; p < 36; p++) {
-          const float *u = j->U + ((int64_t)p * nj + b) * g->Cp * 16;
-          float *c0 = M + p * m16, *c1 = c0 + j->nt * 8;
-          for (int64_t r = 0; r < rows; r += 6) wino_mk(V + p * vs + r * 8, j->nt * 8, g->Cp / 8, u, c0 + r * 8, c1 + r * 8);
-        }
+        for (int p = 0; p < 36; p++) wino_gemm(j, p, b, V + p * vs, M + p * m16, rows);
         wino_out(g, M, j->nt, m16, t0, cnt, b * 16, b * 16 + 16, j->bias, j->y);
       }
       continue;
     }
-    for (int p = 0; p < 36; p++) {
-      const float *vp = V + p * vs;
-      float *mp = M + p * ms;
-      for (int64_t b = j0; b < j1; b++) {
-        const float *u = j->U + ((int64_t)p * nj + b) * g->Cp * 16;
-        float *c0 = mp + (b - j0) * 2 * j->nt * 8, *c1 = c0 + j->nt * 8;
-        for (int64_t r = 0; r < rows; r += 6) wino_mk(vp + r * 8, j->nt * 8, g->Cp / 8, u, c0 + r * 8, c1 + r * 8);
-      }
-    }
+    for (int p = 0; p < 36; p++)
+      for (int64_t b = j0; b < j1; b++) wino_gemm(j, p, b, V + p * vs, M + p * ms + (b - j0) * 2 * j->nt * 8, rows);
     wino_out(g, M, j->nt, ms, t0, cnt, j0 * 16, j1 * 16, j->bias, j->y);
   }
 }
@@ -335,7 +337,7 @@ void alma__dn_wino(const dn_wino_geo *g, int threads, const float *U, const floa
   memset(bp, 0, (size_t)(g->OC16 + 16) * sizeof(float));
   if (bias) memcpy(bp, bias, (size_t)g->OC * sizeof(float));
   j.bias = bp;
-  j.per = (size_t)36 * (size_t)(pos_stride(j.nt * g->Cp) + pos_stride(j.nt * j.ocw)) + 16;
+  j.per = wino_per_thread(g, j.nt, j.ocw);
   j.scr = scratch + g->OC16 + 16;
   int64_t items = j.chunks * j.parts;
   if (threads > items) threads = (int)items;
