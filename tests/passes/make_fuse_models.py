@@ -838,6 +838,26 @@ def _():
     return Net().eval(), torch.randn(2, 4, 16)
 
 
+def encoder_layer(batch):
+    """nn.TransformerEncoderLayer (batch_first, as the peer benchmark's encoder): multi-head attention
+    split by Slice/Reshape/Transpose, a residual Add after each block. At batch 1 its sequence-first
+    transposes move only the unit batch axis."""
+    import torch
+
+    def build():
+        torch.manual_seed(3)
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=48, dropout=0.0,
+                                                 batch_first=True)
+        return layer.eval(), torch.randn(batch, 10, 32)
+
+    return build
+
+
+for _b in (1, 2):
+    torch_case(f"torch_encoder_layer_b{_b}_op14", 14, "alma.Attention=1", "alma.FusedMatMul=3",
+               "LayerNormalization=2")(encoder_layer(_b))
+
+
 def export_torch(build, opset):
     import io
 

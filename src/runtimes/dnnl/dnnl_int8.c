@@ -1462,7 +1462,8 @@ void alma__dn_q_plan(dn_plan *p) {
     if (p->nodes[i].q_role != DN_Q_MEMBER || p->nodes[i].head < 0) continue;
     dn_node *h = &p->nodes[p->nodes[i].head];
     for (int m = 0; m < h->nmem; m++) p->nodes[h->mem[m]].head = -1;
-    h->nmem = h->npost = 0;
+    h->nmem = 0;
+    h->npost = h->nself; /* an alma.Fused* head keeps its own post-ops */
   }
   /* lazy DequantizeLinear nodes: every reader is a cluster anchor */
   S->lazy = calloc((size_t)nn + 1, sizeof *S->lazy);

@@ -177,6 +177,7 @@ static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
     memcpy(q->elt, e, sizeof(dn_elt) * (size_t)ne);
   }
   d->self_fused = 1;
+  d->nself = d->npost;
   return kind;
 }
 
@@ -553,8 +554,9 @@ static int prim_args(dn_plan *p, dn_prim *pr, const alma_node *n, int nargs, con
 
 static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
 
-static const dn_post *find_post(const dn_node *d, int type) {
-  for (int k = 0; k < d->npost; k++)
+/* The first post-op of type among those the primitive applies (fused: see alma__dn_npost). */
+static const dn_post *find_post(const dn_node *d, int fused, int type) {
+  for (int k = 0; k < alma__dn_npost(d, fused); k++)
     if (d->post[k].type == type) return &d->post[k];
   return NULL;
 }
@@ -567,8 +569,8 @@ static int same_dims(const alma_tensor *a, const alma_tensor *b) {
 }
 
 /* The residual of a fused sum: live, of the output's dtype and exactly its shape. */
-static dn_val *sum_residual(dn_plan *p, const dn_node *d, const alma_tensor *os) {
-  const dn_post *q = find_post(d, DP_SUM);
+static dn_val *sum_residual(dn_plan *p, const dn_node *d, int fused, const alma_tensor *os) {
+  const dn_post *q = find_post(d, fused, DP_SUM);
   if (!q) return NULL;
   dn_val *r = &p->vals[q->other];
   return is_dt(r, os->dtype) && same_dims(&r->t, os) ? r : NULL;
@@ -834,7 +836,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
   if (fused == 2) return run_conv_dw(p, idx, in, nin, os, out, done);
-  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  dn_prim *pr = get_prim(d, alma__dn_slot(fused));
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *x = in[0], *w = nin > 1 ? in[1] : NULL, *b = nin > 2 ? in[2] : NULL;
   alma_dtype dt = x ? x->t.dtype : F32; /* src, weights and dst; the bias goes in as float32 */
@@ -853,7 +855,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   for (int i = 0; i < nsp; i++)
     if (gm.out[i] != os[0].dims[2 + i]) return ALMA_OK;
   dn_val *res = NULL;
-  if (fused && find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+  if (fused && find_post(d, fused, DP_SUM) && !(res = sum_residual(p, d, fused, &os[0]))) return ALMA_OK;
 
   const alma_tensor *wc = alma__dn_const(p->g, n->inputs[1]);
   dnnl_memory_desc_t key[3];
@@ -1384,7 +1386,7 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
                              int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  dn_prim *pr = get_prim(d, alma__dn_slot(fused));
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (nin < 5) return ALMA_OK;
   dn_val *x = in[0];
@@ -1400,7 +1402,7 @@ static alma_status run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int ni
   if (!key_match(pr, 1, key, ikey)) {
     prim_begin(pr, 1, key, ikey);
     unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
-    if (fused && find_post(d, DP_NORM_RELU)) flags |= dnnl_fuse_norm_relu;
+    if (fused && find_post(d, fused, DP_NORM_RELU)) flags |= dnnl_fuse_norm_relu;
     dnnl_batch_normalization_desc_t bd;
     if (dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &key[0], eps, flags) != dnnl_success)
       return prim_decline(pr, n, "batch normalization descriptor rejected");
@@ -1558,7 +1560,7 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
                               int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  dn_prim *pr = get_prim(d, alma__dn_slot(fused));
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1];
   alma_dtype dt = os[0].dtype; /* A, B and the output; a fused bias goes in as float32 */
@@ -1596,7 +1598,7 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
   dn_val *res = NULL, *bias = NULL;
   int64_t biasd[DNNL_MAX_NDIMS];
   if (fused) {
-    const dn_post *q = find_post(d, DP_BIAS);
+    const dn_post *q = find_post(d, fused, DP_BIAS);
     if (q) {
       bias = &p->vals[q->other];
       if (!is_fp(bias) || bias->t.rank > os[0].rank) return ALMA_OK;
@@ -1618,7 +1620,7 @@ static alma_status run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const
           if (biasd[i] != 1 && biasd[i] != sd[i]) return ALMA_OK;
       }
     }
-    if (find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+    if (find_post(d, fused, DP_SUM) && !(res = sum_residual(p, d, fused, &os[0]))) return ALMA_OK;
   }
   dnnl_memory_desc_t amd, bmd_plain, dmd, biasmd;
   plain_md(&amd, r, sa, dt);
@@ -1681,7 +1683,7 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
-  dn_prim *pr = get_prim(d, fused ? DN_PRIM_FUSED : DN_PRIM_SINGLE);
+  dn_prim *pr = get_prim(d, alma__dn_slot(fused));
   if (!pr) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   dn_val *a = in[0], *b = in[1], *c = nin > 2 ? in[2] : NULL;
   alma_dtype dt = os[0].dtype; /* A, B, the output and C; C as a bias goes in as float32 */
@@ -1704,7 +1706,7 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
   int as_bias = c && alpha == 1.0f && beta == 1.0f;
   int prefill = c && !as_bias; /* dst = alpha A B + beta C through a sum post-op over C */
   dn_val *res = NULL;
-  if (fused && find_post(d, DP_SUM) && !(res = sum_residual(p, d, &os[0]))) return ALMA_OK;
+  if (fused && find_post(d, fused, DP_SUM) && !(res = sum_residual(p, d, fused, &os[0]))) return ALMA_OK;
   if (res && prefill) return ALMA_OK;
   const alma_tensor *bc = alma__dn_const(p->g, n->inputs[1]);
   dnnl_dims_t dA = {M, K}, sA = {ta ? 1 : K, ta ? M : 1}, dB = {K, N}, sB = {tb ? 1 : N, tb ? K : 1};
@@ -1803,24 +1805,127 @@ static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor 
 }
 
 /* ---- alma.Attention: softmax(scale Q K^T + mask) V ------------------------------------------------ */
-/* Plain md of dims with the last two axes swapped in memory (K [.., Sk, D] read as [.., D, Sk]). */
-static void md_last2_swapped(dnnl_memory_desc_t *md, int r, const int64_t *stored) {
-  dnnl_dims_t d, st;
-  int64_t s = 1;
-  for (int i = r - 1; i >= 0; i--) {
-    st[i] = s;
-    s *= stored[i] > 0 ? stored[i] : 1;
-  }
-  for (int i = 0; i < r; i++) d[i] = stored[i];
-  d[r - 2] = stored[r - 1];
-  d[r - 1] = stored[r - 2];
-  dnnl_dim_t t = st[r - 2];
-  st[r - 2] = st[r - 1];
-  st[r - 1] = t;
-  dnnl_memory_desc_init_by_strides(md, r, d, dnnl_f32, st);
+/* v's own strided view (a lazy Transpose's output, see run_transpose) when it has one of rank r that
+ * a gemm can read (unit stride on one of the last two axes), as its layout; 0 otherwise. */
+static int strided_view(const dn_val *v, int r, dnnl_memory_desc_t *md) {
+  if (!v->has_blk || v->has_plain || v->t.rank != r || v->bmd.ndims != r || v->bmd.format_kind != dnnl_blocked ||
+      v->bmd.format_desc.blocking.inner_nblks != 0 || v->bmd.offset0 != 0 || v->bmd.data_type != dnnl_f32)
+    return 0;
+  const dnnl_dims_t *st = &v->bmd.format_desc.blocking.strides;
+  if ((*st)[r - 1] != 1 && (*st)[r - 2] != 1) return 0;
+  *md = v->bmd;
+  return 1;
 }
 
-static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done) {
+/* The data of v: its strided view's (strided, from strided_view) or its plain data. */
+static alma_status view_or_plain(dn_plan *p, dn_val *v, int strided, const alma_node *n, void **ptr) {
+  if (strided) {
+    *ptr = v->bbuf->ptr;
+    return ALMA_OK;
+  }
+  ALMA_TRY(alma__dn_val_plain(p, v, n));
+  *ptr = v->t.data;
+  return ALMA_OK;
+}
+
+/* md with its last two axes swapped (K [.., Sk, D] read as [.., D, Sk]). */
+static void md_swap_last2(dnnl_memory_desc_t *out, const dnnl_memory_desc_t *in) {
+  dnnl_memory_desc_t src = *in; /* out may be in */
+  int pm[DNNL_MAX_NDIMS], r = src.ndims;
+  for (int i = 0; i < r; i++) pm[i] = i;
+  pm[r - 2] = r - 1;
+  pm[r - 1] = r - 2;
+  dnnl_memory_desc_permute_axes(out, &src, pm);
+}
+
+/* A Transpose's perm attribute (default: reversed axes) as pm[input axis] = output axis for a rank
+ * r input; 0 when invalid. perm_out (optional) gets perm[output axis] = input axis. */
+static int transpose_perm(const alma_node *n, int r, int *pm, int *perm_out) {
+  const int64_t *perm = NULL;
+  int np = alma__attr_ints(n, "perm", &perm), seen[DNNL_MAX_NDIMS] = {0};
+  if ((np && np != r) || r > DNNL_MAX_NDIMS) return 0;
+  for (int k = 0; k < r; k++) { /* out axis k reads input axis perm[k] */
+    int64_t a = np ? perm[k] : r - 1 - k;
+    if (a < 0 || a >= r || seen[a]++) return 0;
+    pm[a] = k;
+    if (perm_out) perm_out[k] = (int)a;
+  }
+  return 1;
+}
+
+/* Creates Attention's primitives for these layouts: Q K^T (scaled, the mask as a binary post-op
+ * when a real kernel takes it, else a binary primitive after), softmax, then (.) V. Declines pr
+ * when oneDNN has none. */
+static alma_status attn_build(dn_plan *p, dn_prim *pr, dn_prim *sm, dn_prim *mm2, dn_prim *bin, const alma_node *n,
+                              int r, float scale, int has_mask, const dnnl_memory_desc_t *qmd,
+                              const dnnl_memory_desc_t *kmd, const dnnl_memory_desc_t *vmd,
+                              const dnnl_memory_desc_t *smd, const dnnl_memory_desc_t *mmd,
+                              const dnnl_memory_desc_t *omd) {
+  dnnl_matmul_desc_t m1;
+  if (dnnl_matmul_desc_init(&m1, qmd, kmd, NULL, smd) != dnnl_success) return prim_decline(pr, n, "matmul descriptor rejected");
+  for (int try_post = has_mask ? 1 : 0; try_post >= 0; try_post--) {
+    dnnl_primitive_attr_t attr = new_attr();
+    dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
+    if (try_post) {
+      dnnl_post_ops_t po = NULL;
+      dnnl_post_ops_create(&po);
+      dnnl_post_ops_append_binary(po, dnnl_binary_add, mmd);
+      dnnl_primitive_attr_set_post_ops(attr, po);
+      dnnl_post_ops_destroy(po);
+    }
+    dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &m1, attr, pr->impl, sizeof pr->impl);
+    dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success && try_post && impl_is_ref(pr->impl)) {
+      dnnl_primitive_desc_destroy(pr->pd);
+      pr->pd = NULL;
+      continue;
+    }
+    if (s != dnnl_success) {
+      if (try_post) continue;
+      return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
+    }
+    pr->flags = try_post; /* 1: mask applied by the post-op */
+    break;
+  }
+  const dn_arg args[] = {{DNNL_ARG_SRC, qmd},
+                         {DNNL_ARG_WEIGHTS, kmd},
+                         {DNNL_ARG_DST, smd},
+                         {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mmd}};
+  if (!prim_args(p, pr, n, pr->flags ? 4 : 3, args)) return ALMA_OK;
+  if (has_mask && !pr->flags) {
+    dnnl_binary_desc_t bd;
+    dnnl_primitive_attr_t a = new_attr();
+    dnnl_status_t s = dnnl_binary_desc_init(&bd, dnnl_binary_add, smd, mmd, smd);
+    if (s == dnnl_success) s = alma__dn_pd_create(p, &bin->pd, &bd, a, bin->impl, sizeof bin->impl);
+    dnnl_primitive_attr_destroy(a);
+    if (s != dnnl_success ||
+        !prim_mems(p, bin, 3, (dn_arg[]){{DNNL_ARG_SRC_0, smd}, {DNNL_ARG_SRC_1, mmd}, {DNNL_ARG_DST, smd}}))
+      return prim_decline(pr, n, "mask add not available");
+  }
+  dnnl_softmax_v2_desc_t sdsc;
+  dnnl_primitive_attr_t a = new_attr();
+  dnnl_status_t s = dnnl_softmax_v2_forward_desc_init(&sdsc, dnnl_forward_inference, dnnl_softmax_accurate, smd, smd, r - 1);
+  if (s == dnnl_success) s = alma__dn_pd_create(p, &sm->pd, &sdsc, a, sm->impl, sizeof sm->impl);
+  dnnl_primitive_attr_destroy(a);
+  if (s != dnnl_success || !prim_mems(p, sm, 2, (dn_arg[]){{DNNL_ARG_SRC, smd}, {DNNL_ARG_DST, smd}}))
+    return prim_decline(pr, n, "softmax not available");
+  dnnl_matmul_desc_t m2;
+  a = new_attr();
+  s = dnnl_matmul_desc_init(&m2, smd, vmd, NULL, omd);
+  if (s == dnnl_success) s = alma__dn_pd_create(p, &mm2->pd, &m2, a, mm2->impl, sizeof mm2->impl);
+  dnnl_primitive_attr_destroy(a);
+  if (s != dnnl_success || !prim_mems(p, mm2, 3, (dn_arg[]){{DNNL_ARG_SRC, smd}, {DNNL_ARG_WEIGHTS, vmd}, {DNNL_ARG_DST, omd}}))
+    return prim_decline(pr, n, "second matmul not available");
+  return ALMA_OK;
+}
+
+/* Q, K and V are read in their own strided layout when they are lazy Transposes' views (the
+ * head-splitting transposes of multi-head attention cost no copy then); fused (a group with a
+ * DP_PERM post-op, see plan_fuse_perm) writes the output through the Transpose after it, so that
+ * the Transpose's output is produced directly. oneDNN's gemm takes such strides; if it ever
+ * declines them, the node falls back to plain layouts for good (attn_plain). */
+static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                            int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
   dn_val *q = in[0], *k = nin > 1 ? in[1] : NULL, *v = nin > 2 ? in[2] : NULL, *m = nin > 3 ? in[3] : NULL;
@@ -1844,99 +1949,68 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
     for (int i = 0; i < r; i++)
       if (md_[i] != 1 && md_[i] != sd[i]) return ALMA_OK;
   }
+  /* the output through the Transpose after it (fused): its plain layout seen in the output's axes */
+  alma_tensor ts = os[0];
+  dnnl_memory_desc_t omd, tmd;
+  const dn_post *pp = fused ? find_post(d, fused, DP_PERM) : NULL;
+  if (fused && (!pp || d->attn_plain)) return ALMA_OK;
+  if (pp) {
+    int pm[DNNL_MAX_NDIMS], perm[DNNL_MAX_NDIMS];
+    if (!transpose_perm(&p->g->nodes[pp->node], r, pm, perm)) return ALMA_OK;
+    for (int i = 0; i < r; i++) ts.dims[i] = os[0].dims[perm[i]];
+    alma__dn_plain_md(&tmd, r, ts.dims);
+    dnnl_memory_desc_permute_axes(&omd, &tmd, perm);
+  } else {
+    alma__dn_plain_md(&omd, os[0].rank, os[0].dims);
+    tmd = omd;
+  }
   const alma_attr *sa = alma__node_attr(n, "scale");
   float scale = sa ? alma__attr_f(n, "scale", 1.0f) : (float)(1.0 / sqrt((double)(D > 0 ? D : 1)));
-  dnnl_memory_desc_t qmd, kmd, vmd, smd, mmd, omd;
-  alma__dn_plain_md(&qmd, r, qd);
-  if (kt) alma__dn_plain_md(&kmd, r, kd);
-  else md_last2_swapped(&kmd, r, kd);
-  alma__dn_plain_md(&vmd, r, vd);
-  alma__dn_plain_md(&smd, r, sd);
-  alma__dn_plain_md(&omd, os[0].rank, os[0].dims);
-  memset(&mmd, 0, sizeof mmd);
-  if (m) alma__dn_plain_md(&mmd, r, md_);
-  dnnl_memory_desc_t key[5] = {qmd, kmd, vmd, mmd, omd};
-  int64_t ikey[8] = {kt};
-  memcpy(&ikey[1], &scale, sizeof scale);
+  dnnl_memory_desc_t qmd, kmd, vmd, smd, mmd;
+  int sq = 0, sk = 0, sv = 0;
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE), *sm = get_prim(d, DN_PRIM_AUX0), *mm2 = get_prim(d, DN_PRIM_AUX1),
           *bin = get_prim(d, DN_PRIM_AUX2);
   if (!pr || !sm || !mm2 || !bin) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  if (!key_match(pr, 5, key, ikey)) {
+  for (;;) {
+    if (!d->attn_plain) {
+      sq = strided_view(q, r, &qmd);
+      sk = strided_view(k, r, &kmd);
+      sv = strided_view(v, r, &vmd);
+    }
+    if (!sq) alma__dn_plain_md(&qmd, r, qd);
+    if (!sk) alma__dn_plain_md(&kmd, r, kd);
+    if (!kt) md_swap_last2(&kmd, &kmd);
+    if (!sv) alma__dn_plain_md(&vmd, r, vd);
+    alma__dn_plain_md(&smd, r, sd);
+    memset(&mmd, 0, sizeof mmd);
+    if (m) alma__dn_plain_md(&mmd, r, md_);
+    dnnl_memory_desc_t key[5] = {qmd, kmd, vmd, mmd, omd};
+    int64_t ikey[8] = {kt};
+    memcpy(&ikey[1], &scale, sizeof scale);
+    if (key_match(pr, 5, key, ikey)) break;
     prim_begin(pr, 5, key, ikey);
     alma__dn_prim_free(sm);
     alma__dn_prim_free(mm2);
     alma__dn_prim_free(bin);
-    dnnl_matmul_desc_t m1;
-    if (dnnl_matmul_desc_init(&m1, &qmd, &kmd, NULL, &smd) != dnnl_success)
-      return prim_decline(pr, n, "matmul descriptor rejected");
-    /* the mask as a binary post-op when a real kernel takes it, else a binary primitive after */
-    for (int try_post = m ? 1 : 0; try_post >= 0; try_post--) {
-      dnnl_primitive_attr_t attr = new_attr();
-      dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
-      if (try_post) {
-        dnnl_post_ops_t po = NULL;
-        dnnl_post_ops_create(&po);
-        dnnl_post_ops_append_binary(po, dnnl_binary_add, &mmd);
-        dnnl_primitive_attr_set_post_ops(attr, po);
-        dnnl_post_ops_destroy(po);
-      }
-      dnnl_status_t s = alma__dn_pd_create(p, &pr->pd, &m1, attr, pr->impl, sizeof pr->impl);
-      dnnl_primitive_attr_destroy(attr);
-      if (s == dnnl_success && try_post && impl_is_ref(pr->impl)) {
-        dnnl_primitive_desc_destroy(pr->pd);
-        pr->pd = NULL;
-        continue;
-      }
-      if (s != dnnl_success) {
-        if (try_post) continue;
-        return prim_decline(pr, n, "no matmul implementation (status %d)", (int)s);
-      }
-      pr->flags = try_post; /* 1: mask applied by the post-op */
-      break;
-    }
-    const dn_arg args[] = {{DNNL_ARG_SRC, &qmd},
-                           {DNNL_ARG_WEIGHTS, &kmd},
-                           {DNNL_ARG_DST, &smd},
-                           {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &mmd}};
-    if (!prim_args(p, pr, n, pr->flags ? 4 : 3, args)) return ALMA_OK;
-    if (m && !pr->flags) {
-      dnnl_binary_desc_t bd;
-      dnnl_primitive_attr_t a = new_attr();
-      dnnl_status_t s = dnnl_binary_desc_init(&bd, dnnl_binary_add, &smd, &mmd, &smd);
-      if (s == dnnl_success) s = alma__dn_pd_create(p, &bin->pd, &bd, a, bin->impl, sizeof bin->impl);
-      dnnl_primitive_attr_destroy(a);
-      if (s != dnnl_success ||
-          !prim_mems(p, bin, 3, (dn_arg[]){{DNNL_ARG_SRC_0, &smd}, {DNNL_ARG_SRC_1, &mmd}, {DNNL_ARG_DST, &smd}}))
-        return prim_decline(pr, n, "mask add not available");
-    }
-    dnnl_softmax_v2_desc_t sdsc;
-    dnnl_primitive_attr_t a = new_attr();
-    dnnl_status_t s = dnnl_softmax_v2_forward_desc_init(&sdsc, dnnl_forward_inference, dnnl_softmax_accurate, &smd, &smd, r - 1);
-    if (s == dnnl_success) s = alma__dn_pd_create(p, &sm->pd, &sdsc, a, sm->impl, sizeof sm->impl);
-    dnnl_primitive_attr_destroy(a);
-    if (s != dnnl_success || !prim_mems(p, sm, 2, (dn_arg[]){{DNNL_ARG_SRC, &smd}, {DNNL_ARG_DST, &smd}}))
-      return prim_decline(pr, n, "softmax not available");
-    dnnl_matmul_desc_t m2;
-    a = new_attr();
-    s = dnnl_matmul_desc_init(&m2, &smd, &vmd, NULL, &omd);
-    if (s == dnnl_success) s = alma__dn_pd_create(p, &mm2->pd, &m2, a, mm2->impl, sizeof mm2->impl);
-    dnnl_primitive_attr_destroy(a);
-    if (s != dnnl_success ||
-        !prim_mems(p, mm2, 3, (dn_arg[]){{DNNL_ARG_SRC, &smd}, {DNNL_ARG_WEIGHTS, &vmd}, {DNNL_ARG_DST, &omd}}))
-      return prim_decline(pr, n, "second matmul not available");
+    ALMA_TRY(attn_build(p, pr, sm, mm2, bin, n, r, scale, m != NULL, &qmd, &kmd, &vmd, &smd, &mmd, &omd));
+    if (!pr->declined || d->attn_plain || !(sq || sk || sv || pp)) break;
+    d->attn_plain = 1; /* strided forms declined: plain from now on, no fused output transpose */
+    sq = sk = sv = 0;
+    if (pp) return ALMA_OK;
   }
   if (pr->declined) return ALMA_OK;
-  ALMA_TRY(alma__dn_val_plain(p, q, n));
-  ALMA_TRY(alma__dn_val_plain(p, k, n));
-  ALMA_TRY(alma__dn_val_plain(p, v, n));
+  void *qp, *kp, *vp;
+  ALMA_TRY(view_or_plain(p, q, sq, n, &qp));
+  ALMA_TRY(view_or_plain(p, k, sk, n, &kp));
+  ALMA_TRY(view_or_plain(p, v, sv, n, &vp));
   if (m) ALMA_TRY(alma__dn_val_plain(p, m, n));
   dn_buf *sb = alma__dn_alloc(p, dnnl_memory_desc_get_size(&smd));
-  dn_buf *ob = sb ? alma__dn_alloc(p, dnnl_memory_desc_get_size(&omd)) : NULL;
+  dn_buf *ob = sb ? alma__dn_alloc(p, dnnl_memory_desc_get_size(&tmd)) : NULL;
   if (!ob) {
     alma__dn_unref(p, sb);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
-  void *p1[DN_MAX_MEM] = {q->t.data, k->t.data, sb->ptr, m ? m->t.data : NULL};
+  void *p1[DN_MAX_MEM] = {qp, kp, sb->ptr, m ? m->t.data : NULL};
   alma_status st = alma__dn_exec(p, pr, pr->p, p1, n);
   if (st == ALMA_OK && m && !pr->flags) {
     void *pb[DN_MAX_MEM] = {sb->ptr, m->t.data, sb->ptr};
@@ -1947,31 +2021,48 @@ static alma_status run_attn(dn_plan *p, int idx, dn_val **in, int nin, const alm
     st = alma__dn_exec(p, sm, sm->p, ps, n);
   }
   if (st == ALMA_OK) {
-    void *p2[DN_MAX_MEM] = {sb->ptr, v->t.data, ob->ptr};
+    void *p2[DN_MAX_MEM] = {sb->ptr, vp, ob->ptr};
     st = alma__dn_exec(p, mm2, mm2->p, p2, n);
   }
   alma__dn_unref(p, sb);
-  return alma__dn_finish(p, st, ob, out[0], &os[0], &omd, done);
+  return alma__dn_finish(p, st, ob, out[0], &ts, &tmd, done);
 }
 
 /* ---- Transpose: one reorder, reading the input (blocked or plain) through permuted axes ------------ */
+/* Whether the permutation keeps the order of the axes longer than 1 (it only moves unit axes: the
+ * data's order is unchanged, e.g. [128, 1, 256] -> [1, 128, 256]). */
+static int moves_unit_axes_only(const alma_tensor *x, const int *perm) {
+  int last = -1;
+  for (int k = 0; k < x->rank; k++) {
+    if (x->dims[perm[k]] == 1) continue;
+    if (perm[k] < last) return 0;
+    last = perm[k];
+  }
+  return 1;
+}
+
 static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_val *x = in[0];
   int r = x ? x->t.rank : 0;
   if (!is_fp(x) || r < 2 || os[0].rank != r || os[0].dtype != x->t.dtype) return ALMA_OK;
-  const int64_t *perm = NULL;
-  int np = alma__attr_ints(n, "perm", &perm);
-  int pm[DNNL_MAX_NDIMS], seen[DNNL_MAX_NDIMS] = {0};
-  for (int k = 0; k < r; k++) { /* out axis k reads input axis perm[k] */
-    int64_t a = np ? perm[k] : r - 1 - k;
-    if (np && np != r) return ALMA_OK;
-    if (a < 0 || a >= r || seen[a]++) return ALMA_OK;
-    pm[a] = k;
+  int pm[DNNL_MAX_NDIMS], perm[DNNL_MAX_NDIMS];
+  if (!transpose_perm(n, r, pm, perm)) return ALMA_OK;
+  if (x->has_plain && moves_unit_axes_only(&x->t, perm)) {
+    ALMA_TRY(run_view(p, idx, in, os, out, done));
+    p->nodes[idx].n_view += *done;
+    return ALMA_OK;
   }
   dnnl_memory_desc_t xmd, view, dmd;
   alma__dn_val_md(x, &xmd);
   if (dnnl_memory_desc_permute_axes(&view, &xmd, pm) != dnnl_success) return ALMA_OK;
+  if (p->nodes[idx].lazy_view && x->has_plain && !x->has_blk && x->pbuf && x->pbuf->ptr == x->t.data && x->t.dtype == F32) {
+    x->pbuf->refs++; /* the output is x's data seen through permuted strides: no copy */
+    alma__dn_val_set(out[0], &os[0], &view, x->pbuf);
+    p->nodes[idx].n_view++;
+    *done = 1;
+    return ALMA_OK;
+  }
   plain_md(&dmd, r, os[0].dims, x->t.dtype);
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&dmd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -2694,7 +2785,7 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_POOL: return run_pool(p, idx, in, outshape, out, done);
     case DK_ELTWISE: return run_eltwise(p, idx, in, nin, outshape, out, done);
     case DK_DECONV: return run_deconv(p, idx, in, nin, outshape, out, done);
-    case DK_ATTN: return run_attn(p, idx, in, nin, outshape, out, done);
+    case DK_ATTN: return run_attn(p, idx, fused, in, nin, outshape, out, done);
     case DK_TRANSPOSE: return run_transpose(p, idx, in, outshape, out, done);
     case DK_REDUCE: return run_reduce(p, idx, in, nin, outshape, out, done);
     case DK_CONCAT: return run_concat(p, idx, in, nin, outshape, out, done);

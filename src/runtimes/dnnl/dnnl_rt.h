@@ -80,8 +80,9 @@ enum dn_kind {
 };
 
 /* Post-ops of a fused group, applied by the head primitive in order. DP_DW: a depthwise 3x3
- * convolution after a 1x1 one (oneDNN's dw post-op; its eltwise steps follow it in post[]). */
-enum { DP_ELT = 1, DP_SUM, DP_BIAS, DP_NORM_RELU, DP_DW };
+ * convolution after a 1x1 one (oneDNN's dw post-op; its eltwise steps follow it in post[]).
+ * DP_PERM: a Transpose after an Attention, applied through the strides of its output. */
+enum { DP_ELT = 1, DP_SUM, DP_BIAS, DP_NORM_RELU, DP_DW, DP_PERM };
 typedef struct dn_post {
   int type;
   int node;           /* the absorbed node */
@@ -126,20 +127,31 @@ typedef struct dn_node {
   int n_elt;                       /* DK_ELTWISE */
   dn_elt elt[DN_MAX_ELT];
   dnnl_alg_kind_t alg;             /* DK_BINARY / DK_POOL */
-  int self_fused;                  /* alma.Fused* node: post[] comes from its own attributes */
+  int self_fused;                  /* alma.Fused* node: post[0..nself) come from its own attributes */
+  int nself;                       /* self_fused: its own post-ops; a group it heads appends after them */
+  int attn_plain;                  /* DK_ATTN: oneDNN declined strided layouts once: plain only */
+  int lazy_view;                   /* DK_TRANSPOSE read only by consumers taking strided inputs: may
+                                    * leave its output as a strided view of its input (no copy) */
   int rt_clip;                     /* Clip whose bounds are only known at run time */
   dn_prim *prim[DN_NPRIM];         /* allocated on first use: single, fused, DK_ATTN's extra three */
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
+  int n_group;                     /* heads: runs of the whole group as one primitive (stats) */
+  int n_view;                      /* DK_TRANSPOSE: runs whose output was a view of the input (no copy) */
   double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
   int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
 
 /* How many of d's post-ops a primitive applies: alma__dn_run's fused is 0 (none), 1 (the node's
- * own or its group's, up to a depthwise post-op) or 2 (all: the group with its depthwise conv). */
+ * own or its group's, up to a depthwise post-op), 2 (all: the group with its depthwise conv) or
+ * DN_FUSED_OWN (an alma.Fused* node alone: its own attributes' post-ops, not its group's). */
+enum { DN_FUSED_OWN = 3 };
 static inline int alma__dn_npost(const dn_node *d, int fused) {
-  return !fused ? 0 : fused == 1 && d->dw_at ? d->dw_at - 1 : d->npost;
+  return !fused ? 0 : fused == DN_FUSED_OWN ? d->nself : fused == 1 && d->dw_at ? d->dw_at - 1 : d->npost;
 }
+/* The primitive slot for fused: a group's own (DN_PRIM_FUSED), apart from the node alone
+ * (DN_PRIM_SINGLE; an alma.Fused* node alone, with only its own post-ops, too). */
+static inline int alma__dn_slot(int fused) { return fused && fused != DN_FUSED_OWN ? DN_PRIM_FUSED : DN_PRIM_SINGLE; }
 
 typedef struct dn_pool_ent {
   void *ptr;

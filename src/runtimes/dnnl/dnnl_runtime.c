@@ -441,7 +441,7 @@ static alma_status run_single(dn_plan *p, int idx) {
     if (ok) {
       ALMA_TRY(infer_node(p, n, in, outshape));
       if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs))
-        ALMA_TRY(alma__dn_run(p, idx, d->self_fused, in, n->n_inputs, outshape, out, n->n_outputs, &done));
+        ALMA_TRY(alma__dn_run(p, idx, d->self_fused ? DN_FUSED_OWN : 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
     }
     if (done) {
       p->n_native++;
@@ -489,6 +489,7 @@ static alma_status group_try(dn_plan *p, int h, int nm, int fused, int *done) {
   p->n_native += nm;
   p->n_fused++;
   d->n_native++;
+  d->n_group++;
   if (computes_bf16(d, &p->vals[g->nodes[d->mem[nm - 1]].outputs[0]])) p->n_native_bf16 += nm;
   for (int m = 0; m < nm; m++) {
     const alma_node *mn = &g->nodes[d->mem[m]];
@@ -659,14 +660,20 @@ static void plan_fuse(dn_plan *p) {
   for (int i = 0; i < g->n_nodes; i++) {
     dn_node *d = &p->nodes[i];
     const alma_node *n = &g->nodes[i];
-    if (d->head >= 0 || d->self_fused || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+    if (d->head >= 0 || n->n_outputs < 1 || n->outputs[0] < 0) continue;
     int kind = d->kind;
     if (kind != DK_CONV && kind != DK_MATMUL && kind != DK_GEMM && kind != DK_BNORM) continue;
     if (kind == DK_GEMM && (alma__attr_f(n, "alpha", 1.0f) != 1.0f || alma__attr_f(n, "beta", 1.0f) != 1.0f)) continue;
-    int outv = n->outputs[0], has_sum = 0, has_bias = kind == DK_GEMM, nelt = 0;
+    /* an alma.Fused* node's own post-ops come first (e.g. FusedMatMul's bias and activation, then the
+     * residual Add after it as a sum: a transformer's linear2 + Add) */
+    int outv = n->outputs[0], has_sum = 0, has_bias = kind == DK_GEMM || d->self_fused, nelt = 0;
     d->nmem = 1;
     d->mem[0] = i;
-    d->npost = 0;
+    d->npost = d->nself;
+    for (int k = 0; k < d->nself; k++) {
+      has_sum |= d->post[k].type == DP_SUM;
+      if (d->post[k].type == DP_ELT) nelt += d->post[k].n_elt;
+    }
     while (d->nmem < DN_MAX_MEMBERS && d->npost < DN_MAX_POST) {
       if (p->static_uses[outv] != 1 || consumer[outv] < 0) break;
       int c = consumer[outv];
@@ -713,7 +720,7 @@ static void plan_fuse(dn_plan *p) {
       for (int m = 0; m < d->nmem; m++) p->nodes[d->mem[m]].head = i;
     } else {
       d->nmem = 0;
-      d->npost = 0;
+      d->npost = d->nself;
     }
   }
   free(consumer);
@@ -808,6 +815,60 @@ static void plan_fuse_dw(dn_plan *p) {
   free(consumer);
 }
 
+/* An Attention whose output only a Transpose reads takes it as a DP_PERM post-op: the attention's
+ * second matmul writes through permuted strides, so the Transpose's output (multi-head attention's
+ * [heads, seq, d] -> [seq, heads, d]) is produced without a copy. */
+static void plan_fuse_perm(dn_plan *p) {
+  const alma_graph *g = p->g;
+  int *consumer = value_consumers(g);
+  if (!consumer) return;
+  for (int i = 0; i < g->n_nodes; i++) {
+    dn_node *d = &p->nodes[i];
+    const alma_node *n = &g->nodes[i];
+    if (d->kind != DK_ATTN || d->head >= 0 || d->q_role || n->n_outputs != 1 || n->outputs[0] < 0) continue;
+    int outv = n->outputs[0], c = consumer[outv];
+    if (p->static_uses[outv] != 1 || c < 0) continue;
+    dn_node *dc = &p->nodes[c];
+    const alma_node *nc = &g->nodes[c];
+    if (dc->kind != DK_TRANSPOSE || dc->head >= 0 || dc->q_role || nc->n_outputs != 1 || nc->outputs[0] < 0) continue;
+    dn_post *q = &d->post[0];
+    memset(q, 0, sizeof *q);
+    q->type = DP_PERM;
+    q->node = c;
+    q->other = -1;
+    d->npost = 1;
+    d->nmem = 2;
+    d->mem[0] = i;
+    d->mem[1] = c;
+    d->last = c;
+    d->head = dc->head = i;
+  }
+  free(consumer);
+}
+
+/* Transposes whose every reader takes strided inputs (Attention's Q, K, V) may leave their output
+ * as a view of their input (lazy_view; see run_transpose). */
+static void plan_lazy_views(dn_plan *p) {
+  const alma_graph *g = p->g;
+  char *ok = malloc((size_t)g->n_values + 1); /* 1: some reader takes it strided; 2: another reader does not */
+  if (!ok) return;
+  memset(ok, 0, (size_t)g->n_values + 1);
+  for (int j = 0; j < g->n_nodes; j++) {
+    const alma_node *n = &g->nodes[j];
+    int attn = p->nodes[j].kind == DK_ATTN && !p->nodes[j].q_role;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) ok[n->inputs[k]] = attn && k < 3 && ok[n->inputs[k]] != 2 ? 1 : 2;
+    for (int k = 0; k < n->n_implicit; k++) ok[n->implicit_inputs[k]] = 2;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    dn_node *d = &p->nodes[i];
+    if (d->kind == DK_TRANSPOSE && d->head < 0 && !d->q_role && n->n_outputs == 1 && n->outputs[0] >= 0)
+      d->lazy_view = ok[n->outputs[0]] == 1;
+  }
+  free(ok);
+}
+
 static alma_status dn_init(void) {
   dnnl_engine_t e = NULL;
   if (dnnl_engine_get_count(dnnl_cpu) < 1) return alma__errorf(ALMA_ERR_UNAVAILABLE, "oneDNN reports no CPU engine");
@@ -866,6 +927,11 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
     alma__dn_q_plan(p); /* int8 clusters; dissolves the float groups they overlap */
     const char *dw = getenv("ALMA_DNNL_DW_FUSE");
     if (!dw || strcmp(dw, "0")) plan_fuse_dw(p);
+    const char *sv = getenv("ALMA_DNNL_STRIDED");
+    if (!sv || strcmp(sv, "0")) {
+      plan_fuse_perm(p);
+      plan_lazy_views(p);
+    }
   }
   *plan_out = p;
   return ALMA_OK;
@@ -1010,6 +1076,7 @@ static const char *post_name(int t) {
          : t == DP_BIAS      ? "bias"
          : t == DP_NORM_RELU ? "fused relu"
          : t == DP_DW        ? "depthwise convolution"
+         : t == DP_PERM      ? "output strides (transpose)"
                              : "?";
 }
 
@@ -1038,14 +1105,15 @@ static void dn_describe(void *plan, FILE *f) {
               d->why ? ")" : "");
       continue;
     }
-    const dn_prim *pr = d->prim[d->head == i && d->dw_at ? DN_PRIM_DW
-                                : d->head == i || d->self_fused ? DN_PRIM_FUSED
-                                                                : DN_PRIM_SINGLE];
+    const dn_prim *pr = d->prim[d->head == i && d->dw_at                ? DN_PRIM_DW
+                                : d->head == i && d->kind != DK_ATTN ? DN_PRIM_FUSED
+                                                                     : DN_PRIM_SINGLE];
     fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type,
             !strcmp(n->op_type, "DynamicQuantizeLinear") ? "dynamic quantization (min/max, quantize; layout kept)"
                                                          : kind_name(d->kind));
+    if (d->lazy_view) fputs(" (for Attention: a strided view of its input, no copy)", f);
     if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
-    for (int k = 0; d->self_fused && k < alma__dn_npost(d, 1); k++)
+    for (int k = 0; d->self_fused && k < alma__dn_npost(d, DN_FUSED_OWN); k++)
       fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
     if (pr && pr->valid && !pr->declined) fprintf(f, " [%s]", pr->impl);
     if (pr && pr->declined) fprintf(f, " [declined at run time: %s]", pr->why);

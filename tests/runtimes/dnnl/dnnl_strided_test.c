@@ -1,0 +1,143 @@
+/* The DNNL runtime's copy-free transposes and the groups around attention, on the models
+ * make_strided_models.py writes:
+ *
+ * 1. DNNL and FOLD+FUSE+DNNL at batch 1 and 3, 1 and 2 threads, with ALMA_DNNL_STRIDED unset and
+ *    0 (strided views and output-strides groups off), against EAGER;
+ * 2. what ran, from the plan after a FOLD+FUSE+DNNL run at batch 3: Transposes whose output was a
+ *    view (lazy strided views for Attention, or unit-axis moves), Attention+Transpose groups
+ *    (DP_PERM) and alma.Fused* heads whose residual-sum group ran, against NAME.expect; at batch 1
+ *    also the views (a sequence-first Transpose of a batch-1 tensor moves only the unit axis).
+ *    With ALMA_DNNL_STRIDED=0 no lazy view or DP_PERM group may run.
+ *
+ * Tolerance: each element within 1e-5 of the output's largest value plus 1e-5 of its own (the same
+ * float32 products in another order than EAGER's).
+ *
+ * usage: dnnl_strided_test DIR   (exit 1 on failure) */
+#ifdef ALMA_HAVE_DNNL
+#include <math.h>
+
+#include "alma/alma.h"
+#include "core/core.h"
+#include "dnnl_test_util.h"
+#include "graph/model.h"
+#include "runtimes/dnnl/dnnl_rt.h"
+#include "runtimes/session.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+typedef struct ran {
+  int views, lazy, perm, selfsum;
+} ran;
+
+/* Runs g through DNNL's vtable and counts what ran (see ran). */
+static int count_ran(const alma_graph *g, const alma_tensor *in, int nin, int nout, ran *r) {
+  void *plan = NULL;
+  int ok = dt_plan_run(g, 2, in, nin, nout, &plan);
+  memset(r, 0, sizeof *r);
+  for (int i = 0; plan && i < g->n_nodes; i++) {
+    const dn_node *d = &((dn_plan *)plan)->nodes[i];
+    if (d->kind == DK_TRANSPOSE && d->n_view > 0) {
+      r->views++;
+      r->lazy += d->lazy_view;
+    }
+    if (d->head != i || d->n_group <= 0) continue;
+    for (int k = 0; k < d->npost; k++) {
+      if (d->post[k].type == DP_PERM) r->perm++;
+      if (d->self_fused && k >= d->nself && d->post[k].type == DP_SUM) r->selfsum++;
+    }
+  }
+  dt_plan_free(plan);
+  return ok;
+}
+
+static int read_expect(const char *path, int *e) {
+  char name[1024];
+  size_t n = strlen(path);
+  if (n < 5 || n + 8 > sizeof name) return 0;
+  snprintf(name, sizeof name, "%.*s.expect", (int)(n - 5), path);
+  FILE *f = fopen(name, "r");
+  if (!f) return 0;
+  int ok = fscanf(f, "%d %d %d", &e[0], &e[1], &e[2]) == 3;
+  fclose(f);
+  return ok;
+}
+
+static int run_checks(alma_model *m, int batch, const char *strided, const int *expect) {
+  int nin = alma_model_num_inputs(m), nout = alma_model_num_outputs(m), ok = 1;
+  static const char *convs[] = {"DNNL", "FOLD+FUSE+DNNL"};
+  alma_tensor in[16], want[16], got[16];
+  double worst = 0;
+  memset(in, 0, sizeof in);
+  if (strided) setenv("ALMA_DNNL_STRIDED", strided, 1);
+  else unsetenv("ALMA_DNNL_STRIDED");
+  if (!dt_make_inputs(m, batch, in, &rng_state)) return 0;
+  ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
+  for (int c = 0; c < 2 && ok; c++)
+    for (int threads = 1; threads <= 2 && ok; threads++) {
+      if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) ok = 0;
+      else if (!dt_outputs_close(m, convs[c], batch, threads, got, want, nout, 1e-5, &worst)) ok = 0;
+    }
+  alma_session *s = NULL;
+  ran r;
+  if (ok && (alma_session_create(m, "FOLD+FUSE+DNNL", NULL, &s) != ALMA_OK ||
+             !count_ran(alma__session_graph(s), in, nin, nout, &r))) {
+    printf("  direct DNNL run failed: %s\n", alma_last_error());
+    ok = 0;
+  }
+  alma_session_free(s);
+  if (ok) {
+    printf("  batch %d, ALMA_DNNL_STRIDED=%s: %d transposes as views (%d strided), %d attention+transpose, %d fused "
+           "residual sums; max abs err %.3g of the output's scale\n",
+           batch, strided ? strided : "(unset)", r.views, r.lazy, r.perm, r.selfsum, worst);
+    int off = strided && !strcmp(strided, "0");
+    if (off ? r.lazy || r.perm || r.selfsum != expect[2]
+            : r.perm != expect[1] || r.selfsum != expect[2] || (batch == 3 && r.views != expect[0])) {
+      printf("  expected %d views (batch 3), %d attention+transpose, %d fused residual sums%s\n", expect[0],
+             off ? 0 : expect[1], expect[2], off ? ", no strided view" : "");
+      ok = 0;
+    }
+    if (batch == 1 && !off && r.views < expect[0]) {
+      printf("  expected at least %d views at batch 1\n", expect[0]);
+      ok = 0;
+    }
+  }
+  for (int k = 0; k < nin; k++) alma_tensor_free_data(&in[k]);
+  for (int k = 0; k < nout; k++) alma_tensor_free_data(&want[k]);
+  return ok;
+}
+
+static int test_model(const char *path) {
+  int expect[3];
+  if (!read_expect(path, expect)) {
+    printf("%s: no readable .expect next to it\n", path);
+    return 0;
+  }
+  alma_model *m = NULL;
+  if (alma_model_load(path, &m) != ALMA_OK) {
+    printf("%s: load failed: %s\n", path, alma_last_error());
+    return 0;
+  }
+  int ok = alma_model_num_inputs(m) <= 16 && alma_model_num_outputs(m) <= 16;
+  printf("%s\n", path);
+  for (int batch = 1; batch <= 3 && ok; batch += 2) {
+    ok = run_checks(m, batch, NULL, expect);
+    if (ok) ok = run_checks(m, batch, "0", expect);
+  }
+  printf("%s: %s\n", path, ok ? "PASS" : "FAIL");
+  alma_model_free(m);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  char *names[64];
+  int nn = dt_list_models(argv[1], names, 64);
+  if (nn <= 0) return 2;
+  return dt_test_all(argv[1], names, nn, test_model);
+}
+#else
+int main(void) { return 77; }
+#endif
