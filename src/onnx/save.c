@@ -267,6 +267,93 @@ static int64_t ir_for_opset(int64_t opset) {
   return 11;
 }
 
+/* ---- the default-domain opset written ----------------------------------------------------------
+ * Passes create nodes of versions newer than the model's opset (FUSE: LayerNormalization-17 and
+ * Gelu-20 in an opset-14 model). Written under the model's opset those files are invalid ONNX and
+ * do not load again (alma's build cache, --save-converted), so the opset is raised to what the
+ * newest node needs, when every other node reads the same at the raised opset: its version stays,
+ * or the versions after it only add types, or attributes and optional inputs whose defaults keep
+ * its behaviour. compat_from[op] is the version from which that holds for all later versions (from
+ * the ONNX operator changelog); an op not listed must keep its version. */
+static const struct {
+  const char *op;
+  int from;
+} compat_from[] = {
+    {"Abs", 6}, {"Add", 7}, {"And", 7}, {"ArgMax", 11}, {"ArgMin", 11}, {"AveragePool", 7},
+    {"BatchNormalization", 9}, {"Cast", 6}, {"CastLike", 15}, {"Ceil", 6}, {"Clip", 11}, {"Concat", 4},
+    {"Constant", 9}, {"ConstantOfShape", 9}, {"Conv", 1}, {"ConvTranspose", 1}, {"Cos", 7}, {"CumSum", 11},
+    {"DepthToSpace", 11}, {"DequantizeLinear", 10}, {"Div", 7}, {"Dropout", 12}, {"Einsum", 12}, {"Elu", 6},
+    {"Equal", 11}, {"Erf", 9}, {"Exp", 6}, {"Expand", 8}, {"Flatten", 9}, {"Floor", 6}, {"GRU", 7},
+    {"Gather", 1}, {"GatherElements", 11}, {"GatherND", 11}, {"Gemm", 11}, {"GlobalAveragePool", 1},
+    {"GlobalMaxPool", 1}, {"Greater", 9}, {"GreaterOrEqual", 12}, {"HardSigmoid", 6}, {"HardSwish", 14},
+    {"Identity", 1}, {"If", 11}, {"InstanceNormalization", 6}, {"IsInf", 10}, {"IsNaN", 9}, {"LRN", 1},
+    {"LSTM", 7}, {"LeakyRelu", 6}, {"Less", 9}, {"LessOrEqual", 12}, {"Log", 6}, {"Loop", 11}, {"MatMul", 9},
+    {"Max", 8}, {"MaxPool", 8}, {"Mean", 8}, {"Min", 8}, {"Mod", 10}, {"Mul", 7}, {"Neg", 6}, {"NonZero", 9},
+    {"Not", 1}, {"OneHot", 11}, {"Or", 7}, {"PRelu", 9}, {"Pad", 11}, {"Pow", 7}, {"QuantizeLinear", 10},
+    {"RNN", 7}, {"Range", 11}, {"Reciprocal", 6}, {"ReduceL1", 18}, {"ReduceL2", 18}, {"ReduceLogSum", 18},
+    {"ReduceLogSumExp", 18}, {"ReduceMax", 18}, {"ReduceMean", 18}, {"ReduceMin", 18}, {"ReduceProd", 18},
+    {"ReduceSum", 13}, {"ReduceSumSquare", 18}, {"Relu", 6}, {"Reshape", 5}, {"Resize", 11}, {"Round", 11},
+    {"Scan", 9}, {"ScatterElements", 11}, {"ScatterND", 11}, {"Selu", 6}, {"Shape", 1}, {"Sigmoid", 6},
+    {"Sign", 9}, {"Sin", 7}, {"Size", 1}, {"Slice", 10}, {"Softmax", 13}, {"LogSoftmax", 13}, {"Hardmax", 13},
+    {"Softplus", 1}, {"Softsign", 1}, {"SpaceToDepth", 1}, {"Split", 13}, {"Sqrt", 6}, {"Squeeze", 13},
+    {"Sub", 7}, {"Sum", 8}, {"Tanh", 6}, {"Tile", 6}, {"TopK", 11}, {"Transpose", 1}, {"Trilu", 14},
+    {"Unsqueeze", 13}, {"Where", 9}, {"Xor", 7}, {"LayerNormalization", 17}, {"Gelu", 20},
+};
+
+static int is_onnx_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+/* The newest default-domain version any node of g (and its subgraphs) has. */
+static int64_t newest_version(const alma_graph *g) {
+  int64_t v = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    if (is_onnx_domain(n->domain) && n->since_version > v) v = n->since_version;
+    for (int a = 0; a < n->n_attrs; a++) {
+      const alma_attr *at = &n->attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g) {
+        int64_t s = newest_version(at->g);
+        if (s > v) v = s;
+      }
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++) {
+        int64_t s = at->graphs[k] ? newest_version(at->graphs[k]) : 0;
+        if (s > v) v = s;
+      }
+    }
+  }
+  return v;
+}
+
+/* Whether every default-domain node of g reads the same at opset `to` (see compat_from). */
+static int reads_same_at(const alma_graph *g, int64_t to) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int a = 0; a < n->n_attrs; a++) {
+      const alma_attr *at = &n->attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g && !reads_same_at(at->g, to)) return 0;
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        if (at->graphs[k] && !reads_same_at(at->graphs[k], to)) return 0;
+    }
+    if (!is_onnx_domain(n->domain)) continue;
+    if (!n->op) return 0; /* not bound: its versions are unknown */
+    int at_to = 0;
+    for (int k = 0; k < ALMA_OP_MAX_VERSIONS && n->op->versions[k]; k++)
+      if (n->op->versions[k] <= to) at_to = n->op->versions[k];
+    if (at_to == n->since_version) continue;
+    int ok = 0;
+    for (size_t k = 0; k < sizeof compat_from / sizeof compat_from[0] && !ok; k++)
+      ok = !strcmp(compat_from[k].op, n->op_type) && n->since_version >= compat_from[k].from;
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+int64_t alma__onnx_opset_to_write(const alma_graph *g) {
+  int64_t opset = alma__graph_opset(g, ""), need = newest_version(g);
+  return need > opset && reads_same_at(g, need) ? need : opset;
+}
+
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
   *bytes_out = NULL;
   *n_out = 0;
@@ -282,7 +369,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
   if (have_r) alma__infer_result_free(&r);
   alma_status st = c.st;
-  int64_t opset = alma__graph_opset(g, "");
+  int64_t written = alma__onnx_opset_to_write(g);
   if (st == ALMA_OK && !mp.graph) st = alma__errorf(ALMA_ERR_INTERNAL, "writing the graph failed");
   if (st == ALMA_OK) {
     int has_alma = alma__graph_opset(g, "alma") > 0;
@@ -295,7 +382,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
       os->has_version = 1;
       if (i < g->n_opsets) {
         os->domain = sstr(g->opsets[i].domain);
-        os->version = g->opsets[i].version;
+        os->version = is_onnx_domain(g->opsets[i].domain) ? written : g->opsets[i].version;
       } else {
         os->domain = "alma";
         os->version = 1;
@@ -306,7 +393,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   }
   if (st == ALMA_OK) {
     int64_t ir = meta && meta->ir_version > 0 ? meta->ir_version : 0;
-    int64_t need = ir_for_opset(opset);
+    int64_t need = ir_for_opset(written);
     mp.has_ir_version = 1;
     mp.ir_version = ir > need ? ir : need;
     mp.producer_name = "alma";

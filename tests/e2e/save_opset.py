@@ -1,0 +1,149 @@
+"""FUSE creates LayerNormalization (opset 17) and Gelu (opset 20) in models that import an older
+opset. A converted graph written under the model's opset would be invalid ONNX that neither alma's
+build cache nor other tools load again; the writer raises the opset when every other node reads the
+same there (src/onnx/save.c). Checked with `alma bench -c FOLD+FUSE+EAGER --save-converted --cache-dir`:
+
+- ln_gelu_op14: LayerNorm and GELU subgraphs as PyTorch exports them, opset 14, plus a Softmax-13
+  and a Shape-13 (Shape's later versions only add attributes with the old defaults). The saved
+  file imports opset 20, passes onnx.checker (where the installed onnx knows opset 20), ONNX
+  Runtime runs it with the original model's outputs (1e-5 of the largest), and the second bench
+  run loads the cached build (JSON cache status "hit");
+- ln_gelu_reduce_op13: the same at opset 13 with a ReduceMean-13 of its own (axes an attribute,
+  an input from opset 18): raising to 20 would change it, so the file keeps opset 13, the bench
+  still succeeds, and the second run rebuilds, saying why the cached graph did not load.
+
+usage: save_opset.py ALMA WORKDIR PYTHON   (PYTHON: with onnx, numpy and onnxruntime; exit 77 without)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+MAKE = r"""
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+out, opset, extra_reduce = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+rng = np.random.default_rng(4)
+c = lambda n, v: numpy_helper.from_array(np.array(v, np.float32), n)
+inits = [c("two", 2.0), c("eps", 1e-5), c("g", rng.standard_normal(16)), c("b", rng.standard_normal(16)),
+         c("sq2", np.sqrt(2.0)), c("one", 1.0), c("half", 0.5)]
+N = helper.make_node
+if opset >= 18:
+    raise SystemExit("opset < 18 expected")
+nodes = [N("ReduceMean", ["x"], ["m"], axes=[-1]), N("Sub", ["x", "m"], ["d"]), N("Pow", ["d", "two"], ["d2"]),
+         N("ReduceMean", ["d2"], ["v"], axes=[-1]), N("Add", ["v", "eps"], ["ve"]), N("Sqrt", ["ve"], ["s"]),
+         N("Div", ["d", "s"], ["n"]), N("Mul", ["n", "g"], ["ng"]), N("Add", ["ng", "b"], ["ln"]),
+         N("Div", ["ln", "sq2"], ["t"]), N("Erf", ["t"], ["e"]), N("Add", ["e", "one"], ["e1"]),
+         N("Mul", ["ln", "e1"], ["h"]), N("Mul", ["h", "half"], ["y0"]), N("Softmax", ["y0"], ["y"], axis=-1),
+         N("Shape", ["y"], ["shp"])]
+outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6, 16]),
+        helper.make_tensor_value_info("shp", TensorProto.INT64, [3])]
+if extra_reduce:
+    nodes.append(N("ReduceMean", ["x"], ["r"], axes=[1], keepdims=0))
+    outs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, ["n", 16]))
+g = helper.make_graph(nodes, "ln_gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6, 16])], outs,
+                      inits)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="alma-tests")
+m.ir_version = 7
+onnx.checker.check_model(m)
+onnx.save(m, out)
+"""
+
+CHECK = r"""
+import json, sys
+import numpy as np
+import onnx
+import onnxruntime as ort
+orig, saved, x = sys.argv[1], sys.argv[2], np.load(sys.argv[3])
+m = onnx.load(saved)
+info = {"opset": [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0], "ir": m.ir_version,
+        "ops": sorted({n.op_type for n in m.graph.node})}
+if onnx.defs.onnx_opset_version() >= info["opset"]:
+    onnx.checker.check_model(m, full_check=True)
+    info["checker"] = "ok"
+else:
+    info["checker"] = f"skipped: onnx {onnx.__version__} knows opsets up to {onnx.defs.onnx_opset_version()}"
+so = ort.SessionOptions()
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+ys = [ort.InferenceSession(p, so, providers=["CPUExecutionProvider"]).run(None, {"x": x}) for p in (orig, saved)]
+info["max_err"] = max(float(np.max(np.abs(a.astype(np.float64) - b)) / max(1e-30, float(np.max(np.abs(a)))))
+                      for a, b in zip(*ys))
+print(json.dumps(info))
+"""
+
+
+def bench(alma, model, work, tag):
+    r = os.path.join(work, tag + ".json")
+    cmd = [alma, "bench", model, "-c", "FOLD+FUSE+EAGER", "-b", "2", "--save-converted", os.path.join(work, "saved"),
+           "--cache-dir", os.path.join(work, "cache"), "--json", r, "-n", "2", "--min-time", "0", "--warmup", "1",
+           "--warmup-time", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return json.load(open(r))["results"][0]
+
+
+def case(alma, py, work, name, opset, extra_reduce, want_opset):
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    model = os.path.join(d, name + ".onnx")
+    subprocess.run([py, "-c", MAKE, model, str(opset), "1" if extra_reduce else "0"], check=True)
+    first, second = bench(alma, model, d, "first"), bench(alma, model, d, "second")
+    saved = first["saved_converted"]["path"]
+    x = os.path.join(d, "x.npy")
+    subprocess.run([py, "-c", "import numpy as np, sys; np.save(sys.argv[1], "
+                    "np.random.default_rng(1).standard_normal((3, 6, 16)).astype(np.float32))", x], check=True)
+    o = subprocess.run([py, "-c", CHECK, model, saved, x], capture_output=True, text=True)
+    fails = []
+    c1, c2 = first["cache"], second["cache"]
+    print(f"{name}: saved {saved}; first run cache {c1['status']}, second {c2['status']} "
+          f"({c2.get('reason', '')})")
+    if want_opset > opset:
+        if o.returncode != 0:
+            return [f"{name}: the saved file does not check or run: {o.stderr.strip()[-600:]}"]
+        info = json.loads(o.stdout.strip().splitlines()[-1])
+        print(f"  saved opset {info['opset']} (IR {info['ir']}), ops {info['ops']}, checker {info['checker']}, "
+              f"ONNX Runtime saved vs original: {info['max_err']:.2g} of the largest output")
+        if info["opset"] != want_opset:
+            fails.append(f"{name}: saved opset {info['opset']}, expected {want_opset}")
+        if not {"LayerNormalization", "Gelu"} <= set(info["ops"]):
+            fails.append(f"{name}: FUSE did not make LayerNormalization and Gelu: {info['ops']}")
+        if info["max_err"] > 1e-5:
+            fails.append(f"{name}: ONNX Runtime's outputs of the saved file differ by {info['max_err']:.3g}")
+        if c2["status"] != "hit":
+            fails.append(f"{name}: the second run did not load the cached build: {c2}")
+    else:
+        import_opset = subprocess.run([py, "-c", "import onnx, sys; m = onnx.load(sys.argv[1]); print([o.version for o "
+                                       "in m.opset_import if o.domain in ('', 'ai.onnx')][0])", saved],
+                                      capture_output=True, text=True).stdout.strip()
+        print(f"  saved opset {import_opset} (kept: ReduceMean-13 reads differently at 20)")
+        if import_opset != str(opset):
+            fails.append(f"{name}: saved opset {import_opset}, expected the model's {opset}")
+        if c2["status"] != "built" or "does not load" not in c2.get("reason", ""):
+            fails.append(f"{name}: the second run should rebuild saying the cached graph does not load: {c2}")
+    return fails
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    alma, work, py = sys.argv[1:]
+    if not py or subprocess.run([py, "-c", "import onnx, numpy, onnxruntime"], capture_output=True).returncode:
+        print(f"SKIP: no python with onnx, numpy and onnxruntime ('{py}'); scripts/test.sh makes one (.venv-test)")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    fails = case(alma, py, work, "ln_gelu_op14", 14, False, 20)
+    fails += case(alma, py, work, "ln_gelu_reduce_op13", 13, True, 13)
+    for f in fails:
+        print("FAIL:", f)
+    print("PASS" if not fails else f"{len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
