@@ -17,7 +17,25 @@ typedef struct save_ctx {
   alma_arena *a;
   alma_status st;
   int uses_alma_domain;
+  int64_t opset_to; /* the default-domain opset written (alma__onnx_opset_to_write) */
 } save_ctx;
+
+static int is_onnx_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+/* The attribute of n that is an input at opset `to` (Reduce*'s axes from 18, ReduceSum's from 13,
+ * Squeeze/Unsqueeze's axes and Split's split from 13), for a node of the older form (data input
+ * only); NULL if none. The writer moves it into an int64 initializer. */
+static const char *moved_attr(const alma_node *n, int64_t to) {
+  if (!is_onnx_domain(n->domain) || n->n_inputs != 1) return NULL;
+  const char *op = n->op_type;
+  if (!strncmp(op, "Reduce", 6)) {
+    int at = strcmp(op, "ReduceSum") ? 18 : 13;
+    return n->since_version < at && to >= at ? "axes" : NULL;
+  }
+  if (n->since_version < 13 && to >= 13 && (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))) return "axes";
+  if (n->since_version < 13 && to >= 13 && !strcmp(op, "Split")) return "split";
+  return NULL;
+}
 
 static void *salloc(save_ctx *c, size_t n) {
   void *p = alma__arena_alloc(c->a, n ? n : 1);
@@ -193,7 +211,23 @@ static const char *unique_name(save_ctx *c, name_set *ns, const char *name) {
   }
 }
 
-static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n, name_set *ns) {
+/* A name for a new value of g: base, or base_<k> when g has a value of that name. */
+static const char *new_value_name(save_ctx *c, const alma_graph *g, const char *base) {
+  size_t len = strlen(base) + 24;
+  char *nm = salloc(c, len);
+  if (!nm) return NULL;
+  for (int k = 0;; k++) {
+    if (k) snprintf(nm, len, "%s_%d", base, k);
+    else snprintf(nm, len, "%s", base);
+    int taken = 0;
+    for (int v = 0; v < g->n_values && !taken; v++) taken = g->values[v].name && !strcmp(g->values[v].name, nm);
+    if (!taken) return nm;
+  }
+}
+
+/* gp: where an attribute moved into an input (moved_attr) adds its initializer. */
+static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n, name_set *ns,
+                                   Onnx__GraphProto *gp) {
   Onnx__NodeProto *np = salloc(c, sizeof *np);
   if (!np) return NULL;
   *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
@@ -204,7 +238,7 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   np->domain = n->domain && n->domain[0] ? (char *)n->domain : NULL;
   if (n->domain && !strcmp(n->domain, "alma")) c->uses_alma_domain = 1;
   np->n_input = (size_t)n->n_inputs;
-  np->input = salloc(c, sizeof(char *) * (size_t)(n->n_inputs + 1));
+  np->input = salloc(c, sizeof(char *) * (size_t)(n->n_inputs + 2)); /* + a moved attribute */
   np->n_output = (size_t)n->n_outputs;
   np->output = salloc(c, sizeof(char *) * (size_t)(n->n_outputs + 1));
   np->n_attribute = (size_t)n->n_attrs;
@@ -212,8 +246,27 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   if (!np->input || !np->output || !np->attribute) return NULL;
   for (int k = 0; k < n->n_inputs; k++) np->input[k] = n->inputs[k] >= 0 ? sstr(g->values[n->inputs[k]].name) : "";
   for (int k = 0; k < n->n_outputs; k++) np->output[k] = n->outputs[k] >= 0 ? sstr(g->values[n->outputs[k]].name) : "";
+  const char *ma = moved_attr(n, c->opset_to);
+  const alma_attr *mv = ma ? alma__node_attr(n, ma) : NULL;
+  if (mv && mv->type != ALMA_ATTR_INTS) mv = NULL;
+  np->n_attribute = 0;
   for (int k = 0; k < n->n_attrs; k++)
-    if (!(np->attribute[k] = attr_proto(c, &n->attrs[k]))) return NULL;
+    if (&n->attrs[k] != mv && !(np->attribute[np->n_attribute++] = attr_proto(c, &n->attrs[k]))) return NULL;
+  if (mv) { /* the attribute's values as the input it became */
+    char base[256];
+    snprintf(base, sizeof base, "%s_%s", nm, ma);
+    const char *vn = new_value_name(c, g, base);
+    alma_tensor *t = salloc(c, sizeof *t);
+    if (!vn || !t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->dtype = ALMA_DTYPE_INT64;
+    t->rank = 1;
+    t->dims[0] = mv->n;
+    t->data = mv->ints;
+    t->nbytes = (size_t)mv->n * sizeof(int64_t);
+    if (!(gp->initializer[gp->n_initializer++] = tensor_proto(c, t, vn))) return NULL;
+    np->input[np->n_input++] = sstr(vn);
+  }
   return np;
 }
 
@@ -227,7 +280,7 @@ static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alm
   int live = 0;
   for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].dead;
   gp->node = salloc(c, sizeof *gp->node * (size_t)(live + 1));
-  gp->initializer = salloc(c, sizeof *gp->initializer * (size_t)(g->n_values + 1));
+  gp->initializer = salloc(c, sizeof *gp->initializer * (size_t)(g->n_values + live + 1)); /* + moved attributes */
   gp->input = salloc(c, sizeof *gp->input * (size_t)(g->n_inputs + 1));
   gp->output = salloc(c, sizeof *gp->output * (size_t)(g->n_outputs + 1));
   if (!gp->node || !gp->initializer || !gp->input || !gp->output) return NULL;
@@ -237,7 +290,7 @@ static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alm
   if (!ns.slot) return NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].dead) continue;
-    if (!(gp->node[gp->n_node++] = node_proto(c, g, &g->nodes[i], &ns))) return NULL;
+    if (!(gp->node[gp->n_node++] = node_proto(c, g, &g->nodes[i], &ns, gp))) return NULL;
   }
   for (int v = 0; v < g->n_values; v++) {
     const alma_value *val = &g->values[v];
@@ -300,8 +353,6 @@ static const struct {
     {"Unsqueeze", 13}, {"Where", 9}, {"Xor", 7}, {"LayerNormalization", 17}, {"Gelu", 20},
 };
 
-static int is_onnx_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
-
 /* The newest default-domain version any node of g (and its subgraphs) has. */
 static int64_t newest_version(const alma_graph *g) {
   int64_t v = 0;
@@ -341,6 +392,9 @@ static int reads_same_at(const alma_graph *g, int64_t to) {
     for (int k = 0; k < ALMA_OP_MAX_VERSIONS && n->op->versions[k]; k++)
       if (n->op->versions[k] <= to) at_to = n->op->versions[k];
     if (at_to == n->since_version) continue;
+    /* the older form of an op whose attribute became an input: written in the new form (Split at 18
+     * also needs split given: without it, the newer form wants num_outputs) */
+    if (moved_attr(n, to) && (strcmp(n->op_type, "Split") || to < 18 || alma__node_attr(n, "split"))) continue;
     int ok = 0;
     for (size_t k = 0; k < sizeof compat_from / sizeof compat_from[0] && !ok; k++)
       ok = !strcmp(compat_from[k].op, n->op_type) && n->since_version >= compat_from[k].from;
@@ -358,7 +412,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   *bytes_out = NULL;
   *n_out = 0;
   if (!g) return alma__errorf(ALMA_ERR_INVALID_ARG, "graph is NULL");
-  save_ctx c = {.a = alma__arena_new(), .st = ALMA_OK};
+  save_ctx c = {.a = alma__arena_new(), .st = ALMA_OK, .opset_to = alma__onnx_opset_to_write(g)};
   if (!c.a) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_infer_result r;
   int resolved = 1; /* a graph built by hand may not have its ops bound yet: then no inference */
@@ -369,7 +423,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
   if (have_r) alma__infer_result_free(&r);
   alma_status st = c.st;
-  int64_t written = alma__onnx_opset_to_write(g);
+  int64_t written = c.opset_to;
   if (st == ALMA_OK && !mp.graph) st = alma__errorf(ALMA_ERR_INTERNAL, "writing the graph failed");
   if (st == ALMA_OK) {
     int has_alma = alma__graph_opset(g, "alma") > 0;

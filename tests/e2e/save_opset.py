@@ -1,16 +1,23 @@
 """FUSE creates LayerNormalization (opset 17) and Gelu (opset 20) in models that import an older
 opset. A converted graph written under the model's opset would be invalid ONNX that neither alma's
 build cache nor other tools load again; the writer raises the opset when every other node reads the
-same there (src/onnx/save.c). Checked with `alma bench -c FOLD+FUSE+EAGER --save-converted --cache-dir`:
+same there, writing attributes that became inputs as inputs (src/onnx/save.c). Checked with
+`alma bench -c FOLD+FUSE+EAGER --save-converted --cache-dir` on LayerNorm and GELU subgraphs as
+PyTorch exports them, plus:
 
-- ln_gelu_op14: LayerNorm and GELU subgraphs as PyTorch exports them, opset 14, plus a Softmax-13
-  and a Shape-13 (Shape's later versions only add attributes with the old defaults). The saved
-  file imports opset 20, passes onnx.checker (where the installed onnx knows opset 20), ONNX
-  Runtime runs it with the original model's outputs (1e-5 of the largest), and the second bench
-  run loads the cached build (JSON cache status "hit");
-- ln_gelu_reduce_op13: the same at opset 13 with a ReduceMean-13 of its own (axes an attribute,
-  an input from opset 18): raising to 20 would change it, so the file keeps opset 13, the bench
-  still succeeds, and the second run rebuilds, saying why the cached graph did not load.
+- ln_gelu_op14: a Softmax-13 and a Shape-13 (Shape's later versions only add attributes with the
+  old defaults);
+- ln_gelu_reduce_op13: a ReduceMean-13 of its own (axes an attribute; an input from opset 18);
+- ln_gelu_shape_op12: an Unsqueeze-11, a Split-11 with split, a ReduceSum-11 (their attributes
+  became inputs at 13) and a Squeeze-11 without axes;
+
+each saved at opset 20 (the moved attributes as int64 initializers), passing onnx.checker (where
+the installed onnx knows opset 20), run by ONNX Runtime with the original model's outputs (1e-5 of
+the largest), the second bench run loading the cached build (JSON cache status "hit"); and
+
+- ln_gelu_softmax_op11: a Softmax-11 (it flattens to 2-D around its axis; 13 does not): the file
+  keeps opset 11, the bench still succeeds, and the second run rebuilds, saying why the cached
+  graph did not load.
 
 usage: save_opset.py ALMA WORKDIR PYTHON   (PYTHON: with onnx, numpy and onnxruntime; exit 77 without)
 """
@@ -25,29 +32,33 @@ import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-out, opset, extra_reduce = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, opset, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(4)
 c = lambda n, v: numpy_helper.from_array(np.array(v, np.float32), n)
 inits = [c("two", 2.0), c("eps", 1e-5), c("g", rng.standard_normal(16)), c("b", rng.standard_normal(16)),
          c("sq2", np.sqrt(2.0)), c("one", 1.0), c("half", 0.5)]
 N = helper.make_node
-if opset >= 18:
-    raise SystemExit("opset < 18 expected")
+V = lambda n, shape, t=TensorProto.FLOAT: helper.make_tensor_value_info(n, t, shape)
 nodes = [N("ReduceMean", ["x"], ["m"], axes=[-1]), N("Sub", ["x", "m"], ["d"]), N("Pow", ["d", "two"], ["d2"]),
          N("ReduceMean", ["d2"], ["v"], axes=[-1]), N("Add", ["v", "eps"], ["ve"]), N("Sqrt", ["ve"], ["s"]),
          N("Div", ["d", "s"], ["n"]), N("Mul", ["n", "g"], ["ng"]), N("Add", ["ng", "b"], ["ln"]),
          N("Div", ["ln", "sq2"], ["t"]), N("Erf", ["t"], ["e"]), N("Add", ["e", "one"], ["e1"]),
-         N("Mul", ["ln", "e1"], ["h"]), N("Mul", ["h", "half"], ["y0"]), N("Softmax", ["y0"], ["y"], axis=-1),
-         N("Shape", ["y"], ["shp"])]
-outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6, 16]),
-        helper.make_tensor_value_info("shp", TensorProto.INT64, [3])]
-if extra_reduce:
+         N("Mul", ["ln", "e1"], ["h"]), N("Mul", ["h", "half"], ["y0"])]
+outs = [V("y", ["n", 6, 16])]
+if extra == "shape":  # opset <= 12 forms: attributes that are inputs from 13
+    nodes += [N("Identity", ["y0"], ["y"]), N("Unsqueeze", ["y0"], ["u"], axes=[1]),
+              N("Split", ["u"], ["p", "q"], axis=3, split=[6, 10]), N("ReduceSum", ["q"], ["rs"], axes=[-1]),
+              N("Squeeze", ["rs"], ["sq"])]
+    outs += [V("p", ["n", 1, 6, 6]), V("sq", ["n", 6])]
+else:
+    nodes += [N("Softmax", ["y0"], ["y"], axis=-1), N("Shape", ["y"], ["shp"])]
+    outs.append(V("shp", [3], TensorProto.INT64))
+if extra == "reduce":
     nodes.append(N("ReduceMean", ["x"], ["r"], axes=[1], keepdims=0))
-    outs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, ["n", 16]))
-g = helper.make_graph(nodes, "ln_gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6, 16])], outs,
-                      inits)
+    outs.append(V("r", ["n", 16]))
+g = helper.make_graph(nodes, "ln_gelu", [V("x", ["n", 6, 16])], outs, inits)
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="alma-tests")
-m.ir_version = 7
+m.ir_version = 6
 onnx.checker.check_model(m)
 onnx.save(m, out)
 """
@@ -60,7 +71,9 @@ import onnxruntime as ort
 orig, saved, x = sys.argv[1], sys.argv[2], np.load(sys.argv[3])
 m = onnx.load(saved)
 info = {"opset": [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0], "ir": m.ir_version,
-        "ops": sorted({n.op_type for n in m.graph.node})}
+        "ops": sorted({n.op_type for n in m.graph.node}),
+        "moved": sorted(n.op_type for n in m.graph.node if n.op_type in ("ReduceMean", "ReduceSum", "Unsqueeze", "Split")
+                        and len(n.input) == 2 and not any(a.name in ("axes", "split") for a in n.attribute))}
 if onnx.defs.onnx_opset_version() >= info["opset"]:
     onnx.checker.check_model(m, full_check=True)
     info["checker"] = "ok"
@@ -86,12 +99,12 @@ def bench(alma, model, work, tag):
     return json.load(open(r))["results"][0]
 
 
-def case(alma, py, work, name, opset, extra_reduce, want_opset):
+def case(alma, py, work, name, opset, extra, want_opset, want_moved=()):
     d = os.path.join(work, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     model = os.path.join(d, name + ".onnx")
-    subprocess.run([py, "-c", MAKE, model, str(opset), "1" if extra_reduce else "0"], check=True)
+    subprocess.run([py, "-c", MAKE, model, str(opset), extra], check=True)
     first, second = bench(alma, model, d, "first"), bench(alma, model, d, "second")
     saved = first["saved_converted"]["path"]
     x = os.path.join(d, "x.npy")
@@ -106,8 +119,11 @@ def case(alma, py, work, name, opset, extra_reduce, want_opset):
         if o.returncode != 0:
             return [f"{name}: the saved file does not check or run: {o.stderr.strip()[-600:]}"]
         info = json.loads(o.stdout.strip().splitlines()[-1])
-        print(f"  saved opset {info['opset']} (IR {info['ir']}), ops {info['ops']}, checker {info['checker']}, "
-              f"ONNX Runtime saved vs original: {info['max_err']:.2g} of the largest output")
+        print(f"  saved opset {info['opset']} (IR {info['ir']}), ops {info['ops']}, attributes written as inputs: "
+              f"{info['moved']}, checker {info['checker']}, ONNX Runtime saved vs original: {info['max_err']:.2g} of "
+              "the largest output")
+        if info["moved"] != sorted(want_moved):
+            fails.append(f"{name}: attributes written as inputs on {info['moved']}, expected {sorted(want_moved)}")
         if info["opset"] != want_opset:
             fails.append(f"{name}: saved opset {info['opset']}, expected {want_opset}")
         if not {"LayerNormalization", "Gelu"} <= set(info["ops"]):
@@ -120,7 +136,7 @@ def case(alma, py, work, name, opset, extra_reduce, want_opset):
         import_opset = subprocess.run([py, "-c", "import onnx, sys; m = onnx.load(sys.argv[1]); print([o.version for o "
                                        "in m.opset_import if o.domain in ('', 'ai.onnx')][0])", saved],
                                       capture_output=True, text=True).stdout.strip()
-        print(f"  saved opset {import_opset} (kept: ReduceMean-13 reads differently at 20)")
+        print(f"  saved opset {import_opset} (kept: Softmax-11 reads differently at 13 and later)")
         if import_opset != str(opset):
             fails.append(f"{name}: saved opset {import_opset}, expected the model's {opset}")
         if c2["status"] != "built" or "does not load" not in c2.get("reason", ""):
@@ -137,8 +153,10 @@ def main():
         print(f"SKIP: no python with onnx, numpy and onnxruntime ('{py}'); scripts/test.sh makes one (.venv-test)")
         return 77
     os.makedirs(work, exist_ok=True)
-    fails = case(alma, py, work, "ln_gelu_op14", 14, False, 20)
-    fails += case(alma, py, work, "ln_gelu_reduce_op13", 13, True, 13)
+    fails = case(alma, py, work, "ln_gelu_op14", 14, "", 20)
+    fails += case(alma, py, work, "ln_gelu_reduce_op13", 13, "reduce", 20, ["ReduceMean"])
+    fails += case(alma, py, work, "ln_gelu_shape_op12", 12, "shape", 20, ["ReduceSum", "Split", "Unsqueeze"])
+    fails += case(alma, py, work, "ln_gelu_softmax_op11", 11, "", 11)
     for f in fails:
         print("FAIL:", f)
     print("PASS" if not fails else f"{len(fails)} failures")
