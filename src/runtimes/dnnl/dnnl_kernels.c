@@ -1783,12 +1783,77 @@ static alma_status run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin
 }
 
 /* ---- views: the output shares the input's plain data --------------------------------------------- */
+/* ---- strided views (lazy Slice / Reshape / Transpose outputs read by Attention) ------------------ */
+/* v holds only a strided, non-blocked layout of some buffer (a lazy view's output). */
+static int is_strided_view(const dn_val *v) {
+  return v->has_blk && !v->has_plain && v->bmd.format_kind == dnnl_blocked &&
+         v->bmd.format_desc.blocking.inner_nblks == 0;
+}
+
+/* v's plain data, when it may become the buffer of a strided view: its own pooled buffer, from
+ * its start. */
+static int viewable_plain(const dn_val *v) {
+  return v->has_plain && !v->has_blk && v->pbuf && v->pbuf->ptr == v->t.data && v->t.dtype == F32;
+}
+
+/* y becomes a view of b (one more reference) in layout md. */
+static void set_view(dn_plan *p, int idx, dn_val *y, const alma_tensor *shape, const dnnl_memory_desc_t *md,
+                     dn_buf *b) {
+  b->refs++;
+  alma__dn_val_set(y, shape, md, b);
+  p->nodes[idx].n_view++;
+}
+
+/* Strides of the dims nd (rank nr) viewing data of dims od / strides ost (rank r) without a copy:
+ * the new dims must split or merge runs of old dims that are contiguous with each other. 0 when
+ * they do not (the data must be copied). */
+static int reshape_strides(int r, const int64_t *od, const int64_t *ost, int nr, const int64_t *nd, int64_t *nst) {
+  int j = nr - 1;
+  int64_t base = r > 0 ? ost[r - 1] : 1, old_n = 1, new_n = 1;
+  for (int i = r - 1; i >= 0; i--) {
+    old_n *= od[i];
+    /* a run of old dims ends where the next one out is not contiguous with it */
+    if (i == 0 || (od[i - 1] != 1 && ost[i - 1] != old_n * base)) {
+      while (j >= 0 && (new_n < old_n || nd[j] == 1)) {
+        nst[j] = new_n * base;
+        new_n *= nd[j];
+        j--;
+      }
+      if (new_n != old_n) return 0;
+      if (i > 0) {
+        base = ost[i - 1];
+        old_n = new_n = 1;
+      }
+    }
+  }
+  for (; j >= 0; j--) { /* leading unit dims */
+    if (nd[j] != 1) return 0;
+    nst[j] = 1;
+  }
+  return 1;
+}
+
 static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_val *x = in[0], *y = out[0];
   if (!x || !x->live || !y || os[0].dtype != x->t.dtype ||
       alma__numel(os[0].rank, os[0].dims) != alma__numel(x->t.rank, x->t.dims))
     return ALMA_OK;
+  if (p->nodes[idx].lazy_view && is_strided_view(x) && os[0].rank <= DNNL_MAX_NDIMS &&
+      alma__numel(os[0].rank, os[0].dims) > 0) {
+    int64_t od[DNNL_MAX_NDIMS], ost[DNNL_MAX_NDIMS], nst[DNNL_MAX_NDIMS];
+    dnnl_dims_t nd;
+    for (int i = 0; i < x->bmd.ndims; i++) od[i] = x->bmd.dims[i], ost[i] = x->bmd.format_desc.blocking.strides[i];
+    for (int i = 0; i < os[0].rank; i++) nd[i] = os[0].dims[i];
+    if (os[0].rank > 0 && reshape_strides(x->bmd.ndims, od, ost, os[0].rank, os[0].dims, nst)) {
+      dnnl_memory_desc_t md;
+      dnnl_memory_desc_init_by_strides(&md, os[0].rank, nd, x->bmd.data_type, nst);
+      md.offset0 = x->bmd.offset0;
+      set_view(p, idx, y, &os[0], &md, x->bbuf);
+      *done = 1;
+      return ALMA_OK;
+    }
+  }
   ALMA_TRY(alma__dn_val_plain(p, x, n));
   memset(&y->t, 0, sizeof y->t);
   y->t.dtype = os[0].dtype;
@@ -1808,19 +1873,18 @@ static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor 
 /* v's own strided view (a lazy Transpose's output, see run_transpose) when it has one of rank r that
  * a gemm can read (unit stride on one of the last two axes), as its layout; 0 otherwise. */
 static int strided_view(const dn_val *v, int r, dnnl_memory_desc_t *md) {
-  if (!v->has_blk || v->has_plain || v->t.rank != r || v->bmd.ndims != r || v->bmd.format_kind != dnnl_blocked ||
-      v->bmd.format_desc.blocking.inner_nblks != 0 || v->bmd.offset0 != 0 || v->bmd.data_type != dnnl_f32)
-    return 0;
+  if (!is_strided_view(v) || v->t.rank != r || v->bmd.ndims != r || v->bmd.data_type != dnnl_f32) return 0;
   const dnnl_dims_t *st = &v->bmd.format_desc.blocking.strides;
   if ((*st)[r - 1] != 1 && (*st)[r - 2] != 1) return 0;
   *md = v->bmd;
+  md->offset0 = 0; /* view_or_plain passes the data from the offset on */
   return 1;
 }
 
 /* The data of v: its strided view's (strided, from strided_view) or its plain data. */
 static alma_status view_or_plain(dn_plan *p, dn_val *v, int strided, const alma_node *n, void **ptr) {
   if (strided) {
-    *ptr = v->bbuf->ptr;
+    *ptr = (char *)v->bbuf->ptr + v->bmd.offset0 * (dnnl_dim_t)sizeof(float);
     return ALMA_OK;
   }
   ALMA_TRY(alma__dn_val_plain(p, v, n));
@@ -2056,10 +2120,9 @@ static alma_status run_transpose(dn_plan *p, int idx, dn_val **in, const alma_te
   dnnl_memory_desc_t xmd, view, dmd;
   alma__dn_val_md(x, &xmd);
   if (dnnl_memory_desc_permute_axes(&view, &xmd, pm) != dnnl_success) return ALMA_OK;
-  if (p->nodes[idx].lazy_view && x->has_plain && !x->has_blk && x->pbuf && x->pbuf->ptr == x->t.data && x->t.dtype == F32) {
-    x->pbuf->refs++; /* the output is x's data seen through permuted strides: no copy */
-    alma__dn_val_set(out[0], &os[0], &view, x->pbuf);
-    p->nodes[idx].n_view++;
+  if (p->nodes[idx].lazy_view && (viewable_plain(x) || (is_strided_view(x) && x->t.dtype == F32))) {
+    /* the output is x's data seen through permuted strides: no copy */
+    set_view(p, idx, out[0], &os[0], &view, x->has_blk ? x->bbuf : x->pbuf);
     *done = 1;
     return ALMA_OK;
   }
@@ -2195,12 +2258,19 @@ static int int_list(dn_plan *p, const alma_node *n, dn_val **in, int nin, int i,
 }
 
 /* One output: the sub-tensor of x at offsets with dims of os, reordered to plain. */
-static alma_status slice_one(dn_plan *p, const alma_node *n, dn_val *x, const alma_tensor *os, const int64_t *offs,
-                             dn_val *y) {
+static alma_status slice_one(dn_plan *p, int idx, const alma_node *n, dn_val *x, const alma_tensor *os,
+                             const int64_t *offs, dn_val *y) {
   int r = x->t.rank;
   dnnl_dims_t sd, so;
   for (int i = 0; i < r; i++) sd[i] = os->dims[i], so[i] = offs[i];
   dnnl_memory_desc_t xmd, sub, dmd;
+  if (p->nodes[idx].lazy_view && viewable_plain(x)) { /* a sub-memory view of x: no copy */
+    plain_md(&xmd, r, x->t.dims, x->t.dtype);
+    if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) == dnnl_success) {
+      set_view(p, idx, y, os, &sub, x->pbuf);
+      return ALMA_OK;
+    }
+  }
   alma__dn_val_md(x, &xmd);
   if (dnnl_memory_desc_init_submemory(&sub, &xmd, sd, so) != dnnl_success) {
     /* a blocked layout the view cannot cut: take the plain copy */
@@ -2241,7 +2311,7 @@ static alma_status run_slice(dn_plan *p, int idx, dn_val **in, int nin, const al
     for (int k = 0; k < nout; k++) at += os[k].dims[axis];
     if (at != x->t.dims[axis]) return ALMA_OK;
     for (int k = 0; k < nout; k++) {
-      if (out[k]) ALMA_TRY(slice_one(p, n, x, &os[k], offs, out[k]));
+      if (out[k]) ALMA_TRY(slice_one(p, idx, n, x, &os[k], offs, out[k]));
       offs[axis] += os[k].dims[axis];
     }
     *done = 1;
@@ -2268,7 +2338,7 @@ static alma_status run_slice(dn_plan *p, int idx, dn_val **in, int nin, const al
   }
   for (int i = 0; i < r; i++)
     if (want[i] != os[0].dims[i]) return ALMA_OK; /* not what the shape rules say: let EAGER decide */
-  ALMA_TRY(slice_one(p, n, x, &os[0], offs, out[0]));
+  ALMA_TRY(slice_one(p, idx, n, x, &os[0], offs, out[0]));
   *done = 1;
   return ALMA_OK;
 }

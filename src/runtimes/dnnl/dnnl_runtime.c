@@ -846,27 +846,34 @@ static void plan_fuse_perm(dn_plan *p) {
   free(consumer);
 }
 
-/* Transposes whose every reader takes strided inputs (Attention's Q, K, V) may leave their output
- * as a view of their input (lazy_view; see run_transpose). */
+/* Data-movement nodes whose every reader takes strided inputs may leave their output as a view of
+ * their input (lazy_view; see run_transpose, run_slice, run_view): Transposes, Slices/Splits and
+ * reshapes on the way to Attention's Q, K and V, as multi-head attention splits heads (Slice ->
+ * Reshape -> Transpose). A value qualifies when it has readers, is no graph output, and each reader
+ * is an Attention taking it as Q, K or V or a lazy node taking it as its data input; nodes are in
+ * topological order, so one backward pass settles every reader before its producer. */
 static void plan_lazy_views(dn_plan *p) {
   const alma_graph *g = p->g;
-  char *ok = malloc((size_t)g->n_values + 1); /* 1: some reader takes it strided; 2: another reader does not */
-  if (!ok) return;
-  memset(ok, 0, (size_t)g->n_values + 1);
-  for (int j = 0; j < g->n_nodes; j++) {
+  char *st = calloc((size_t)g->n_values + 1, 1); /* 1: read, all strided so far; 2: a reader needs plain data */
+  if (!st) return;
+  for (int i = 0; i < g->n_outputs; i++) st[g->outputs[i]] = 2;
+  for (int j = g->n_nodes - 1; j >= 0; j--) {
     const alma_node *n = &g->nodes[j];
-    int attn = p->nodes[j].kind == DK_ATTN && !p->nodes[j].q_role;
-    for (int k = 0; k < n->n_inputs; k++)
-      if (n->inputs[k] >= 0) ok[n->inputs[k]] = attn && k < 3 && ok[n->inputs[k]] != 2 ? 1 : 2;
-    for (int k = 0; k < n->n_implicit; k++) ok[n->implicit_inputs[k]] = 2;
+    dn_node *d = &p->nodes[j];
+    int movable = (d->kind == DK_TRANSPOSE || d->kind == DK_SLICE || d->kind == DK_VIEW) && d->head < 0 && !d->q_role;
+    int all = movable && n->n_outputs > 0;
+    for (int k = 0; all && k < n->n_outputs; k++) all = n->outputs[k] >= 0 && st[n->outputs[k]] == 1;
+    d->lazy_view = all;
+    int attn = d->kind == DK_ATTN && !d->q_role;
+    for (int k = 0; k < n->n_inputs; k++) {
+      int v = n->inputs[k];
+      if (v < 0) continue;
+      int ok = (attn && k < 3) || (d->lazy_view && k == 0);
+      st[v] = ok && st[v] != 2 ? 1 : 2;
+    }
+    for (int k = 0; k < n->n_implicit; k++) st[n->implicit_inputs[k]] = 2;
   }
-  for (int i = 0; i < g->n_nodes; i++) {
-    const alma_node *n = &g->nodes[i];
-    dn_node *d = &p->nodes[i];
-    if (d->kind == DK_TRANSPOSE && d->head < 0 && !d->q_role && n->n_outputs == 1 && n->outputs[0] >= 0)
-      d->lazy_view = ok[n->outputs[0]] == 1;
-  }
-  free(ok);
+  free(st);
 }
 
 static alma_status dn_init(void) {

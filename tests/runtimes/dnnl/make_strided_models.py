@@ -4,12 +4,12 @@
 attention split as exporters write it (MatMul + bias -> Slice -> Reshape -> Transpose per head
 input, Attention, Transpose -> Reshape -> MatMul + bias + residual Add), with and without an
 additive mask, with a K transpose another node also reads, with the attention output also a graph
-output; a MatMul + bias + Relu whose residual Add broadcasts (the group is planned and declined at
+output, with a Reshape no strided view can express on the way to Q; a MatMul + bias + Relu whose residual Add broadcasts (the group is planned and declined at
 run time) or does not; a sequence-first Transpose that only moves the unit batch axis at batch 1.
 
 Next to each NAME.onnx, NAME.expect holds what dnnl_strided_test checks after FOLD+FUSE+DNNL at
-batch 3: "views perm selfsum": Transposes run as views, Attention+Transpose groups that ran, and
-alma.Fused* heads whose residual-sum group ran.
+batch 3: "views perm selfsum moves": Transposes run as views, Attention+Transpose groups that ran,
+alma.Fused* heads whose residual-sum group ran, and Slices/Reshapes run as strided views.
 
 usage: make_strided_models.py OUTDIR"""
 import os
@@ -48,15 +48,19 @@ def save(outdir, name, nodes, inputs, outputs, inits, expect):
         f.write(" ".join(str(e) for e in expect) + "\n")
 
 
-def mha(mask=False, k_shared=False, attn_out=False, k_direct=False):
+def mha(mask=False, k_shared=False, attn_out=False, k_direct=False, flat_q=False):
     """x [B, S, E] -> y [B, S, E]: attention block with residual, as PyTorch's batch-first MHA."""
     nodes = [N("MatMul", ["x", "wqkv"], ["qkv0"]), N("Add", ["qkv0", "bqkv"], ["qkv"])]
     inits = [w("wqkv", E, 3 * E), w("bqkv", 3 * E), w("wo", E, E), w("bo", E), i64("shp4", [0, S, H, D]),
              i64("shp3", [0, S, E]), i64("ax", [2]), numpy_helper.from_array(np.array(D ** -0.5, np.float32), "sc")]
     for j, t in enumerate("qkv"):
         inits += [i64(f"st{t}", [j * E]), i64(f"en{t}", [(j + 1) * E])]
-        nodes += [N("Slice", ["qkv", f"st{t}", f"en{t}", "ax"], [f"{t}s"]),
-                  N("Reshape", [f"{t}s", "shp4"], [f"{t}4"])]
+        nodes.append(N("Slice", ["qkv", f"st{t}", f"en{t}", "ax"], [f"{t}s"]))
+        if t == "q" and flat_q:  # [B, S, E] of rows 3E apart -> [B, S*E]: no strided view can say that
+            inits.append(i64("shpf", [0, S * E]))
+            nodes += [N("Reshape", ["qs", "shpf"], ["qf"]), N("Reshape", ["qf", "shp4"], ["q4"])]
+        else:
+            nodes.append(N("Reshape", [f"{t}s", "shp4"], [f"{t}4"]))
         if t == "k" and k_direct:  # [B, S, H, D] -> [B, H, D, S]: K^T in one Transpose
             nodes.append(N("Transpose", ["k4"], ["kT"], perm=[0, 2, 3, 1]))
         else:
@@ -85,19 +89,22 @@ def mha(mask=False, k_shared=False, attn_out=False, k_direct=False):
 def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     # views: q, k, v head transposes (K's second transpose is absorbed by FUSE); perm: the output
-    # transpose; selfsum: the output projection FusedMatMul + residual Add
-    save(outdir, "mha", *mha(), expect=(3, 1, 1))
-    save(outdir, "mha_mask", *mha(mask=True), expect=(3, 1, 1))
-    save(outdir, "mha_k_direct", *mha(k_direct=True), expect=(3, 1, 1))
-    save(outdir, "mha_k_shared", *mha(k_shared=True), expect=(2, 1, 1))
-    save(outdir, "mha_attn_out", *mha(attn_out=True), expect=(3, 0, 1))
+    # transpose; selfsum: the output projection FusedMatMul + residual Add; moves: the Slice and
+    # Reshape before each head transpose (not K's when that transpose must copy)
+    save(outdir, "mha", *mha(), expect=(3, 1, 1, 6))
+    save(outdir, "mha_mask", *mha(mask=True), expect=(3, 1, 1, 6))
+    save(outdir, "mha_k_direct", *mha(k_direct=True), expect=(3, 1, 1, 6))
+    save(outdir, "mha_k_shared", *mha(k_shared=True), expect=(2, 1, 1, 4))
+    save(outdir, "mha_attn_out", *mha(attn_out=True), expect=(3, 0, 1, 6))
+    # Q's first Reshape cannot view its strided input: it copies, the next Reshape aliases that copy
+    save(outdir, "mha_flat_q", *mha(flat_q=True), expect=(3, 1, 1, 5))
 
     # FusedMatMul(+bias) + residual Add: one primitive. Planned but declined at run time, the node
     # then running alone with its own post-ops: a broadcast residual [N] (oneDNN's sum needs the
     # output's shape) and a Relu before the sum (oneDNN 2.6's gemm matmul takes a sum only first)
-    for name, rshape, relu, expect in (("mm_residual", ["batch", S, 16], False, (0, 0, 1)),
-                                       ("mm_residual_bcast", [16], False, (0, 0, 0)),
-                                       ("mm_residual_relu", ["batch", S, 16], True, (0, 0, 0))):
+    for name, rshape, relu, expect in (("mm_residual", ["batch", S, 16], False, (0, 0, 1, 0)),
+                                       ("mm_residual_bcast", [16], False, (0, 0, 0, 0)),
+                                       ("mm_residual_relu", ["batch", S, 16], True, (0, 0, 0, 0))):
         nodes = [N("MatMul", ["x", "w1"], ["m"]), N("Add", ["m", "b1"], ["a"])]
         nodes += [N("Relu", ["a"], ["r"]), N("Add", ["r", "res"], ["y"])] if relu else [N("Add", ["a", "res"], ["y"])]
         save(outdir, name, nodes, [("x", ["batch", S, E]), ("res", rshape)], [("y", 3)], [w("w1", E, 16), w("b1", 16)],
@@ -107,7 +114,7 @@ def main(outdir):
     # the unit axis (views); at batch 3 they copy
     nodes = [N("Transpose", ["x"], ["xs"], perm=[1, 0, 2]), N("MatMul", ["xs", "w1"], ["m"]),
              N("Transpose", ["m"], ["y"], perm=[1, 0, 2])]
-    save(outdir, "seq_first", nodes, [("x", ["batch", S, E])], [("y", 3)], [w("w1", E, 16)], expect=(0, 0, 0))
+    save(outdir, "seq_first", nodes, [("x", ["batch", S, E])], [("y", 3)], [w("w1", E, 16)], expect=(0, 0, 0, 0))
 
 
 if __name__ == "__main__":
