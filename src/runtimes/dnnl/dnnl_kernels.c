@@ -1870,8 +1870,9 @@ static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor 
 }
 
 /* ---- alma.Attention: softmax(scale Q K^T + mask) V ------------------------------------------------ */
-/* v's own strided view (a lazy Transpose's output, see run_transpose) when it has one of rank r that
- * a gemm can read (unit stride on one of the last two axes), as its layout; 0 otherwise. */
+/* v's own strided view (a lazy Transpose's, Slice's or Reshape's output) when it has one of rank r
+ * that a gemm can read (unit stride on one of the last two axes), as its layout (offset dropped:
+ * view_or_plain adds it to the pointer); 0 otherwise. */
 static int strided_view(const dn_val *v, int r, dnnl_memory_desc_t *md) {
   if (!is_strided_view(v) || v->t.rank != r || v->bmd.ndims != r || v->bmd.data_type != dnnl_f32) return 0;
   const dnnl_dims_t *st = &v->bmd.format_desc.blocking.strides;

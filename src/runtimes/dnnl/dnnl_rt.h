@@ -130,14 +130,15 @@ typedef struct dn_node {
   int self_fused;                  /* alma.Fused* node: post[0..nself) come from its own attributes */
   int nself;                       /* self_fused: its own post-ops; a group it heads appends after them */
   int attn_plain;                  /* DK_ATTN: oneDNN declined strided layouts once: plain only */
-  int lazy_view;                   /* DK_TRANSPOSE read only by consumers taking strided inputs: may
-                                    * leave its output as a strided view of its input (no copy) */
+  int lazy_view;                   /* DK_TRANSPOSE / DK_SLICE / DK_VIEW whose readers all take strided
+                                    * inputs: may leave its output as a strided view of its input */
   int rt_clip;                     /* Clip whose bounds are only known at run time */
   dn_prim *prim[DN_NPRIM];         /* allocated on first use: single, fused, DK_ATTN's extra three */
   const char *why;                 /* compile-time reason for EAGER */
   int n_native, n_eager;           /* runs through each path (stats) */
   int n_group;                     /* heads: runs of the whole group as one primitive (stats) */
-  int n_view;                      /* DK_TRANSPOSE: runs whose output was a view of the input (no copy) */
+  int n_view;                      /* runs whose output was a view of the input made here (lazy views,
+                                    * unit-axis Transposes; a plain Reshape's alias does not count) */
   double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
   int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;

@@ -211,14 +211,7 @@ static int test_model(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  char *names[256];
-  int nn = dt_list_models(argv[1], names, 256);
-  if (nn < 0) return 2;
-  return dt_test_all(argv[1], names, nn, test_model);
+  return dt_main(argc, argv, test_model);
 }
 #else
 int main(void) { return 77; }

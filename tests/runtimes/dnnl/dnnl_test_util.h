@@ -160,4 +160,16 @@ static inline int dt_test_all(const char *dir, char **names, int nn, int (*test)
   return nn == 0 || fails ? 1 : 0;
 }
 
+/* A test program's main over DIR's models: usage check, the models listed, test() on each. */
+static inline int dt_main(int argc, char **argv, int (*test)(const char *path)) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  char *names[256];
+  int nn = dt_list_models(argv[1], names, 256);
+  if (nn <= 0) return 2;
+  return dt_test_all(argv[1], names, nn, test);
+}
+
 #endif
