@@ -858,6 +858,38 @@ for _b in (1, 2):
                "LayerNormalization=2")(encoder_layer(_b))
 
 
+@torch_case("torch_bert_attention_op14", 14, "alma.Attention=1", "LayerNormalization=1")
+def _():
+    """BERT-style self-attention (as Hugging Face writes it): separate Q/K/V Linears, heads split by
+    view + transpose(1, 2) to [B, H, S, D], Kᵀ by transpose(-1, -2), an additive padding mask, the
+    heads merged by transpose + contiguous + view, output Linear, residual and LayerNorm."""
+    import math
+
+    import torch
+
+    class Attn(torch.nn.Module):
+        def __init__(self, e=32, h=4):
+            super().__init__()
+            self.h, self.d = h, e // h
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(e, e) for _ in range(4))
+            self.ln = torch.nn.LayerNorm(e)
+
+        def split(self, t):
+            b, s, _ = t.shape
+            return t.view(b, s, self.h, self.d).transpose(1, 2)
+
+        def forward(self, x):
+            q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+            mask = torch.zeros(x.shape[0], 1, 1, x.shape[1])
+            mask[..., -2:] = -10000.0  # the last two positions are padding
+            p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.d) + mask, dim=-1)
+            y = (p @ v).transpose(1, 2).contiguous().view(x.shape)
+            return self.ln(self.o(y) + x)
+
+    torch.manual_seed(5)
+    return Attn().eval(), torch.randn(3, 9, 32)
+
+
 def export_torch(build, opset):
     import io
 
