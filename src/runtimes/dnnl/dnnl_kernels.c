@@ -1804,10 +1804,7 @@ static void set_view(dn_plan *p, int idx, dn_val *y, const alma_tensor *shape, c
   p->nodes[idx].n_view++;
 }
 
-/* Strides of the dims nd (rank nr) viewing data of dims od / strides ost (rank r) without a copy:
- * the new dims must split or merge runs of old dims that are contiguous with each other. 0 when
- * they do not (the data must be copied). */
-static int reshape_strides(int r, const int64_t *od, const int64_t *ost, int nr, const int64_t *nd, int64_t *nst) {
+int alma__dn_reshape_strides(int r, const int64_t *od, const int64_t *ost, int nr, const int64_t *nd, int64_t *nst) {
   int j = nr - 1;
   int64_t base = r > 0 ? ost[r - 1] : 1, old_n = 1, new_n = 1;
   for (int i = r - 1; i >= 0; i--) {
@@ -1845,7 +1842,7 @@ static alma_status run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     dnnl_dims_t nd;
     for (int i = 0; i < x->bmd.ndims; i++) od[i] = x->bmd.dims[i], ost[i] = x->bmd.format_desc.blocking.strides[i];
     for (int i = 0; i < os[0].rank; i++) nd[i] = os[0].dims[i];
-    if (os[0].rank > 0 && reshape_strides(x->bmd.ndims, od, ost, os[0].rank, os[0].dims, nst)) {
+    if (os[0].rank > 0 && alma__dn_reshape_strides(x->bmd.ndims, od, ost, os[0].rank, os[0].dims, nst)) {
       dnnl_memory_desc_t md;
       dnnl_memory_desc_init_by_strides(&md, os[0].rank, nd, x->bmd.data_type, nst);
       md.offset0 = x->bmd.offset0;

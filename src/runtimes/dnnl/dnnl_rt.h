@@ -191,6 +191,12 @@ typedef struct dn_plan {
   int64_t n_int8, n_int8_reorder;  /* last run: int8 convolutions/matmuls, Quantize/Dequantize reorders */
 } dn_plan;
 
+/* ---- dnnl_kernels.c: strided views ------------------------------------------------------------ */
+/* Strides nst of the dims nd (rank nr) viewing, without a copy, data laid out as dims od with
+ * strides ost (rank r, every dim > 0) in the same row-major element order: the new dims must split
+ * or merge runs of old dims that are contiguous with each other. 0 when they do not (copy). */
+int alma__dn_reshape_strides(int r, const int64_t *od, const int64_t *ost, int nr, const int64_t *nd, int64_t *nst);
+
 /* ---- dnnl_runtime.c: memory and values ---------------------------------------------------- */
 dn_buf *alma__dn_alloc(dn_plan *p, size_t size);
 void alma__dn_unref(dn_plan *p, dn_buf *b);

@@ -131,7 +131,95 @@ static int test_model(const char *path) {
   return ok;
 }
 
+/* ---- alma__dn_reshape_strides against brute force ------------------------------------------------
+ * Random strided views (a dense tensor's axes permuted, one axis sliced) reshaped to random dims of
+ * the same count. Brute force: the element offset of each row-major index through the view; the
+ * new dims are viewable iff the strides read off unit steps (the offset of one step along each new
+ * dim) reproduce every offset. alma__dn_reshape_strides must say viewable exactly then, with
+ * strides giving every offset. */
+static int64_t view_offset(int r, const int64_t *d, const int64_t *st, int64_t l) {
+  int64_t off = 0;
+  for (int i = r - 1; i >= 0; i--) {
+    off += (l % d[i]) * st[i];
+    l /= d[i];
+  }
+  return off;
+}
+
+static int reshape_unit(void) {
+  uint64_t rng = 0x1234567ull;
+  int bad = 0, viewable = 0, tried = 0;
+  for (int t = 0; t < 20000 && bad < 5; t++) {
+    int r = 1 + (int)(dt_urand(&rng) * 5);
+    int64_t bd[6], bs[6], vd[6], vs[6];
+    for (int i = 0; i < r; i++) bd[i] = 1 + (int64_t)(dt_urand(&rng) * 4);
+    int sl = (int)(dt_urand(&rng) * r); /* a slice along axis sl of the base: strides kept, dims cut */
+    int64_t full = bd[sl];
+    bd[sl] += (int64_t)(dt_urand(&rng) * 3); /* the base is wider there */
+    bs[r - 1] = 1;
+    for (int i = r - 2; i >= 0; i--) bs[i] = bs[i + 1] * bd[i + 1];
+    int perm[6];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    for (int i = r - 1; i > 0; i--) {
+      int j = (int)(dt_urand(&rng) * (i + 1)), tmp = perm[i];
+      perm[i] = perm[j];
+      perm[j] = tmp;
+    }
+    for (int i = 0; i < r; i++) {
+      vd[i] = perm[i] == sl ? full : bd[perm[i]];
+      vs[i] = bs[perm[i]];
+    }
+    int64_t n = alma__numel(r, vd);
+    int64_t nd[6], nst[6], want[6];
+    int nr = 0;
+    for (int64_t left = n; nr < 5 && (left > 1 || nr == 0);) { /* random factors of n */
+      int64_t f = left;
+      for (int k = 0; k < 3; k++) {
+        int64_t c = 2 + (int64_t)(dt_urand(&rng) * 4);
+        if (left % c == 0) {
+          f = c;
+          break;
+        }
+      }
+      if (nr == 4) f = left;
+      nd[nr++] = f;
+      left /= f;
+    }
+    if (dt_urand(&rng) < 0.3 && nr < 6) { /* a unit dim somewhere */
+      int at = (int)(dt_urand(&rng) * (nr + 1));
+      for (int i = nr; i > at; i--) nd[i] = nd[i - 1];
+      nd[at] = 1;
+      nr++;
+    }
+    /* brute force */
+    int64_t inner = 1;
+    for (int j = nr - 1; j >= 0; j--) {
+      want[j] = nd[j] > 1 ? view_offset(r, vd, vs, inner) - view_offset(r, vd, vs, 0) : 0;
+      inner *= nd[j];
+    }
+    int ok = 1;
+    for (int64_t l = 0; l < n && ok; l++) ok = view_offset(r, vd, vs, l) == view_offset(nr, nd, want, l);
+    int got = alma__dn_reshape_strides(r, vd, vs, nr, nd, nst);
+    int right = got == ok;
+    for (int64_t l = 0; l < n && right && got; l++) right = view_offset(r, vd, vs, l) == view_offset(nr, nd, nst, l);
+    tried++;
+    viewable += ok;
+    if (!right) {
+      bad++;
+      printf("reshape_strides: view dims");
+      for (int i = 0; i < r; i++) printf(" %lld/%lld", (long long)vd[i], (long long)vs[i]);
+      printf(" -> dims");
+      for (int j = 0; j < nr; j++) printf(" %lld", (long long)nd[j]);
+      printf(": said %s, brute force %s\n", got ? "viewable" : "copy", ok ? "viewable" : "copy");
+    }
+  }
+  printf("reshape_strides: %d random reshapes of strided views (%d viewable): %s\n", tried, viewable,
+         bad ? "FAIL" : "PASS");
+  return !bad;
+}
+
 int main(int argc, char **argv) {
+  if (!reshape_unit()) return 1;
   return dt_main(argc, argv, test_model);
 }
 #else
