@@ -242,7 +242,7 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   np->n_output = (size_t)n->n_outputs;
   np->output = salloc(c, sizeof(char *) * (size_t)(n->n_outputs + 1));
   np->n_attribute = (size_t)n->n_attrs;
-  np->attribute = salloc(c, sizeof *np->attribute * (size_t)(n->n_attrs + 1));
+  np->attribute = salloc(c, sizeof *np->attribute * (size_t)(n->n_attrs + 2)); /* + Split's num_outputs */
   if (!np->input || !np->output || !np->attribute) return NULL;
   for (int k = 0; k < n->n_inputs; k++) np->input[k] = n->inputs[k] >= 0 ? sstr(g->values[n->inputs[k]].name) : "";
   for (int k = 0; k < n->n_outputs; k++) np->output[k] = n->outputs[k] >= 0 ? sstr(g->values[n->outputs[k]].name) : "";
@@ -252,6 +252,18 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   np->n_attribute = 0;
   for (int k = 0; k < n->n_attrs; k++)
     if (&n->attrs[k] != mv && !(np->attribute[np->n_attribute++] = attr_proto(c, &n->attrs[k]))) return NULL;
+  if (is_onnx_domain(n->domain) && !strcmp(n->op_type, "Split") && n->since_version < 18 && c->opset_to >= 18 &&
+      n->n_inputs == 1 && !alma__node_attr(n, "split")) { /* equal parts: Split-18 says how many */
+    Onnx__AttributeProto *ap = salloc(c, sizeof *ap);
+    if (!ap) return NULL;
+    *ap = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    ap->name = "num_outputs";
+    ap->has_type = 1;
+    ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    ap->has_i = 1;
+    ap->i = n->n_outputs;
+    np->attribute[np->n_attribute++] = ap;
+  }
   if (mv) { /* the attribute's values as the input it became */
     char base[256];
     snprintf(base, sizeof base, "%s_%s", nm, ma);
@@ -327,7 +339,10 @@ static int64_t ir_for_opset(int64_t opset) {
  * newest node needs, when every other node reads the same at the raised opset: its version stays,
  * or the versions after it only add types, or attributes and optional inputs whose defaults keep
  * its behaviour. compat_from[op] is the version from which that holds for all later versions (from
- * the ONNX operator changelog); an op not listed must keep its version. */
+ * the ONNX operator changelog); an op not listed must keep its version. Reduce*, Squeeze, Unsqueeze
+ * and Split changed form once (an attribute became an input, Split-18 wants num_outputs without
+ * split): node_proto writes those nodes in the new form (moved_attr), so the rest of their history
+ * is compatible. */
 static const struct {
   const char *op;
   int from;
@@ -343,14 +358,14 @@ static const struct {
     {"LSTM", 7}, {"LeakyRelu", 6}, {"Less", 9}, {"LessOrEqual", 12}, {"Log", 6}, {"Loop", 11}, {"MatMul", 9},
     {"Max", 8}, {"MaxPool", 8}, {"Mean", 8}, {"Min", 8}, {"Mod", 10}, {"Mul", 7}, {"Neg", 6}, {"NonZero", 9},
     {"Not", 1}, {"OneHot", 11}, {"Or", 7}, {"PRelu", 9}, {"Pad", 11}, {"Pow", 7}, {"QuantizeLinear", 10},
-    {"RNN", 7}, {"Range", 11}, {"Reciprocal", 6}, {"ReduceL1", 18}, {"ReduceL2", 18}, {"ReduceLogSum", 18},
-    {"ReduceLogSumExp", 18}, {"ReduceMax", 18}, {"ReduceMean", 18}, {"ReduceMin", 18}, {"ReduceProd", 18},
-    {"ReduceSum", 13}, {"ReduceSumSquare", 18}, {"Relu", 6}, {"Reshape", 5}, {"Resize", 11}, {"Round", 11},
+    {"RNN", 7}, {"Range", 11}, {"Reciprocal", 6}, {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1},
+    {"ReduceLogSumExp", 1}, {"ReduceMax", 1}, {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceProd", 1},
+    {"ReduceSum", 1}, {"ReduceSumSquare", 1}, {"Relu", 6}, {"Reshape", 5}, {"Resize", 11}, {"Round", 11},
     {"Scan", 9}, {"ScatterElements", 11}, {"ScatterND", 11}, {"Selu", 6}, {"Shape", 1}, {"Sigmoid", 6},
     {"Sign", 9}, {"Sin", 7}, {"Size", 1}, {"Slice", 10}, {"Softmax", 13}, {"LogSoftmax", 13}, {"Hardmax", 13},
-    {"Softplus", 1}, {"Softsign", 1}, {"SpaceToDepth", 1}, {"Split", 13}, {"Sqrt", 6}, {"Squeeze", 13},
+    {"Softplus", 1}, {"Softsign", 1}, {"SpaceToDepth", 1}, {"Split", 1}, {"Sqrt", 6}, {"Squeeze", 1},
     {"Sub", 7}, {"Sum", 8}, {"Tanh", 6}, {"Tile", 6}, {"TopK", 11}, {"Transpose", 1}, {"Trilu", 14},
-    {"Unsqueeze", 13}, {"Where", 9}, {"Xor", 7}, {"LayerNormalization", 17}, {"Gelu", 20},
+    {"Unsqueeze", 1}, {"Where", 9}, {"Xor", 7}, {"LayerNormalization", 17}, {"Gelu", 20},
 };
 
 /* The newest default-domain version any node of g (and its subgraphs) has. */
@@ -392,9 +407,6 @@ static int reads_same_at(const alma_graph *g, int64_t to) {
     for (int k = 0; k < ALMA_OP_MAX_VERSIONS && n->op->versions[k]; k++)
       if (n->op->versions[k] <= to) at_to = n->op->versions[k];
     if (at_to == n->since_version) continue;
-    /* the older form of an op whose attribute became an input: written in the new form (Split at 18
-     * also needs split given: without it, the newer form wants num_outputs) */
-    if (moved_attr(n, to) && (strcmp(n->op_type, "Split") || to < 18 || alma__node_attr(n, "split"))) continue;
     int ok = 0;
     for (size_t k = 0; k < sizeof compat_from / sizeof compat_from[0] && !ok; k++)
       ok = !strcmp(compat_from[k].op, n->op_type) && n->since_version >= compat_from[k].from;

@@ -9,7 +9,9 @@ PyTorch exports them, plus:
   old defaults);
 - ln_gelu_reduce_op13: a ReduceMean-13 of its own (axes an attribute; an input from opset 18);
 - ln_gelu_shape_op12: an Unsqueeze-11, a Split-11 with split, a ReduceSum-11 (their attributes
-  became inputs at 13) and a Squeeze-11 without axes;
+  became inputs at 13), a Squeeze-11 without axes and a Split-11 into equal parts (Split-18 wants
+  num_outputs then);
+- ln_gelu_reduce_op11: opset 11, a ReduceMean-11 and an equal Split-11;
 
 each saved at opset 20 (the moved attributes as int64 initializers), passing onnx.checker (where
 the installed onnx knows opset 20), run by ONNX Runtime with the original model's outputs (1e-5 of
@@ -45,11 +47,15 @@ nodes = [N("ReduceMean", ["x"], ["m"], axes=[-1]), N("Sub", ["x", "m"], ["d"]), 
          N("Div", ["ln", "sq2"], ["t"]), N("Erf", ["t"], ["e"]), N("Add", ["e", "one"], ["e1"]),
          N("Mul", ["ln", "e1"], ["h"]), N("Mul", ["h", "half"], ["y0"])]
 outs = [V("y", ["n", 6, 16])]
-if extra == "shape":  # opset <= 12 forms: attributes that are inputs from 13
+if extra == "shape":  # opset <= 12 forms: attributes that are inputs from 13, a Split into equal parts
     nodes += [N("Identity", ["y0"], ["y"]), N("Unsqueeze", ["y0"], ["u"], axes=[1]),
               N("Split", ["u"], ["p", "q"], axis=3, split=[6, 10]), N("ReduceSum", ["q"], ["rs"], axes=[-1]),
-              N("Squeeze", ["rs"], ["sq"])]
-    outs += [V("p", ["n", 1, 6, 6]), V("sq", ["n", 6])]
+              N("Squeeze", ["rs"], ["sq"]), N("Split", ["p"], ["p1", "p2"], axis=3)]
+    outs += [V("p1", ["n", 1, 6, 3]), V("p2", ["n", 1, 6, 3]), V("sq", ["n", 6])]
+elif extra == "reduce11":  # opset 11: a ReduceMean-11 (axes moved at 20) and an equal Split-11 (num_outputs)
+    nodes += [N("Identity", ["y0"], ["y"]), N("ReduceMean", ["x"], ["r"], axes=[1], keepdims=0),
+              N("Split", ["r"], ["r1", "r2"], axis=1)]
+    outs += [V("r1", ["n", 8]), V("r2", ["n", 8])]
 else:
     nodes += [N("Softmax", ["y0"], ["y"], axis=-1), N("Shape", ["y"], ["shp"])]
     outs.append(V("shp", [3], TensorProto.INT64))
@@ -73,7 +79,9 @@ m = onnx.load(saved)
 info = {"opset": [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0], "ir": m.ir_version,
         "ops": sorted({n.op_type for n in m.graph.node}),
         "moved": sorted(n.op_type for n in m.graph.node if n.op_type in ("ReduceMean", "ReduceSum", "Unsqueeze", "Split")
-                        and len(n.input) == 2 and not any(a.name in ("axes", "split") for a in n.attribute))}
+                        and len(n.input) == 2 and not any(a.name in ("axes", "split") for a in n.attribute)),
+        "num_outputs": sum(1 for n in m.graph.node if n.op_type == "Split" and any(a.name == "num_outputs"
+                                                                                  for a in n.attribute))}
 if onnx.defs.onnx_opset_version() >= info["opset"]:
     onnx.checker.check_model(m, full_check=True)
     info["checker"] = "ok"
@@ -99,7 +107,7 @@ def bench(alma, model, work, tag):
     return json.load(open(r))["results"][0]
 
 
-def case(alma, py, work, name, opset, extra, want_opset, want_moved=()):
+def case(alma, py, work, name, opset, extra, want_opset, want_moved=(), want_num_outputs=0):
     d = os.path.join(work, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -124,6 +132,8 @@ def case(alma, py, work, name, opset, extra, want_opset, want_moved=()):
               "the largest output")
         if info["moved"] != sorted(want_moved):
             fails.append(f"{name}: attributes written as inputs on {info['moved']}, expected {sorted(want_moved)}")
+        if info["num_outputs"] != want_num_outputs:
+            fails.append(f"{name}: {info['num_outputs']} Splits written with num_outputs, expected {want_num_outputs}")
         if info["opset"] != want_opset:
             fails.append(f"{name}: saved opset {info['opset']}, expected {want_opset}")
         if not {"LayerNormalization", "Gelu"} <= set(info["ops"]):
@@ -155,7 +165,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     fails = case(alma, py, work, "ln_gelu_op14", 14, "", 20)
     fails += case(alma, py, work, "ln_gelu_reduce_op13", 13, "reduce", 20, ["ReduceMean"])
-    fails += case(alma, py, work, "ln_gelu_shape_op12", 12, "shape", 20, ["ReduceSum", "Split", "Unsqueeze"])
+    fails += case(alma, py, work, "ln_gelu_shape_op12", 12, "shape", 20, ["ReduceSum", "Split", "Unsqueeze"], 1)
+    fails += case(alma, py, work, "ln_gelu_reduce_op11", 11, "reduce11", 20, ["ReduceMean"], 1)
     fails += case(alma, py, work, "ln_gelu_softmax_op11", 11, "", 11)
     for f in fails:
         print("FAIL:", f)
