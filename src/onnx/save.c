@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "graph/infer.h"
+#include "graph/opset.h"
 #include "onnx/onnx.h"
 #include "onnx/onnx.pb-c.h"
 #include "runtimes/session.h"
@@ -19,23 +20,6 @@ typedef struct save_ctx {
   int uses_alma_domain;
   int64_t opset_to; /* the default-domain opset written (alma__onnx_opset_to_write) */
 } save_ctx;
-
-static int is_onnx_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
-
-/* The attribute of n that is an input at opset `to` (Reduce*'s axes from 18, ReduceSum's from 13,
- * Squeeze/Unsqueeze's axes and Split's split from 13), for a node of the older form (data input
- * only); NULL if none. The writer moves it into an int64 initializer. */
-static const char *moved_attr(const alma_node *n, int64_t to) {
-  if (!is_onnx_domain(n->domain) || n->n_inputs != 1) return NULL;
-  const char *op = n->op_type;
-  if (!strncmp(op, "Reduce", 6)) {
-    int at = strcmp(op, "ReduceSum") ? 18 : 13;
-    return n->since_version < at && to >= at ? "axes" : NULL;
-  }
-  if (n->since_version < 13 && to >= 13 && (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))) return "axes";
-  if (n->since_version < 13 && to >= 13 && !strcmp(op, "Split")) return "split";
-  return NULL;
-}
 
 static void *salloc(save_ctx *c, size_t n) {
   void *p = alma__arena_alloc(c->a, n ? n : 1);
@@ -246,13 +230,13 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   if (!np->input || !np->output || !np->attribute) return NULL;
   for (int k = 0; k < n->n_inputs; k++) np->input[k] = n->inputs[k] >= 0 ? sstr(g->values[n->inputs[k]].name) : "";
   for (int k = 0; k < n->n_outputs; k++) np->output[k] = n->outputs[k] >= 0 ? sstr(g->values[n->outputs[k]].name) : "";
-  const char *ma = moved_attr(n, c->opset_to);
+  const char *ma = alma__opset_moved_attr(n, c->opset_to);
   const alma_attr *mv = ma ? alma__node_attr(n, ma) : NULL;
   if (mv && mv->type != ALMA_ATTR_INTS) mv = NULL;
   np->n_attribute = 0;
   for (int k = 0; k < n->n_attrs; k++)
     if (&n->attrs[k] != mv && !(np->attribute[np->n_attribute++] = attr_proto(c, &n->attrs[k]))) return NULL;
-  if (is_onnx_domain(n->domain) && !strcmp(n->op_type, "Split") && n->since_version < 18 && c->opset_to >= 18 &&
+  if (alma__opset_is_onnx(n->domain) && !strcmp(n->op_type, "Split") && n->since_version < 18 && c->opset_to >= 18 &&
       n->n_inputs == 1 && !alma__node_attr(n, "split")) { /* equal parts: Split-18 says how many */
     Onnx__AttributeProto *ap = salloc(c, sizeof *ap);
     if (!ap) return NULL;
@@ -332,92 +316,9 @@ static int64_t ir_for_opset(int64_t opset) {
   return 11;
 }
 
-/* ---- the default-domain opset written ----------------------------------------------------------
- * Passes create nodes of versions newer than the model's opset (FUSE: LayerNormalization-17 and
- * Gelu-20 in an opset-14 model). Written under the model's opset those files are invalid ONNX and
- * do not load again (alma's build cache, --save-converted), so the opset is raised to what the
- * newest node needs, when every other node reads the same at the raised opset: its version stays,
- * or the versions after it only add types, or attributes and optional inputs whose defaults keep
- * its behaviour. compat_from[op] is the version from which that holds for all later versions (from
- * the ONNX operator changelog); an op not listed must keep its version. Reduce*, Squeeze, Unsqueeze
- * and Split changed form once (an attribute became an input, Split-18 wants num_outputs without
- * split): node_proto writes those nodes in the new form (moved_attr), so the rest of their history
- * is compatible. */
-static const struct {
-  const char *op;
-  int from;
-} compat_from[] = {
-    {"Abs", 6}, {"Add", 7}, {"And", 7}, {"ArgMax", 11}, {"ArgMin", 11}, {"AveragePool", 7},
-    {"BatchNormalization", 9}, {"Cast", 6}, {"CastLike", 15}, {"Ceil", 6}, {"Clip", 11}, {"Concat", 4},
-    {"Constant", 9}, {"ConstantOfShape", 9}, {"Conv", 1}, {"ConvTranspose", 1}, {"Cos", 7}, {"CumSum", 11},
-    {"DepthToSpace", 11}, {"DequantizeLinear", 10}, {"Div", 7}, {"Dropout", 12}, {"Einsum", 12}, {"Elu", 6},
-    {"Equal", 11}, {"Erf", 9}, {"Exp", 6}, {"Expand", 8}, {"Flatten", 9}, {"Floor", 6}, {"GRU", 7},
-    {"Gather", 1}, {"GatherElements", 11}, {"GatherND", 11}, {"Gemm", 11}, {"GlobalAveragePool", 1},
-    {"GlobalMaxPool", 1}, {"Greater", 9}, {"GreaterOrEqual", 12}, {"HardSigmoid", 6}, {"HardSwish", 14},
-    {"Identity", 1}, {"If", 11}, {"InstanceNormalization", 6}, {"IsInf", 10}, {"IsNaN", 9}, {"LRN", 1},
-    {"LSTM", 7}, {"LeakyRelu", 6}, {"Less", 9}, {"LessOrEqual", 12}, {"Log", 6}, {"Loop", 11}, {"MatMul", 9},
-    {"Max", 8}, {"MaxPool", 8}, {"Mean", 8}, {"Min", 8}, {"Mod", 10}, {"Mul", 7}, {"Neg", 6}, {"NonZero", 9},
-    {"Not", 1}, {"OneHot", 11}, {"Or", 7}, {"PRelu", 9}, {"Pad", 11}, {"Pow", 7}, {"QuantizeLinear", 10},
-    {"RNN", 7}, {"Range", 11}, {"Reciprocal", 6}, {"ReduceL1", 1}, {"ReduceL2", 1}, {"ReduceLogSum", 1},
-    {"ReduceLogSumExp", 1}, {"ReduceMax", 1}, {"ReduceMean", 1}, {"ReduceMin", 1}, {"ReduceProd", 1},
-    {"ReduceSum", 1}, {"ReduceSumSquare", 1}, {"Relu", 6}, {"Reshape", 5}, {"Resize", 11}, {"Round", 11},
-    {"Scan", 9}, {"ScatterElements", 11}, {"ScatterND", 11}, {"Selu", 6}, {"Shape", 1}, {"Sigmoid", 6},
-    {"Sign", 9}, {"Sin", 7}, {"Size", 1}, {"Slice", 10}, {"Softmax", 13}, {"LogSoftmax", 13}, {"Hardmax", 13},
-    {"Softplus", 1}, {"Softsign", 1}, {"SpaceToDepth", 1}, {"Split", 1}, {"Sqrt", 6}, {"Squeeze", 1},
-    {"Sub", 7}, {"Sum", 8}, {"Tanh", 6}, {"Tile", 6}, {"TopK", 11}, {"Transpose", 1}, {"Trilu", 14},
-    {"Unsqueeze", 1}, {"Where", 9}, {"Xor", 7}, {"LayerNormalization", 17}, {"Gelu", 20},
-};
-
-/* The newest default-domain version any node of g (and its subgraphs) has. */
-static int64_t newest_version(const alma_graph *g) {
-  int64_t v = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const alma_node *n = &g->nodes[i];
-    if (n->dead) continue;
-    if (is_onnx_domain(n->domain) && n->since_version > v) v = n->since_version;
-    for (int a = 0; a < n->n_attrs; a++) {
-      const alma_attr *at = &n->attrs[a];
-      if (at->type == ALMA_ATTR_GRAPH && at->g) {
-        int64_t s = newest_version(at->g);
-        if (s > v) v = s;
-      }
-      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++) {
-        int64_t s = at->graphs[k] ? newest_version(at->graphs[k]) : 0;
-        if (s > v) v = s;
-      }
-    }
-  }
-  return v;
-}
-
-/* Whether every default-domain node of g reads the same at opset `to` (see compat_from). */
-static int reads_same_at(const alma_graph *g, int64_t to) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    const alma_node *n = &g->nodes[i];
-    if (n->dead) continue;
-    for (int a = 0; a < n->n_attrs; a++) {
-      const alma_attr *at = &n->attrs[a];
-      if (at->type == ALMA_ATTR_GRAPH && at->g && !reads_same_at(at->g, to)) return 0;
-      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
-        if (at->graphs[k] && !reads_same_at(at->graphs[k], to)) return 0;
-    }
-    if (!is_onnx_domain(n->domain)) continue;
-    if (!n->op) return 0; /* not bound: its versions are unknown */
-    int at_to = 0;
-    for (int k = 0; k < ALMA_OP_MAX_VERSIONS && n->op->versions[k]; k++)
-      if (n->op->versions[k] <= to) at_to = n->op->versions[k];
-    if (at_to == n->since_version) continue;
-    int ok = 0;
-    for (size_t k = 0; k < sizeof compat_from / sizeof compat_from[0] && !ok; k++)
-      ok = !strcmp(compat_from[k].op, n->op_type) && n->since_version >= compat_from[k].from;
-    if (!ok) return 0;
-  }
-  return 1;
-}
-
 int64_t alma__onnx_opset_to_write(const alma_graph *g) {
-  int64_t opset = alma__graph_opset(g, ""), need = newest_version(g);
-  return need > opset && reads_same_at(g, need) ? need : opset;
+  int64_t opset = alma__graph_opset(g, ""), need = alma__opset_newest(g);
+  return need > opset && alma__opset_reads_same(g, need) ? need : opset;
 }
 
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
@@ -448,7 +349,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
       os->has_version = 1;
       if (i < g->n_opsets) {
         os->domain = sstr(g->opsets[i].domain);
-        os->version = is_onnx_domain(g->opsets[i].domain) ? written : g->opsets[i].version;
+        os->version = alma__opset_is_onnx(g->opsets[i].domain) ? written : g->opsets[i].version;
       } else {
         os->domain = "alma";
         os->version = 1;

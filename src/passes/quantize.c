@@ -32,6 +32,7 @@
  * QLinearMatMul for EAGER's integer kernels. */
 #include <math.h>
 
+#include "graph/opset.h"
 #include "passes/quant.h"
 
 /* ---- graph-editing helpers (declared in quant.h) ------------------------------------------------ */
@@ -454,12 +455,101 @@ static alma_status add_pair(alma_graph *g, int v, int s, int z, int *dq_out) {
   return ALMA_OK;
 }
 
+/* Raises g's default-domain opset to `to` (< 18) when every node reads the same there
+ * (graph/opset.h): attributes that became inputs by then (ReduceSum/Squeeze/Unsqueeze axes, Split's
+ * split at 13) are rewritten as int64 initializers, and every node is bound anew. *raised = 0 (g
+ * untouched) when some node would read differently, or has such an attribute inside a subgraph. The
+ * int8 passes use it for models older than the operators they write. */
+static int moved_in_subgraph(const alma_graph *g, int64_t to, int sub) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    if (sub && alma__opset_moved_attr(n, to) && alma__node_attr(n, alma__opset_moved_attr(n, to))) return 1;
+    for (int a = 0; a < n->n_attrs; a++) {
+      const alma_attr *at = &n->attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g && moved_in_subgraph(at->g, to, 1)) return 1;
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        if (at->graphs[k] && moved_in_subgraph(at->graphs[k], to, 1)) return 1;
+    }
+  }
+  return 0;
+}
+
+static alma_status rebind(alma_graph *g, int64_t to) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    if (alma__opset_is_onnx(n->domain)) ALMA_TRY(alma__op_resolve(n, to));
+    for (int a = 0; a < n->n_attrs; a++) {
+      alma_attr *at = &n->attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g) ALMA_TRY(rebind(at->g, to));
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        if (at->graphs[k]) ALMA_TRY(rebind(at->graphs[k], to));
+    }
+  }
+  return ALMA_OK;
+}
+
+static alma_status raise_opset(alma_graph *g, int64_t to, int *raised) {
+  *raised = 0;
+  if (to >= 18 || !alma__opset_reads_same(g, to) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
+  for (int i = 0; i < g->n_nodes; i++) {
+    alma_node *n = &g->nodes[i];
+    const char *ma = n->dead ? NULL : alma__opset_moved_attr(n, to);
+    int k = 0;
+    while (ma && k < n->n_attrs && strcmp(n->attrs[k].name, ma)) k++;
+    if (!ma || k == n->n_attrs) continue;
+    const alma_attr *at = &n->attrs[k];
+    if (at->type != ALMA_ATTR_INTS) return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s': %s is not a list of ints",
+                                                        n->name, ma);
+    int64_t cnt = at->n;
+    alma_tensor *t = NULL;
+    int v = alma__q_new_const(g, n->name, ma, ALMA_DTYPE_INT64, 1, &cnt, &t);
+    if (v < 0) return ALMA_ERR_NOMEM;
+    if (cnt) memcpy(t->data, at->ints, sizeof(int64_t) * (size_t)cnt);
+    n = &g->nodes[i]; /* adding a value does not move nodes, but stay safe */
+    int *in = alma__calloc((size_t)n->n_inputs + 2, sizeof(int));
+    if (!in) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    memcpy(in, n->inputs, sizeof(int) * (size_t)n->n_inputs);
+    in[n->n_inputs] = v;
+    free(n->inputs);
+    n->inputs = in;
+    n->n_inputs++;
+    memmove(&n->attrs[k], &n->attrs[k + 1], sizeof(alma_attr) * (size_t)(n->n_attrs - k - 1));
+    n->n_attrs--;
+    g->values[v].producer = -1;
+  }
+  for (int i = 0; i < g->n_opsets; i++)
+    if (alma__opset_is_onnx(g->opsets[i].domain)) g->opsets[i].version = to;
+  ALMA_TRY(rebind(g, to));
+  *raised = 1;
+  return ALMA_OK;
+}
+
+/* The graph at an opset of at least `need` (an int8 pass's operators), `want` if possible (per-axis
+ * scales): raised if it must and can be, else ALMA_ERR_UNSUPPORTED naming what blocks it. */
+static alma_status need_opset(alma_graph *g, int64_t need, int64_t want, const char *what) {
+  int64_t opset = alma__graph_opset(g, "");
+  int raised = 0;
+  if (opset < want) ALMA_TRY(raise_opset(g, want, &raised));
+  if (!raised && opset < need) ALMA_TRY(raise_opset(g, need, &raised));
+  if (raised) ALMA_LOGD("%s: the model's opset %lld raised to %lld", what, (long long)opset,
+                        (long long)alma__graph_opset(g, ""));
+  if (alma__graph_opset(g, "") < need) {
+    const alma_node *b = alma__opset_blocker(g, need);
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "%s needs opset >= %lld; the model imports opset %lld, and alma raises it only where every node "
+                        "keeps its meaning: node '%s' (%s-%d) does not at %lld",
+                        what, (long long)need, (long long)opset, b ? b->name : "?", b ? b->op_type : "?",
+                        b ? b->since_version : 0, (long long)need);
+  }
+  return ALMA_OK;
+}
+
 static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
   double t0 = alma__now_s();
+  ALMA_TRY(need_opset(g, 10, 13, "static quantization (QuantizeLinear; per-axis DequantizeLinear at 13)"));
   int64_t opset = alma__graph_opset(g, "");
-  if (opset < 10)
-    return alma__errorf(ALMA_ERR_UNSUPPORTED, "static quantization needs opset >= 10 (QuantizeLinear); the model imports opset %lld",
-                        (long long)opset);
   int per_tensor_w = opset < 13; /* per-axis DequantizeLinear arrived in opset 13 */
   alma__calibrator cal;
   ALMA_TRY(alma__calibrator_parse(opts ? opts->calibrator : NULL, &cal));
@@ -707,11 +797,7 @@ done:
 /* ==== INT8_DYNAMIC ============================================================================= */
 
 static alma_status dynamic_run(alma_graph *g, const alma_pass_opts *opts) {
-  int64_t opset = alma__graph_opset(g, "");
-  if (opset < 11)
-    return alma__errorf(ALMA_ERR_UNSUPPORTED,
-                        "dynamic quantization needs opset >= 11 (DynamicQuantizeLinear); the model imports opset %lld",
-                        (long long)opset);
+  ALMA_TRY(need_opset(g, 11, 13, "dynamic quantization (DynamicQuantizeLinear)"));
   alma_infer_result r;
   ALMA_TRY(alma__graph_infer(g, NULL, 1, 1 << 16, &r));
   int nn = g->n_nodes;

@@ -621,30 +621,65 @@ static void test_static_maxpool(void **state) {
   alma_model_free(mx);
 }
 
+/* x [N, 6] -> Slice (opset-1 attributes: columns 0..3) -> MatMul -> y: Slice-1 reads differently
+ * from opset 10 on (its attributes became inputs), so an opset-9 graph of it cannot be raised. */
+static alma_model *slice1_model(void) {
+  alma_graph *g = new_graph(9);
+  int64_t xd[2] = {-1, 6}, w1[2] = {4, 3};
+  int x = add_input(g, "x", 2, xd);
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 2, w1, 0.5f);
+  int s1 = alma__graph_add_value(g, "s1"), y = alma__graph_add_value(g, "y");
+  int n1 = node(g, "Slice", &x, 1, s1);
+  int64_t st[1] = {0}, en[1] = {4}, ax[1] = {1};
+  attr_ints(g, n1, "starts", st, 1);
+  attr_ints(g, n1, "ends", en, 1);
+  attr_ints(g, n1, "axes", ax, 1);
+  int i2[2] = {s1, W1};
+  node(g, "MatMul", i2, 2, y);
+  int64_t yd[2] = {-1, 3};
+  set_output(g, y, 2, yd);
+  return to_model(g);
+}
+
 static void test_static_opset(void **state) {
-  /* opset 11: per-tensor weights (no per-axis DequantizeLinear before 13), still accurate here */
-  alma_model *m = conv_model(11);
+  /* opsets 9 and 11: raised to 13 (every node reads the same there), per-axis weight scales */
   data d;
   make_data(&d, 1);
-  alma_tensor ref, y;
-  assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
-  alma_session *s = NULL;
-  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
-  assert_true(cosine(&y, &ref) > 0.99);
-  const alma_graph *g = alma__session_graph(s);
-  for (int i = 0; i < g->n_nodes; i++)
-    if (!strcmp(g->nodes[i].op_type, "DequantizeLinear")) assert_null(alma__node_attr(&g->nodes[i], "axis"));
-  alma_session_free(s);
-  alma_tensor_free_data(&y);
-  alma_tensor_free_data(&ref);
-  alma_model_free(m);
-  /* opset 9: no QuantizeLinear */
-  m = conv_model(9);
-  assert_int_equal(run_conv(m, "INT8_STATIC+EAGER", &d, NULL, 1, &y, NULL), ALMA_ERR_UNSUPPORTED);
-  assert_non_null(strstr(alma_last_error(), "opset"));
-  assert_int_equal(run_conv(m, "INT8_DYNAMIC+EAGER", &d, NULL, 1, &y, NULL), ALMA_ERR_UNSUPPORTED);
-  alma_model_free(m);
+  for (int64_t opset = 9; opset <= 11; opset += 2) {
+    alma_model *m = conv_model(opset);
+    alma_tensor ref, y;
+    assert_int_equal(run_conv(m, "EAGER", &d, NULL, 0, &ref, NULL), ALMA_OK);
+    static const char *convs[] = {"INT8_STATIC+EAGER", "INT8_DYNAMIC+EAGER"};
+    for (int c = 0; c < 2; c++) {
+      alma_session *s = NULL;
+      alma_status st = run_conv(m, convs[c], &d, NULL, c == 0, &y, &s);
+      if (st != ALMA_OK) fprintf(stderr, "%s\n", alma_last_error());
+      assert_int_equal(st, ALMA_OK);
+      assert_true(cosine(&y, &ref) > 0.99);
+      const alma_graph *g = alma__session_graph(s);
+      assert_int_equal(alma__graph_opset(g, ""), 13);
+      int per_axis = 0;
+      for (int i = 0; i < g->n_nodes; i++)
+        per_axis += !strcmp(g->nodes[i].op_type, "DequantizeLinear") && alma__node_attr(&g->nodes[i], "axis");
+      if (c == 0) assert_true(per_axis > 0);
+      alma_session_free(s);
+      alma_tensor_free_data(&y);
+    }
+    alma_tensor_free_data(&ref);
+    alma_model_free(m);
+  }
   free_data(&d);
+  /* opset 9 with a Slice-1 (attributes): not raisable; the error names the node */
+  alma_model *m = slice1_model();
+  alma_session *s = NULL;
+  assert_int_equal(alma_session_create(m, "INT8_STATIC+EAGER", NULL, &s), ALMA_ERR_UNSUPPORTED);
+  assert_non_null(strstr(alma_last_error(), "opset"));
+  assert_non_null(strstr(alma_last_error(), "Slice-1"));
+  assert_int_equal(alma_session_create(m, "INT8_DYNAMIC+EAGER", NULL, &s), ALMA_ERR_UNSUPPORTED);
+  assert_non_null(strstr(alma_last_error(), "Slice-1"));
+  assert_int_equal(alma_session_create(m, "EAGER", NULL, &s), ALMA_OK); /* the model itself is fine */
+  alma_session_free(s);
+  alma_model_free(m);
 }
 
 static void test_dynamic(void **state) {
