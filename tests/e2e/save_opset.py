@@ -1,7 +1,7 @@
 """FUSE creates LayerNormalization (opset 17) and Gelu (opset 20) in models that import an older
 opset. A converted graph written under the model's opset would be invalid ONNX that neither alma's
 build cache nor other tools load again; the writer raises the opset when every other node reads the
-same there, writing attributes that became inputs as inputs (src/onnx/save.c). Checked with
+same there, writing attributes that became inputs as inputs (src/graph/opset.c, src/onnx/save.c). Checked with
 `alma bench -c FOLD+FUSE+EAGER --save-converted --cache-dir` on LayerNorm and GELU subgraphs as
 PyTorch exports them, plus:
 
