@@ -76,16 +76,35 @@ int64_t alma__opset_newest(const alma_graph *g) {
 }
 
 /* Whether every default-domain node of g reads the same at opset `to` (see compat_from). */
-const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to) {
+/* Softmax, LogSoftmax and Hardmax before 13 coerce their input to 2-D around `axis` (default 1)
+ * and normalize over everything after it; 13 normalizes over `axis` alone (default -1). The same
+ * when axis is the last axis: known from the input's rank. */
+static int softmax_same(const alma_graph *g, const alma_node *n, const int *ranks) {
+  if (strcmp(n->op_type, "Softmax") && strcmp(n->op_type, "LogSoftmax") && strcmp(n->op_type, "Hardmax")) return 0;
+  if (n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+  int r = ranks ? ranks[n->inputs[0]] : g->values[n->inputs[0]].rank;
+  int64_t axis = alma__attr_i(n, "axis", 1);
+  return axis == -1 || (r > 0 && axis == r - 1); /* the last axis either way */
+}
+
+static const alma_node *blocker(const alma_graph *g, int64_t to, const int *ranks);
+
+const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to) { return blocker(g, to, NULL); }
+
+const alma_node *alma__opset_blocker_ranked(const alma_graph *g, int64_t to, const int *ranks) {
+  return blocker(g, to, ranks);
+}
+
+static const alma_node *blocker(const alma_graph *g, int64_t to, const int *ranks) {
   for (int i = 0; i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
     if (n->dead) continue;
     for (int a = 0; a < n->n_attrs; a++) {
       const alma_attr *at = &n->attrs[a];
-      const alma_node *b = at->type == ALMA_ATTR_GRAPH && at->g ? alma__opset_blocker(at->g, to) : NULL;
+      const alma_node *b = at->type == ALMA_ATTR_GRAPH && at->g ? blocker(at->g, to, NULL) : NULL;
       if (b) return b;
       for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
-        if (at->graphs[k] && (b = alma__opset_blocker(at->graphs[k], to))) return b;
+        if (at->graphs[k] && (b = blocker(at->graphs[k], to, NULL))) return b;
     }
     if (!alma__opset_is_onnx(n->domain)) continue;
     if (!n->op) return n; /* not bound: its versions are unknown */
@@ -93,7 +112,7 @@ const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to) {
     for (int k = 0; k < ALMA_OP_MAX_VERSIONS && n->op->versions[k]; k++)
       if (n->op->versions[k] <= to) at_to = n->op->versions[k];
     if (at_to == n->since_version) continue;
-    int ok = 0;
+    int ok = n->since_version < 13 && softmax_same(g, n, ranks);
     for (size_t k = 0; k < sizeof compat_from / sizeof compat_from[0] && !ok; k++)
       ok = !strcmp(compat_from[k].op, n->op_type) && n->since_version >= compat_from[k].from;
     if (!ok) return n;

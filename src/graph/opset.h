@@ -23,5 +23,8 @@ int64_t alma__opset_newest(const alma_graph *g);
 int alma__opset_reads_same(const alma_graph *g, int64_t to);
 /* The first node that does not (NULL: none), for messages. */
 const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to);
+/* The same with each top-level value's rank known (ranks[value], -1 unknown; from inference):
+ * Softmax/LogSoftmax/Hardmax before 13 then read the same at 13 when their axis is the last. */
+const alma_node *alma__opset_blocker_ranked(const alma_graph *g, int64_t to, const int *ranks);
 
 #endif

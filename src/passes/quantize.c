@@ -490,9 +490,9 @@ static alma_status rebind(alma_graph *g, int64_t to) {
   return ALMA_OK;
 }
 
-static alma_status raise_opset(alma_graph *g, int64_t to, int *raised) {
+static alma_status raise_opset(alma_graph *g, int64_t to, const int *ranks, int *raised) {
   *raised = 0;
-  if (to >= 18 || !alma__opset_reads_same(g, to) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
+  if (to >= 18 || alma__opset_blocker_ranked(g, to, ranks) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     const char *ma = n->dead ? NULL : alma__opset_moved_attr(n, to);
@@ -530,13 +530,25 @@ static alma_status raise_opset(alma_graph *g, int64_t to, int *raised) {
  * scales): raised if it must and can be, else ALMA_ERR_UNSUPPORTED naming what blocks it. */
 static alma_status need_opset(alma_graph *g, int64_t need, int64_t want, const char *what) {
   int64_t opset = alma__graph_opset(g, "");
+  if (opset >= want) return ALMA_OK;
+  /* value ranks, for the Softmax-family rule (graph/opset.h) */
+  alma_infer_result r;
+  int *ranks = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  if (!ranks) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = alma__graph_infer(g, NULL, 1, 1 << 16, &r);
+  for (int v = 0; v < g->n_values; v++)
+    ranks[v] = st == ALMA_OK && r.info && r.info[v].dtype != ALMA_DTYPE_UNDEFINED ? r.info[v].rank : -1;
+  if (st == ALMA_OK) alma__infer_result_free(&r);
+  else alma__error_clear();
   int raised = 0;
-  if (opset < want) ALMA_TRY(raise_opset(g, want, &raised));
-  if (!raised && opset < need) ALMA_TRY(raise_opset(g, need, &raised));
+  st = raise_opset(g, want, ranks, &raised);
+  if (st == ALMA_OK && !raised && opset < need) st = raise_opset(g, need, ranks, &raised);
+  const alma_node *b = st == ALMA_OK && alma__graph_opset(g, "") < need ? alma__opset_blocker_ranked(g, need, ranks) : NULL;
+  free(ranks);
+  ALMA_TRY(st);
   if (raised) ALMA_LOGD("%s: the model's opset %lld raised to %lld", what, (long long)opset,
                         (long long)alma__graph_opset(g, ""));
   if (alma__graph_opset(g, "") < need) {
-    const alma_node *b = alma__opset_blocker(g, need);
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
                         "%s needs opset >= %lld; the model imports opset %lld, and alma raises it only where every node "
                         "keeps its meaning: node '%s' (%s-%d) does not at %lld",

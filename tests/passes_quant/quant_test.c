@@ -641,6 +641,37 @@ static alma_model *slice1_model(void) {
   return to_model(g);
 }
 
+/* x [N, 6] or [N, 2, 6] -> MatMul -> Softmax (opset 9: axis 1, coercing to 2-D) -> y. */
+static alma_model *softmax9_model(int rank3) {
+  alma_graph *g = new_graph(9);
+  int64_t xd[3] = {-1, 2, 6}, xd2[2] = {-1, 6}, w1[2] = {6, 3};
+  int x = rank3 ? add_input(g, "x", 3, xd) : add_input(g, "x", 2, xd2);
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 2, w1, 0.5f);
+  int m1 = alma__graph_add_value(g, "m1"), y = alma__graph_add_value(g, "y");
+  int i1[2] = {x, W1};
+  node(g, "MatMul", i1, 2, m1);
+  node(g, "Softmax", &m1, 1, y);
+  int64_t yd[3] = {-1, 2, 3}, yd2[2] = {-1, 3};
+  if (rank3) set_output(g, y, 3, yd);
+  else set_output(g, y, 2, yd2);
+  return to_model(g);
+}
+
+static void test_static_opset_softmax(void **state) {
+  /* Softmax-1 over the last axis (rank 2, axis 1) reads as Softmax-13: raised to 13; over axis 1 of
+   * a rank-3 tensor it normalizes two axes, which 13 cannot say: raised only to 10 */
+  for (int rank3 = 0; rank3 < 2; rank3++) {
+    alma_model *m = softmax9_model(rank3);
+    alma_session *s = NULL;
+    alma_status st = alma_session_create(m, "INT8_STATIC+EAGER", NULL, &s);
+    if (st != ALMA_OK) fprintf(stderr, "%s\n", alma_last_error());
+    assert_int_equal(st, ALMA_OK);
+    assert_int_equal(alma__graph_opset(alma__session_graph(s), ""), rank3 ? 10 : 13);
+    alma_session_free(s);
+    alma_model_free(m);
+  }
+}
+
 static void test_static_opset(void **state) {
   /* opsets 9 and 11: raised to 13 (every node reads the same there), per-axis weight scales */
   data d;
@@ -859,6 +890,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_calibrators), cmocka_unit_test(test_static),
       cmocka_unit_test(test_static_residual),   cmocka_unit_test(test_static_maxpool), cmocka_unit_test(test_static_opset),
+      cmocka_unit_test(test_static_opset_softmax),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_precision),         cmocka_unit_test(test_qlinear_qat),
   };
