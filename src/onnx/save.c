@@ -316,22 +316,30 @@ static int64_t ir_for_opset(int64_t opset) {
   return 11;
 }
 
-int64_t alma__onnx_opset_to_write(const alma_graph *g) {
+/* ranks: each value's rank from shape inference (-1 unknown), or NULL (declared ranks only). */
+static int64_t opset_to_write(const alma_graph *g, const int *ranks) {
   int64_t opset = alma__graph_opset(g, ""), need = alma__opset_newest(g);
-  return need > opset && alma__opset_reads_same(g, need) ? need : opset;
+  return need > opset && !alma__opset_blocker_ranked(g, need, ranks) ? need : opset;
 }
+
+int64_t alma__onnx_opset_to_write(const alma_graph *g) { return opset_to_write(g, NULL); }
 
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
   *bytes_out = NULL;
   *n_out = 0;
   if (!g) return alma__errorf(ALMA_ERR_INVALID_ARG, "graph is NULL");
-  save_ctx c = {.a = alma__arena_new(), .st = ALMA_OK, .opset_to = alma__onnx_opset_to_write(g)};
+  save_ctx c = {.a = alma__arena_new(), .st = ALMA_OK};
   if (!c.a) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_infer_result r;
   int resolved = 1; /* a graph built by hand may not have its ops bound yet: then no inference */
   for (int i = 0; i < g->n_nodes; i++) resolved &= g->nodes[i].dead || g->nodes[i].op != NULL;
   int have_r = resolved && alma__graph_infer(g, NULL, 1, 0, &r) == ALMA_OK;
-  if (!have_r) alma__error_clear(); /* only output dtypes come from it: write without them */
+  if (!have_r) alma__error_clear(); /* only output dtypes and ranks come from it: write without them */
+  int *ranks = have_r ? malloc(sizeof(int) * ((size_t)g->n_values + 1)) : NULL;
+  for (int v = 0; ranks && v < g->n_values; v++)
+    ranks[v] = r.info && r.info[v].dtype != ALMA_DTYPE_UNDEFINED ? r.info[v].rank : -1;
+  c.opset_to = opset_to_write(g, ranks); /* ranks: Softmax-family nodes over their last axis */
+  free(ranks);
   Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
   mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
   if (have_r) alma__infer_result_free(&r);
