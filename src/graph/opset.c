@@ -1,6 +1,7 @@
 /* Opset compatibility of a graph's nodes (see opset.h). */
 #include "graph/opset.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/op.h"
@@ -87,24 +88,16 @@ static int softmax_same(const alma_graph *g, const alma_node *n, const int *rank
   return axis == -1 || (r > 0 && axis == r - 1); /* the last axis either way */
 }
 
-static const alma_node *blocker(const alma_graph *g, int64_t to, const int *ranks);
-
-const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to) { return blocker(g, to, NULL); }
-
-const alma_node *alma__opset_blocker_ranked(const alma_graph *g, int64_t to, const int *ranks) {
-  return blocker(g, to, ranks);
-}
-
-static const alma_node *blocker(const alma_graph *g, int64_t to, const int *ranks) {
+const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to, const int *ranks) {
   for (int i = 0; i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
     if (n->dead) continue;
     for (int a = 0; a < n->n_attrs; a++) {
       const alma_attr *at = &n->attrs[a];
-      const alma_node *b = at->type == ALMA_ATTR_GRAPH && at->g ? blocker(at->g, to, NULL) : NULL;
+      const alma_node *b = at->type == ALMA_ATTR_GRAPH && at->g ? alma__opset_blocker(at->g, to, NULL) : NULL;
       if (b) return b;
       for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
-        if (at->graphs[k] && (b = blocker(at->graphs[k], to, NULL))) return b;
+        if (at->graphs[k] && (b = alma__opset_blocker(at->graphs[k], to, NULL))) return b;
     }
     if (!alma__opset_is_onnx(n->domain)) continue;
     if (!n->op) return n; /* not bound: its versions are unknown */
@@ -120,5 +113,9 @@ static const alma_node *blocker(const alma_graph *g, int64_t to, const int *rank
   return NULL;
 }
 
-
-int alma__opset_reads_same(const alma_graph *g, int64_t to) { return alma__opset_blocker(g, to) == NULL; }
+int *alma__opset_ranks(const alma_graph *g, const alma_infer_result *r) {
+  int *ranks = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  for (int v = 0; ranks && v < g->n_values; v++)
+    ranks[v] = r && r->info && r->info[v].dtype != ALMA_DTYPE_UNDEFINED ? r->info[v].rank : -1;
+  return ranks;
+}

@@ -9,6 +9,7 @@
 #define ALMA_GRAPH_OPSET_H
 
 #include "graph/graph.h"
+#include "graph/infer.h"
 
 /* "" and "ai.onnx" are the default domain. */
 int alma__opset_is_onnx(const char *domain);
@@ -18,13 +19,14 @@ int alma__opset_is_onnx(const char *domain);
 const char *alma__opset_moved_attr(const alma_node *n, int64_t to);
 /* The newest default-domain version any node of g (and its subgraphs) has. */
 int64_t alma__opset_newest(const alma_graph *g);
-/* Whether every default-domain node of g (and its subgraphs) reads the same at opset `to`, its
- * moved attributes (alma__opset_moved_attr) written as inputs. Nodes must be bound (op set). */
-int alma__opset_reads_same(const alma_graph *g, int64_t to);
-/* The first node that does not (NULL: none), for messages. */
-const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to);
-/* The same with each top-level value's rank known (ranks[value], -1 unknown; from inference):
- * Softmax/LogSoftmax/Hardmax before 13 then read the same at 13 when their axis is the last. */
-const alma_node *alma__opset_blocker_ranked(const alma_graph *g, int64_t to, const int *ranks);
+/* The first default-domain node of g (or its subgraphs) that does not read the same at opset `to`,
+ * its moved attributes (alma__opset_moved_attr) written as inputs; NULL when every node does.
+ * Nodes must be bound (op set). ranks: each top-level value's rank (-1 unknown; from
+ * alma__opset_ranks), or NULL for the declared ranks: Softmax/LogSoftmax/Hardmax before 13 read as
+ * 13 when their axis is the last. */
+const alma_node *alma__opset_blocker(const alma_graph *g, int64_t to, const int *ranks);
+/* Each value's rank from inference r (-1 where unknown, every one without r): malloc'd, NULL when
+ * out of memory. */
+int *alma__opset_ranks(const alma_graph *g, const alma_infer_result *r);
 
 #endif

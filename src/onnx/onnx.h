@@ -25,10 +25,5 @@ alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out);
 /* The same, into a file. */
 alma_status alma__onnx_save(const alma_graph *g, const alma_onnx_meta *meta, const char *path);
-/* The default-domain opset written for g: the graph's, raised to the newest version among its nodes
- * (a pass may add newer ops, e.g. FUSE's LayerNormalization-17) when every other node reads the same
- * at that opset; else the graph's (the file then holds nodes newer than its opset). Serializing
- * also knows inferred ranks (a Softmax-11 over its last axis reads as 13); this uses declared ones. */
-int64_t alma__onnx_opset_to_write(const alma_graph *g);
 
 #endif

@@ -18,7 +18,7 @@ typedef struct save_ctx {
   alma_arena *a;
   alma_status st;
   int uses_alma_domain;
-  int64_t opset_to; /* the default-domain opset written (alma__onnx_opset_to_write) */
+  int64_t opset_to; /* the default-domain opset written (opset_to_write) */
 } save_ctx;
 
 static void *salloc(save_ctx *c, size_t n) {
@@ -316,13 +316,14 @@ static int64_t ir_for_opset(int64_t opset) {
   return 11;
 }
 
-/* ranks: each value's rank from shape inference (-1 unknown), or NULL (declared ranks only). */
+/* The default-domain opset written for g: the graph's, raised to the newest version among its
+ * nodes (a pass may add newer ops, e.g. FUSE's LayerNormalization-17) when every other node reads
+ * the same at that opset (graph/opset.h); else the graph's (the file then holds nodes newer than
+ * its opset). ranks: from shape inference, or NULL (declared ranks). */
 static int64_t opset_to_write(const alma_graph *g, const int *ranks) {
   int64_t opset = alma__graph_opset(g, ""), need = alma__opset_newest(g);
-  return need > opset && !alma__opset_blocker_ranked(g, need, ranks) ? need : opset;
+  return need > opset && !alma__opset_blocker(g, need, ranks) ? need : opset;
 }
-
-int64_t alma__onnx_opset_to_write(const alma_graph *g) { return opset_to_write(g, NULL); }
 
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
   *bytes_out = NULL;
@@ -335,9 +336,7 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   for (int i = 0; i < g->n_nodes; i++) resolved &= g->nodes[i].dead || g->nodes[i].op != NULL;
   int have_r = resolved && alma__graph_infer(g, NULL, 1, 0, &r) == ALMA_OK;
   if (!have_r) alma__error_clear(); /* only output dtypes and ranks come from it: write without them */
-  int *ranks = have_r ? malloc(sizeof(int) * ((size_t)g->n_values + 1)) : NULL;
-  for (int v = 0; ranks && v < g->n_values; v++)
-    ranks[v] = r.info && r.info[v].dtype != ALMA_DTYPE_UNDEFINED ? r.info[v].rank : -1;
+  int *ranks = have_r ? alma__opset_ranks(g, &r) : NULL;
   c.opset_to = opset_to_write(g, ranks); /* ranks: Softmax-family nodes over their last axis */
   free(ranks);
   Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;

@@ -492,7 +492,7 @@ static alma_status rebind(alma_graph *g, int64_t to) {
 
 static alma_status raise_opset(alma_graph *g, int64_t to, const int *ranks, int *raised) {
   *raised = 0;
-  if (to >= 18 || alma__opset_blocker_ranked(g, to, ranks) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
+  if (to >= 18 || alma__opset_blocker(g, to, ranks) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     const char *ma = n->dead ? NULL : alma__opset_moved_attr(n, to);
@@ -507,7 +507,6 @@ static alma_status raise_opset(alma_graph *g, int64_t to, const int *ranks, int 
     int v = alma__q_new_const(g, n->name, ma, ALMA_DTYPE_INT64, 1, &cnt, &t);
     if (v < 0) return ALMA_ERR_NOMEM;
     if (cnt) memcpy(t->data, at->ints, sizeof(int64_t) * (size_t)cnt);
-    n = &g->nodes[i]; /* adding a value does not move nodes, but stay safe */
     int *in = alma__calloc((size_t)n->n_inputs + 2, sizeof(int));
     if (!in) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     memcpy(in, n->inputs, sizeof(int) * (size_t)n->n_inputs);
@@ -533,17 +532,15 @@ static alma_status need_opset(alma_graph *g, int64_t need, int64_t want, const c
   if (opset >= want) return ALMA_OK;
   /* value ranks, for the Softmax-family rule (graph/opset.h) */
   alma_infer_result r;
-  int *ranks = malloc(sizeof(int) * ((size_t)g->n_values + 1));
-  if (!ranks) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   alma_status st = alma__graph_infer(g, NULL, 1, 1 << 16, &r);
-  for (int v = 0; v < g->n_values; v++)
-    ranks[v] = st == ALMA_OK && r.info && r.info[v].dtype != ALMA_DTYPE_UNDEFINED ? r.info[v].rank : -1;
+  int *ranks = alma__opset_ranks(g, st == ALMA_OK ? &r : NULL);
   if (st == ALMA_OK) alma__infer_result_free(&r);
   else alma__error_clear();
+  if (!ranks) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   int raised = 0;
   st = raise_opset(g, want, ranks, &raised);
   if (st == ALMA_OK && !raised && opset < need) st = raise_opset(g, need, ranks, &raised);
-  const alma_node *b = st == ALMA_OK && alma__graph_opset(g, "") < need ? alma__opset_blocker_ranked(g, need, ranks) : NULL;
+  const alma_node *b = st == ALMA_OK && alma__graph_opset(g, "") < need ? alma__opset_blocker(g, need, ranks) : NULL;
   free(ranks);
   ALMA_TRY(st);
   if (raised) ALMA_LOGD("%s: the model's opset %lld raised to %lld", what, (long long)opset,
