@@ -167,6 +167,24 @@ def gemms(d):
     save(d, "gemms", nodes, [x_in("x", 20)], [y_out("ls", 2), y_out("z", 2)], inits)
 
 
+def native_wide_gemms(d):
+    """Constant weights whose rows are an even number of 64-byte lines apart (1 KiB, 2 KiB, 1.5 KiB)
+    or not a whole number of lines (400 bytes): the DNNL runtime stores them with padded rows
+    (dnnl_kernels.c matmul_pad_weights), through MatMul, Gemm with transB, and Gemm with a beta C."""
+    nodes = [
+        N("MatMul", ["x", "w1"], ["m1"]),  # [B, 5, 64] x [64, 256]
+        N("Add", ["m1", "b1"], ["a1"]),
+        N("Relu", ["a1"], ["r1"]),
+        N("Flatten", ["r1"], ["f1"], axis=1),  # [B, 1280]
+        N("Gemm", ["f1", "w2", "c2"], ["g2"], transB=1),  # [512, 1280]: rows of 5 KiB -> 81 lines
+        N("Gemm", ["g2", "w3", "c3"], ["g3"], alpha=0.5, beta=2.0),  # [512, 384]: 1.5 KiB rows
+        N("MatMul", ["g3", "w4"], ["y"]),  # [384, 100]: 400-byte rows
+    ]
+    inits = [w("w1", 64, 256), w("b1", 256), w("w2", 512, 1280, scale=0.05), w("c2", 512),
+             w("w3", 512, 384, scale=0.05), w("c3", 1, 384), w("w4", 384, 100, scale=0.05)]
+    save(d, "native_wide_gemms", nodes, [x_in("x", 5, 64)], [y_out("y", 2), y_out("m1", 3)], inits)
+
+
 def native_pools_blocked(d):
     # pooling of convolution outputs, which oneDNN keeps blocked (nChw8c / nChw16c): alma's own
     # kernel (dnnl_native.c) reads that layout; 12 channels leave padded lanes in the last block.
@@ -470,7 +488,7 @@ def upsample_linear_eager(d):
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
+    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
               native_resize11, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)

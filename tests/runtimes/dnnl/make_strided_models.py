@@ -4,8 +4,9 @@
 attention split as exporters write it (MatMul + bias -> Slice -> Reshape -> Transpose per head
 input, Attention, Transpose -> Reshape -> MatMul + bias + residual Add), with and without an
 additive mask, with a K transpose another node also reads, with the attention output also a graph
-output, with a Reshape no strided view can express on the way to Q; a MatMul + bias + Relu whose residual Add broadcasts (the group is planned and declined at
-run time) or does not; a sequence-first Transpose that only moves the unit batch axis at batch 1.
+output, with a Reshape no strided view can express on the way to Q, with V's rows too far apart
+(a multiple of 2 KiB) to read in place; a MatMul + bias + Relu whose residual Add broadcasts (the
+group is planned and declined at run time) or does not; a sequence-first Transpose that only moves the unit batch axis at batch 1.
 
 Next to each NAME.onnx, NAME.expect holds what dnnl_strided_test checks after FOLD+FUSE+DNNL at
 batch 3: "views perm selfsum moves": Transposes run as views, Attention+Transpose groups that ran,
@@ -48,8 +49,9 @@ def save(outdir, name, nodes, inputs, outputs, inits, expect):
         f.write(" ".join(str(e) for e in expect) + "\n")
 
 
-def mha(mask=False, k_shared=False, attn_out=False, k_direct=False, flat_q=False):
+def mha(mask=False, k_shared=False, attn_out=False, k_direct=False, flat_q=False, E=E, H=H):
     """x [B, S, E] -> y [B, S, E]: attention block with residual, as PyTorch's batch-first MHA."""
+    D = E // H
     nodes = [N("MatMul", ["x", "wqkv"], ["qkv0"]), N("Add", ["qkv0", "bqkv"], ["qkv"])]
     inits = [w("wqkv", E, 3 * E), w("bqkv", 3 * E), w("wo", E, E), w("bo", E), i64("shp4", [0, S, H, D]),
              i64("shp3", [0, S, E]), i64("ax", [2]), numpy_helper.from_array(np.array(D ** -0.5, np.float32), "sc")]
@@ -98,6 +100,9 @@ def main(outdir):
     save(outdir, "mha_attn_out", *mha(attn_out=True), expect=(3, 0, 1, 6))
     # Q's first Reshape cannot view its strided input: it copies, the next Reshape aliases that copy
     save(outdir, "mha_flat_q", *mha(flat_q=True), expect=(3, 1, 1, 5))
+    # E = 512: V's rows are 3E floats (6 KiB) apart, a stride gemm reads slowly (dnnl_kernels.c
+    # aliasing_rows): its view is copied to plain just before the second matmul; Q and K stay views
+    save(outdir, "mha_wide", *mha(E=512, H=4), expect=(3, 1, 1, 6))
 
     # FusedMatMul(+bias) + residual Add: one primitive. Planned but declined at run time, the node
     # then running alone with its own post-ops: a broadcast residual [N] (oneDNN's sum needs the
