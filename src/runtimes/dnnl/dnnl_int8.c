@@ -42,7 +42,9 @@
  * shifts by +128 and halves the convolution weights (7-bit weights: a bounded error of one weight
  * step) while its s8 matmul is exact. So on such CPUs the sources are given to oneDNN as s8
  * (x - 128, zero point - 128): exact matmuls, convolutions with oneDNN's 7-bit weights
- * (ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating u8 form instead). With VNNI or AMX
+ * (ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating u8 form instead). Depthwise
+ * convolutions are the exception: oneDNN's depthwise kernels multiply in 32 bits, exact with u8
+ * sources on any CPU, so they always get u8 (s8 sources shifted up; see conv_is_dw). With VNNI or AMX
  * (vpdpbusd) u8 sources go in as they are and everything is exact. Weights within [-64, 64] cannot
  * saturate u8 sources (255 * 64 * 2 < 32767): dyn clusters give those as u8 always, and dyn matmuls
  * with wider weights run in float32 on the dequantized values instead (exact, fp32 speed). */
@@ -79,7 +81,7 @@ typedef struct qprim {
   size_t scr_size;
   void *wei;                        /* constant weights in wei_md (owned) */
   float *bias;                      /* bias in accumulator units (owned) */
-  int shift;                        /* the u8 source is given as s8 (x - 128) */
+  int shift;                        /* 1: the u8 source is given as s8 (x - 128); -1: s8 as u8 (x + 128) */
   dnnl_primitive_t sh;              /* its reorder, from shift_from */
   dnnl_memory_desc_t shift_from;
   dnnl_memory_t sh_s, sh_d;
@@ -400,6 +402,17 @@ static int q_shape(const qargs *a, alma_tensor *os) {
   return 1;
 }
 
+/* A depthwise convolution (one input and one output channel per group). oneDNN's int8 depthwise
+ * kernels multiply in 32 bits, so u8 sources are exact without VNNI too (checked against a direct
+ * sum: kernels 1 to 7, 8 to 240 channels, strides 1 and 2, zero points 0 to 255), while oneDNN
+ * 2.6's AVX2 kernel computes garbage for s8 sources with a zero point and a kernel wider than 3
+ * (5x5 and 7x7 with 24 or more channels; MobileNet-V3's and EfficientNet's depthwise 5x5 layers
+ * after HardSwish/SiLU). So these always take u8 sources: never shifted down, s8 shifted up. */
+static int conv_is_dw(const qargs *a) {
+  int64_t G = alma__attr_i(a->n, "group", 1);
+  return a->kind == QK_CONV && G > 1 && a->wrank >= 3 && a->wdims[0] == G && a->wdims[1] == 1;
+}
+
 static uint64_t q_key(const qargs *a, const alma_tensor *os, int shift) {
   uint64_t h = 1469598103934665603ull;
   /* dyn: this run's scale and zero point are arguments; built in is only whether the zero point is 0
@@ -431,7 +444,7 @@ static int add_memory(dn_plan *p, dnnl_memory_t *m, const dnnl_memory_desc_t *md
 static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tensor *os, int shift) {
   const alma_node *n = a->n;
   const alma_tensor *x = &a->x->t;
-  dnnl_data_type_t sdt = a->emu ? dnnl_f32 : shift ? dnnl_s8 : alma__dn_dtype(x->dtype);
+  dnnl_data_type_t sdt = a->emu ? dnnl_f32 : shift > 0 ? dnnl_s8 : shift < 0 ? dnnl_u8 : alma__dn_dtype(x->dtype);
   dnnl_data_type_t wdt = a->emu ? dnnl_f32 : dnnl_s8;
   dnnl_data_type_t ddt = alma__dn_dtype(os->dtype);
   int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os->dims[os->rank - 1];
@@ -530,7 +543,7 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   }
   dnnl_status_t s = dnnl_success;
   if (!a->s32 && !a->emu) s = dnnl_primitive_attr_set_output_scales(attr, a->nws, a->nws > 1 ? mask : 0, sc);
-  int32_t szp = a->emu ? 0 : a->xzp - (shift ? 128 : 0), rtz = DNNL_RUNTIME_S32_VAL;
+  int32_t szp = a->emu ? 0 : a->xzp - 128 * shift, rtz = DNNL_RUNTIME_S32_VAL;
   int with_zp = a->dyn ? !a->emu && (a->xzp != 0 || shift) : szp != 0;
   if (s == dnnl_success && with_zp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, a->dyn ? &rtz : &szp);
   int bin = a->dyn && !a->emu; /* post-op 0 multiplies by this run's x_scale */
@@ -618,7 +631,8 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   return ALMA_OK;
 }
 
-/* The u8 -> s8 (x - 128) reorder of the source, from layout from into the primitive's. */
+/* The u8 -> s8 (x - 128) or s8 -> u8 (x + 128) reorder of the source (q->shift 1 or -1), from layout
+ * from into the primitive's. */
 static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from, void *sp, void *dp, const alma_node *n) {
   if (!q->sh || !dnnl_memory_desc_equal(&q->shift_from, from)) {
     if (q->sh) dnnl_primitive_destroy(q->sh);
@@ -628,7 +642,7 @@ static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from,
     q->sh_s = q->sh_d = NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    int32_t z = 128;
+    int32_t z = 128 * q->shift;
     dnnl_status_t s = dnnl_primitive_attr_create(&attr);
     if (s == dnnl_success) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &z);
     if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, from, p->eng, &q->src_md, p->eng, attr);
@@ -636,14 +650,14 @@ static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from,
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (s == dnnl_success && (!add_memory(p, &q->sh_s, from) || !add_memory(p, &q->sh_d, &q->src_md))) s = dnnl_out_of_memory;
-    if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN u8 -> s8 reorder failed (status %d)", (int)s);
+    if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN 8-bit shift reorder failed (status %d)", (int)s);
     q->shift_from = *from;
   }
   dnnl_memory_set_data_handle(q->sh_s, sp);
   dnnl_memory_set_data_handle(q->sh_d, dp);
   dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, q->sh_s}, {DNNL_ARG_TO, q->sh_d}};
   dnnl_status_t s = dnnl_primitive_execute(q->sh, p->strm, 2, args);
-  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN u8 -> s8 reorder failed (status %d)", (int)s);
+  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN 8-bit shift reorder failed (status %d)", (int)s);
   p->n_int8_reorder++;
   return ALMA_OK;
 }
@@ -699,7 +713,10 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
   int is_mm = a->kind != QK_CONV;
   if (is_mm && S->mm_off && !a->dyn) return ALMA_OK; /* (dyn matmuls there are exact: w7, or emu) */
   if (a->dyn && !(a->xs > 0 && isfinite(a->xs))) return ALMA_OK; /* EAGER says what that gives */
-  int shift = !a->emu && !is_mm && x->t.dtype == U8 && !a->w7 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
+  int dw = !is_mm && conv_is_dw(a);
+  int shift = a->emu || is_mm ? 0
+              : dw ? (x->t.dtype == S8 ? -1 : 0)
+              : x->t.dtype == U8 && !a->w7 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
   if (a->dyn && a->alt && !a->emu && a->xzp != 0) q = a->alt;
   /* the key: the source's dims and type (its layout is converted into the primitive's) */
   dnnl_memory_desc_t xmd, xpl;
@@ -712,7 +729,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     q->xmd = xpl;
     q->pkey = key;
     ALMA_LOGD("DNNL int8: node '%s': building its primitive (source %s%s, zero point %d)", n->name, dt_name(x->t.dtype),
-              shift ? " as s8" : "", a->xzp);
+              shift > 0 ? " as s8" : shift < 0 ? " as u8" : "", a->xzp);
     ALMA_TRY(q_build(p, q, a, &os, shift));
   }
   if (q->declined) return ALMA_OK;
@@ -741,7 +758,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     } else if (shift) {
       if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
       dnnl_memory_desc_t from = q->src_md;
-      from.data_type = dnnl_u8;
+      from.data_type = shift > 0 ? dnnl_u8 : dnnl_s8;
       st = q_shift(p, q, &from, sp, stmp->ptr, n);
       sp = stmp->ptr;
     }
@@ -811,7 +828,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
       args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, q->m_xs};
     }
     if (q->m_zp) {
-      q->zpv = a->xzp - (shift ? 128 : 0);
+      q->zpv = a->xzp - 128 * shift;
       dnnl_memory_set_data_handle(q->m_zp, &q->zpv);
       args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q->m_zp};
     }

@@ -153,6 +153,39 @@ def depthwise(outdir):
     g.save(outdir, (1, 12, 9, 9), "out", 0.03, 0.1, 1)
 
 
+def depthwise5(outdir):
+    """Depthwise 5x5 convs (48 channels, pads 2) whose sources have non-zero zero points, as after
+    MobileNet-V3's HardSwish and EfficientNet's SiLU: u8 (zero point 100), then s8 (zero point
+    -60); full 8-bit per-channel weights (oneDNN's depthwise kernels multiply in 32 bits: exact
+    with u8 sources on every CPU, which the DNNL runtime gives them; oneDNN 2.6's AVX2 kernel
+    computes garbage from s8 sources with a zero point at this size)."""
+    g = G("int8_depthwise5")
+    x = g.qdq("x", 0.02, 100)
+    for k, (dt, zp) in enumerate(((np.uint8, 100), (np.int8, -60))):
+        w = rng.integers(-127, 128, size=(48, 1, 5, 5)).astype(np.int8)
+        ws = (rng.uniform(0.5, 2.0, size=48) * 0.004).astype(np.float32)
+        wd = g.node("DequantizeLinear", [g.init("w", w), g.init("ws", ws), g.init("wzp", np.zeros(48, np.int8))],
+                    {"axis": 0})
+        y = g.node("Conv", [x, wd, g.bias_q(0.02, ws, 48)], {"group": 48, "pads": [2, 2, 2, 2]})
+        x = g.dq(g.q(y, 0.02, zp, dt), 0.02, zp, dt)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 48, 9, 9), "out", 0.021, 0.1, 2)
+
+
+def dyn_depthwise5(outdir):
+    """INT8_DYNAMIC's depthwise 5x5 (48 channels, stride 2): DynamicQuantizeLinear of N(0, 1) data
+    gives a non-zero zero point; the source must stay u8 (see depthwise5)."""
+    g = G("dyn_depthwise5")
+    xq, xs, xz = dyn_x(g, "x")
+    w = rng.integers(-127, 128, size=(48, 1, 5, 5)).astype(np.int8)
+    acc = g.node("ConvInteger", [xq, g.init("w", w), xz, g.init("wz", np.int8(0))],
+                 {"group": 48, "pads": [2, 2, 2, 2], "strides": [2, 2]})
+    ws = (rng.uniform(0.5, 2, (48, 1, 1)) * 0.004).astype(np.float32)
+    y = dyn_tail(g, acc, xs, ws, rng.standard_normal((48, 1, 1)).astype(np.float32))
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 48, 11, 11), "out", 0.01, 0.1, 1, extra=NO_REBUILD)
+
+
 def gemm_mlp(outdir):
     """Flatten -> Gemm (transB, per-channel, int32 bias) + Relu + Q -> Gemm (float bias) f32 out."""
     g = G("int8_gemm")
@@ -482,8 +515,8 @@ def dyn_fallback(outdir):
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    for f in (conv_relu_q, resblock, depthwise, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
-              dyn_conv, dyn_depthwise, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback, int8_pool):
+    for f in (conv_relu_q, resblock, depthwise, depthwise5, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
+              dyn_conv, dyn_depthwise, dyn_depthwise5, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback, int8_pool):
         f(outdir)
 
 
