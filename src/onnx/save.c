@@ -19,6 +19,9 @@ typedef struct save_ctx {
   alma_status st;
   int uses_alma_domain;
   int64_t opset_to; /* the default-domain opset written (opset_to_write) */
+  const alma_graph *root;
+  const alma_opset_value *vals; /* root's values (inference), for the forms of its nodes */
+  struct name_set *taken;       /* every value name of the graph tree and the initializers added */
 } save_ctx;
 
 static void *salloc(save_ctx *c, size_t n) {
@@ -162,7 +165,7 @@ static Onnx__AttributeProto *attr_proto(save_ctx *c, const alma_attr *at) {
 /* Node names must be unique in a graph for ONNX's checker and ONNX Runtime, but a model or a pass
  * may repeat one: a repeated name gets "_<k>" appended (k from 1, the first free one). Open
  * addressing over the names written so far in this graph. */
-typedef struct {
+typedef struct name_set {
   const char **slot;
   size_t cap;
 } name_set;
@@ -195,21 +198,61 @@ static const char *unique_name(save_ctx *c, name_set *ns, const char *name) {
   }
 }
 
-/* A name for a new value of g: base, or base_<k> when g has a value of that name. */
-static const char *new_value_name(save_ctx *c, const alma_graph *g, const char *base) {
+static int name_has(const name_set *ns, const char *name) {
+  for (size_t i = (size_t)fnv1a(name) & (ns->cap - 1); ns->slot[i]; i = (i + 1) & (ns->cap - 1))
+    if (!strcmp(ns->slot[i], name)) return 1;
+  return 0;
+}
+
+/* A name for a new initializer: base, or base_<k> when a value of the model (in any graph: a
+ * subgraph's must not shadow an outer one) or another new initializer has that name. */
+static const char *new_value_name(save_ctx *c, const char *base) {
   size_t len = strlen(base) + 24;
   char *nm = salloc(c, len);
   if (!nm) return NULL;
-  for (int k = 0;; k++) {
-    if (k) snprintf(nm, len, "%s_%d", base, k);
-    else snprintf(nm, len, "%s", base);
-    int taken = 0;
-    for (int v = 0; v < g->n_values && !taken; v++) taken = g->values[v].name && !strcmp(g->values[v].name, nm);
-    if (!taken) return nm;
-  }
+  snprintf(nm, len, "%s", base);
+  for (int k = 1; name_has(c->taken, nm); k++) snprintf(nm, len, "%s_%d", base, k);
+  name_add(c->taken, nm);
+  return nm;
 }
 
-/* gp: where an attribute moved into an input (moved_attr) adds its initializer. */
+/* Adds the number of values and nodes of g and its subgraphs to *n. */
+static void count_tree(const alma_graph *g, size_t *n) {
+  *n += (size_t)g->n_values + (size_t)g->n_nodes;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int a = 0; a < g->nodes[i].n_attrs; a++) {
+      const alma_attr *at = &g->nodes[i].attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g) count_tree(at->g, n);
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        if (at->graphs[k]) count_tree(at->graphs[k], n);
+    }
+}
+
+static void add_value_names(name_set *ns, const alma_graph *g) {
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].name) name_add(ns, g->values[v].name);
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int a = 0; a < g->nodes[i].n_attrs; a++) {
+      const alma_attr *at = &g->nodes[i].attrs[a];
+      if (at->type == ALMA_ATTR_GRAPH && at->g) add_value_names(ns, at->g);
+      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        if (at->graphs[k]) add_value_names(ns, at->graphs[k]);
+    }
+}
+
+static Onnx__AttributeProto *int_attr_proto(save_ctx *c, const char *name, int64_t v) {
+  Onnx__AttributeProto *ap = salloc(c, sizeof *ap);
+  if (!ap) return NULL;
+  *ap = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+  ap->name = sstr(name);
+  ap->has_type = 1;
+  ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  ap->has_i = 1;
+  ap->i = v;
+  return ap;
+}
+
+/* gp: where attributes that became inputs (alma__opset_form) add their initializers. */
 static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_node *n, name_set *ns,
                                    Onnx__GraphProto *gp) {
   Onnx__NodeProto *np = salloc(c, sizeof *np);
@@ -217,49 +260,46 @@ static Onnx__NodeProto *node_proto(save_ctx *c, const alma_graph *g, const alma_
   *np = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
   const char *nm = unique_name(c, ns, n->name ? n->name : "");
   if (!nm) return NULL;
+  alma_opset_form f; /* the same vals as opset_to_write's blocker saw */
+  if (alma__opset_form(g, n, c->opset_to, g == c->root ? c->vals : NULL, &f) < 0) {
+    c->st = alma__errorf(ALMA_ERR_INTERNAL, "node '%s' (%s-%d) cannot be written at opset %lld", nm, n->op_type,
+                         n->since_version, (long long)c->opset_to);
+    return NULL;
+  }
   np->name = sstr(nm);
   np->op_type = sstr(n->op_type);
   np->domain = n->domain && n->domain[0] ? (char *)n->domain : NULL;
   if (n->domain && !strcmp(n->domain, "alma")) c->uses_alma_domain = 1;
   np->n_input = (size_t)n->n_inputs;
-  np->input = salloc(c, sizeof(char *) * (size_t)(n->n_inputs + 2)); /* + a moved attribute */
+  np->input = salloc(c, sizeof(char *) * (size_t)(n->n_inputs + f.n_inputs + 1));
   np->n_output = (size_t)n->n_outputs;
   np->output = salloc(c, sizeof(char *) * (size_t)(n->n_outputs + 1));
-  np->n_attribute = (size_t)n->n_attrs;
-  np->attribute = salloc(c, sizeof *np->attribute * (size_t)(n->n_attrs + 2)); /* + Split's num_outputs */
+  np->attribute = salloc(c, sizeof *np->attribute * (size_t)(n->n_attrs + 2));
   if (!np->input || !np->output || !np->attribute) return NULL;
   for (int k = 0; k < n->n_inputs; k++) np->input[k] = n->inputs[k] >= 0 ? sstr(g->values[n->inputs[k]].name) : "";
   for (int k = 0; k < n->n_outputs; k++) np->output[k] = n->outputs[k] >= 0 ? sstr(g->values[n->outputs[k]].name) : "";
-  const char *ma = alma__opset_moved_attr(n, c->opset_to);
-  const alma_attr *mv = ma ? alma__node_attr(n, ma) : NULL;
-  if (mv && mv->type != ALMA_ATTR_INTS) mv = NULL;
   np->n_attribute = 0;
-  for (int k = 0; k < n->n_attrs; k++)
-    if (&n->attrs[k] != mv && !(np->attribute[np->n_attribute++] = attr_proto(c, &n->attrs[k]))) return NULL;
-  if (alma__opset_is_onnx(n->domain) && !strcmp(n->op_type, "Split") && n->since_version < 18 && c->opset_to >= 18 &&
-      n->n_inputs == 1 && !alma__node_attr(n, "split")) { /* equal parts: Split-18 says how many */
-    Onnx__AttributeProto *ap = salloc(c, sizeof *ap);
-    if (!ap) return NULL;
-    *ap = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
-    ap->name = "num_outputs";
-    ap->has_type = 1;
-    ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-    ap->has_i = 1;
-    ap->i = n->n_outputs;
-    np->attribute[np->n_attribute++] = ap;
+  for (int k = 0; k < n->n_attrs; k++) {
+    int dropped = 0;
+    for (int d = 0; d < f.n_drop && !dropped; d++) dropped = !strcmp(n->attrs[k].name, f.drop[d]);
+    if (!dropped && !(np->attribute[np->n_attribute++] = attr_proto(c, &n->attrs[k]))) return NULL;
   }
-  if (mv) { /* the attribute's values as the input it became */
+  if (f.set_attr && !(np->attribute[np->n_attribute++] = int_attr_proto(c, f.set_attr, f.set_i))) return NULL;
+  for (int k = 0; k < f.n_inputs; k++) { /* the attributes as the inputs they became */
+    const alma_tensor *src = &f.in[k].t;
+    if (src->dtype == ALMA_DTYPE_UNDEFINED) {
+      np->input[np->n_input++] = "";
+      continue;
+    }
     char base[256];
-    snprintf(base, sizeof base, "%s_%s", nm, ma);
-    const char *vn = new_value_name(c, g, base);
+    snprintf(base, sizeof base, "%s_%s", nm, f.in[k].name);
+    const char *vn = new_value_name(c, base);
     alma_tensor *t = salloc(c, sizeof *t);
-    if (!vn || !t) return NULL;
-    memset(t, 0, sizeof *t);
-    t->dtype = ALMA_DTYPE_INT64;
-    t->rank = 1;
-    t->dims[0] = mv->n;
-    t->data = mv->ints;
-    t->nbytes = (size_t)mv->n * sizeof(int64_t);
+    void *data = salloc(c, src->nbytes);
+    if (!vn || !t || !data) return NULL;
+    *t = *src;
+    if (src->nbytes) memcpy(data, src->data, src->nbytes); /* f's scalars live on this stack */
+    t->data = data;
     if (!(gp->initializer[gp->n_initializer++] = tensor_proto(c, t, vn))) return NULL;
     np->input[np->n_input++] = sstr(vn);
   }
@@ -276,7 +316,7 @@ static Onnx__GraphProto *graph_proto(save_ctx *c, const alma_graph *g, const alm
   int live = 0;
   for (int i = 0; i < g->n_nodes; i++) live += !g->nodes[i].dead;
   gp->node = salloc(c, sizeof *gp->node * (size_t)(live + 1));
-  gp->initializer = salloc(c, sizeof *gp->initializer * (size_t)(g->n_values + live + 1)); /* + moved attributes */
+  gp->initializer = salloc(c, sizeof *gp->initializer * (size_t)(g->n_values + ALMA_OPSET_FORM_MAX * live + 1));
   gp->input = salloc(c, sizeof *gp->input * (size_t)(g->n_inputs + 1));
   gp->output = salloc(c, sizeof *gp->output * (size_t)(g->n_outputs + 1));
   if (!gp->node || !gp->initializer || !gp->input || !gp->output) return NULL;
@@ -319,10 +359,10 @@ static int64_t ir_for_opset(int64_t opset) {
 /* The default-domain opset written for g: the graph's, raised to the newest version among its
  * nodes (a pass may add newer ops, e.g. FUSE's LayerNormalization-17) when every other node reads
  * the same at that opset (graph/opset.h); else the graph's (the file then holds nodes newer than
- * its opset). ranks: from shape inference, or NULL (declared ranks). */
-static int64_t opset_to_write(const alma_graph *g, const int *ranks) {
+ * its opset). vals: from shape inference, or NULL (declared ranks and dtypes). */
+static int64_t opset_to_write(const alma_graph *g, const alma_opset_value *vals) {
   int64_t opset = alma__graph_opset(g, ""), need = alma__opset_newest(g);
-  return need > opset && !alma__opset_blocker(g, need, ranks) ? need : opset;
+  return need > opset && !alma__opset_blocker(g, need, vals) ? need : opset;
 }
 
 alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta, uint8_t **bytes_out, size_t *n_out) {
@@ -336,11 +376,22 @@ alma_status alma__onnx_serialize(const alma_graph *g, const alma_onnx_meta *meta
   for (int i = 0; i < g->n_nodes; i++) resolved &= g->nodes[i].dead || g->nodes[i].op != NULL;
   int have_r = resolved && alma__graph_infer(g, NULL, 1, 0, &r) == ALMA_OK;
   if (!have_r) alma__error_clear(); /* only output dtypes and ranks come from it: write without them */
-  int *ranks = have_r ? alma__opset_ranks(g, &r) : NULL;
-  c.opset_to = opset_to_write(g, ranks); /* ranks: Softmax-family nodes over their last axis */
-  free(ranks);
+  /* ranks and dtypes: Softmax-family nodes over their last axis, scalars of Pad's and Clip's type */
+  alma_opset_value *vals = have_r ? alma__opset_values(g, &r) : NULL;
+  c.opset_to = opset_to_write(g, vals);
+  c.root = g;
+  c.vals = vals;
+  size_t names = 0;
+  count_tree(g, &names);
+  name_set taken = {.cap = 16};
+  while (taken.cap < 2 * (size_t)ALMA_OPSET_FORM_MAX * names + 64) taken.cap *= 2;
+  taken.slot = salloc(&c, taken.cap * sizeof *taken.slot);
+  if (taken.slot) add_value_names(&taken, g);
+  c.taken = &taken;
   Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
-  mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
+  if (taken.slot && (!have_r || vals)) mp.graph = graph_proto(&c, g, have_r ? &r : NULL);
+  else if (c.st == ALMA_OK) c.st = alma__errorf(ALMA_ERR_NOMEM, "out of memory writing the model");
+  free(vals);
   if (have_r) alma__infer_result_free(&r);
   alma_status st = c.st;
   int64_t written = c.opset_to;

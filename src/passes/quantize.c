@@ -455,72 +455,98 @@ static alma_status add_pair(alma_graph *g, int v, int s, int z, int *dq_out) {
   return ALMA_OK;
 }
 
-/* Raises g's default-domain opset to `to` (< 18) when every node reads the same there
- * (graph/opset.h): attributes that became inputs by then (ReduceSum/Squeeze/Unsqueeze axes, Split's
- * split at 13) are rewritten as int64 initializers, and every node is bound anew. *raised = 0 (g
- * untouched) when some node would read differently, or has such an attribute inside a subgraph. The
- * int8 passes use it for models older than the operators they write. */
-static int moved_in_subgraph(const alma_graph *g, int64_t to, int sub) {
+/* Raises g's default-domain opset to `to` when every node reads the same there (graph/opset.h):
+ * nodes whose attributes became inputs by then are rewritten in that form (alma__opset_form: the
+ * constants as new initializers), and every node is bound anew. *raised = 0 (g untouched) when some
+ * node would read differently, or would need rewriting inside a subgraph (*sub_out: the first such
+ * node). The int8 passes use it for models older than the operators they write. */
+static const alma_node *form_in_subgraph(const alma_graph *g, int64_t to, int sub) {
   for (int i = 0; i < g->n_nodes; i++) {
     const alma_node *n = &g->nodes[i];
     if (n->dead) continue;
-    if (sub && alma__opset_moved_attr(n, to) && alma__node_attr(n, alma__opset_moved_attr(n, to))) return 1;
+    alma_opset_form f;
+    if (sub && alma__opset_form(g, n, to, NULL, &f) != 0) return n;
     for (int a = 0; a < n->n_attrs; a++) {
       const alma_attr *at = &n->attrs[a];
-      if (at->type == ALMA_ATTR_GRAPH && at->g && moved_in_subgraph(at->g, to, 1)) return 1;
-      for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
-        if (at->graphs[k] && moved_in_subgraph(at->graphs[k], to, 1)) return 1;
+      const alma_node *b = at->type == ALMA_ATTR_GRAPH && at->g ? form_in_subgraph(at->g, to, 1) : NULL;
+      for (int k = 0; !b && at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
+        b = at->graphs[k] ? form_in_subgraph(at->graphs[k], to, 1) : NULL;
+      if (b) return b;
     }
   }
-  return 0;
+  return NULL;
 }
 
-static alma_status rebind(alma_graph *g, int64_t to) {
+/* Binds every node of g and its subgraphs at `to`, which opsets (a list of g's length) says. */
+static alma_status rebind(alma_graph *g, int64_t to, alma_opset_import *opsets) {
+  g->opsets = opsets;
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead) continue;
     if (alma__opset_is_onnx(n->domain)) ALMA_TRY(alma__op_resolve(n, to));
     for (int a = 0; a < n->n_attrs; a++) {
       alma_attr *at = &n->attrs[a];
-      if (at->type == ALMA_ATTR_GRAPH && at->g) ALMA_TRY(rebind(at->g, to));
+      if (at->type == ALMA_ATTR_GRAPH && at->g) ALMA_TRY(rebind(at->g, to, opsets));
       for (int k = 0; at->type == ALMA_ATTR_GRAPHS && k < at->n; k++)
-        if (at->graphs[k]) ALMA_TRY(rebind(at->graphs[k], to));
+        if (at->graphs[k]) ALMA_TRY(rebind(at->graphs[k], to, opsets));
     }
   }
   return ALMA_OK;
 }
 
-static alma_status raise_opset(alma_graph *g, int64_t to, const int *ranks, int *raised) {
-  *raised = 0;
-  if (to >= 18 || alma__opset_blocker(g, to, ranks) || moved_in_subgraph(g, to, 0)) return ALMA_OK;
-  for (int i = 0; i < g->n_nodes; i++) {
-    alma_node *n = &g->nodes[i];
-    const char *ma = n->dead ? NULL : alma__opset_moved_attr(n, to);
-    int k = 0;
-    while (ma && k < n->n_attrs && strcmp(n->attrs[k].name, ma)) k++;
-    if (!ma || k == n->n_attrs) continue;
-    const alma_attr *at = &n->attrs[k];
-    if (at->type != ALMA_ATTR_INTS) return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s': %s is not a list of ints",
-                                                        n->name, ma);
-    int64_t cnt = at->n;
+/* Node i of g in form f: its data input, then f's constants (new values named <node>/<input>) or
+ * empty inputs; f's attributes dropped, its int attribute set. */
+static alma_status apply_form(alma_graph *g, int i, const alma_opset_form *f) {
+  int *in = alma__calloc((size_t)f->n_inputs + 2, sizeof(int));
+  if (!in) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  in[0] = g->nodes[i].inputs[0];
+  for (int k = 0; k < f->n_inputs; k++) {
+    const alma_tensor *src = &f->in[k].t;
+    in[1 + k] = -1;
+    if (src->dtype == ALMA_DTYPE_UNDEFINED) continue;
     alma_tensor *t = NULL;
-    int v = alma__q_new_const(g, n->name, ma, ALMA_DTYPE_INT64, 1, &cnt, &t);
-    if (v < 0) return ALMA_ERR_NOMEM;
-    if (cnt) memcpy(t->data, at->ints, sizeof(int64_t) * (size_t)cnt);
-    int *in = alma__calloc((size_t)n->n_inputs + 2, sizeof(int));
-    if (!in) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    memcpy(in, n->inputs, sizeof(int) * (size_t)n->n_inputs);
-    in[n->n_inputs] = v;
-    free(n->inputs);
-    n->inputs = in;
-    n->n_inputs++;
-    memmove(&n->attrs[k], &n->attrs[k + 1], sizeof(alma_attr) * (size_t)(n->n_attrs - k - 1));
-    n->n_attrs--;
+    int v = alma__q_new_const(g, g->nodes[i].name, f->in[k].name, src->dtype, src->rank, src->dims, &t);
+    if (v < 0) {
+      free(in);
+      return ALMA_ERR_NOMEM;
+    }
+    if (src->nbytes) memcpy(t->data, src->data, src->nbytes);
     g->values[v].producer = -1;
+    in[1 + k] = v;
   }
-  for (int i = 0; i < g->n_opsets; i++)
-    if (alma__opset_is_onnx(g->opsets[i].domain)) g->opsets[i].version = to;
-  ALMA_TRY(rebind(g, to));
+  alma_node *n = &g->nodes[i];
+  free(n->inputs);
+  n->inputs = in;
+  n->n_inputs = 1 + f->n_inputs;
+  int kept = 0;
+  for (int a = 0; a < n->n_attrs; a++) {
+    int dropped = 0;
+    for (int d = 0; d < f->n_drop && !dropped; d++) dropped = !strcmp(n->attrs[a].name, f->drop[d]);
+    if (!dropped) n->attrs[kept++] = n->attrs[a];
+  }
+  n->n_attrs = kept;
+  return f->set_attr ? alma__q_attr_i(g, i, f->set_attr, f->set_i) : ALMA_OK;
+}
+
+static alma_status raise_opset(alma_graph *g, int64_t to, const alma_opset_value *vals, int *raised,
+                               const alma_node **sub_out) {
+  *raised = 0;
+  if (alma__opset_blocker(g, to, vals) || (*sub_out = form_in_subgraph(g, to, 0))) return ALMA_OK;
+  for (int i = 0; i < g->n_nodes; i++) {
+    alma_opset_form f;
+    int r = g->nodes[i].dead ? 0 : alma__opset_form(g, &g->nodes[i], to, vals, &f);
+    if (r < 0) return alma__errorf(ALMA_ERR_INTERNAL, "node '%s': no form at opset %lld", g->nodes[i].name,
+                                   (long long)to); /* the blocker said every node has one */
+    if (r > 0) ALMA_TRY(apply_form(g, i, &f));
+  }
+  /* a session's graph shares its opset list with the model's (graph/clone.c): replace it */
+  alma_opset_import *os = alma__arena_alloc(g->arena, sizeof *os * (size_t)(g->n_opsets + 1));
+  if (!os) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_opsets; i++) {
+    os[i] = g->opsets[i];
+    if (alma__opset_is_onnx(os[i].domain)) os[i].version = to;
+  }
+  ALMA_TRY(rebind(g, to, os));
   *raised = 1;
   return ALMA_OK;
 }
@@ -530,22 +556,28 @@ static alma_status raise_opset(alma_graph *g, int64_t to, const int *ranks, int 
 static alma_status need_opset(alma_graph *g, int64_t need, int64_t want, const char *what) {
   int64_t opset = alma__graph_opset(g, "");
   if (opset >= want) return ALMA_OK;
-  /* value ranks, for the Softmax-family rule (graph/opset.h) */
+  /* value ranks and dtypes: the Softmax-family rule, Pad's and Clip's scalars (graph/opset.h) */
   alma_infer_result r;
   alma_status st = alma__graph_infer(g, NULL, 1, 1 << 16, &r);
-  int *ranks = alma__opset_ranks(g, st == ALMA_OK ? &r : NULL);
+  alma_opset_value *vals = alma__opset_values(g, st == ALMA_OK ? &r : NULL);
   if (st == ALMA_OK) alma__infer_result_free(&r);
   else alma__error_clear();
-  if (!ranks) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (!vals) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   int raised = 0;
-  st = raise_opset(g, want, ranks, &raised);
-  if (st == ALMA_OK && !raised && opset < need) st = raise_opset(g, need, ranks, &raised);
-  const alma_node *b = st == ALMA_OK && alma__graph_opset(g, "") < need ? alma__opset_blocker(g, need, ranks) : NULL;
-  free(ranks);
+  const alma_node *sub = NULL;
+  st = raise_opset(g, want, vals, &raised, &sub);
+  if (st == ALMA_OK && !raised && opset < need) st = raise_opset(g, need, vals, &raised, &sub);
+  const alma_node *b = st == ALMA_OK && alma__graph_opset(g, "") < need ? alma__opset_blocker(g, need, vals) : NULL;
+  free(vals);
   ALMA_TRY(st);
   if (raised) ALMA_LOGD("%s: the model's opset %lld raised to %lld", what, (long long)opset,
                         (long long)alma__graph_opset(g, ""));
   if (alma__graph_opset(g, "") < need) {
+    if (!b && sub)
+      return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                          "%s needs opset >= %lld; the model imports opset %lld, and node '%s' (%s-%d) inside a "
+                          "subgraph would have to take attributes as inputs there, which alma does not rewrite",
+                          what, (long long)need, (long long)opset, sub->name, sub->op_type, sub->since_version);
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
                         "%s needs opset >= %lld; the model imports opset %lld, and alma raises it only where every node "
                         "keeps its meaning: node '%s' (%s-%d) does not at %lld",

@@ -6,6 +6,8 @@
  *   qat:    a QDQ model as PyTorch exports quantization-aware training (for QLINEAR)
  *   pool:   x [N,3,8,8] -> Conv 3x3 -> Relu -> MaxPool 3x3/2 (pads 1) -> Conv 3x3 -> Relu
  *           -> MaxPool 2x2/2 -> Flatten -> Gemm -> y [N,5] (ResNet's stem, the digits CNN's head)
+ *   old:    x [N,6] -> Slice-1 / Pad-2 / Clip-6 / TopK-1 / Dropout-10 -> MatMul -> y [N,3] (forms
+ *           the int8 passes rewrite when they raise an old model's opset)
  * Converted outputs are compared with EAGER's on the float model (cosine similarity), graphs are
  * checked for the ops each pass must produce, and converted graphs are saved, reloaded and run
  * again (the same outputs). */
@@ -14,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,8 @@
 #include <unistd.h>
 
 #include "graph/model.h"
+#include "graph/opset.h"
+#include "ops/op.h"
 #include "passes/quant.h"
 #include "conversions/conversions.h"
 #include "runtimes/runtime.h"
@@ -122,10 +127,12 @@ static alma_model *to_model(alma_graph *g) {
   uint8_t *bytes;
   size_t n;
   alma_onnx_meta meta = {.ir_version = 7};
-  assert_int_equal(alma__onnx_serialize(g, &meta, &bytes, &n), ALMA_OK);
+  alma_status st = alma__onnx_serialize(g, &meta, &bytes, &n);
+  if (st != ALMA_OK) fprintf(stderr, "save: %s\n", alma_last_error());
+  assert_int_equal(st, ALMA_OK);
   alma__graph_free(g);
   alma_model *m = NULL;
-  alma_status st = alma_model_load_from_memory(bytes, n, NULL, &m);
+  st = alma_model_load_from_memory(bytes, n, NULL, &m);
   if (st != ALMA_OK) fprintf(stderr, "load: %s\n", alma_last_error());
   assert_int_equal(st, ALMA_OK);
   free(bytes);
@@ -342,6 +349,110 @@ static void check_saved(const alma_session *s, const data *d, const alma_tensor 
   assert_int_equal(y2.dtype, ALMA_DTYPE_FLOAT32);
   alma_tensor_free_data(&y2);
   alma_model_free(m2);
+}
+
+static void attr_float(alma_graph *g, int i, const char *name, float v) {
+  alma_node *nd = &g->nodes[i];
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
+  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_FLOAT, .f = v};
+  nd->attrs = a;
+  nd->n_attrs++;
+}
+
+static void attr_str(alma_graph *g, int i, const char *name, const char *s) {
+  alma_node *nd = &g->nodes[i];
+  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
+  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
+  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_STRING, .s = s, .s_len = strlen(s)};
+  nd->attrs = a;
+  nd->n_attrs++;
+}
+
+/* Older forms whose attributes became inputs, which the int8 passes rewrite when they raise the
+ * opset: x [N, 6] -> OP -> o [N, C] (a graph output: float, no quantization on its path) ->
+ * MatMul [C, 3] -> y (quantized); TopK's indices a third output. */
+enum { OLD_SLICE, OLD_PAD_CONST, OLD_PAD_REFLECT, OLD_CLIP_MIN, OLD_CLIP_MAX, OLD_CLIP_BOTH, OLD_TOPK, OLD_DROPOUT,
+       OLD_N };
+static const struct {
+  const char *what, *op;
+  int opset, cols;
+  int since_13, inputs_13; /* the node once raised to 13 */
+} olds[OLD_N] = {
+    {"Slice-1 (starts 0,1; ends 1000,-1; default axes)", "Slice", 9, 4, 13, 3},
+    {"Pad-2 constant 0.5", "Pad", 9, 8, 13, 3},
+    {"Pad-2 reflect", "Pad", 9, 8, 13, 2},
+    {"Clip-6 min", "Clip", 9, 6, 13, 2},
+    {"Clip-6 max", "Clip", 9, 6, 13, 3},
+    {"Clip-6 min and max", "Clip", 9, 6, 13, 3},
+    {"TopK-1 k 4", "TopK", 9, 4, 11, 2},
+    {"Dropout-10 ratio 0.3", "Dropout", 10, 6, 13, 2},
+};
+
+static alma_model *old_op_model(int kind) {
+  alma_graph *g = new_graph(olds[kind].opset);
+  int64_t xd[2] = {-1, 6}, wd[2] = {olds[kind].cols, 3}, od[2] = {-1, olds[kind].cols}, yd[2] = {-1, 3};
+  int x = add_input(g, "x", 2, xd);
+  int W = add_const(g, "w", ALMA_DTYPE_FLOAT32, 2, wd, 0.5f);
+  int o = alma__graph_add_value(g, "o"), y = alma__graph_add_value(g, "y"), idx = alma__graph_add_value(g, "idx");
+  int outs[2] = {o, idx};
+  int n = alma__graph_add_node(g, olds[kind].op, "", "/old", &x, 1, outs, kind == OLD_TOPK ? 2 : 1);
+  assert_true(n >= 0);
+  if (kind == OLD_SLICE) {
+    int64_t st[2] = {0, 1}, en[2] = {1000, -1};
+    attr_ints(g, n, "starts", st, 2);
+    attr_ints(g, n, "ends", en, 2);
+  } else if (kind == OLD_PAD_CONST || kind == OLD_PAD_REFLECT) {
+    int64_t pc[4] = {0, 1, 0, 1}, pr[4] = {0, 2, 0, 0}; /* [x1_begin, x2_begin, x1_end, x2_end] */
+    attr_ints(g, n, "pads", kind == OLD_PAD_CONST ? pc : pr, 4);
+    attr_float(g, n, "value", kind == OLD_PAD_CONST ? 0.5f : 0.7f); /* reflect reads no value */
+    if (kind == OLD_PAD_REFLECT) attr_str(g, n, "mode", "reflect");
+  } else if (kind == OLD_CLIP_MIN || kind == OLD_CLIP_MAX || kind == OLD_CLIP_BOTH) {
+    if (kind != OLD_CLIP_MAX) attr_float(g, n, "min", -0.3f);
+    if (kind != OLD_CLIP_MIN) attr_float(g, n, "max", 0.4f);
+  } else if (kind == OLD_TOPK) {
+    attr_int(g, n, "k", 4);
+  } else {
+    attr_float(g, n, "ratio", 0.3f);
+  }
+  int in[2] = {o, W};
+  node(g, "MatMul", in, 2, y);
+  set_output(g, y, 2, yd);
+  set_output(g, o, 2, od);
+  if (kind == OLD_TOPK) {
+    set_output(g, idx, 2, od);
+    g->values[idx].dtype = ALMA_DTYPE_INT64;
+  }
+  return to_model(g);
+}
+
+/* Runs m under conv on d->x: every output into out (n of them). */
+static alma_status run_all(const alma_model *m, const char *conv, const data *d, alma_tensor *out, int n,
+                           alma_session **keep) {
+  alma_session_options so;
+  alma_session_options_init(&so);
+  so.calibration_data = d->calib;
+  so.n_calibration_batches = 8;
+  alma_session *s = NULL;
+  alma_status st = alma_session_create(m, conv, &so, &s);
+  if (st != ALMA_OK) return st;
+  st = alma_session_run(s, &d->x, 1, out, n);
+  if (keep) *keep = s;
+  else alma_session_free(s);
+  return st;
+}
+
+static const alma_node *find_op(const alma_graph *g, const char *op) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead && !strcmp(g->nodes[i].op_type, op)) return &g->nodes[i];
+  return NULL;
+}
+
+/* Input k of n: a constant's float value (k < 0 or an empty input: NAN). */
+static double const_input(const alma_graph *g, const alma_node *n, int k) {
+  if (k >= n->n_inputs || n->inputs[k] < 0 || !g->values[n->inputs[k]].init) return NAN;
+  const alma_tensor *t = g->values[n->inputs[k]].init;
+  return alma__get_f64(t->data, t->dtype, 0);
 }
 
 /* ---- tests ------------------------------------------------------------------------------------- */
@@ -621,26 +732,6 @@ static void test_static_maxpool(void **state) {
   alma_model_free(mx);
 }
 
-/* x [N, 6] -> Slice (opset-1 attributes: columns 0..3) -> MatMul -> y: Slice-1 reads differently
- * from opset 10 on (its attributes became inputs), so an opset-9 graph of it cannot be raised. */
-static alma_model *slice1_model(void) {
-  alma_graph *g = new_graph(9);
-  int64_t xd[2] = {-1, 6}, w1[2] = {4, 3};
-  int x = add_input(g, "x", 2, xd);
-  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 2, w1, 0.5f);
-  int s1 = alma__graph_add_value(g, "s1"), y = alma__graph_add_value(g, "y");
-  int n1 = node(g, "Slice", &x, 1, s1);
-  int64_t st[1] = {0}, en[1] = {4}, ax[1] = {1};
-  attr_ints(g, n1, "starts", st, 1);
-  attr_ints(g, n1, "ends", en, 1);
-  attr_ints(g, n1, "axes", ax, 1);
-  int i2[2] = {s1, W1};
-  node(g, "MatMul", i2, 2, y);
-  int64_t yd[2] = {-1, 3};
-  set_output(g, y, 2, yd);
-  return to_model(g);
-}
-
 /* x [N, 6] or [N, 2, 6] -> MatMul -> Softmax (opset 9: axis 1, coercing to 2-D) -> y. */
 static alma_model *softmax9_model(int rank3) {
   alma_graph *g = new_graph(9);
@@ -700,17 +791,178 @@ static void test_static_opset(void **state) {
     alma_model_free(m);
   }
   free_data(&d);
-  /* opset 9 with a Slice-1 (attributes): not raisable; the error names the node */
-  alma_model *m = slice1_model();
+  /* opset 7 with a Dropout-7 whose mask is read (the data's type; bool from 10): not raisable;
+   * the error names the node */
+  alma_graph *g = new_graph(7);
+  int64_t xd[2] = {-1, 6}, wd[2] = {6, 3}, yd[2] = {-1, 3};
+  int x = add_input(g, "x", 2, xd), W = add_const(g, "w", ALMA_DTYPE_FLOAT32, 2, wd, 0.5f);
+  int outs[2] = {alma__graph_add_value(g, "o"), alma__graph_add_value(g, "mask")}, y = alma__graph_add_value(g, "y");
+  assert_true(alma__graph_add_node(g, "Dropout", "", "/Dropout", &x, 1, outs, 2) >= 0);
+  int in[2] = {outs[0], W};
+  node(g, "MatMul", in, 2, y);
+  set_output(g, y, 2, yd);
+  set_output(g, outs[1], 2, xd);
+  alma_model *m = to_model(g);
   alma_session *s = NULL;
   assert_int_equal(alma_session_create(m, "INT8_STATIC+EAGER", NULL, &s), ALMA_ERR_UNSUPPORTED);
   assert_non_null(strstr(alma_last_error(), "opset"));
-  assert_non_null(strstr(alma_last_error(), "Slice-1"));
+  assert_non_null(strstr(alma_last_error(), "'/Dropout' (Dropout-7)"));
   assert_int_equal(alma_session_create(m, "INT8_DYNAMIC+EAGER", NULL, &s), ALMA_ERR_UNSUPPORTED);
-  assert_non_null(strstr(alma_last_error(), "Slice-1"));
+  assert_non_null(strstr(alma_last_error(), "Dropout-7"));
   assert_int_equal(alma_session_create(m, "EAGER", NULL, &s), ALMA_OK); /* the model itself is fine */
   alma_session_free(s);
   alma_model_free(m);
+}
+
+static void test_static_opset_old_forms(void **state) {
+  /* each older form raised to 13 with its attributes as inputs: its output exactly the unraised
+   * graph's on EAGER, the quantized MatMul's within the file's tolerance, the saved converted graph
+   * the same again */
+  data d;
+  make_data(&d, 0);
+  for (int kind = 0; kind < OLD_N; kind++) {
+    alma_model *m = old_op_model(kind);
+    int nout = kind == OLD_TOPK ? 3 : 2;
+    alma_tensor ref[3], out[3], again[3];
+    assert_int_equal(run_all(m, "EAGER", &d, ref, nout, NULL), ALMA_OK);
+    static const char *convs[] = {"INT8_STATIC+EAGER", "INT8_DYNAMIC+EAGER"};
+    for (int c = 0; c < 2; c++) {
+      alma_session *s = NULL;
+      alma_status st = run_all(m, convs[c], &d, out, nout, &s);
+      if (st != ALMA_OK) fprintf(stderr, "%s, %s: %s\n", olds[kind].what, convs[c], alma_last_error());
+      assert_int_equal(st, ALMA_OK);
+      const alma_graph *g = alma__session_graph(s);
+      assert_int_equal(alma__graph_opset(g, ""), 13);
+      const alma_node *n = find_op(g, olds[kind].op);
+      assert_non_null(n);
+      assert_int_equal(n->since_version, olds[kind].since_13);
+      assert_int_equal(n->n_inputs, olds[kind].inputs_13);
+      static const char *moved[] = {"starts", "ends", "axes", "pads", "value", "min", "max", "k", "ratio"};
+      for (size_t a = 0; a < sizeof moved / sizeof moved[0]; a++) assert_null(alma__node_attr(n, moved[a]));
+      if (kind == OLD_PAD_CONST) assert_true(const_input(g, n, 2) == 0.5);
+      if (kind == OLD_PAD_REFLECT) assert_string_equal(alma__attr_s(n, "mode", ""), "reflect");
+      if (kind == OLD_CLIP_MIN || kind == OLD_CLIP_BOTH) assert_true(const_input(g, n, 1) == (double)-0.3f);
+      if (kind == OLD_CLIP_MAX) assert_int_equal(n->inputs[1], -1); /* min "" before max */
+      if (kind != OLD_CLIP_MIN && kind >= OLD_CLIP_MIN && kind <= OLD_CLIP_BOTH)
+        assert_true(const_input(g, n, 2) == (double)0.4f);
+      if (kind == OLD_TOPK) assert_true(const_input(g, n, 1) == 4);
+      if (kind == OLD_DROPOUT) assert_true(const_input(g, n, 1) == (double)0.3f);
+      for (int k = 1; k < nout; k++) { /* the old op's outputs: float, exact */
+        assert_int_equal(out[k].nbytes, ref[k].nbytes);
+        assert_memory_equal(out[k].data, ref[k].data, ref[k].nbytes);
+      }
+      double cs = cosine(&out[0], &ref[0]);
+      if (cs <= 0.99) fprintf(stderr, "%s, %s: cosine %f\n", olds[kind].what, convs[c], cs);
+      assert_true(cs > 0.99);
+      /* written (the inputs as initializers), read back: the same outputs */
+      char path[] = "/tmp/alma_quant_old_XXXXXX";
+      int fd = mkstemp(path);
+      assert_true(fd >= 0);
+      close(fd);
+      assert_int_equal(alma_session_save(s, path), ALMA_OK);
+      alma_model *m2 = NULL;
+      assert_int_equal(alma_model_load(path, &m2), ALMA_OK);
+      remove(path);
+      assert_int_equal(alma__graph_opset(m2->graph, ""), 13);
+      assert_int_equal(run_all(m2, "EAGER", &d, again, nout, NULL), ALMA_OK);
+      for (int k = 0; k < nout; k++) {
+        assert_int_equal(again[k].nbytes, out[k].nbytes);
+        assert_memory_equal(again[k].data, out[k].data, out[k].nbytes);
+        alma_tensor_free_data(&again[k]);
+        alma_tensor_free_data(&out[k]);
+      }
+      alma_model_free(m2);
+      alma_session_free(s);
+    }
+    assert_int_equal(alma__graph_opset(m->graph, ""), olds[kind].opset); /* the model itself is untouched */
+    for (int k = 0; k < nout; k++) alma_tensor_free_data(&ref[k]);
+    alma_model_free(m);
+  }
+  free_data(&d);
+}
+
+/* One node of op on a value of dtype dt (UNDEFINED: unknown) in an opset-`opset` graph, bound. */
+static alma_graph *one_node_graph(int64_t opset, const char *op, alma_dtype dt, int n_outputs, int *idx) {
+  alma_graph *g = new_graph(opset);
+  int64_t xd[2] = {2, 6};
+  int x = add_input(g, "x", 2, xd);
+  g->values[x].dtype = dt;
+  int outs[2] = {alma__graph_add_value(g, "o"), alma__graph_add_value(g, "mask")};
+  *idx = alma__graph_add_node(g, op, "", "/n", &x, 1, outs, n_outputs);
+  assert_true(*idx >= 0);
+  return g;
+}
+
+static void test_opset_forms(void **state) {
+  alma_opset_form f;
+  int i;
+  /* Clip-6 on double: both bounds, Clip-6's float32 defaults where absent (at 11 they would be
+   * double's range) */
+  alma_graph *g = one_node_graph(9, "Clip", ALMA_DTYPE_FLOAT64, 1, &i);
+  attr_float(g, i, "min", -0.25f);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 9), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 13, NULL, &f), 1);
+  assert_int_equal(f.n_inputs, 2);
+  assert_int_equal(f.in[0].t.dtype, ALMA_DTYPE_FLOAT64);
+  assert_int_equal(f.in[0].t.rank, 0);
+  assert_true(*(const double *)f.in[0].t.data == -0.25);
+  assert_true(*(const double *)f.in[1].t.data == (double)FLT_MAX);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), 0); /* still Clip-6 at 10 */
+  assert_null(alma__opset_blocker(g, 13, NULL));
+  /* unknown dtype: no scalar can be made; the blocker names the node */
+  g->values[g->nodes[i].inputs[0]].dtype = ALMA_DTYPE_UNDEFINED;
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 13, NULL, &f), -1);
+  assert_ptr_equal(alma__opset_blocker(g, 13, NULL), &g->nodes[i]);
+  alma_opset_value vals[2] = {{2, ALMA_DTYPE_FLOAT16}, {2, ALMA_DTYPE_FLOAT16}}; /* inferred */
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 13, vals, &f), 1);
+  assert_int_equal(f.in[1].t.dtype, ALMA_DTYPE_FLOAT16);
+  assert_int_equal(*(const uint16_t *)f.in[1].t.data, 0x7c00); /* float32's max rounds to +inf */
+  alma__graph_free(g);
+  /* Pad-2: value 0 needs no constant_value (nor a dtype); another value does */
+  g = one_node_graph(9, "Pad", ALMA_DTYPE_UNDEFINED, 1, &i);
+  int64_t pads[4] = {0, 1, 0, 1};
+  attr_ints(g, i, "pads", pads, 4);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 9), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 11, NULL, &f), 1);
+  assert_int_equal(f.n_inputs, 1);
+  assert_int_equal(f.in[0].t.dims[0], 4);
+  attr_float(g, i, "value", 2.0f);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 11, NULL, &f), -1);
+  alma__graph_free(g);
+  /* Pad-1's paddings */
+  g = one_node_graph(1, "Pad", ALMA_DTYPE_FLOAT32, 1, &i);
+  attr_ints(g, i, "paddings", pads, 4);
+  attr_float(g, i, "value", -1.0f);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 1), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 11, NULL, &f), 1);
+  assert_int_equal(f.n_inputs, 2);
+  assert_true(*(const float *)f.in[1].t.data == -1.0f);
+  alma__graph_free(g);
+  /* Dropout-7 with its mask (of the data's type; bool from 10) cannot move; without, it can */
+  g = one_node_graph(7, "Dropout", ALMA_DTYPE_FLOAT32, 2, &i);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 7), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 12, NULL, &f), -1);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), -1);
+  g->nodes[i].n_outputs = 1;
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), 0);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 12, NULL, &f), 1);
+  assert_int_equal(f.n_inputs, 0);
+  alma__graph_free(g);
+  /* Slice-1 without ends, TopK-1 without k: malformed, blocked */
+  g = one_node_graph(9, "Slice", ALMA_DTYPE_FLOAT32, 1, &i);
+  attr_ints(g, i, "starts", pads, 1);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 9), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), -1);
+  assert_ptr_equal(alma__opset_blocker(g, 10, NULL), &g->nodes[i]);
+  alma__graph_free(g);
+  g = one_node_graph(9, "TopK", ALMA_DTYPE_FLOAT32, 2, &i);
+  assert_int_equal(alma__op_resolve(&g->nodes[i], 9), ALMA_OK);
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), -1);
+  attr_int(g, i, "k", (int64_t)1 << 40); /* exact, not through a double */
+  assert_int_equal(alma__opset_form(g, &g->nodes[i], 10, NULL, &f), 1);
+  assert_int_equal(f.in[0].t.rank, 1);
+  assert_true(*(const int64_t *)f.in[0].t.data == (int64_t)1 << 40);
+  alma__graph_free(g);
 }
 
 static void test_dynamic(void **state) {
@@ -890,7 +1142,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_calibrators), cmocka_unit_test(test_static),
       cmocka_unit_test(test_static_residual),   cmocka_unit_test(test_static_maxpool), cmocka_unit_test(test_static_opset),
-      cmocka_unit_test(test_static_opset_softmax),
+      cmocka_unit_test(test_static_opset_softmax), cmocka_unit_test(test_static_opset_old_forms),
+      cmocka_unit_test(test_opset_forms),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_precision),         cmocka_unit_test(test_qlinear_qat),
   };
