@@ -12,8 +12,12 @@ PyTorch exports them, plus:
   became inputs at 13), a Squeeze-11 without axes and a Split-11 into equal parts (Split-18 wants
   num_outputs then);
 - ln_gelu_reduce_op11: opset 11, a ReduceMean-11 and an equal Split-11;
+- ln_gelu_old_op9: opset 9, a Slice-1 (starts, ends, axes attributes; inputs from 10), Pad-2s in
+  constant mode with value 0.5 and in reflect mode, Clip-6s with min, max and both (inputs from 11),
+  a TopK-1 (k an input from 10), an If whose branches hold Slice-1s (their inputs written inside the
+  branches), and a value named as a new initializer would be (the writer picks another name);
 
-each saved at opset 20 (the moved attributes as int64 initializers), passing onnx.checker (where
+each saved at opset 20 (the moved attributes as initializers), passing onnx.checker (where
 the installed onnx knows opset 20), run by ONNX Runtime with the original model's outputs (1e-5 of
 the largest), the second bench run loading the cached build (JSON cache status "hit"); and
 
@@ -55,6 +59,22 @@ if extra == "shape":  # opset <= 12 forms: attributes that are inputs from 13, a
               N("Split", ["u"], ["p", "q"], axis=3, split=[6, 10]), N("ReduceSum", ["q"], ["rs"], axes=[-1]),
               N("Squeeze", ["rs"], ["sq"]), N("Split", ["p"], ["p1", "p2"], axis=3)]
     outs += [V("p1", ["n", 1, 6, 3]), V("p2", ["n", 1, 6, 3]), V("sq", ["n", 6])]
+elif extra == "old":  # opset 9: attributes that became inputs at 10 (Slice, TopK) and 11 (Pad, Clip)
+    # the Slice's output has the name its starts would get: the writer must pick another
+    branch = lambda tag, lo, hi: helper.make_graph(
+        [N("Slice", ["x"], [tag], name=tag + "_slice", starts=[lo], ends=[hi], axes=[2])], tag, [],
+        [V(tag, ["n", 6, 3])])
+    inits.append(c("zero", 0.0))
+    nodes += [N("Identity", ["y0"], ["y"]),
+              N("Slice", ["y0"], ["sl_starts"], name="sl", starts=[1, 2], ends=[1000, -2], axes=[1, 2]),
+              N("Pad", ["sl_starts"], ["pc"], pads=[0, 0, 1, 0, 1, 2], value=0.5),
+              N("Pad", ["sl_starts"], ["pr"], pads=[0, 1, 2, 0, 0, 1], mode="reflect"),
+              N("Clip", ["pc"], ["c1"], min=-0.2), N("Clip", ["pr"], ["c2"], max=0.3),
+              N("Clip", ["x"], ["c3"], min=-0.5, max=0.5), N("TopK", ["x"], ["tv", "ti"], k=3),
+              N("ReduceMax", ["x"], ["xm"], keepdims=0), N("Greater", ["xm", "zero"], ["cond"]),
+              N("If", ["cond"], ["br"], then_branch=branch("br_then", 0, 3), else_branch=branch("br_else", 3, 6))]
+    outs += [V("c1", ["n", 6, 15]), V("c2", ["n", 6, 15]), V("c3", ["n", 6, 16]), V("tv", ["n", 6, 3]),
+             V("ti", ["n", 6, 3], TensorProto.INT64), V("br", ["n", 6, 3])]
 elif extra == "reduce11":  # opset 11: a ReduceMean-11 (axes moved at 20) and an equal Split-11 (num_outputs)
     nodes += [N("Identity", ["y0"], ["y"]), N("ReduceMean", ["x"], ["r"], axes=[1], keepdims=0),
               N("Split", ["r"], ["r1", "r2"], axis=1)]
@@ -82,10 +102,19 @@ import onnx
 import onnxruntime as ort
 orig, saved, x = sys.argv[1], sys.argv[2], np.load(sys.argv[3])
 m = onnx.load(saved)
+def nodes(g):  # with the subgraphs'
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from nodes(a.g)
 info = {"opset": [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0], "ir": m.ir_version,
         "ops": sorted({n.op_type for n in m.graph.node}),
         "moved": sorted(n.op_type for n in m.graph.node if n.op_type in ("ReduceMean", "ReduceSum", "Unsqueeze", "Split")
                         and len(n.input) == 2 and not any(a.name in ("axes", "split") for a in n.attribute)),
+        "forms": sorted(n.op_type + "/" + "".join("i" if i else "_" for i in n.input) + "/" + ",".join(sorted(
+            a.name for a in n.attribute if a.type != onnx.AttributeProto.GRAPH))
+            for n in nodes(m.graph) if n.op_type in ("Slice", "Pad", "Clip", "TopK", "If")),
         "num_outputs": sum(1 for n in m.graph.node if n.op_type == "Split" and any(a.name == "num_outputs"
                                                                                   for a in n.attribute))}
 if onnx.defs.onnx_opset_version() >= info["opset"]:
@@ -113,7 +142,7 @@ def bench(alma, model, work, tag):
     return json.load(open(r))["results"][0]
 
 
-def case(alma, py, work, name, opset, extra, want_opset, want_moved=(), want_num_outputs=0):
+def case(alma, py, work, name, opset, extra, want_opset, want_moved=(), want_num_outputs=0, want_forms=()):
     d = os.path.join(work, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -134,10 +163,13 @@ def case(alma, py, work, name, opset, extra, want_opset, want_moved=(), want_num
             return [f"{name}: the saved file does not check or run: {o.stderr.strip()[-600:]}"]
         info = json.loads(o.stdout.strip().splitlines()[-1])
         print(f"  saved opset {info['opset']} (IR {info['ir']}), ops {info['ops']}, attributes written as inputs: "
-              f"{info['moved']}, checker {info['checker']}, ONNX Runtime saved vs original: {info['max_err']:.2g} of "
+              f"{info['moved']}{', ' + str(info['forms']) if info['forms'] else ''}, checker {info['checker']}, "
+              f"ONNX Runtime saved vs original: {info['max_err']:.2g} of "
               "the largest output")
         if info["moved"] != sorted(want_moved):
             fails.append(f"{name}: attributes written as inputs on {info['moved']}, expected {sorted(want_moved)}")
+        if info["forms"] != sorted(want_forms):
+            fails.append(f"{name}: Slice/Pad/Clip/TopK written as {info['forms']}, expected {sorted(want_forms)}")
         if info["num_outputs"] != want_num_outputs:
             fails.append(f"{name}: {info['num_outputs']} Splits written with num_outputs, expected {want_num_outputs}")
         if info["opset"] != want_opset:
@@ -173,6 +205,12 @@ def main():
     fails += case(alma, py, work, "ln_gelu_reduce_op13", 13, "reduce", 20, ["ReduceMean"])
     fails += case(alma, py, work, "ln_gelu_shape_op12", 12, "shape", 20, ["ReduceSum", "Split", "Unsqueeze"], 1)
     fails += case(alma, py, work, "ln_gelu_reduce_op11", 11, "reduce11", 20, ["ReduceMean"], 1)
+    # (op/inputs, "_" for an empty one/attributes): Slice-1's starts, ends, axes (also in the If's
+    # branches); Pad-2's pads and a constant_value (none in reflect mode); Clip-6's min, max (min ""
+    # before a max alone); TopK-1's k
+    fails += case(alma, py, work, "ln_gelu_old_op9", 9, "old", 20,
+                  want_forms=["Slice/iiii/", "Pad/iii/", "Pad/ii/mode", "Clip/ii/", "Clip/i_i/", "Clip/iii/",
+                              "TopK/ii/", "If/i/", "Slice/iiii/", "Slice/iiii/"])
     fails += case(alma, py, work, "ln_gelu_softmax_last_op11", 11, "softmax_last", 20, ["ReduceMean"])
     fails += case(alma, py, work, "ln_gelu_softmax_op11", 11, "softmax1", 11)
     for f in fails:
