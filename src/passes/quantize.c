@@ -22,7 +22,7 @@
  * (uint8, asymmetric, per tensor; one pair per value, shared by the quantized nodes reading it,
  * while other readers keep the float value); weights become int8 initializers behind a
  * DequantizeLinear; Conv and Gemm biases become int32 with scale x_scale * w_scale (the form
- * integer kernels consume directly). Residual Adds of two computed values read both inputs
+ * integer kernels consume directly; float32 where a value would not fit, bias_fits_int32). Residual Adds of two computed values read both inputs
  * through their pairs (match_add). MaxPool, Flatten and Reshape whose output only quantized nodes
  * read run between two pairs of one scale and zero point (match_passthrough), so that int8
  * runtimes run them on the 8-bit values; the converted graph computes the same bits as with a
@@ -178,6 +178,22 @@ typedef struct {
   int w_axis;            /* per-channel axis of W as stored */
   int64_t channels;      /* output channels: M (Conv) or N (MatMul/Gemm) */
 } target;
+
+/* Whether each bias value over its scale x_scale * w_scale[c] (computed as the writer below does,
+ * in float) is an int32. A layer whose input hardly varies over the calibration data (a branch
+ * that Relu nearly silences, vanishing activations of random weights: x_scale 1e-11 in
+ * torchvision's LR-ASPP and GoogLeNet) would get its bias clamped to 2^31 steps, a tiny fraction
+ * of it, and lose it; there the bias stays float32 (the node reads it as it is; int8 runtimes take
+ * a float bias too). */
+static int bias_fits_int32(const alma_tensor *B, float xs, const float *ws, int per_tensor) {
+  const float *b = B->data;
+  for (int64_t c = 0; c < B->dims[0]; c++) {
+    float bs = xs * ws[per_tensor ? 0 : c];
+    double q = rint((double)b[c] / bs);
+    if (!(fabs(q) <= 2147483647.0)) return 0; /* also a zero or non-finite scale */
+  }
+  return 1;
+}
 
 static int is_f32_const(const alma_graph *g, int v) {
   return v >= 0 && g->values[v].init && g->values[v].init->dtype == ALMA_DTYPE_FLOAT32 && g->values[v].init->data;
@@ -758,7 +774,7 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
       weight_scales(g->values[t->w].init, t->w_axis, per_tensor_w, scales, &ns);
     }
     g->nodes[t->node].inputs[1] = wd;
-    if (t->bias >= 0) {
+    if (t->bias >= 0 && bias_fits_int32(g->values[t->bias].init, a_scale[a], scales, per_tensor_w)) {
       const alma_tensor *B = g->values[t->bias].init;
       const char *base = g->values[t->bias].name;
       int64_t nb = B->dims[0];
