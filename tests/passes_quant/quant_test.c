@@ -564,7 +564,8 @@ static void test_static(void **state) {
 /* x -> Mul(1e-12) -> Conv 3x3 (bias ~ N(0, 1)) -> Relu -> Conv 1x1 (bias) -> GlobalAveragePool ->
  * Flatten -> Gemm: the first Conv's input spans about 1e-11, so its bias over x_scale * w_scale
  * is far beyond int32 (a layer fed by a nearly silent branch); that bias must stay float32, or
- * it is clamped to nothing and the output is the other biases' alone. */
+ * it is clamped to nothing and the output is the other biases' alone; and QLINEAR must not turn
+ * that Conv into a QLinearConv (whose bias is int32). */
 static void test_static_bias_range(void **state) {
   (void)state;
   alma_graph *g = new_graph(13);
@@ -608,6 +609,15 @@ static void test_static_bias_range(void **state) {
       seen++;
   assert_int_equal(seen, 1);
   check_saved(s, &d, &y);
+  alma_session_free(s);
+  alma_tensor_free_data(&y);
+  /* QLINEAR leaves that Conv in QDQ form (a QLinearConv's bias is int32) */
+  s = NULL;
+  assert_int_equal(run_conv(m, "INT8_STATIC+QLINEAR+EAGER", &d, NULL, 1, &y, &s), ALMA_OK);
+  c = cosine(&y, &ref);
+  if (c < 0.995) fprintf(stderr, "tiny-input conv, QLINEAR: cosine %f\n", c);
+  assert_true(c > 0.995);
+  assert_int_equal(count_op(s, "QLinearConv"), 0);
   alma_session_free(s);
   alma_tensor_free_data(&y);
   alma_tensor_free_data(&ref);
