@@ -1,6 +1,7 @@
 """Models and data for the quantization tests.
 
-usage: make_quant_models.py OUTDIR [NAME...]      (NAME: mnist, resnet18, mobilenet_v2; default all)
+usage: make_quant_models.py OUTDIR [NAME...]      (NAME: mnist, resnet18, mobilenet_v2,
+                                                  mobilenet_v3_small; default all)
 
 For each NAME it writes OUTDIR/NAME/
   model.onnx    fp32 model, opset 13, input [batch, ...] with a dynamic batch axis
@@ -9,9 +10,9 @@ For each NAME it writes OUTDIR/NAME/
   labels.npy    (mnist only) int64 [M], the true digits of test.npy
 mnist: the trained digit classifier checked in as examples/models/mnist_cnn.onnx; calibration uses
 256 digits of its training split, evaluation its 360 held-out digits (the split and preprocessing
-of examples/mnist/train.py). resnet18/mobilenet_v2: torchvision architectures with random weights
-(seeded) whose BatchNorm statistics are calibrated on random batches in train mode, as
-bench/peer_bench.py does, so activations are not degenerate; inputs N(0, 1).
+of examples/mnist/train.py). resnet18/mobilenet_v2/mobilenet_v3_small: torchvision architectures
+with random weights (seeded) whose BatchNorm statistics are calibrated on random batches in train
+mode, as bench/peer_bench.py does, so activations are not degenerate; inputs N(0, 1).
 Existing outputs are kept (delete the folder to rebuild). Needs /usr/bin/python3 with torch,
 torchvision, sklearn and onnx.
 """
@@ -67,8 +68,11 @@ def torchvision_model(name, d):
     np.save(os.path.join(d, "test.npy"), torch.randn(16, 3, 224, 224, generator=g).numpy())
 
 
+# mobilenet_v3_small: depthwise 5x5 convolutions after HardSwish (sources with non-zero zero
+# points), squeeze-excitation Muls, HardSigmoid
 BUILDERS = {"mnist": mnist, "resnet18": lambda d: torchvision_model("resnet18", d),
-            "mobilenet_v2": lambda d: torchvision_model("mobilenet_v2", d)}
+            "mobilenet_v2": lambda d: torchvision_model("mobilenet_v2", d),
+            "mobilenet_v3_small": lambda d: torchvision_model("mobilenet_v3_small", d)}
 
 
 def main():
