@@ -89,27 +89,34 @@ static void set_output(alma_graph *g, int v, int rank, const int64_t *dims) {
   g->outputs[g->n_outputs++] = v;
 }
 
-static void attr_ints(alma_graph *g, int i, const char *name, const int64_t *v, int n) {
+
+
+/* Appends attribute x to node i (the array is copied into the graph's arena). */
+static void push_attr(alma_graph *g, int i, alma_attr x) {
   alma_node *nd = &g->nodes[i];
   alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
   if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
-  alma_attr *x = &a[nd->n_attrs];
-  x->name = name;
-  x->type = ALMA_ATTR_INTS;
-  x->n = n;
-  x->ints = alma__arena_alloc(g->arena, sizeof(int64_t) * (size_t)n);
-  memcpy(x->ints, v, sizeof(int64_t) * (size_t)n);
+  a[nd->n_attrs] = x;
   nd->attrs = a;
   nd->n_attrs++;
 }
 
+static void attr_ints(alma_graph *g, int i, const char *name, const int64_t *v, int n) {
+  int64_t *c = alma__arena_alloc(g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(c, v, sizeof(int64_t) * (size_t)n);
+  push_attr(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_INTS, .n = n, .ints = c});
+}
+
 static void attr_int(alma_graph *g, int i, const char *name, int64_t v) {
-  alma_node *nd = &g->nodes[i];
-  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
-  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
-  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_INT, .i = v};
-  nd->attrs = a;
-  nd->n_attrs++;
+  push_attr(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_INT, .i = v});
+}
+
+static void attr_float(alma_graph *g, int i, const char *name, float v) {
+  push_attr(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_FLOAT, .f = v});
+}
+
+static void attr_str(alma_graph *g, int i, const char *name, const char *s) {
+  push_attr(g, i, (alma_attr){.name = name, .type = ALMA_ATTR_STRING, .s = s, .s_len = strlen(s)});
 }
 
 static alma_graph *new_graph(int64_t opset) {
@@ -150,16 +157,25 @@ static void gap_gemm_head(alma_graph *g, int v_in, int gap, int flat, int y, int
   set_output(g, y, 2, yd);
 }
 
-static alma_model *conv_model(int64_t opset) {
+/* conv_model; with tiny_input, x -> Mul(1e-12) first and the first Conv's bias ~ N(0, 1). */
+static alma_model *conv_model_ex(int64_t opset, int tiny_input) {
   alma_graph *g = new_graph(opset);
   int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
   int x = add_input(g, "x", 4, xd);
-  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 4, w1, 0.3f), B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
+  int K = tiny_input ? add_const(g, "k", ALMA_DTYPE_FLOAT32, 0, NULL, 0.0f) : -1;
+  if (K >= 0) ((float *)g->values[K].init->data)[0] = 1e-12f;
+  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 4, w1, 0.3f);
+  int B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b4, tiny_input ? 1.0f : 0.1f);
   int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f), B2 = add_const(g, "b2", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
   int W3 = add_const(g, "w3", ALMA_DTYPE_FLOAT32, 2, w3, 0.5f), B3 = add_const(g, "b3", ALMA_DTYPE_FLOAT32, 1, b5, 0.1f);
-  const char *names[] = {"c1", "r1", "c2", "gap", "flat", "y"};
-  int v[6];
-  for (int i = 0; i < 6; i++) v[i] = alma__graph_add_value(g, names[i]);
+  const char *names[] = {"c1", "r1", "c2", "gap", "flat", "y", "xm"};
+  int v[7];
+  for (int i = 0; i < (K >= 0 ? 7 : 6); i++) v[i] = alma__graph_add_value(g, names[i]);
+  if (K >= 0) {
+    int im[2] = {x, K};
+    node(g, "Mul", im, 2, v[6]);
+    x = v[6];
+  }
   int in1[3] = {x, W1, B1};
   int n1 = node(g, "Conv", in1, 3, v[0]);
   int64_t pads[4] = {1, 1, 1, 1};
@@ -170,6 +186,8 @@ static alma_model *conv_model(int64_t opset) {
   gap_gemm_head(g, v[2], v[3], v[4], v[5], W3, B3);
   return to_model(g);
 }
+
+static alma_model *conv_model(int64_t opset) { return conv_model_ex(opset, 0); }
 
 static alma_model *linear_model(int64_t opset) {
   alma_graph *g = new_graph(opset);
@@ -351,23 +369,7 @@ static void check_saved(const alma_session *s, const data *d, const alma_tensor 
   alma_model_free(m2);
 }
 
-static void attr_float(alma_graph *g, int i, const char *name, float v) {
-  alma_node *nd = &g->nodes[i];
-  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
-  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
-  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_FLOAT, .f = v};
-  nd->attrs = a;
-  nd->n_attrs++;
-}
 
-static void attr_str(alma_graph *g, int i, const char *name, const char *s) {
-  alma_node *nd = &g->nodes[i];
-  alma_attr *a = alma__arena_alloc(g->arena, sizeof(alma_attr) * (size_t)(nd->n_attrs + 1));
-  if (nd->n_attrs) memcpy(a, nd->attrs, sizeof(alma_attr) * (size_t)nd->n_attrs);
-  a[nd->n_attrs] = (alma_attr){.name = name, .type = ALMA_ATTR_STRING, .s = s, .s_len = strlen(s)};
-  nd->attrs = a;
-  nd->n_attrs++;
-}
 
 /* Older forms whose attributes became inputs, which the int8 passes rewrite when they raise the
  * opset: x [N, 6] -> OP -> o [N, C] (a graph output: float, no quantization on its path) ->
@@ -568,28 +570,7 @@ static void test_static(void **state) {
  * that Conv into a QLinearConv (whose bias is int32). */
 static void test_static_bias_range(void **state) {
   (void)state;
-  alma_graph *g = new_graph(13);
-  int64_t xd[4] = {-1, 3, 8, 8}, w1[4] = {4, 3, 3, 3}, b4[1] = {4}, w2[4] = {4, 4, 1, 1}, w3[2] = {5, 4}, b5[1] = {5};
-  int x = add_input(g, "x", 4, xd);
-  int K = add_const(g, "k", ALMA_DTYPE_FLOAT32, 0, NULL, 0.0f);
-  ((float *)g->values[K].init->data)[0] = 1e-12f;
-  int W1 = add_const(g, "w1", ALMA_DTYPE_FLOAT32, 4, w1, 0.3f), B1 = add_const(g, "b1", ALMA_DTYPE_FLOAT32, 1, b4, 1.0f);
-  int W2 = add_const(g, "w2", ALMA_DTYPE_FLOAT32, 4, w2, 0.5f), B2 = add_const(g, "b2", ALMA_DTYPE_FLOAT32, 1, b4, 0.1f);
-  int W3 = add_const(g, "w3", ALMA_DTYPE_FLOAT32, 2, w3, 0.5f), B3 = add_const(g, "b3", ALMA_DTYPE_FLOAT32, 1, b5, 0.1f);
-  const char *names[] = {"xm", "c1", "r1", "c2", "gap", "flat", "y"};
-  int v[7];
-  for (int i = 0; i < 7; i++) v[i] = alma__graph_add_value(g, names[i]);
-  int im[2] = {x, K};
-  node(g, "Mul", im, 2, v[0]);
-  int in1[3] = {v[0], W1, B1};
-  int n1 = node(g, "Conv", in1, 3, v[1]);
-  int64_t pads[4] = {1, 1, 1, 1};
-  attr_ints(g, n1, "pads", pads, 4);
-  node(g, "Relu", &v[1], 1, v[2]);
-  int in2[3] = {v[2], W2, B2};
-  node(g, "Conv", in2, 3, v[3]);
-  gap_gemm_head(g, v[3], v[4], v[5], v[6], W3, B3);
-  alma_model *m = to_model(g);
+  alma_model *m = conv_model_ex(13, 1);
   data d;
   make_data(&d, 1);
   alma_tensor ref, y;
