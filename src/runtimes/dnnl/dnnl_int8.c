@@ -2113,13 +2113,13 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
   if (c->dyn) {
     fprintf(f, "  %-40s %-20s DNNL  int8 %s (src u8 with this run's scale and zero point%s, weights s8 per channel%s, f32 dst)",
             n->name, n->op_type, c->kind == QK_CONV ? "convolution" : "matmul",
-            c->kind == QK_CONV && !c->w7 && S->conv_s8 ? ", given as s8 when the zero point is not 0" : "",
+            c->pr2.valid && c->pr2.shift > 0 ? ", given as s8 when the zero point is not 0" : "",
             c->split ? " in two 7-bit halves along K (no VNNI)" : "");
     goto tail;
   }
   fprintf(f, "  %-40s %-20s DNNL  int8 %s (src %s%s, weights s8 %s, %s dst)", n->name, n->op_type,
           c->kind == QK_CONV ? "convolution" : "matmul", c->xdt ? dt_name(c->xdt) : "u8/s8",
-          c->kind == QK_CONV && c->xdt != S8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && c->xzp)) ? " given as s8" : "",
+          !c->pr.valid ? "" : c->pr.shift > 0 ? " given as s8" : c->pr.shift < 0 ? " given as u8" : "", /* what ran */
           c->nws > 1 ? "per channel" : "per tensor", c->yq ? dt_name(c->ydt) : "f32");
 tail:
   if (c->nmem > 1) fprintf(f, " + %d post-op node%s", c->nmem - 1, c->nmem > 2 ? "s" : "");

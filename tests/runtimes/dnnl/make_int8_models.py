@@ -156,12 +156,12 @@ def depthwise(outdir):
 def depthwise5(outdir):
     """Depthwise 5x5 convs (48 channels, pads 2) whose sources have non-zero zero points, as after
     MobileNet-V3's HardSwish and EfficientNet's SiLU: u8 (zero point 100), then s8 (zero point
-    -60); full 8-bit per-channel weights (oneDNN's depthwise kernels multiply in 32 bits: exact
-    with u8 sources on every CPU, which the DNNL runtime gives them; oneDNN 2.6's AVX2 kernel
-    computes garbage from s8 sources with a zero point at this size)."""
+    -60, the first conv's output); full 8-bit per-channel weights. oneDNN's depthwise kernels
+    multiply in 32 bits: exact with u8 sources on every CPU, which the DNNL runtime gives them;
+    oneDNN 2.6's AVX2 kernel computes garbage from s8 sources with a zero point at this size."""
     g = G("int8_depthwise5")
     x = g.qdq("x", 0.02, 100)
-    for k, (dt, zp) in enumerate(((np.uint8, 100), (np.int8, -60))):
+    for k, (dt, zp) in enumerate(((np.int8, -60), (np.uint8, 100))):  # each conv's output type: the next one's source
         w = rng.integers(-127, 128, size=(48, 1, 5, 5)).astype(np.int8)
         ws = (rng.uniform(0.5, 2.0, size=48) * 0.004).astype(np.float32)
         wd = g.node("DequantizeLinear", [g.init("w", w), g.init("ws", ws), g.init("wzp", np.zeros(48, np.int8))],
