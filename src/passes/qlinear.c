@@ -113,11 +113,11 @@ static int const_quantized(alma_graph *g, int v) {
   return c;
 }
 
-/* Bias m in accumulator units, b / (xs * ws[m]) rounded (b a float constant, or a dequantized
- * integer one): NaN or beyond int32 when the input's scale is too small for it (then the node
- * keeps its QDQ form, whose float bias INT8_STATIC left for that reason). */
-static double bias_q(const alma_tensor *bf, const alma_tensor *bq, const alma_tensor *bs, const alma_tensor *bz, float xs,
-                     const alma_tensor *ws, int64_t m) {
+/* Bias m (b a float constant, or a dequantized integer one) in accumulator units into *q; 0 when
+ * int32 cannot hold it at xs * ws[m] (then the node keeps its QDQ form, whose float bias
+ * INT8_STATIC left for that reason). */
+static int bias_q(const alma_tensor *bf, const alma_tensor *bq, const alma_tensor *bs, const alma_tensor *bz, float xs,
+                  const alma_tensor *ws, int64_t m, int32_t *q) {
   double b;
   if (bf) {
     b = ((const float *)bf->data)[m];
@@ -126,9 +126,7 @@ static double bias_q(const alma_tensor *bf, const alma_tensor *bq, const alma_te
     double zb = bz ? (double)alma__get_i64(bz->data, bz->dtype, nbs == 1 ? 0 : m) : 0;
     b = ((double)alma__get_i64(bq->data, bq->dtype, m) - zb) * alma__get_f64(bs->data, bs->dtype, nbs == 1 ? 0 : m);
   }
-  int64_t nws = alma_tensor_numel(ws);
-  float scale = xs * ((const float *)ws->data)[nws == 1 ? 0 : m];
-  return rint(b / scale);
+  return alma__q_bias_i32(b, xs, ((const float *)ws->data)[alma_tensor_numel(ws) == 1 ? 0 : m], q);
 }
 
 /* Tries node i; *done = 1 when rewritten. */
@@ -199,8 +197,9 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
       if (!bf || bf->dtype != ALMA_DTYPE_FLOAT32 || bf->rank != 1 || bf->dims[0] != M) return ALMA_OK;
     }
   }
+  int32_t q32;
   for (int64_t m = 0; (bf || bq) && m < M; m++) /* a bias int32 cannot hold keeps the QDQ form */
-    if (!(fabs(bias_q(bf, bq, bs, bz, xs, ws, m)) <= 2147483647.0)) return ALMA_OK;
+    if (!bias_q(bf, bq, bs, bz, xs, ws, m, &q32)) return ALMA_OK;
   /* output: [activation] then a per-tensor QuantizeLinear, each the only reader */
   int y = n->outputs[0], act = -1, z = y;
   int rd = only_reader(g, y);
@@ -258,7 +257,7 @@ static alma_status try_node(ql_ctx *c, int i, int *done) {
     /* re-read: adding values may have moved nothing the tensors point to (they are arena data),
      * but the node array may move: use indices from here on */
     ws = const_of(g, g->nodes[dw].inputs[1]);
-    for (int64_t m = 0; m < M; m++) ((int32_t *)tb->data)[m] = (int32_t)bias_q(bf, bq, bs, bz, xs, ws, m);
+    for (int64_t m = 0; m < M; m++) bias_q(bf, bq, bs, bz, xs, ws, m, &((int32_t *)tb->data)[m]); /* all fit */
     nin = 9;
   }
   for (int k = 0; k < nin; k++)

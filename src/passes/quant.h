@@ -55,6 +55,10 @@ alma_status alma__q_copy_attrs(alma_graph *g, int to, int from);
 int alma__q_replace_uses(alma_graph *g, int from, int to, int skip);
 /* Marks nodes whose outputs are all unused as dead, repeatedly. */
 void alma__q_remove_dead(alma_graph *g);
+/* A bias value b in accumulator units, rint(b / (x_scale * w_scale)) with the scale multiplied in
+ * float32 as the graph stores it, into *q; 0 (*q untouched) when that is NaN or outside int32 (an
+ * input scale too small for the bias: the bias must stay float32 then). INT8_STATIC and QLINEAR. */
+int alma__q_bias_i32(double b, float x_scale, float w_scale, int32_t *q);
 /* Whether value v is read by a subgraph of some node (then its producer must not change). */
 int alma__q_used_by_subgraph(const alma_graph *g, int v);
 

@@ -22,8 +22,8 @@
  * (uint8, asymmetric, per tensor; one pair per value, shared by the quantized nodes reading it,
  * while other readers keep the float value); weights become int8 initializers behind a
  * DequantizeLinear; Conv and Gemm biases become int32 with scale x_scale * w_scale (the form
- * integer kernels consume directly; float32 where a value would not fit, bias_fits_int32). Residual Adds of two computed values read both inputs
- * through their pairs (match_add). MaxPool, Flatten and Reshape whose output only quantized nodes
+ * integer kernels consume directly; float32 where a value would not fit, bias_fits_int32).
+ * Residual Adds of two computed values read both inputs through their pairs (match_add). MaxPool, Flatten and Reshape whose output only quantized nodes
  * read run between two pairs of one scale and zero point (match_passthrough), so that int8
  * runtimes run them on the 8-bit values; the converted graph computes the same bits as with a
  * pair on their output alone. Runtimes with int8 kernels execute the Q/DQ patterns in
@@ -179,19 +179,24 @@ typedef struct {
   int64_t channels;      /* output channels: M (Conv) or N (MatMul/Gemm) */
 } target;
 
-/* Whether each bias value over its scale x_scale * w_scale[c] (computed as the writer below does,
- * in float) is an int32. A layer whose input hardly varies over the calibration data (a branch
+int alma__q_bias_i32(double b, float x_scale, float w_scale, int32_t *q) {
+  float bs = x_scale * w_scale;
+  double v = rint(b / bs);
+  if (!(fabs(v) <= 2147483647.0)) return 0; /* also a zero or non-finite scale */
+  *q = (int32_t)v;
+  return 1;
+}
+
+/* Whether each bias value over its scale x_scale * w_scale[c] is an int32. A layer whose input hardly varies over the calibration data (a branch
  * that Relu nearly silences, vanishing activations of random weights: x_scale 1e-11 in
  * torchvision's LR-ASPP and GoogLeNet) would get its bias clamped to 2^31 steps, a tiny fraction
  * of it, and lose it; there the bias stays float32 (the node reads it as it is; int8 runtimes take
  * a float bias too). */
 static int bias_fits_int32(const alma_tensor *B, float xs, const float *ws, int per_tensor) {
   const float *b = B->data;
-  for (int64_t c = 0; c < B->dims[0]; c++) {
-    float bs = xs * ws[per_tensor ? 0 : c];
-    double q = rint((double)b[c] / bs);
-    if (!(fabs(q) <= 2147483647.0)) return 0; /* also a zero or non-finite scale */
-  }
+  int32_t q;
+  for (int64_t c = 0; c < B->dims[0]; c++)
+    if (!alma__q_bias_i32(b[c], xs, ws[per_tensor ? 0 : c], &q)) return 0;
   return 1;
 }
 
@@ -789,13 +794,10 @@ static alma_status static_run(alma_graph *g, const alma_pass_opts *opts) {
       }
       B = g->values[t->bias].init;
       const float *b = B->data;
-      for (int64_t c = 0; c < nb; c++) {
-        float bs = a_scale[a] * scales[per_tensor_w ? 0 : c];
-        if (c < sd[0]) ((float *)ts->data)[c] = bs;
-        double qv = rint((double)b[c] / bs);
-        if (!(qv >= -2147483647.0)) qv = qv != qv ? 0 : -2147483647.0;
-        if (qv > 2147483647.0) qv = 2147483647.0;
-        ((int32_t *)tq->data)[c] = (int32_t)qv;
+      for (int64_t c = 0; c < nb; c++) { /* every value fits: bias_fits_int32 */
+        float ws = scales[per_tensor_w ? 0 : c];
+        if (c < sd[0]) ((float *)ts->data)[c] = a_scale[a] * ws;
+        alma__q_bias_i32(b[c], a_scale[a], ws, &((int32_t *)tq->data)[c]);
       }
       char nm[700];
       snprintf(nm, sizeof nm, "%.600s/DequantizeLinear", base);
