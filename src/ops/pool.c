@@ -4,9 +4,9 @@
  * Kernels run in float (float32, float16, bfloat16, int8, uint8: all exact in float) or double
  * (float64). Semantics follow the ONNX reference: the max takes the first largest element (NaN
  * never wins over a number), padding never contributes to a max, and an average divides by the
- * window taps inside the input (count_include_pad = 0) or by every tap of the kernel
- * (count_include_pad = 1), even taps a ceil_mode window puts beyond the padding: that is what the
- * ONNX reference and its test data do. */
+ * window taps inside the input (count_include_pad = 0) or by the taps inside the padded input
+ * (count_include_pad = 1): taps a ceil_mode window puts beyond the end padding are not counted, as
+ * in ONNX's reference since 1.18 (its earlier test data counted every kernel tap) and ONNX Runtime. */
 #include <math.h>
 
 #include "ops/nn_util.h"
@@ -58,22 +58,23 @@ static void pool_out_shape(const pool_shape *ps, alma_dtype dt, alma_tensor *out
   alma__set_shape(out, dt, ps->g.nsp + 2, dims);
 }
 
-/* Per spatial dim i and output coordinate o: the window starts at st = o * s - pb and its taps
- * j in [lo, hi) fall inside the input. Tabulated once so the loops below do no divisions. */
+/* Per spatial dim i and output coordinate o: the window starts at st = o * s - pb, its taps
+ * j in [lo, hi) fall inside the input and its first pc taps inside the padded input (the divisor
+ * of count_include_pad). Tabulated once so the loops below do no divisions. */
 typedef struct pool_tables {
-  int64_t *st[ALMA_MAX_RANK], *lo[ALMA_MAX_RANK], *hi[ALMA_MAX_RANK];
+  int64_t *st[ALMA_MAX_RANK], *lo[ALMA_MAX_RANK], *hi[ALMA_MAX_RANK], *pc[ALMA_MAX_RANK];
   int64_t *buf;
 } pool_tables;
 
 static alma_status tables_make(const alma_node *n, const alma__nn_geom *g, pool_tables *t) {
   int64_t total = 0;
   for (int i = 0; i < g->nsp; i++) total += g->out[i];
-  t->buf = alma__nn_alloc(n, (size_t)(3 * total), sizeof(int64_t));
+  t->buf = alma__nn_alloc(n, (size_t)(4 * total), sizeof(int64_t));
   if (!t->buf) return ALMA_ERR_NOMEM;
   int64_t *p = t->buf;
   for (int i = 0; i < g->nsp; i++) {
-    t->st[i] = p, t->lo[i] = p + g->out[i], t->hi[i] = p + 2 * g->out[i];
-    p += 3 * g->out[i];
+    t->st[i] = p, t->lo[i] = p + g->out[i], t->hi[i] = p + 2 * g->out[i], t->pc[i] = p + 3 * g->out[i];
+    p += 4 * g->out[i];
     int64_t d = g->d[i];
     for (int64_t o = 0; o < g->out[i]; o++) {
       int64_t st = o * g->s[i] - g->pb[i];
@@ -82,7 +83,9 @@ static alma_status tables_make(const alma_node *n, const alma__nn_geom *g, pool_
       int64_t hi = last < 0 ? 0 : last / d + 1;
       if (hi > g->k[i]) hi = g->k[i];
       if (lo > hi) lo = hi;
-      t->st[i][o] = st, t->lo[i][o] = lo, t->hi[i][o] = hi;
+      int64_t plast = g->in[i] + g->pe[i] - 1 - st; /* st >= -pb: every window starts in the padded input */
+      int64_t pc = plast < 0 ? 0 : plast / d + 1;
+      t->st[i][o] = st, t->lo[i][o] = lo, t->hi[i][o] = hi, t->pc[i][o] = pc < g->k[i] ? pc : g->k[i];
     }
   }
   return ALMA_OK;
@@ -108,7 +111,6 @@ static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
                          const T *x, T *y, int64_t *idx) {                                                  \
     const alma__nn_geom *g = &ps->g;                                                                        \
     int nsp = g->nsp;                                                                                       \
-    int64_t kprod = alma__numel(nsp, g->k);                                                                 \
     if (nsp == 2) {                                                                                         \
       int64_t W = g->in[1], OH = g->out[0], OW = g->out[1], d0 = g->d[0], d1 = g->d[1];                     \
       for (int64_t nc = 0; nc < ps->N * ps->C; nc++) {                                                      \
@@ -145,7 +147,7 @@ static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
                 const T *row = xc + (hs + kh * d0) * W + ws;                                                \
                 for (int64_t kw = wl; kw < wh; kw++) sum += row[kw * d1];                                   \
               }                                                                                             \
-              int64_t div = cip ? kprod : (hh - hl) * (wh - wl);                                            \
+              int64_t div = cip ? tb->pc[0][oh] * tb->pc[1][ow] : (hh - hl) * (wh - wl);                    \
               yc[oh * OW + ow] = div ? (T)(sum / (double)div) : (T)NAN;                                     \
             }                                                                                               \
           }                                                                                                 \
@@ -159,10 +161,11 @@ static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
       const T *xc = x + nc * ps->insp;                                                                      \
       int64_t od[ALMA_MAX_RANK] = {0};                                                                      \
       for (int64_t o = 0; o < ps->outsp; o++) {                                                             \
-        int64_t lo[ALMA_MAX_RANK], hi[ALMA_MAX_RANK], j[ALMA_MAX_RANK], base = 0;                           \
+        int64_t lo[ALMA_MAX_RANK], hi[ALMA_MAX_RANK], j[ALMA_MAX_RANK], base = 0, padcnt = 1;               \
         int empty = 0;                                                                                      \
         for (int i = 0; i < nsp; i++) {                                                                     \
           lo[i] = j[i] = tb->lo[i][od[i]], hi[i] = tb->hi[i][od[i]];                                        \
+          padcnt *= tb->pc[i][od[i]];                                                                       \
           base += tb->st[i][od[i]] * istr[i];                                                               \
           if (lo[i] == hi[i]) empty = 1;                                                                    \
         }                                                                                                   \
@@ -191,7 +194,7 @@ static int64_t to_colmajor(const alma__nn_geom *g, int64_t pos) {
           y[yo] = best;                                                                                     \
           if (idx) idx[yo] = bp < 0 ? -1 : nc * ps->insp + (colmajor ? to_colmajor(g, bp) : bp);            \
         } else {                                                                                            \
-          int64_t div = cip ? kprod : cnt;                                                                  \
+          int64_t div = cip ? padcnt : cnt;                                                                 \
           y[yo] = div ? (T)(sum / (double)div) : (T)NAN;                                                    \
         }                                                                                                   \
         for (int i = nsp - 1; i >= 0; i--) {                                                                \

@@ -1166,6 +1166,9 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     pe[i] = (gm.out[i] - 1) * gm.s[i] + eff - gm.in[i] - gm.pb[i];
     if ((gm.in[i] + gm.pb[i] + gm.pe[i] - eff) / gm.s[i] + 1 == gm.out[i]) pe[i] = gm.pe[i];
     if (pe[i] < 0 || pe[i] >= eff) return ALMA_OK;
+    /* oneDNN (and the native kernel) would count ceil_mode's taps beyond the end padding in the
+     * divisor; ONNX does not: EAGER runs those */
+    if (d->alg == dnnl_pooling_avg_include_padding && pe[i] > gm.pe[i]) return ALMA_OK;
   }
   dnnl_memory_desc_t key[1];
   int64_t ikey[8] = {0};
