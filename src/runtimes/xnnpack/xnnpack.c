@@ -635,7 +635,8 @@ static alma_status partition(xrt_plan *p, const uses_t *u) {
       for (int o = 0; o < n->n_outputs; o++) {
         int v = n->outputs[o], ext = 0;
         if (v < 0) continue;
-        ext = u->is_out[v];
+        /* a value nothing reads is exported too: XNNPACK gives an unread internal value no memory */
+        ext = u->is_out[v] || u->off[v] == u->off[v + 1];
         for (int j = u->off[v]; j < u->off[v + 1] && !ext; j++) ext = p->xn[u->list[j]].part != q;
         if (ext) P->out[P->n_out++] = v, p->exported[v] = 1;
       }
