@@ -80,6 +80,9 @@ const char *alma__shape_str(int rank, const int64_t *dims, char *buf, size_t n);
 alma_status alma__norm_axis(int64_t axis, int rank, int *out);
 
 int alma__dtype_is_float(alma_dtype t);   /* f16, bf16, f32, f64 */
+/* Name of an ONNX TensorProto element type number, also the ones alma does not hold (complex64,
+ * float8e4m3fn, int4, ...: for messages); "unknown" for a number ONNX does not define. */
+const char *alma__onnx_type_name(int64_t t);
 int alma__dtype_is_int(alma_dtype t);     /* signed or unsigned integers (not bool) */
 int alma__dtype_is_signed(alma_dtype t);
 

@@ -24,6 +24,15 @@ const char *alma_dtype_name(alma_dtype t) {
   }
 }
 
+const char *alma__onnx_type_name(int64_t t) {
+  static const char *const names[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                                      "string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
+                                      "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                      "float8e5m2fnuz", "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2",
+                                      "float6e2m3", "float6e3m2"};
+  return t >= 0 && t < (int64_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
 size_t alma_dtype_size(alma_dtype t) {
   switch (t) {
     case ALMA_DTYPE_UINT8: case ALMA_DTYPE_INT8: case ALMA_DTYPE_BOOL: return 1;

@@ -27,14 +27,6 @@ static int dtype_supported(int32_t t) {
   }
 }
 
-static const char *onnx_dtype_name(int32_t t) {
-  static const char *names[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
-                                "string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
-                                "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
-                                "float8e5m2fnuz", "uint4", "int4", "float4e2m1"};
-  return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
-}
-
 /* Rejects absolute paths and '..' so a model cannot read files outside its directory. */
 static int external_path_ok(const char *loc) {
   if (!loc || !loc[0] || loc[0] == '/') return 0;
@@ -112,7 +104,7 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   int32_t dt = tp->has_data_type ? tp->data_type : 0;
   if (!dtype_supported(dt))
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "tensor '%s': dtype %s (%d) is not supported by alma", tname,
-                        onnx_dtype_name(dt), (int)dt);
+                        alma__onnx_type_name(dt), (int)dt);
   if (tp->n_dims > ALMA_MAX_RANK)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "tensor '%s': rank %zu exceeds alma's maximum of %d", tname, tp->n_dims,
                         ALMA_MAX_RANK);
@@ -227,7 +219,7 @@ static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *
   if (tt->has_elem_type) {
     if (!dtype_supported(tt->elem_type))
       return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': dtype %s is not supported by alma", v->name,
-                          onnx_dtype_name(tt->elem_type));
+                          alma__onnx_type_name(tt->elem_type));
     v->dtype = (alma_dtype)tt->elem_type;
   }
   if (tt->shape) {

@@ -15,22 +15,6 @@ static int holdable(alma_dtype t) { return t != ALMA_DTYPE_STRING && alma_dtype_
  *  - float to integer truncates toward zero (C and numpy semantics); values outside the target's
  *    range saturate and NaN gives 0 (ONNX leaves these undefined; this keeps C defined);
  *  - integer to integer wraps (two's complement), anything to bool is "!= 0" (NaN is true). */
-static const char *onnx_type_name(int64_t to) {
-  switch (to) {
-    case 8: return "string";
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case 23: return "float4e2m1";
-    default: return NULL;
-  }
-}
-
 static float round_to_odd_f32(double d) {
   float f = (float)d;
   if (isfinite(f) && (double)f != d) {
@@ -59,8 +43,8 @@ static alma_status cast_infer(INFER_ARGS) {
   if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
   alma_dtype to = (alma_dtype)a->i;
   if (a->i <= 0 || a->i > 16 || !holdable(to)) {
-    const char *nm = onnx_type_name(a->i);
-    if (nm) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast to %s", nm);
+    const char *nm = alma__onnx_type_name(a->i);
+    if (strcmp(nm, "unknown")) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast to %s", nm);
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
   }
   if (!holdable(in[0]->dtype))
@@ -176,12 +160,13 @@ static alma_status cast_exec(EXEC_ARGS) {
 }
 
 /* 19 added float8 types and `saturate` (only meaningful for float8, which alma does not hold);
- * 21 added int4/uint4. */
-const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21}, .min_inputs = 1,
+ * 21 int4/uint4, 23 float4e2m1, 24 float8e8m0 with `round_mode` (only for that type), 25 int2/uint2:
+ * types alma does not hold, so the same kernel. */
+const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
                                    .exec = cast_exec, .cost = alma__ew_cost};
 
-/* CastLike (15; 19 and 21 as Cast): Cast to the dtype of the second input. */
+/* CastLike (15; 19 to 25 as Cast): Cast to the dtype of the second input. */
 static alma_status castlike_infer(INFER_ARGS) {
   if (!in[1]) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "target_type is required");
   if (!holdable(in[0]->dtype) || !holdable(in[1]->dtype))
@@ -190,9 +175,40 @@ static alma_status castlike_infer(INFER_ARGS) {
   alma__set_shape(&out[0], in[1]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
-const alma_op_def alma__op_CastLike = {.name = "CastLike", .domain = "", .versions = {15, 19, 21}, .min_inputs = 2,
+const alma_op_def alma__op_CastLike = {.name = "CastLike", .domain = "", .versions = {15, 19, 21, 23, 24, 25}, .min_inputs = 2,
                                        .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                        .infer = castlike_infer, .exec = cast_exec, .cost = alma__ew_cost};
+
+/* ---- BitCast (26): the same bytes read as another type of the same width (little endian, which
+ * is also alma's in-memory order on the hosts it builds for). */
+static alma_status bitcast_infer(INFER_ARGS) {
+  const alma_attr *a = alma__node_attr(n, "to");
+  if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
+  const char *nm = alma__onnx_type_name(a->i);
+  if (a->i <= 0 || !strcmp(nm, "unknown"))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
+  alma_dtype to = (alma_dtype)a->i;
+  if (a->i > 16 || !holdable(to)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bit cast to %s", nm);
+  if (!holdable(in[0]->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bit cast from %s", alma_dtype_name(in[0]->dtype));
+  if (alma_dtype_size(to) != alma_dtype_size(in[0]->dtype))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "bit cast from %s to %s: the widths differ (%zu and %zu bits)",
+                          alma_dtype_name(in[0]->dtype), nm, 8 * alma_dtype_size(in[0]->dtype), 8 * alma_dtype_size(to));
+  alma__set_shape(&out[0], to, in[0]->rank, in[0]->dims);
+  return ALMA_OK;
+}
+
+static alma_status bitcast_exec(EXEC_ARGS) {
+  if (out[0].nbytes) memcpy(out[0].data, in[0]->data, out[0].nbytes);
+  /* a bool must stay 0 or 1: ONNX leaves other bytes undefined; map them to true */
+  if (out[0].dtype == ALMA_DTYPE_BOOL)
+    for (size_t i = 0; i < out[0].nbytes; i++) ((uint8_t *)out[0].data)[i] = ((uint8_t *)out[0].data)[i] != 0;
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_BitCast = {.name = "BitCast", .domain = "", .versions = {26}, .min_inputs = 1,
+                                      .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                      .infer = bitcast_infer, .exec = bitcast_exec};
 
 /* ---- Identity ------------------------------------------------------------------------------ */
 static alma_status identity_infer(INFER_ARGS) {

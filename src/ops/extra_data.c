@@ -1,6 +1,6 @@
 /* Data-movement and selection operators beyond alma's core set: Upsample (opsets 7/9/10, the
  * predecessor of Resize that old exporters still emit), OneHot, Compress, Unique, EyeLike,
- * ReverseSequence and CenterCropPad. Elements move by size (any dtype alma holds) except where
+ * ReverseSequence, CenterCropPad and TensorScatter. Elements move by size (any dtype alma holds) except where
  * values are interpolated or compared. */
 #include <math.h>
 
@@ -682,3 +682,71 @@ static alma_status ccp_exec(EXEC_ARGS) {
 const alma_op_def alma__op_CenterCropPad = {.name = "CenterCropPad", .domain = "", .versions = {18},
                                             .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                             .infer = ccp_infer, .exec = ccp_exec};
+
+/* ==== TensorScatter (24) ========================================================================
+ * A KV-cache update: the output is past_cache with, for every batch row b, update's `axis` slices
+ * written from position write_indices[b] (0 when omitted) on; mode "circular" wraps the positions
+ * modulo the cache length, "linear" requires them to fit (an index that does not is an error
+ * naming it: ONNX leaves it undefined). */
+static alma_status tscatter_infer(INFER_ARGS) {
+  const alma_tensor *c = in[0], *u = in[1], *w = nin > 2 ? in[2] : NULL;
+  if (!u) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input 'update' is required");
+  if (c->dtype == ALMA_DTYPE_STRING || alma_dtype_size(c->dtype) == 0)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "dtype %s", alma_dtype_name(c->dtype));
+  if (u->dtype != c->dtype)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "update is %s, past_cache %s", alma_dtype_name(u->dtype),
+                          alma_dtype_name(c->dtype));
+  const char *mode = alma__attr_s(n, "mode", "linear");
+  if (strcmp(mode, "linear") && strcmp(mode, "circular"))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "mode='%s' (expects linear or circular)", mode);
+  if (c->rank < 2) return alma__op_error(n, ALMA_ERR_SHAPE, "past_cache must have rank >= 2, got %d", c->rank);
+  int axis;
+  ALMA_TRY(read_axis(n, "axis", -2, c->rank, &axis));
+  if (axis == 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "axis must not be the batch axis 0");
+  char s1[128], s2[128];
+  int ok = u->rank == c->rank;
+  for (int i = 0; ok && i < c->rank; i++) ok = i == axis ? u->dims[i] <= c->dims[i] : u->dims[i] == c->dims[i];
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "update %s does not fit past_cache %s (equal dims except axis %d, "
+                          "where it may be shorter)", alma__shape_str(u->rank, u->dims, s1, sizeof s1),
+                          alma__shape_str(c->rank, c->dims, s2, sizeof s2), axis);
+  if (w && (w->dtype != ALMA_DTYPE_INT64 || w->rank != 1 || w->dims[0] != c->dims[0]))
+    return alma__op_error(n, ALMA_ERR_SHAPE, "write_indices must be int64 [%lld], got %s %s", (long long)c->dims[0],
+                          alma_dtype_name(w->dtype), alma__shape_str(w->rank, w->dims, s1, sizeof s1));
+  alma__set_shape(&out[0], c->dtype, c->rank, c->dims);
+  return ALMA_OK;
+}
+
+static alma_status tscatter_exec(EXEC_ARGS) {
+  const alma_tensor *c = in[0], *u = in[1], *w = nin > 2 ? in[2] : NULL;
+  int axis;
+  ALMA_TRY(read_axis(n, "axis", -2, c->rank, &axis));
+  int circular = !strcmp(alma__attr_s(n, "mode", "linear"), "circular");
+  size_t es = alma_dtype_size(c->dtype);
+  int64_t inner = alma__numel(c->rank - axis - 1, c->dims + axis + 1) * (int64_t)es;
+  int64_t per_batch = alma__numel(axis - 1, c->dims + 1), L = c->dims[axis], S = u->dims[axis];
+  if (out[0].nbytes) memcpy(out[0].data, c->data, out[0].nbytes);
+  for (int64_t b = 0; b < c->dims[0]; b++) {
+    int64_t start = w ? ((const int64_t *)w->data)[b] : 0;
+    if (S == 0) continue;
+    if (!circular && (start < 0 || start > L - S))
+      return alma__op_error(n, ALMA_ERR_INVALID_ARG, "write_indices[%lld] = %lld: %lld slices do not fit the cache "
+                            "length %lld (mode linear)", (long long)b, (long long)start, (long long)S, (long long)L);
+    if (circular && L == 0) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "circular write into an empty cache");
+    for (int64_t p = 0; p < per_batch; p++) {
+      int64_t row = b * per_batch + p;
+      char *dst = (char *)out[0].data + row * L * inner;
+      const char *src = (const char *)u->data + row * S * inner;
+      for (int64_t s = 0; s < S; s++) {
+        int64_t pos = start + s;
+        if (circular) pos = ((pos % L) + L) % L;
+        memcpy(dst + pos * inner, src + s * inner, (size_t)inner);
+      }
+    }
+  }
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_TensorScatter = {.name = "TensorScatter", .domain = "", .versions = {24}, .min_inputs = 2,
+                                            .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+                                            .infer = tscatter_infer, .exec = tscatter_exec};

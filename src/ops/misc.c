@@ -1,4 +1,4 @@
-/* NonZero, Trilu, CumSum. */
+/* NonZero, Trilu, CumSum, CumProd. */
 #include <math.h>
 
 #include "ops/op.h"
@@ -108,7 +108,7 @@ const alma_op_def alma__op_Trilu = {.name = "Trilu", .domain = "", .versions = {
                                     .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                     .infer = trilu_infer, .exec = trilu_exec};
 
-/* ---- CumSum: running sum along an axis given as an int32/int64 scalar input ------------------- */
+/* ---- CumSum / CumProd: running sum or product along an axis given as an int32/int64 scalar ---- */
 
 static alma_status cumsum_axis(const alma_node *n, const alma_tensor *const *in, int rank, int *axis) {
   const alma_tensor *at = in[1];
@@ -138,8 +138,7 @@ static alma_status cumsum_infer(const alma_node *n, const alma_tensor *const *in
   return ALMA_OK;
 }
 
-static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
-                               alma_tensor *out, int nout) {
+static alma_status cum_run(const alma_node *n, const alma_tensor *const *in, alma_tensor *out, int prod) {
   const alma_tensor *x = in[0];
   int a = 0;
   alma_status st = cumsum_axis(n, in, x->rank, &a);
@@ -150,11 +149,14 @@ static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   for (int i = a + 1; i < x->rank; i++) inner *= x->dims[i];
   if (outer * inner * len == 0) return ALMA_OK;
   int fl = alma__dtype_is_float(x->dtype);
-  /* one running sum per inner position, walking the axis forward or backward */
+  /* one running sum (product) per inner position, walking the axis forward or backward */
   void *acc = alma__calloc((size_t)inner, 8);
   if (!acc) return alma__op_error(n, ALMA_ERR_NOMEM, "scratch");
   for (int64_t o = 0; o < outer; o++) {
-    memset(acc, 0, (size_t)inner * 8);
+    for (int64_t i = 0; i < inner; i++) {
+      if (fl) ((double *)acc)[i] = prod;
+      else ((int64_t *)acc)[i] = prod;
+    }
     for (int64_t s = 0; s < len; s++) {
       int64_t j = reverse ? len - 1 - s : s;
       int64_t base = (o * len + j) * inner;
@@ -163,24 +165,24 @@ static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
         float *yp = (float *)out[0].data + base;
         double *ac = acc;
         for (int64_t i = 0; i < inner; i++) {
-          if (exclusive) yp[i] = (float)ac[i], ac[i] += xp[i];
-          else ac[i] += xp[i], yp[i] = (float)ac[i];
+          if (exclusive) yp[i] = (float)ac[i];
+          ac[i] = prod ? ac[i] * xp[i] : ac[i] + xp[i];
+          if (!exclusive) yp[i] = (float)ac[i];
         }
       } else if (fl) {
         double *ac = acc;
         for (int64_t i = 0; i < inner; i++) {
-          double v = alma__get_f64(x->data, x->dtype, base + i);
-          if (!exclusive) ac[i] += v;
-          alma__set_f64(out[0].data, x->dtype, base + i, ac[i]);
-          if (exclusive) ac[i] += v;
+          double v = alma__get_f64(x->data, x->dtype, base + i), next = prod ? ac[i] * v : ac[i] + v;
+          alma__set_f64(out[0].data, x->dtype, base + i, exclusive ? ac[i] : next);
+          ac[i] = next;
         }
       } else {
         int64_t *ac = acc; /* wraps like the integer type (computed unsigned to stay defined) */
         for (int64_t i = 0; i < inner; i++) {
-          int64_t v = alma__get_i64(x->data, x->dtype, base + i);
-          if (!exclusive) ac[i] = (int64_t)((uint64_t)ac[i] + (uint64_t)v);
-          alma__set_i64(out[0].data, x->dtype, base + i, ac[i]);
-          if (exclusive) ac[i] = (int64_t)((uint64_t)ac[i] + (uint64_t)v);
+          uint64_t v = (uint64_t)alma__get_i64(x->data, x->dtype, base + i);
+          int64_t next = (int64_t)(prod ? (uint64_t)ac[i] * v : (uint64_t)ac[i] + v);
+          alma__set_i64(out[0].data, x->dtype, base + i, exclusive ? ac[i] : next);
+          ac[i] = next;
         }
       }
     }
@@ -189,6 +191,20 @@ static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   return ALMA_OK;
 }
 
+static alma_status cumsum_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                               alma_tensor *out, int nout) {
+  return cum_run(n, in, out, 0);
+}
+
+static alma_status cumprod_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                alma_tensor *out, int nout) {
+  return cum_run(n, in, out, 1);
+}
+
 const alma_op_def alma__op_CumSum = {.name = "CumSum", .domain = "", .versions = {11, 14},
                                      .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                      .infer = cumsum_infer, .exec = cumsum_exec};
+
+const alma_op_def alma__op_CumProd = {.name = "CumProd", .domain = "", .versions = {26},
+                                      .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                      .infer = cumsum_infer, .exec = cumprod_exec};
