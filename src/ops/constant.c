@@ -149,6 +149,10 @@ static alma_status range_count(const alma_node *n, const alma_tensor *const *in,
   alma_dtype dt = in[0]->dtype;
   if (!alma__dtype_is_float(dt) && !alma__dtype_is_int(dt))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "dtype %s", alma_dtype_name(dt));
+  int64_t stash = alma__attr_i(n, "stash_type", 1);
+  if (n->since_version >= 27 && stash != 1 && stash != 11)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "stash_type=%lld (expects 1 = float or 11 = double)",
+                          (long long)stash);
   for (int i = 0; i < 3; i++)
     if (!in[i]->data) return alma__need_value();
   int64_t cnt;
@@ -205,7 +209,11 @@ static alma_status range_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
     for (int64_t i = 0; i < cnt; i++) ((float *)o)[i] = s + (float)i * d;
   } else if (alma__dtype_is_float(dt)) {
     double s = alma__get_f64(in[0]->data, dt, 0), d = alma__get_f64(in[2]->data, dt, 0);
-    for (int64_t i = 0; i < cnt; i++) alma__set_f64(o, dt, i, s + (double)i * d);
+    /* float16/bfloat16 (opset 27): the values are computed in stash_type, float32 by default */
+    if (dt != ALMA_DTYPE_FLOAT64 && alma__attr_i(n, "stash_type", 1) == 1)
+      for (int64_t i = 0; i < cnt; i++) alma__set_f64(o, dt, i, (float)s + (float)i * (float)d);
+    else
+      for (int64_t i = 0; i < cnt; i++) alma__set_f64(o, dt, i, s + (double)i * d);
   } else {
     /* wrap-around arithmetic in uint64 gives the right bits for every integer width */
     uint64_t s = (uint64_t)alma__get_i64(in[0]->data, dt, 0), d = (uint64_t)alma__get_i64(in[2]->data, dt, 0);
@@ -214,6 +222,7 @@ static alma_status range_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Range = {.name = "Range", .domain = "", .versions = {11}, .min_inputs = 3,
+/* 27 added float16/bfloat16 (alma takes them at 11 too) and stash_type, their compute type */
+const alma_op_def alma__op_Range = {.name = "Range", .domain = "", .versions = {11, 27}, .min_inputs = 3,
                                     .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = range_infer,
                                     .exec = range_exec};

@@ -195,10 +195,19 @@ typedef struct {
     }                                                                                 \
     break;
 
+/* BitShift-28's arithmetic right shift of a signed type: a shift by a negative amount or by the
+ * width or more leaves only the sign extension (-1 or 0). */
+#define BW_SAR(T, x, y) ((y) < 0 || (uint64_t)(y) >= sizeof(T) * 8 ? (T)((x) < 0 ? -1 : 0) : (T)((x) >> (y)))
+#define SAR_CASE(D, T, CT, LD, ST)                       \
+  case D:                                                \
+    ALMA__BIN_LOOP(T, CT, LD, T, ST, BW_SAR(T, x, y));   \
+    break;
+
 static void run_bitwise(void *cv, char *const *p, const int64_t *s, int64_t n) {
   const bw_ctx *c = cv;
   switch (c->dt) {
     ALMA__EW_UINT_TYPES(BW_CASE)
+    ALMA__EW_SINT_TYPES(SAR_CASE)
     default: break;
   }
 }
@@ -217,10 +226,12 @@ static alma_dtype bw_unsigned(alma_dtype t) {
 static alma_status bw_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int shift) {
   const alma_tensor *a = in[0], *b = nin > 1 ? in[1] : NULL;
   if (!a || !b) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "both inputs are required");
-  int ok = a->dtype == b->dtype && alma__dtype_is_int(a->dtype) && (!shift || !alma__dtype_is_signed(a->dtype));
+  /* BitShift takes signed types from opset 28 */
+  int uns = shift && n->since_version < 28;
+  int ok = a->dtype == b->dtype && alma__dtype_is_int(a->dtype) && (!uns || !alma__dtype_is_signed(a->dtype));
   if (!ok)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtypes %s and %s (expects the same %sinteger type)",
-                          alma_dtype_name(a->dtype), alma_dtype_name(b->dtype), shift ? "unsigned " : "");
+                          alma_dtype_name(a->dtype), alma_dtype_name(b->dtype), uns ? "unsigned " : "");
   if (shift) {
     const char *d = alma__attr_s(n, "direction", "");
     if (strcmp(d, "LEFT") && strcmp(d, "RIGHT"))
@@ -236,7 +247,10 @@ static alma_status bw_infer(const alma_node *n, const alma_tensor *const *in, in
 
 static alma_status bw_exec(const alma_node *n, const alma_tensor *const *in, alma_tensor *out, int op) {
   bw_ctx c = {bw_unsigned(in[0]->dtype), op};
-  if (op == BW_SHL && !strcmp(alma__attr_s(n, "direction", ""), "RIGHT")) c.op = BW_SHR;
+  if (op == BW_SHL && !strcmp(alma__attr_s(n, "direction", ""), "RIGHT")) {
+    c.op = BW_SHR;
+    if (alma__dtype_is_signed(in[0]->dtype)) c.dt = in[0]->dtype; /* arithmetic: on the signed type */
+  }
   alma__ew_binary(in[0], in[1]->rank, in[1]->dims, in[1]->data, in[1]->dtype, &out[0], run_bitwise, &c);
   return ALMA_OK;
 }
@@ -258,7 +272,7 @@ static alma_status bw_exec(const alma_node *n, const alma_tensor *const *in, alm
 BW_OP(BitwiseAnd, BW_AND, 0, 18)
 BW_OP(BitwiseOr, BW_OR, 0, 18)
 BW_OP(BitwiseXor, BW_XOR, 0, 18)
-BW_OP(BitShift, BW_SHL, 1, 11)
+BW_OP(BitShift, BW_SHL, 1, 11, 28)
 
 static alma_status bwnot_infer(INFER_ARGS) {
   (void)nin, (void)nout;

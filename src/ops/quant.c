@@ -410,6 +410,24 @@ static alma_status quantize_out_dtype(const alma_node *n, const alma_tensor *zp,
   return ALMA_OK;
 }
 
+/* The type x / scale is computed in: x's (opsets 10-21; int32 x in double, as numpy promotes),
+ * from 23 the `precision` attribute's, else the scale's (int32 x still in double: the reference's
+ * numpy division, which made ONNX's test data). */
+static alma_status quantize_precision(const alma_node *n, const alma_tensor *x, const alma_tensor *scale,
+                                      alma_dtype *out) {
+  int64_t p = n->since_version >= 23 ? alma__attr_i(n, "precision", 0) : 0;
+  if (p) {
+    if (p != ALMA_DTYPE_FLOAT32 && p != ALMA_DTYPE_FLOAT16 && p != ALMA_DTYPE_BFLOAT16 && p != ALMA_DTYPE_FLOAT64)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "precision %s (expects a float type)", alma__onnx_type_name(p));
+    *out = (alma_dtype)p;
+  } else if (x->dtype == ALMA_DTYPE_INT32) {
+    *out = ALMA_DTYPE_FLOAT64;
+  } else {
+    *out = n->since_version >= 23 ? scale->dtype : x->dtype;
+  }
+  return ALMA_OK;
+}
+
 static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                   int nout) {
   const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
@@ -417,10 +435,14 @@ static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *
   int xok = x->dtype == ALMA_DTYPE_FLOAT32 || x->dtype == ALMA_DTYPE_INT32 ||
             (v19 && (x->dtype == ALMA_DTYPE_FLOAT16 || x->dtype == ALMA_DTYPE_BFLOAT16));
   if (!xok) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
-  /* opset 10/13: float scale; 19/21: the scale has x's type */
-  if (v19 ? scale->dtype != x->dtype : scale->dtype != ALMA_DTYPE_FLOAT32)
+  /* opset 10/13: float scale; 19/21: the scale has x's type; 23: any float scale */
+  int sok = n->since_version >= 23 ? is_scale_dtype(scale->dtype, 1)
+                                   : v19 ? scale->dtype == x->dtype : scale->dtype == ALMA_DTYPE_FLOAT32;
+  if (!sok)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s with input %s", alma_dtype_name(scale->dtype),
                           alma_dtype_name(x->dtype));
+  alma_dtype prec;
+  ALMA_TRY(quantize_precision(n, x, scale, &prec));
   int64_t sat = alma__attr_i(n, "saturate", 1);
   if (sat != 0 && sat != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "saturate must be 0 or 1");
   alma_dtype yt = ALMA_DTYPE_UINT8;
@@ -436,7 +458,8 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
   const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
   q_layout L;
   ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
-  alma_dtype yt = out[0].dtype;
+  alma_dtype yt = out[0].dtype, prec;
+  ALMA_TRY(quantize_precision(n, x, scale, &prec));
   int64_t lo, hi;
   q_range(yt, &lo, &hi);
   int64_t ns = alma_tensor_numel(scale);
@@ -454,13 +477,15 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
     sf[i] = (float)sc[i];
     if (zp) zpv[i] = q_get(zp->data, zp->dtype, i);
   }
-  /* The division runs in x's precision (float / float16 / bfloat16); int32 x divides in double,
-   * as numpy's int32 / float32 promotes. Along the inner axis the parameter index is constant
-   * (per-tensor, per-axis) or steps by one (blocked). */
+  /* The division runs in prec (quantize_precision), both operands first rounded to it. Along
+   * the inner axis the parameter index is constant (per-tensor, per-axis) or steps by one
+   * (blocked). */
   int64_t step = L.mode == 2 ? 1 : 0;
+  for (int64_t i = 0; i < ns; i++) sf[i] = round_to(prec, sf[i]);
   /* float32 to 8 bits with one scale per row (per tensor, per axis): the vector kernel, which
    * computes the same float quotient and rounds and saturates it to the same integer */
-  int fast = x->dtype == ALMA_DTYPE_FLOAT32 && is_8bit(yt) && L.mode != 2, avx2 = fast && q_has_avx2();
+  int fast = x->dtype == ALMA_DTYPE_FLOAT32 && prec == ALMA_DTYPE_FLOAT32 && is_8bit(yt) && L.mode != 2,
+      avx2 = fast && q_has_avx2();
   for (int64_t o = 0; o < L.outer; o++)
     for (int64_t a = 0; a < L.dim; a++) {
       int64_t base = (o * L.dim + a) * L.inner, s0 = q_layout_index(&L, o, a, 0);
@@ -472,9 +497,9 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
       for (int64_t i = 0; i < L.inner; i++) {
         int64_t s = s0 + i * step, idx = base + i;
         double q;
-        if (x->dtype == ALMA_DTYPE_FLOAT32) q = ((const float *)x->data)[idx] / sf[s];
-        else if (x->dtype == ALMA_DTYPE_INT32) q = ((const int32_t *)x->data)[idx] / sc[s];
-        else q = round_to(x->dtype, (float)alma__get_f64(x->data, x->dtype, idx) / sf[s]);
+        if (prec == ALMA_DTYPE_FLOAT64) q = alma__get_f64(x->data, x->dtype, idx) / sc[s];
+        else if (x->dtype == ALMA_DTYPE_FLOAT32 && prec == ALMA_DTYPE_FLOAT32) q = ((const float *)x->data)[idx] / sf[s];
+        else q = round_to(prec, round_to(prec, (float)alma__get_f64(x->data, x->dtype, idx)) / sf[s]);
         int64_t v = q_round_sat(q != q ? 0.0 : q_rne(q) + zpv[s], lo, hi);
         switch (yt) {
           case ALMA_DTYPE_UINT8: ((uint8_t *)out[0].data)[idx] = (uint8_t)v; break;
@@ -489,7 +514,8 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain = "", .versions = {10, 13, 19, 21},
+/* 23: `precision`, a scale type independent of x's; 24, 25: types alma does not hold */
+const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23},
   .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
   .infer = quantize_infer, .exec = quantize_exec};
 
@@ -510,7 +536,12 @@ static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const
                           alma_dtype_name(zp->dtype), alma_dtype_name(x->dtype));
   q_layout L;
   ALMA_TRY(q_layout_make(n, x, scale, zp, &L));
-  alma__set_shape(&out[0], scale->dtype, x->rank, x->dims);
+  /* 23: output_dtype, else the scale's type */
+  int64_t od = n->since_version >= 23 ? alma__attr_i(n, "output_dtype", 0) : 0;
+  if (od && !is_scale_dtype((alma_dtype)od, 1))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "output_dtype %s (expects float32, float16 or bfloat16)",
+                          alma__onnx_type_name(od));
+  alma__set_shape(&out[0], od ? (alma_dtype)od : scale->dtype, x->rank, x->dims);
   return ALMA_OK;
 }
 
@@ -557,7 +588,8 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_DequantizeLinear = {.name = "DequantizeLinear", .domain = "", .versions = {10, 13, 19, 21},
+/* 23: output_dtype; 24, 25: types alma does not hold */
+const alma_op_def alma__op_DequantizeLinear = {.name = "DequantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23},
   .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
   .infer = dequantize_infer, .exec = dequantize_exec};
 

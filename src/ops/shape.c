@@ -587,9 +587,10 @@ static alma_status block_params(const alma_node *n, const alma_tensor *x, int64_
   return ALMA_OK;
 }
 
-/* 1 for CRD, 0 for DCR. */
+/* 1 for CRD, 0 for DCR (DepthToSpace has `mode` from opset 11, SpaceToDepth from 28). */
 static alma_status d2s_mode(const alma_node *n, int *crd) {
-  const char *m = n->since_version >= 11 ? alma__attr_s(n, "mode", "DCR") : "DCR";
+  int since = !strcmp(n->op_type, "SpaceToDepth") ? 28 : 11;
+  const char *m = n->since_version >= since ? alma__attr_s(n, "mode", "DCR") : "DCR";
   if (!strcmp(m, "DCR")) *crd = 0;
   else if (!strcmp(m, "CRD")) *crd = 1;
   else return alma__op_error(n, ALMA_ERR_INVALID_ARG, "mode '%s' (expected DCR or CRD)", m);
@@ -636,7 +637,9 @@ static alma_status s2d_infer(const alma_node *n, const alma_tensor *const *in, i
   (void)nin; (void)nout;
   const alma_tensor *x = in[0];
   int64_t b;
+  int crd;
   ALMA_TRY(block_params(n, x, &b));
+  ALMA_TRY(d2s_mode(n, &crd));
   if (x->dims[2] % b || x->dims[3] % b)
     return alma__op_error(n, ALMA_ERR_SHAPE, "spatial dims %lldx%lld not divisible by blocksize %lld",
                           (long long)x->dims[2], (long long)x->dims[3], (long long)b);
@@ -650,14 +653,22 @@ static alma_status s2d_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
   (void)ctx; (void)nin; (void)nout;
   const alma_tensor *x = in[0];
   int64_t b = alma__attr_i(n, "blocksize", 1);
+  int crd;
+  ALMA_TRY(d2s_mode(n, &crd));
   int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
-  /* Output viewed as [N, b(i), b(j), C, H/b, W/b]: out[n,(i*b+j)*C+c,h,w] = in[n,c,h*b+i,w*b+j]. */
+  /* Output viewed as [N, b(i), b(j), C, H/b, W/b] (DCR: out[n,(i*b+j)*C+c,h,w] = in[n,c,h*b+i,w*b+j])
+   * or [N, C, b(i), b(j), H/b, W/b] (CRD: out[n,c*b*b+i*b+j,h,w]). */
   int64_t d[6] = {x->dims[0], b, b, C, H / b, W / b};
   int64_t st[6] = {C * H * W, W, 1, H * W, b * W, b};
+  if (crd) {
+    int64_t dc[6] = {x->dims[0], C, b, b, H / b, W / b}, sc[6] = {C * H * W, H * W, W, 1, b * W, b};
+    memcpy(d, dc, sizeof d);
+    memcpy(st, sc, sizeof st);
+  }
   alma__dm_strided_copy(out[0].data, x->data, alma_dtype_size(x->dtype), 6, d, st);
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_SpaceToDepth = {.name = "SpaceToDepth", .domain = "", .versions = {1, 13},
+const alma_op_def alma__op_SpaceToDepth = {.name = "SpaceToDepth", .domain = "", .versions = {1, 13, 28},
                                            .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                            .infer = s2d_infer, .exec = s2d_exec};
