@@ -1,5 +1,5 @@
 """The operators and operator versions of ONNX opsets 23-28 that alma implements in src/ops
-(CumProd, TensorScatter, BitCast, Range-27, SpaceToDepth-28, Mod-28, BitShift-28,
+(CumProd, TensorScatter, BitCast, LinearAttention, CausalConvWithState, Range-27, SpaceToDepth-28, Mod-28, BitShift-28,
 QuantizeLinear-23, DequantizeLinear-23, Cast-23..25), run by alma (`alma run`, EAGER) and by
 ONNX's reference implementation (onnx.reference.ReferenceEvaluator, onnx >= 1.23), on the forms
 ONNX's backend test data does not reach. Invalid models must fail to load with a message naming
@@ -223,6 +223,72 @@ expect_error("dequantize23_bad_output_dtype", m, [("q", q)], ["output_dtype int3
 x = f32(3, 4)
 check("cast25_f32_to_f16", model("c", "Cast", [("x", x)], [TP.FLOAT16], 25, {"to": TP.FLOAT16}), [("x", x)])
 expect_error("cast25_to_int2", model("c", "Cast", [("x", x)], [TP.INT2], 25, {"to": TP.INT2}), [("x", x)], ["int2"])
+
+# ---- LinearAttention (27): every update rule, GQA, per-head and per-key decay, beta per head or
+# shared, with and without past state, float16
+def la_case(name, B, T, Hq, Hkv, dk, dv, rule, gdim, bdim, past, dt=np.float32, scale=None):
+    q = (f32(B, T, Hq * dk) * 0.5).astype(dt)
+    k = (f32(B, T, Hkv * dk) * 0.5).astype(dt)
+    v = f32(B, T, Hkv * dv).astype(dt)
+    ins = [("q", q), ("k", k), ("v", v)]
+    names = ["q", "k", "v", "", "", ""]
+    if past:
+        ins.append(("s", (f32(B, Hkv, dk, dv) * 0.3).astype(dt)))
+        names[3] = "s"
+    if rule in ("gated", "gated_delta"):
+        ins.append(("g", (-np.abs(f32(B, T, Hkv * gdim)) * 0.3).astype(dt)))
+        names[4] = "g"
+    if rule in ("delta", "gated_delta"):
+        ins.append(("be", (1 / (1 + np.exp(-f32(B, T, bdim)))).astype(dt)))
+        names[5] = "be"
+    while names and names[-1] == "":
+        names.pop()
+    attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": rule}
+    if scale is not None:
+        attrs["scale"] = scale
+    m = model("la", "LinearAttention", ins, [NP2TP[dt], NP2TP[dt]], 27, attrs)
+    m.graph.node[0].ClearField("input")
+    m.graph.node[0].input.extend(names)
+    check(name, m, ins, exact=False, tol=2e-5 if dt == np.float32 else 2e-2)
+
+
+for rule in ("linear", "gated", "delta", "gated_delta"):
+    for Hq, Hkv in ((4, 4), (6, 2), (3, 1)):
+        la_case(f"linear_attention_{rule}_{Hq}x{Hkv}", 2, 5, Hq, Hkv, 4, 3, rule, 4, Hkv, past=True)
+la_case("linear_attention_gated_per_head_no_past", 1, 7, 2, 2, 5, 6, "gated", 1, 2, past=False)
+la_case("linear_attention_gated_delta_shared_beta", 2, 3, 4, 2, 3, 3, "gated_delta", 1, 1, past=True, scale=0.25)
+la_case("linear_attention_fp16", 1, 4, 2, 1, 4, 4, "gated_delta", 4, 1, past=True, dt=np.float16)
+q = f32(1, 2, 8)
+bad_ins = [("q", q), ("k", q), ("v", q)]
+expect_error("linear_attention_needs_decay",
+             model("la", "LinearAttention", bad_ins, [TP.FLOAT], 27, {"q_num_heads": 2, "kv_num_heads": 2, "update_rule": "gated"}),
+             bad_ins, ["requires the decay input"])
+expect_error("linear_attention_heads",
+             model("la", "LinearAttention", bad_ins, [TP.FLOAT], 27, {"q_num_heads": 3, "kv_num_heads": 2, "update_rule": "linear"}),
+             bad_ins, ["multiple of kv_num_heads"])
+
+# ---- CausalConvWithState (27)
+for K in (1, 2, 4):
+    for act in ("none", "silu"):
+        for with_bias, with_past in ((0, 0), (1, 1), (0, 1)):
+            x = f32(2, 3, 6)
+            ins = [("x", x), ("w", f32(3, 1, K))]
+            names = ["x", "w", "", ""]
+            if with_bias:
+                ins.append(("b", f32(3)))
+                names[2] = "b"
+            if with_past:
+                ins.append(("p", f32(2, 3, K - 1)))
+                names[3] = "p"
+            while names[-1] == "":
+                names.pop()
+            m = model("cc", "CausalConvWithState", ins, [TP.FLOAT, TP.FLOAT], 27, {"activation": act})
+            m.graph.node[0].ClearField("input")
+            m.graph.node[0].input.extend(names)
+            check(f"causal_conv_k{K}_{act}_b{with_bias}_p{with_past}", m, ins, exact=False, tol=1e-5)
+bad_ins = [("x", f32(2, 3, 6)), ("w", f32(3, 2, 3))]
+expect_error("causal_conv_bad_weight", model("cc", "CausalConvWithState", bad_ins, [TP.FLOAT], 27), bad_ins,
+             ["weight must be"])
 
 if failures:
     print("\n".join(["FAILED:"] + failures))
