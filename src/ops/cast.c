@@ -10,8 +10,8 @@ static int holdable(alma_dtype t) { return t != ALMA_DTYPE_STRING && alma_dtype_
  * Every pair of alma's dtypes. Values pass through one of two intermediates, chunk by chunk:
  * double for float sources (exact for all of them) and int64 for integer/bool sources (uint64
  * kept as its bit pattern), so each conversion rounds once:
- *  - to float16 from double: round to odd at float32 precision first, which makes the final
- *    round-to-nearest-even exact (no double rounding); to bfloat16: truncation (see f2bf_trunc);
+ *  - to float16 and bfloat16 from double: round to odd at float32 precision first, which makes
+ *    the final round-to-nearest-even exact (no double rounding);
  *  - float to integer truncates toward zero (C and numpy semantics); values outside the target's
  *    range saturate and NaN gives 0 (ONNX leaves these undefined; this keeps C defined);
  *  - integer to integer wraps (two's complement), anything to bool is "!= 0" (NaN is true). */
@@ -27,16 +27,9 @@ static float round_to_odd_f32(double d) {
   return f;
 }
 static uint16_t d2h(double d) { return alma__f32_to_f16(round_to_odd_f32(d)); }
-/* Cast to bfloat16 truncates (keeps the top 16 bits), as ONNX's reference implementation and its
- * backend test data do; NaN stays a quiet NaN. Truncating the round-to-odd float32 equals
- * truncating the double. */
-static uint16_t f2bf_trunc(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  return (uint16_t)(u >> 16);
-}
-static uint16_t d2bf(double d) { return f2bf_trunc(round_to_odd_f32(d)); }
+/* bfloat16 rounds to nearest even, as ONNX's reference and backend data (since 1.18; earlier data
+ * truncated), ONNX Runtime and PyTorch do. */
+static uint16_t d2bf(double d) { return alma__f32_to_bf16(round_to_odd_f32(d)); }
 
 static alma_status cast_infer(INFER_ARGS) {
   const alma_attr *a = alma__node_attr(n, "to");

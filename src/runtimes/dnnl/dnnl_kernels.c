@@ -2435,14 +2435,10 @@ static alma_status run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor
 /* An elementwise conversion of the value's buffer in whatever layout it has: oneDNN memory
  * descriptors count strides in elements, so the same descriptor with the other data type describes
  * the converted buffer, and blocked values stay blocked for the next primitive (the padding of a
- * blocked layout holds zeros, which convert to zeros). Not a oneDNN reorder, which rounds to
- * nearest even: ONNX's Cast to bfloat16, as EAGER and ONNX's test data do it, truncates. */
-static void f32_to_bf16_trunc(const uint32_t *s, uint16_t *d, size_t cnt) {
-  for (size_t i = 0; i < cnt; i++) {
-    uint32_t u = s[i];
-    /* NaN stays a quiet NaN (truncation could leave an infinity) */
-    d[i] = (uint16_t)((u >> 16) | ((u & 0x7fffffffu) > 0x7f800000u ? 0x40u : 0u));
-  }
+ * blocked layout holds zeros, which convert to zeros), rounding to nearest even as ONNX's Cast
+ * (EAGER) does. */
+static void f32_to_bf16(const float *s, uint16_t *d, size_t cnt) {
+  for (size_t i = 0; i < cnt; i++) d[i] = alma__f32_to_bf16(s[i]);
 }
 
 static void bf16_to_f32(const uint16_t *s, uint32_t *d, size_t cnt) {
@@ -2462,7 +2458,7 @@ static alma_status run_cast(dn_plan *p, int idx, dn_val **in, const alma_tensor 
   dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&ymd));
   if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   if (x->t.dtype == os[0].dtype) memcpy(db->ptr, sp, dnnl_memory_desc_get_size(&xmd));
-  else if (x->t.dtype == F32) f32_to_bf16_trunc(sp, db->ptr, cnt);
+  else if (x->t.dtype == F32) f32_to_bf16(sp, db->ptr, cnt);
   else bf16_to_f32(sp, db->ptr, cnt);
   alma__dn_val_set(out[0], &os[0], &ymd, db);
   *done = 1;

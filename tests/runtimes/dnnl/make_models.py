@@ -312,9 +312,9 @@ def concat_split(d):
 
 def casts(d):
     # Cast float32 -> bfloat16 of a blocked conv output and back, with exact bfloat16 ops between
-    # (Relu, MaxPool, Add of values that are bfloat16 already, Concat): DNNL must truncate as ONNX's
-    # Cast does (EAGER), not round to nearest even like a oneDNN reorder, so the fp32 comparison
-    # (rtol 1e-4, a bfloat16 ulp is 2^-8) catches a rounding Cast. Also a Cast to the same type.
+    # (Relu, MaxPool, Add of values that are bfloat16 already, Concat): DNNL must round to nearest
+    # even as ONNX's Cast does (EAGER), so the fp32 comparison (rtol 1e-4, a bfloat16 ulp is 2^-8)
+    # catches a truncating Cast. Also a Cast to the same type.
     BF = TensorProto.BFLOAT16
     nodes = [
         N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
