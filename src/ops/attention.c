@@ -252,7 +252,7 @@ static inline int64_t att_idx(int is3d, int64_t H, int64_t S, int64_t hd, int64_
 }
 
 /* The per-row work, shared by the float and double kernels. W is the working type; Qw [B,Hq,Sq,D]
- * and Kw [B,Hkv,T,D] are pre-scaled, Vw is [B,Hkv,T,Dv]; mw is the mask as an additive bias in W
+ * and Kw [B,Hkv,D,T] (transposed) are pre-scaled, Vw is [B,Hkv,T,Dv]; mw is the mask as an additive bias in W
  * (NULL without mask); nps the nonpad lengths or NULL; q4 the 4th output or NULL. */
 #define ATT_KERNEL(fname, W)                                                                                   \
   static void fname(const att_shape *a, const W *Qw, const W *Kw, const W *Vw, const W *mw, const int64_t *nps, \
@@ -267,18 +267,21 @@ static inline int64_t att_idx(int is3d, int64_t H, int64_t S, int64_t hd, int64_
       if (a->mdims[d] == 1) ms[d] = 0;                                                                         \
     for (int64_t b = 0; b < a->B; b++)                                                                         \
       for (int64_t h = 0; h < a->Hq; h++) {                                                                    \
-        const W *kb = Kw + (b * a->Hkv + h / g) * T * D;                                                       \
+        const W *kb = Kw + (b * a->Hkv + h / g) * D * T;                                                       \
         const W *vb = Vw + (b * a->Hkv + h / g) * T * Dv;                                                      \
         int64_t off = nps ? nps[b] - a->Sq : a->P; /* causal/window frontier: keys before this block */        \
         for (int64_t i = 0; i < a->Sq; i++) {                                                                  \
           const W *qi = Qw + ((b * a->Hq + h) * a->Sq + i) * D;                                                \
           int64_t row = ((b * a->Hq + h) * a->Sq + i) * T;                                                     \
-          for (int64_t j = 0; j < T; j++) {                                                                    \
-            const W *kr = kb + j * D;                                                                          \
-            W acc = 0;                                                                                         \
-            for (int64_t d = 0; d < D; d++) acc += qi[d] * kr[d];                                              \
-            s[j] = rq ? (W)att_round(a->qt, acc) : acc;                                                        \
+          /* K is stored transposed per head, so the inner loop runs along the keys and vectorizes */       \
+          for (int64_t j = 0; j < T; j++) s[j] = 0;                                                            \
+          for (int64_t d = 0; d < D; d++) {                                                                    \
+            W qd = qi[d];                                                                                      \
+            const W *kr = kb + d * T;                                                                          \
+            for (int64_t j = 0; j < T; j++) s[j] += qd * kr[j];                                                \
           }                                                                                                    \
+          if (rq)                                                                                              \
+            for (int64_t j = 0; j < T; j++) s[j] = (W)att_round(a->qt, s[j]);                                  \
           if (q4 && a->mode == 0)                                                                              \
             for (int64_t j = 0; j < T; j++) att_store(q4->data, a->qt, row + j, s[j]);                          \
           if (a->softcap > 0) {                                                                                \
@@ -353,7 +356,7 @@ ATT_KERNEL(att_rows_f64, double)
             double x = t < a->P ? alma__get_f64(pk->data, a->qt, ((b * a->Hkv + h) * a->P + t) * a->D + d)     \
                                 : alma__get_f64(k->data, a->qt,                                                \
                                                 att_idx(a->is3d, a->Hkv, a->Skv, a->D, b, h, t - a->P, d));    \
-            *Kw++ = (W)att_round(a->qt, sc * x);                                                               \
+            Kw[((b * a->Hkv + h) * a->D + d) * a->T + t] = (W)att_round(a->qt, sc * x);                        \
           }                                                                                                    \
           for (int64_t d = 0; d < a->Dv; d++)                                                                  \
             *Vw++ = (W)(t < a->P ? alma__get_f64(pv->data, a->vt, ((b * a->Hkv + h) * a->P + t) * a->Dv + d)   \
