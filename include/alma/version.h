@@ -5,7 +5,7 @@
 #define ALMA_VERSION_PATCH 0
 #define ALMA_VERSION_STRING "0.1.0"
 /* Highest ai.onnx opset whose operator changes alma knows. Newer models load with a warning. */
-#define ALMA_MAX_KNOWN_OPSET 22
+#define ALMA_MAX_KNOWN_OPSET 28
 #ifdef __cplusplus
 extern "C" {
 #endif
