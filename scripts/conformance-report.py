@@ -3,7 +3,9 @@
 
 usage: conformance-report.py RUNNER NODE_DIR KNOWN_FILE OUT.md [CONVERSION...]
 Groups the ONNX node test cases by the operator they test (the op types of the case's model) and
-lists, for the operators alma must support (issue 2), passes / unsupported / deviations.
+lists, for the operators alma must support (issue 2) and those of opsets 23-28, passes / unsupported
+/ deviations. Sections of OUT.md other than the generated ones (hand-written notes) are kept, in
+order, after the generated part.
 """
 import collections
 import os
@@ -22,6 +24,27 @@ ReduceSum ReduceSumSquare Relu Reshape Resize Round ScatterElements ScatterND Se
 Sin Size Slice Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh Tile TopK
 Transpose Trilu Unsqueeze Where Xor QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv
 QLinearMatMul MatMulInteger ConvInteger""".split()
+NEWER = """Attention RMSNormalization RotaryEmbedding Swish SwiGLU TensorScatter CumProd BitCast LinearAttention
+CausalConvWithState""".split()
+GENERATED = ("## Totals", "## Required operators (EAGER)", "## Operators of opsets 23-28 (EAGER)",
+             "## Unsupported cases of required operators, and why", "## Other operators")
+
+
+def kept_sections(path):
+    """The sections of an existing page that this script does not write."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return []
+    out, cur = [], None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            cur = None if line.strip() in GENERATED else [line]
+            if cur is not None:
+                out.append(cur)
+        elif cur is not None:
+            cur.append(line)
+    return out
 
 
 def run(runner, node_dir, known, conv):
@@ -60,8 +83,8 @@ def main():
         by_op[case_op.get(case, "?")][status] += 1
     lines = ["# ONNX conformance", "",
              "alma runs ONNX's backend node tests (`model.onnx` + `test_data_set_*/*.pb`, taken from the",
-             "`onnx` 1.17 wheel by `scripts/fetch-onnx-tests.sh`) with ONNX's default tolerances (rtol 1e-3,",
-             "atol 1e-7). Regenerate this page with:", "",
+             "`onnx` 1.22 wheel by `scripts/fetch-onnx-tests.sh`: opsets up to 27) with ONNX's default",
+             "tolerances (rtol 1e-3, atol 1e-7). Regenerate this page with:", "",
              "```sh",
              "python3 scripts/conformance-report.py build/tests/ops/alma_conformance ONNX_TESTS/node \\",
              "  tests/ops/known_deviations.txt docs/conformance.md " + " ".join(convs[1:]),
@@ -74,10 +97,15 @@ def main():
               "`tests/ops/expected_pass_eager.txt` pins every passing case as a regression guard.", "",
               "## Required operators (EAGER)", "",
               "| operator | cases | pass | unsupported | deviation | fail |", "|---|---|---|---|---|---|"]
-    for op in REQUIRED:
-        c = by_op.get(op, collections.Counter())
-        n = sum(c.values())
-        lines.append(f"| {op} | {n} | {c['PASS']} | {c['UNSUPPORTED']} | {c['DEVIATION']} | {c['FAIL']} |")
+    def table(ops):
+        for op in ops:
+            c = by_op.get(op, collections.Counter())
+            n = sum(c.values())
+            lines.append(f"| {op} | {n} | {c['PASS']} | {c['UNSUPPORTED']} | {c['DEVIATION']} | {c['FAIL']} |")
+    table(REQUIRED)
+    lines += ["", "## Operators of opsets 23-28 (EAGER)", "",
+              "| operator | cases | pass | unsupported | deviation | fail |", "|---|---|---|---|---|---|"]
+    table(NEWER)
     lines += ["", "## Unsupported cases of required operators, and why", ""]
     for case, (status, why) in sorted(eager.items()):
         if status == "UNSUPPORTED" and case_op.get(case) in REQUIRED:
@@ -86,6 +114,11 @@ def main():
     lines += ["", "## Other operators", "",
               "Cases of operators outside the required list that pass anyway, and those alma reports",
               "unsupported, are counted in the totals above."]
+    keep = kept_sections(out_path)
+    for sec in keep:
+        while sec and not sec[-1].strip():
+            sec.pop()
+        lines += [""] + sec
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
