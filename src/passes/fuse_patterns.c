@@ -225,7 +225,77 @@ static int strip_scale(const alma__fuse_ctx *c, int v, int user, double *scale, 
   return x;
 }
 
+/* ONNX's Attention (opset 23+) -> alma.Attention, whose DNNL kernel is the fast path, when the two
+ * mean the same: 4-D Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv] in float32 with as many kv heads as
+ * query heads; no KV cache, nonpad lengths, softcap, sliding window or extra outputs; softmax in
+ * float32. The mask, if any, must be a constant whose every row lets a key through: ONNX gives a
+ * fully masked row zeros where alma.Attention's softmax gives NaN. A bool mask becomes 0 / -inf;
+ * is_causal (without a mask, static Sq and Sk) becomes a constant [Sq, Sk] mask, top-left aligned
+ * as ONNX's is without a cache. */
+static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
+  const alma_node *n = &c->g->nodes[ai];
+  int q = n->n_inputs > 0 ? n->inputs[0] : -1, k = n->n_inputs > 1 ? n->inputs[1] : -1,
+      v = n->n_inputs > 2 ? n->inputs[2] : -1, mask = n->n_inputs > 3 ? n->inputs[3] : -1;
+  for (int i = 4; i < n->n_inputs; i++)
+    if (n->inputs[i] >= 0) return ALMA_OK; /* past_key, past_value, nonpad_kv_seqlen */
+  for (int o = 1; o < n->n_outputs; o++)
+    if (n->outputs[o] >= 0 && alma__fuse_uses(c, n->outputs[o])) return ALMA_OK;
+  int y = out0(c, ai);
+  if (q < 0 || k < 0 || v < 0 || y < 0) return ALMA_OK;
+  if (alma__attr_f(n, "softcap", 0.0f) != 0.0f || alma__attr_i(n, "softmax_precision", 1) != 1 ||
+      alma__attr_i(n, "left_window_size", -1) != -1 || alma__attr_i(n, "right_window_size", -1) != -1)
+    return ALMA_OK;
+  const int vals[3] = {q, k, v};
+  for (int i = 0; i < 3; i++)
+    if (alma__fuse_rank(c, vals[i]) != 4 || alma__fuse_dtype(c, vals[i]) != ALMA_DTYPE_FLOAT32) return ALMA_OK;
+  int64_t H = alma__fuse_dim(c, q, 1), Sq = alma__fuse_dim(c, q, 2), Sk = alma__fuse_dim(c, k, 2);
+  if (H < 1 || alma__fuse_dim(c, k, 1) != H || alma__fuse_dim(c, v, 1) != H) return ALMA_OK;
+  int causal = alma__attr_i(n, "is_causal", 0) != 0, newmask = -1;
+  if (causal) {
+    if (mask >= 0 || Sq < 1 || Sk < 1) return ALMA_OK;
+    alma_tensor *t;
+    int64_t d[2] = {Sq, Sk};
+    if ((newmask = alma__fuse_new_const(c, c->g->values[q].name, ALMA_DTYPE_FLOAT32, 2, d, &t)) < 0)
+      return ALMA_ERR_NOMEM;
+    for (int64_t i = 0; i < Sq; i++)
+      for (int64_t j = 0; j < Sk; j++) ((float *)t->data)[i * Sk + j] = j > i ? -INFINITY : 0.0f;
+  } else if (mask >= 0) {
+    const alma_tensor *m = alma__fuse_const(c, mask);
+    if (!m || m->rank < 1 || m->dims[m->rank - 1] < 1) return ALMA_OK;
+    int is_bool = m->dtype == ALMA_DTYPE_BOOL;
+    if (!is_bool && m->dtype != ALMA_DTYPE_FLOAT32) return ALMA_OK;
+    int64_t cols = m->dims[m->rank - 1], rows = alma_tensor_numel(m) / cols;
+    if (Sk >= 1 && cols != Sk && cols != 1) return ALMA_OK; /* shorter masks (opset 24) pad with -inf */
+    for (int64_t r = 0; r < rows; r++) {
+      int open = 0;
+      for (int64_t j = 0; j < cols; j++) {
+        float x = is_bool ? 0.0f : ((const float *)m->data)[r * cols + j];
+        if (x != x) return ALMA_OK;
+        open |= is_bool ? ((const uint8_t *)m->data)[r * cols + j] != 0 : x > -INFINITY;
+      }
+      if (!open) return ALMA_OK;
+    }
+    if (is_bool) {
+      alma_tensor *t;
+      if ((newmask = alma__fuse_new_const(c, c->g->values[mask].name, ALMA_DTYPE_FLOAT32, m->rank, m->dims, &t)) < 0)
+        return ALMA_ERR_NOMEM;
+      for (int64_t i = 0; i < rows * cols; i++) ((float *)t->data)[i] = ((const uint8_t *)m->data)[i] ? 0.0f : -INFINITY;
+    }
+  }
+  const alma_attr *sa = alma__node_attr(n, "scale");
+  float scale = sa && sa->type == ALMA_ATTR_FLOAT ? sa->f : 0.0f;
+  ALMA_TRY(alma__fuse_retype(c, ai, "alma", "Attention", 1));
+  ALMA_TRY(alma__fuse_attr_clear(c, ai));
+  if (sa) ALMA_TRY(alma__fuse_attr_f(c, ai, "scale", scale)); /* else both default to 1/sqrt(D) */
+  int in[4] = {q, k, v, newmask >= 0 ? newmask : mask};
+  ALMA_TRY(alma__fuse_set_inputs(c, ai, in, 4));
+  ALMA_TRY(alma__fuse_set_output(c, ai, y));
+  alma__fuse_done(c, ALMA__FUSE_ATTN);
+  return ALMA_OK;
+}
+
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
+  if (alma__fuse_is(c, smi, "", "Attention")) return onnx_attention(c, smi);
   if (!alma__fuse_is(c, smi, "", "Softmax")) return ALMA_OK;
   const alma_node *sm = &c->g->nodes[smi];
   int s = sm->inputs[0], p = out0(c, smi), r = alma__fuse_rank(c, s);
