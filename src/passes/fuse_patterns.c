@@ -265,7 +265,7 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
     int is_bool = m->dtype == ALMA_DTYPE_BOOL;
     if (!is_bool && m->dtype != ALMA_DTYPE_FLOAT32) return ALMA_OK;
     int64_t cols = m->dims[m->rank - 1], rows = alma_tensor_numel(m) / cols;
-    if (Sk >= 1 && cols != Sk && cols != 1) return ALMA_OK; /* shorter masks (opset 24) pad with -inf */
+    if (cols != Sk && cols != 1) return ALMA_OK; /* shorter masks (opset 24) pad with -inf; Sk may be unknown */
     for (int64_t r = 0; r < rows; r++) {
       int open = 0;
       for (int64_t j = 0; j < cols; j++) {
