@@ -25,6 +25,9 @@ from onnx import TensorProto as TP
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run, read_outputs  # noqa: E402
+
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.DOUBLE: np.float64, TP.BOOL: np.bool_, TP.INT64: np.int64}
 TOL = {TP.FLOAT: 1e-4, TP.FLOAT16: 4e-3, TP.BFLOAT16: 3e-2, TP.DOUBLE: 1e-9}
 IN_NAMES = ["Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen"]
@@ -62,18 +65,6 @@ def rand(rng, shape, t, kind=None):
         return kind
     x = rng.standard_normal(shape)
     return x.astype(NP[t])
-
-
-def alma_run(alma, path, conv, feeds, outs, work):
-    args = [alma, "run", path, "-c", conv, "--output-dir", work]
-    for k, v in feeds.items():
-        f = os.path.join(work, k + ".npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"alma run {conv} failed: {r.stderr.strip()}")
-    return [np.load(os.path.join(work, nm + ".npy")) for nm in outs]
 
 
 # name, opset, dtype, dims (B, Hq, Hkv, Sq, Skv, P, D, Dv), is3d, attrs, mask (shape, dtype) or None,
@@ -191,7 +182,8 @@ def main():
         os.makedirs(cw, exist_ok=True)
         for conv in case["convs"]:
             try:
-                got = alma_run(alma, path, conv, feeds, outs, cw)
+                alma_run(alma, path, conv, feeds, cw)
+                got = read_outputs(cw, outs)
             except RuntimeError as e:
                 print(f"FAIL {case['name']} {conv}: {e}")
                 bad += 1

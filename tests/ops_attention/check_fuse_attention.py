@@ -8,7 +8,6 @@ FOLD+FUSE+EAGER, FUSE+BLAS and FUSE+XNNPACK and compared with ONNX's reference i
 usage: check_fuse_attention.py ALMA WORKDIR      (python with onnx >= 1.18 and numpy)"""
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,9 @@ except ImportError as e:
 if onnx.defs.onnx_opset_version() < 23:
     print(f"SKIP: onnx {onnx.__version__} has no Attention (opset 23)")
     sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -84,12 +86,7 @@ for name, fused, m, feeds in CASES:
     want = ReferenceEvaluator(m).run(None, feeds)
     for conv in CONVS:
         d = os.path.join(WORK, name, conv.replace("+", "_"))
-        os.makedirs(d, exist_ok=True)
-        args = [ALMA, "run", path, "-c", conv, "-v", "--output-dir", d]
-        for k, a in feeds.items():
-            np.save(os.path.join(d, k + ".npy"), a)
-            args += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        r = alma_run(ALMA, path, conv, feeds, d, "-v", check=False, timeout=120)
         if r.returncode != 0:
             failures.append(f"{name} {conv}: alma failed: {r.stderr.strip()[-300:]}")
             continue

@@ -8,7 +8,6 @@ what is wrong.
 usage: check_new_opsets.py ALMA WORKDIR      (python with onnx >= 1.23 and numpy)
 Exit 0 when every case passes, 1 otherwise, 77 when onnx is too old to define these opsets."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,9 @@ except ImportError as e:
 if onnx.defs.onnx_opset_version() < 28:
     print(f"SKIP: onnx {onnx.__version__} defines opsets up to {onnx.defs.onnx_opset_version()}, not 28")
     sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -52,12 +54,7 @@ def run_alma(m, name, inputs):
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
     onnx.save(m, path)
-    args = [ALMA, "run", path, "-c", "EAGER", "--output-dir", d]
-    for n, a in inputs:
-        np.save(os.path.join(d, f"in_{n}.npy"), a)
-        args += ["--input", f"{n}={os.path.join(d, f'in_{n}.npy')}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    return r, d
+    return alma_run(ALMA, path, "EAGER", dict(inputs), d, check=False, timeout=60), d
 
 
 def check(name, m, inputs, exact=True, tol=0.0):

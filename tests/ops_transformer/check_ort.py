@@ -32,6 +32,9 @@ except ImportError as e:  # pragma: no cover
     print(f"SKIP: {e}")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run  # noqa: E402
+
 F32, F16, F64, BF16 = TP.FLOAT, TP.FLOAT16, TP.DOUBLE, TP.BFLOAT16
 NP = {F32: np.float32, F16: np.float16, F64: np.float64}
 TOL = {F32: 1e-5, F64: 1e-5, F16: 2e-3, BF16: 8e-3}
@@ -73,18 +76,6 @@ def conversions(alma):
         if any(line.split()[1:2] == [rt] and "unavailable" not in line for line in out.splitlines()):
             return ["EAGER", rt]
     return ["EAGER"]
-
-
-def alma_run(alma, path, conv, feeds, work):
-    args = [alma, "run", path, "-c", conv, "--output-dir", work]
-    for k, v in feeds.items():
-        f = os.path.join(work, k + ".npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"alma run {conv} failed: {r.stderr.strip()}")
-    return r
 
 
 def reference(path, feeds, out_name):

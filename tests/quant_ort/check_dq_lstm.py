@@ -24,6 +24,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run, read_outputs  # noqa: E402
+
 
 def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
@@ -121,18 +124,6 @@ def conversions(alma):
     return have
 
 
-def alma_run(alma, model, conv, feeds, work):
-    args = [alma, "run", model, "-c", conv, "--output-dir", work]
-    for k, v in feeds.items():
-        f = os.path.join(work, k + ".npy")
-        np.save(f, v)
-        args += ["--input", f"{k}={f}"]
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"alma run {conv} failed: {r.stderr.strip()}")
-    return [np.load(os.path.join(work, nm + ".npy")) for nm in ("Y", "Yh", "Yc")]
-
-
 def main():
     alma, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -179,7 +170,8 @@ def main():
             cw = os.path.join(work, name + "_" + conv)
             os.makedirs(cw, exist_ok=True)
             try:
-                got = alma_run(alma, qp, conv, feeds, cw)
+                alma_run(alma, qp, conv, feeds, cw)
+                got = read_outputs(cw, ("Y", "Yh", "Yc"))
             except RuntimeError as e:
                 print(f"{name} {conv}: {e}")
                 bad += 1

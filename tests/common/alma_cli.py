@@ -1,0 +1,31 @@
+"""Running `alma run` from the python checks: inputs saved as .npy files and passed with --input,
+outputs written to a directory as <output name>.npy. numpy only.
+
+Import from a script with
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "<up>", "common"))
+    from alma_cli import alma_run, read_outputs
+"""
+import os
+import subprocess
+
+import numpy as np
+
+
+def alma_run(alma, model, conv, feeds, work, *extra, check=True, timeout=None):
+    """Runs `alma run MODEL -c CONV --output-dir WORK [extra...]` with feeds {name: array}; returns
+    the CompletedProcess. check: a non-zero exit raises RuntimeError with alma's message."""
+    os.makedirs(work, exist_ok=True)
+    args = [alma, "run", model, "-c", conv, "--output-dir", work, *extra]
+    for k, v in feeds.items():
+        f = os.path.join(work, k + ".npy")
+        np.save(f, v)
+        args += ["--input", f"{k}={f}"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode:
+        raise RuntimeError(f"alma run {conv} failed: {r.stderr.strip()}")
+    return r
+
+
+def read_outputs(work, names):
+    """The outputs alma_run wrote, in the order of names."""
+    return [np.load(os.path.join(work, nm + ".npy")) for nm in names]
