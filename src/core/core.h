@@ -97,6 +97,17 @@ float alma__f16_to_f32(uint16_t h);
 uint16_t alma__f32_to_f16(float f);     /* round to nearest even */
 float alma__bf16_to_f32(uint16_t b);
 uint16_t alma__f32_to_bf16(float f);    /* round to nearest even */
+/* v rounded to the precision of float dtype t (float32, float16, bfloat16: to nearest even);
+ * float64 and other types leave v as is. Kernels that compute as numpy does on 16-bit floats (in
+ * float, each result rounded to the type) call it after every step. */
+static inline double alma__round_to(alma_dtype t, double v) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT32: return (float)v;
+    case ALMA_DTYPE_FLOAT16: return alma__f16_to_f32(alma__f32_to_f16((float)v));
+    case ALMA_DTYPE_BFLOAT16: return alma__bf16_to_f32(alma__f32_to_bf16((float)v));
+    default: return v;
+  }
+}
 
 /* ---- hashing ------------------------------------------------------------------------------- */
 /* SHA-256 through OpenSSL's libcrypto. final() writes 64 hex chars + NUL and frees the context. */

@@ -228,16 +228,6 @@ static alma_status att_infer(const alma_node *n, const alma_tensor *const *in, i
   return ALMA_OK;
 }
 
-/* x rounded to dtype t (a no-op for float64). */
-static inline double att_round(alma_dtype t, double x) {
-  switch (t) {
-    case ALMA_DTYPE_FLOAT32: return (float)x;
-    case ALMA_DTYPE_FLOAT16: return alma__f16_to_f32(alma__f32_to_f16((float)x));
-    case ALMA_DTYPE_BFLOAT16: return alma__bf16_to_f32(alma__f32_to_bf16((float)x));
-    default: return x;
-  }
-}
-
 static inline void att_store(void *data, alma_dtype t, int64_t i, double v) {
   if (t == ALMA_DTYPE_FLOAT32)
     ((float *)data)[i] = (float)v;
@@ -281,12 +271,12 @@ static inline int64_t att_idx(int is3d, int64_t H, int64_t S, int64_t hd, int64_
             for (int64_t j = 0; j < T; j++) s[j] += qd * kr[j];                                                \
           }                                                                                                    \
           if (rq)                                                                                              \
-            for (int64_t j = 0; j < T; j++) s[j] = (W)att_round(a->qt, s[j]);                                  \
+            for (int64_t j = 0; j < T; j++) s[j] = (W)alma__round_to(a->qt, s[j]);                                  \
           if (q4 && a->mode == 0)                                                                              \
             for (int64_t j = 0; j < T; j++) att_store(q4->data, a->qt, row + j, s[j]);                          \
           if (a->softcap > 0) {                                                                                \
             W c = (W)a->softcap;                                                                               \
-            for (int64_t j = 0; j < T; j++) s[j] = (W)att_round(a->qt, c * tanh(s[j] / c));                    \
+            for (int64_t j = 0; j < T; j++) s[j] = (W)alma__round_to(a->qt, c * tanh(s[j] / c));                    \
           }                                                                                                    \
           if (q4 && a->mode == 1)                                                                              \
             for (int64_t j = 0; j < T; j++) att_store(q4->data, a->qt, row + j, s[j]);                          \
@@ -300,14 +290,14 @@ static inline int64_t att_idx(int is3d, int64_t H, int64_t S, int64_t hd, int64_
                   (nps && j >= nps[b]))                                                                        \
                 bias = (W)-INFINITY;                                                                           \
               all_masked &= bias == (W)-INFINITY;                                                              \
-              s[j] = rq ? (W)att_round(a->qt, s[j] + bias) : s[j] + bias;                                      \
+              s[j] = rq ? (W)alma__round_to(a->qt, s[j] + bias) : s[j] + bias;                                      \
             }                                                                                                  \
           } else                                                                                               \
             all_masked = T == 0;                                                                               \
           if (q4 && a->mode == 2)                                                                              \
             for (int64_t j = 0; j < T; j++) att_store(q4->data, a->qt, row + j, s[j]);                          \
           if (rsm)                                                                                             \
-            for (int64_t j = 0; j < T; j++) s[j] = (W)att_round(a->smt, s[j]);                                 \
+            for (int64_t j = 0; j < T; j++) s[j] = (W)alma__round_to(a->smt, s[j]);                                 \
           W mx = -INFINITY;                                                                                    \
           for (int64_t j = 0; j < T; j++) mx = s[j] > mx ? s[j] : mx;                                          \
           if (mx == -INFINITY) mx = 0; /* all -inf: exp gives zeros, the sum guard keeps them */               \
@@ -317,8 +307,8 @@ static inline int64_t att_idx(int is3d, int64_t H, int64_t S, int64_t hd, int64_
           W inv = 1 / sum;                                                                                     \
           for (int64_t j = 0; j < T; j++) {                                                                    \
             W p = all_masked ? 0 : s[j] * inv;                                                                 \
-            if (rsm) p = (W)att_round(a->smt, p);                                                              \
-            s[j] = rq ? (W)att_round(a->qt, p) : p;                                                            \
+            if (rsm) p = (W)alma__round_to(a->smt, p);                                                              \
+            s[j] = rq ? (W)alma__round_to(a->qt, p) : p;                                                            \
           }                                                                                                    \
           if (q4 && a->mode == 3)                                                                              \
             for (int64_t j = 0; j < T; j++) att_store(q4->data, a->qt, row + j, s[j]);                          \
@@ -342,12 +332,12 @@ ATT_KERNEL(att_rows_f64, double)
   static void fname(const att_shape *a, const alma_tensor *const *in, int nin, W *Qw, W *Kw, W *Vw, W *mw) {   \
     const alma_tensor *q = in[0], *k = in[1], *v = in[2], *m = att_in(in, nin, 3);                             \
     const alma_tensor *pk = att_in(in, nin, 4), *pv = att_in(in, nin, 5);                                      \
-    double sc = att_round(a->qt, a->sc);                                                                       \
+    double sc = alma__round_to(a->qt, a->sc);                                                                       \
     for (int64_t b = 0; b < a->B; b++)                                                                         \
       for (int64_t h = 0; h < a->Hq; h++)                                                                      \
         for (int64_t i = 0; i < a->Sq; i++)                                                                    \
           for (int64_t d = 0; d < a->D; d++)                                                                   \
-            *Qw++ = (W)att_round(a->qt, sc * alma__get_f64(q->data, a->qt,                                     \
+            *Qw++ = (W)alma__round_to(a->qt, sc * alma__get_f64(q->data, a->qt,                                     \
                                                            att_idx(a->is3d, a->Hq, a->Sq, a->D, b, h, i, d))); \
     for (int64_t b = 0; b < a->B; b++)                                                                         \
       for (int64_t h = 0; h < a->Hkv; h++)                                                                     \
@@ -356,7 +346,7 @@ ATT_KERNEL(att_rows_f64, double)
             double x = t < a->P ? alma__get_f64(pk->data, a->qt, ((b * a->Hkv + h) * a->P + t) * a->D + d)     \
                                 : alma__get_f64(k->data, a->qt,                                                \
                                                 att_idx(a->is3d, a->Hkv, a->Skv, a->D, b, h, t - a->P, d));    \
-            Kw[((b * a->Hkv + h) * a->D + d) * a->T + t] = (W)att_round(a->qt, sc * x);                        \
+            Kw[((b * a->Hkv + h) * a->D + d) * a->T + t] = (W)alma__round_to(a->qt, sc * x);                        \
           }                                                                                                    \
           for (int64_t d = 0; d < a->Dv; d++)                                                                  \
             *Vw++ = (W)(t < a->P ? alma__get_f64(pv->data, a->vt, ((b * a->Hkv + h) * a->P + t) * a->Dv + d)   \

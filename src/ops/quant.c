@@ -74,13 +74,9 @@ static int64_t q_round_sat(double v, int64_t lo, int64_t hi) {
   return (int64_t)v;
 }
 
-/* Rounds a float to the precision of a floating dtype (numpy computes float16 arithmetic in float
+/* A float rounded to the precision of a floating dtype (numpy computes float16 arithmetic in float
  * and rounds each result to half). */
-static float round_to(alma_dtype t, float v) {
-  if (t == ALMA_DTYPE_FLOAT16) return alma__f16_to_f32(alma__f32_to_f16(v));
-  if (t == ALMA_DTYPE_BFLOAT16) return alma__bf16_to_f32(alma__f32_to_bf16(v));
-  return v;
-}
+static inline float round_to(alma_dtype t, float v) { return (float)alma__round_to(t, v); }
 
 static int is_scale_dtype(alma_dtype t, int allow_half) {
   return t == ALMA_DTYPE_FLOAT32 || (allow_half && (t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16));

@@ -12,21 +12,8 @@
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
 
-/* v rounded to dtype t (a float type); float64 leaves v as is. */
-static double rnd(alma_dtype t, double v) {
-  switch (t) {
-    case ALMA_DTYPE_FLOAT32: return (float)v;
-    case ALMA_DTYPE_FLOAT16: return alma__f16_to_f32(alma__f32_to_f16((float)v));
-    case ALMA_DTYPE_BFLOAT16: return alma__bf16_to_f32(alma__f32_to_bf16((float)v));
-    default: return v;
-  }
-}
-/* float variant for the 16-bit paths that compute in float32 */
-static float rndf(alma_dtype t, float v) {
-  if (t == ALMA_DTYPE_FLOAT16) return alma__f16_to_f32(alma__f32_to_f16(v));
-  if (t == ALMA_DTYPE_BFLOAT16) return alma__bf16_to_f32(alma__f32_to_bf16(v));
-  return v;
-}
+/* the 16-bit paths compute in float32, each result rounded to the type */
+static inline float rndf(alma_dtype t, float v) { return (float)alma__round_to(t, v); }
 static float ldf(alma_dtype t, const void *p, int64_t i) {
   if (t == ALMA_DTYPE_FLOAT16) return alma__f16_to_f32(((const uint16_t *)p)[i]);
   if (t == ALMA_DTYPE_BFLOAT16) return alma__bf16_to_f32(((const uint16_t *)p)[i]);
@@ -120,7 +107,7 @@ static alma_status rms_exec(EXEC_ARGS) {
   if (rows == 0 || cols == 0) return ALMA_OK;
   alma_dtype t = x->dtype, st = rs.stash;
   /* Epsilon = Cast<stash>(float epsilon) */
-  double eps = rnd(st, (double)alma__attr_f(n, "epsilon", 1e-5f));
+  double eps = alma__round_to(st, (double)alma__attr_f(n, "epsilon", 1e-5f));
   double *w = alma__nn_alloc(n, (size_t)cols, sizeof *w);
   if (!w) return ALMA_ERR_NOMEM;
   if (rs.scale_per_col) rms_scale_row(x, sc, 0, cols, w);
@@ -159,14 +146,14 @@ static alma_status rms_exec(EXEC_ARGS) {
     if (!rs.scale_per_col) rms_scale_row(x, sc, r, cols, w);
     double acc = 0;
     for (int64_t j = 0; j < cols; j++) {
-      double xu = rnd(st, alma__get_f64(x->data, t, base + j)); /* XU = Cast<stash>(X) */
-      acc += rnd(st, xu * xu);
+      double xu = alma__round_to(st, alma__get_f64(x->data, t, base + j)); /* XU = Cast<stash>(X) */
+      acc += alma__round_to(st, xu * xu);
     }
-    double ms = rnd(st, acc / (double)cols);
-    double rms = rnd(st, sqrt(rnd(st, ms + eps)));
+    double ms = alma__round_to(st, acc / (double)cols);
+    double rms = alma__round_to(st, sqrt(alma__round_to(st, ms + eps)));
     for (int64_t j = 0; j < cols; j++) {
-      double xu = rnd(st, alma__get_f64(x->data, t, base + j));
-      double nt = rnd(t, rnd(st, xu / rms)); /* NormalizedT = Cast<T>(Div(XU, RMS)) */
+      double xu = alma__round_to(st, alma__get_f64(x->data, t, base + j));
+      double nt = alma__round_to(t, alma__round_to(st, xu / rms)); /* NormalizedT = Cast<T>(Div(XU, RMS)) */
       alma__set_f64(out[0].data, out[0].dtype, base + j, nt * w[j]); /* Mul in T: the store rounds */
     }
   }
