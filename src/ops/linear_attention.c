@@ -12,24 +12,6 @@ static int la_float(alma_dtype t) {
   return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16;
 }
 
-/* A float tensor as a float32 array (a view for float32, else a converted copy in *owned). */
-static const float *as_f32(const alma_tensor *t, float **owned) {
-  *owned = NULL;
-  if (t->dtype == ALMA_DTYPE_FLOAT32) return t->data;
-  int64_t n = alma_tensor_numel(t);
-  float *r = alma__malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
-  if (!r) return NULL;
-  for (int64_t i = 0; i < n; i++) r[i] = (float)alma__get_f64(t->data, t->dtype, i);
-  *owned = r;
-  return r;
-}
-
-static void store_f32(alma_tensor *t, const float *v, int64_t n) {
-  if (t->dtype == ALMA_DTYPE_FLOAT32) memcpy(t->data, v, (size_t)n * sizeof *v);
-  else
-    for (int64_t i = 0; i < n; i++) alma__set_f64(t->data, t->dtype, i, v[i]);
-}
-
 /* ==== LinearAttention (27) =====================================================================
  * query [B, T, Hq*dk], key [B, T, Hkv*dk], value [B, T, Hkv*dv] (heads packed last); state
  * [B, Hkv, dk, dv]. Per token: S = exp(g) S (gated), v = beta (v - S^T k) (delta), S += k v^T,
@@ -122,9 +104,10 @@ static alma_status la_exec(EXEC_ARGS) {
   la_geom g;
   ALMA_TRY(la_geometry(n, in, nin, &g));
   const alma_tensor *past = alma__nn_in(in, nin, 3), *decay = alma__nn_in(in, nin, 4), *beta = alma__nn_in(in, nin, 5);
-  float *own[6] = {0};
-  const float *q = as_f32(in[0], &own[0]), *k = as_f32(in[1], &own[1]), *v = as_f32(in[2], &own[2]);
-  const float *gd = decay ? as_f32(decay, &own[3]) : NULL, *bt = beta ? as_f32(beta, &own[4]) : NULL;
+  int own[5] = {0};
+  const float *q = alma__nn_as_f32(in[0], &own[0]), *k = alma__nn_as_f32(in[1], &own[1]),
+              *v = alma__nn_as_f32(in[2], &own[2]);
+  const float *gd = decay ? alma__nn_as_f32(decay, &own[3]) : NULL, *bt = beta ? alma__nn_as_f32(beta, &own[4]) : NULL;
   int64_t ssz = g.B * g.Hkv * g.dk * g.dv, osz = g.B * g.T * g.Hq * g.dv;
   float *S = alma__calloc((size_t)(ssz > 0 ? ssz : 1), sizeof *S), *o = alma__calloc((size_t)(osz > 0 ? osz : 1), sizeof *o);
   float *vt = alma__malloc((size_t)(g.dv > 0 ? g.dv : 1) * sizeof *vt);
@@ -170,10 +153,14 @@ static alma_status la_exec(EXEC_ARGS) {
         }
       }
     }
-  store_f32(&out[0], o, osz);
-  if (nout > 1 && out[1].data) store_f32(&out[1], S, ssz);
+  alma__nn_store_f32(&out[0], o);
+  if (nout > 1 && out[1].data) alma__nn_store_f32(&out[1], S);
 done:
-  for (int i = 0; i < 6; i++) free(own[i]);
+  if (own[0]) free((void *)q);
+  if (own[1]) free((void *)k);
+  if (own[2]) free((void *)v);
+  if (own[3]) free((void *)gd);
+  if (own[4]) free((void *)bt);
   free(S);
   free(o);
   free(vt);
