@@ -108,7 +108,11 @@ static alma_status resize_params(const alma_node *n, const alma_tensor *const *i
     for (int i = 0; i < naxes; i++) {
       double s = alma__get_f64(sc->data, sc->dtype, i);
       if (!(s > 0) || isinf(s)) return alma__op_error(n, ALMA_ERR_INVALID_ARG, "scale %g must be positive", s);
-      double o = floor(s * (double)p->in[axes[i]]);
+      /* The product in the scales' own precision, as ONNX Runtime (and Upsample here) computes it:
+       * exporters write scale = float32(out / in) and rely on float32(scale * in) giving back out
+       * (tf2onnx: 1.55f * 20 rounds to 31.0f; in double it is 30.999999, floored to 30). */
+      double o = sc->dtype == ALMA_DTYPE_FLOAT64 ? floor(s * (double)p->in[axes[i]])
+                                                 : floor((double)((float)s * (float)p->in[axes[i]]));
       if (o > (double)INT32_MAX * 64)
         return alma__op_error(n, ALMA_ERR_INVALID_ARG, "scale %g makes axis %d too large", s, axes[i]);
       p->scale[axes[i]] = s;
@@ -253,9 +257,35 @@ static int coeffs(const rs_params *p, int axis, double ratio, double scale, doub
   }
 }
 
+/* x_original in float32 arithmetic, for nearest mode: it floors or rounds the coordinate, so one
+ * that is integral in exact arithmetic (13.5 / 1.35f) picks a different pixel in float64 (9.99..)
+ * than in float32 (10.0f). ONNX Runtime and TensorFlow's own kernels compute in float32, and
+ * exporters' graphs (tf2onnx's scale = float32(out / in)) rely on it. Same formulas as below. */
+static double x_original_f32(const rs_params *p, int d, int64_t x) {
+  float s = (float)p->scale[d], in = (float)p->in[d], ow = s * in, xd = (float)x;
+  switch (p->ctm) {
+    case C_ALIGN_CORNERS: return ow == 1 ? 0.0 : (double)(xd * (in - 1) / (ow - 1));
+    case C_ASYMMETRIC: return (double)(xd / s);
+    case C_TF_CROP_AND_RESIZE: {
+      float r0 = (float)p->roi0[d], r1 = (float)p->roi1[d], xo;
+      if (ow == 1) xo = (r1 - r0) * (in - 1) / 2;
+      else xo = xd * (r1 - r0) * (in - 1) / (ow - 1);
+      return (double)(xo + r0 * (in - 1));
+    }
+    case C_PYTORCH_HALF_PIXEL: return ow == 1 ? -0.5 : (double)((xd + 0.5f) / s - 0.5f);
+    case C_TF_HALF_PIXEL_NN: return (double)((xd + 0.5f) / s);
+    case C_HALF_PIXEL_SYM: {
+      float adj = (float)p->out[d] / ow, center = in / 2, offset = center * (1 - adj);
+      return (double)(offset + (xd + 0.5f) / s - 0.5f);
+    }
+    default: return (double)((xd + 0.5f) / s - 0.5f);
+  }
+}
+
 /* The input coordinate of output coordinate x along one axis (the reference's formulas, including
  * its use of scale * input_size, not the rounded output size, as the output width). */
 static double x_original(const rs_params *p, int d, int64_t x) {
+  if (p->mode == M_NEAREST) return x_original_f32(p, d, x);
   double s = p->scale[d], in = (double)p->in[d], ow = s * in, xd = (double)x;
   switch (p->ctm) {
     case C_ALIGN_CORNERS: return ow == 1 ? 0.0 : xd * (in - 1) / (ow - 1);

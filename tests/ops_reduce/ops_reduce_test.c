@@ -424,6 +424,34 @@ static void test_resize_cubic_antialias_constant(void **s) {
   }
 }
 
+static void test_resize_float32_scales_as_exported(void **s) {
+  /* tf2onnx writes scale = float32(out / in) and expects ONNX Runtime's float32 arithmetic:
+   * 1.55f * 20 rounds to 31 (30.999999 in double), and tf_half_pixel_for_nn's (13 + 0.5) / 1.35f
+   * is 10.0f (9.9999998 in double, floored to 9). Expected values from ONNX Runtime 1.32. */
+  float x[400];
+  for (int i = 0; i < 400; i++) x[i] = (float)i;
+  float sc[] = {1, 1, 1.55f, 1.35f};
+  alma_tensor xt = T(ALMA_DTYPE_FLOAT32, x, 4, (int64_t)1, (int64_t)1, (int64_t)20, (int64_t)20),
+              st = T(ALMA_DTYPE_FLOAT32, sc, 1, (int64_t)4), out[1];
+  const alma_tensor *in[] = {&xt, NULL, &st};
+  tnode t;
+  tn_init(&t, "Resize", 3, 1);
+  t.ins[1] = -1;
+  attr_s(&t, "coordinate_transformation_mode", "tf_half_pixel_for_nn");
+  attr_s(&t, "nearest_mode", "floor");
+  assert_int_equal(tn_run(&t, 11, in, out), ALMA_OK);
+  int64_t d[] = {1, 1, 31, 27};
+  check_shape(&out[0], 4, d);
+  static const int rows[31] = {0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7, 8, 8, 9, 10,
+                               10, 11, 11, 12, 13, 13, 14, 15, 15, 16, 17, 17, 18, 19, 19};
+  static const int cols[27] = {0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 8, 9, 10, 10, 11, 12, 12, 13, 14, 15, 15, 16, 17, 18, 18, 19};
+  float want[31 * 27];
+  for (int i = 0; i < 31; i++)
+    for (int j = 0; j < 27; j++) want[i * 27 + j] = (float)(rows[i] * 20 + cols[j]);
+  check_f32(&out[0], want, 31 * 27);
+  free_outs(out, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_sum_attr_axes_opset1),
@@ -445,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_resize_bad_inputs),
       cmocka_unit_test(test_resize_nearest_bool_axes),
       cmocka_unit_test(test_resize_cubic_antialias_constant),
+      cmocka_unit_test(test_resize_float32_scales_as_exported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
