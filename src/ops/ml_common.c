@@ -80,6 +80,15 @@ void alma__ml_apply_post(alma_ml_post pt, double *v, int64_t k) {
   }
 }
 
+int64_t alma__ml_argmax(const double *v, int64_t k) {
+  int64_t b = 0;
+  for (int64_t i = 0; i < k; i++) {
+    if (isnan(v[i])) return i;
+    if (v[i] > v[b]) b = i;
+  }
+  return b;
+}
+
 int alma__ml_numeric(alma_dtype t) {
   return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_FLOAT64 || t == ALMA_DTYPE_INT32 || t == ALMA_DTYPE_INT64;
 }

@@ -31,6 +31,10 @@ void alma__ml_softmax_zero(double *v, int64_t k);
 /* pt applied to one row of k scores: LOGISTIC and PROBIT elementwise, the softmaxes over the row. */
 void alma__ml_apply_post(alma_ml_post pt, double *v, int64_t k);
 
+/* Index of the largest of v[0..k) as numpy.argmax finds it (onnx.reference labels classes with
+ * it): the first maximum, or the first NaN when there is one. */
+int64_t alma__ml_argmax(const double *v, int64_t k);
+
 /* float, double, int32 or int64: the feature types of the numeric ml ops. */
 int alma__ml_numeric(alma_dtype t);
 /* X as rows of features: rank 1 is one row [1, F], rank 2 is [N, F]; other ranks and non-numeric

@@ -89,9 +89,7 @@ static alma_status lc_exec(EXEC_ARGS) {
     }
     alma__ml_apply_post(a.pt, sc, a.cols);
     if (a.cols > 1) {
-      int64_t best = 0;
-      for (int64_t c = 1; c < a.cols; c++)
-        if (sc[c] > sc[best]) best = c;
+      int64_t best = alma__ml_argmax(sc, a.cols);
       y[r] = a.nlab ? a.labels[best] : best;
     } else {
       double th = a.pt == ALMA_ML_PT_NONE ? 0.0 : 0.5;
@@ -402,13 +400,6 @@ static void multiclass_probability(int64_t k, const double *r, double *p, double
   }
 }
 
-static int64_t argmax(const double *v, int64_t k) {
-  int64_t b = 0;
-  for (int64_t i = 1; i < k; i++)
-    if (v[i] > v[b]) b = i;
-  return b;
-}
-
 static alma_status svc_exec(EXEC_ARGS) {
   svc_args a;
   ALMA_TRY(svc_setup(n, in[0], &a));
@@ -464,8 +455,8 @@ static alma_status svc_exec(EXEC_ARGS) {
     }
     int64_t best;
     double best_w;
-    if (a.svc) best = argmax(votes, K), best_w = votes[best];
-    else best = argmax(sc, nsc), best_w = sc[best];
+    if (a.svc) best = alma__ml_argmax(votes, K), best_w = votes[best];
+    else best = alma__ml_argmax(sc, nsc), best_w = sc[best];
     int64_t label;
     if (a.nrho == 1) { /* set_score_svm */
       if (a.nlab == 2)

@@ -471,9 +471,7 @@ static alma_status tec_exec(EXEC_ARGS) {
     }
     for (int64_t k = 0; k < a.cols; k++) sc[k] = (float)sc[k];
     alma__ml_apply_post(a.pt, sc, a.cols);
-    int64_t best = 0;
-    for (int64_t k = 1; k < a.cols; k++)
-      if (sc[k] > sc[best]) best = k;
+    int64_t best = alma__ml_argmax(sc, a.cols);
     y[r] = a.nlab == 1 ? (best == 1) : a.labels[best];
     if (alma__nn_out_wanted(n, nout, 1))
       for (int64_t k = 0; k < a.cols; k++) ((float *)out[1].data)[r * a.cols + k] = (float)sc[k];
