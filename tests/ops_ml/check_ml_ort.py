@@ -445,6 +445,9 @@ def tree_cases(alma, work):
         ("average_2targets", dict(n_trees=4, depth=2, n_out=2, per_leaf=2), {"aggregate_function": "AVERAGE"}, 1),
         ("min_3targets", dict(n_trees=3, depth=3, n_out=3, per_leaf=3), {"aggregate_function": "MIN"}, 1),
         ("max_3targets", dict(n_trees=3, depth=3, n_out=3, per_leaf=3), {"aggregate_function": "MAX"}, 1),
+        # one target per leaf: some rows reach no leaf of some target (0, as ONNX Runtime)
+        ("min_unreached", dict(n_trees=2, depth=2, n_out=4, per_leaf=1), {"aggregate_function": "MIN"}, 1),
+        ("max_unreached", dict(n_trees=2, depth=2, n_out=4, per_leaf=1), {"aggregate_function": "MAX"}, 1),
         ("all_modes", dict(n_trees=5, depth=3, n_out=2, per_leaf=1, modes=modes_all), {}, 1),
         ("base_values", dict(n_trees=2, depth=2, n_out=2, per_leaf=2), {"base_values": [0.5, -1.5]}, 1),
         ("v3_as_tensor", dict(n_trees=3, depth=3, n_out=2, per_leaf=2), {"base_values_as_tensor": numpy_helper.from_array(np.array([0.25, 0.5]))}, 3),
