@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
+#include "onnx/functions.h"
 #include "onnx/onnx.h"
 #include "onnx/onnx.pb-c.h"
 
@@ -507,7 +508,11 @@ alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *b
   meta_out->domain = alma__arena_strdup(g->arena, mp->domain ? mp->domain : "");
   {
     load_ctx c = {.base_dir = base_dir, .arena = g->arena, .depth = 0};
-    st = parse_graph(&c, mp->graph, g);
+    alma_arena *tmp = alma__arena_new();
+    const Onnx__GraphProto *gp = NULL;
+    st = tmp ? alma__onnx_inline_functions(mp, g, tmp, &gp) : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    if (st == ALMA_OK) st = parse_graph(&c, gp, g);
+    alma__arena_free(tmp);
   }
 out:
   onnx__model_proto__free_unpacked(mp, NULL);
