@@ -256,7 +256,8 @@ typedef struct attn_shape {
   int qbr, kbr, vbr, sbr, obr; /* batch ranks: Q, K, V, scores, output */
   int64_t qbd[ALMA_MAX_RANK], kbd[ALMA_MAX_RANK], vbd[ALMA_MAX_RANK], sbd[ALMA_MAX_RANK], obd[ALMA_MAX_RANK];
   int64_t Sq, Sk, D, Dv;
-  int kt;
+  int64_t mcols; /* columns the mask is laid against: Sk, or the mask's own last dim under onnx_mask */
+  int kt, onnx;
   float scale;
 } attn_shape;
 
@@ -291,11 +292,21 @@ static alma_status attn_setup(const alma_node *n, const alma_tensor *const *in, 
   alma_status st = alma__broadcast_shape(as->qbr, as->qbd, as->kbr, as->kbd, &as->sbr, as->sbd);
   if (st == ALMA_OK) st = alma__broadcast_shape(as->sbr, as->sbd, as->vbr, as->vbd, &as->obr, as->obd);
   if (st != ALMA_OK) return alma__error_prefix(st, "node '%s' (%s): batch dims: ", n->name, n->op_type);
+  /* onnx_mask=1 (set by FUSE for ONNX's own Attention): a mask shorter than the keys is padded with
+   * -inf, and a query whose keys are all masked outputs zeros, as ONNX Attention says; without it
+   * the mask broadcasts and such a row is NaN, as Add + Softmax give. */
+  as->onnx = alma__attr_i(n, "onnx_mask", 0) != 0;
+  as->mcols = as->Sk;
   if (m) {
+    int64_t ml = m->rank >= 1 ? m->dims[m->rank - 1] : 1; /* a scalar broadcasts */
+    if (as->onnx && ml < as->Sk) {
+      if (ml < 1) return alma__op_error(n, ALMA_ERR_SHAPE, "mask with an empty last dim and %lld keys", (long long)as->Sk);
+      as->mcols = ml;
+    }
     alma_tensor s = {.dtype = q->dtype, .rank = as->sbr + 2};
     memcpy(s.dims, as->sbd, sizeof(int64_t) * (size_t)as->sbr);
     s.dims[as->sbr] = as->Sq;
-    s.dims[as->sbr + 1] = as->Sk;
+    s.dims[as->sbr + 1] = as->mcols;
     ALMA_TRY(check_addend(n, "mask", m, &s));
   }
   const alma_attr *sa = alma__node_attr(n, "scale");
@@ -325,8 +336,9 @@ static alma_status attn_infer(const alma_node *n, const alma_tensor *const *in, 
     int64_t sdims[ALMA_MAX_RANK];                                                                               \
     memcpy(sdims, as->sbd, sizeof(int64_t) * (size_t)as->sbr);                                                  \
     sdims[as->sbr] = Sq;                                                                                        \
-    sdims[as->sbr + 1] = Sk;                                                                                    \
-    int64_t mstep = mt && mt->rank >= 1 && mt->dims[mt->rank - 1] == Sk && Sk > 1 ? 1 : 0;                      \
+    int64_t mc = as->mcols;                                                                                     \
+    sdims[as->sbr + 1] = mc;                                                                                    \
+    int64_t mstep = mt && mt->rank >= 1 && mt->dims[mt->rank - 1] == mc && mc > 1 ? 1 : 0;                      \
     for (int64_t ob = 0; ob < ob_n; ob++) {                                                                     \
       int64_t sb = alma__broadcast_index(ob, as->obr, as->obd, as->sbr, as->sbd);                               \
       const T *qb = q + alma__broadcast_index(ob, as->obr, as->obd, as->qbr, as->qbd) * Sq * D;                 \
@@ -353,17 +365,21 @@ static alma_status attn_infer(const alma_node *n, const alma_tensor *const *in, 
         T scale = (T)as->scale;                                                                                 \
         for (int64_t j = 0; j < Sk; j++) s[j] *= scale;                                                         \
         if (mask) {                                                                                             \
-          int64_t m0 = alma__broadcast_index((sb * Sq + i) * Sk, srank, sdims, mt->rank, mt->dims);             \
-          for (int64_t j = 0; j < Sk; j++) s[j] += mask[m0 + j * mstep];                                        \
+          int64_t m0 = alma__broadcast_index((sb * Sq + i) * mc, srank, sdims, mt->rank, mt->dims);             \
+          for (int64_t j = 0; j < Sk; j++) s[j] += j < mc ? mask[m0 + j * mstep] : (T)-INFINITY;                \
         }                                                                                                       \
         T mx = -INFINITY;                                                                                       \
         for (int64_t j = 0; j < Sk; j++) mx = s[j] > mx ? s[j] : mx;                                            \
+        T *yi = yb + i * Dv;                                                                                    \
+        if (as->onnx && mx == (T)-INFINITY) { /* every key masked: zeros, as ONNX Attention says */            \
+          for (int64_t e = 0; e < Dv; e++) yi[e] = 0;                                                           \
+          continue;                                                                                             \
+        }                                                                                                       \
         T sum = 0;                                                                                              \
         for (int64_t j = 0; j < Sk; j++) {                                                                      \
           s[j] = exp(s[j] - mx);                                                                                \
           sum += s[j];                                                                                          \
         }                                                                                                       \
-        T *yi = yb + i * Dv;                                                                                    \
         for (int64_t e = 0; e < Dv; e++) yi[e] = 0;                                                             \
         for (int64_t j = 0; j < Sk; j++) {                                                                      \
           T p = s[j] / sum;                                                                                     \

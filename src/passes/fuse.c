@@ -269,6 +269,43 @@ int alma__fuse_new_const(alma__fuse_ctx *c, const char *base, alma_dtype dt, int
   return v;
 }
 
+int alma__fuse_new_value(alma__fuse_ctx *c, const char *base) {
+  char name[512];
+  do snprintf(name, sizeof name, "%s/fused_%d", base && base[0] ? base : "value", c->serial++);
+  while (alma__graph_find_value(c->g, name) >= 0);
+  int v = alma__graph_add_value(c->g, name);
+  if (v < 0) alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return v;
+}
+
+int alma__fuse_new_ints(alma__fuse_ctx *c, const char *base, const int64_t *v, int n) {
+  alma_tensor *t;
+  int64_t d = n;
+  int i = alma__fuse_new_const(c, base, ALMA_DTYPE_INT64, 1, &d, &t);
+  if (i >= 0 && n > 0) memcpy(t->data, v, sizeof(int64_t) * (size_t)n);
+  return i;
+}
+
+int alma__fuse_add_node(alma__fuse_ctx *c, const char *domain, const char *op_type, const char *base, const int *in,
+                        int nin, const int *out, int nout) {
+  alma_graph *g = c->g;
+  char name[512];
+  snprintf(name, sizeof name, "%s/fused_%s_%d", base && base[0] ? base : "node", op_type, c->serial++);
+  int i = alma__graph_add_node(g, op_type, domain, name, in, nin, out, nout);
+  if (i < 0) {
+    alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    return -1;
+  }
+  int alma_dom = domain && !strcmp(domain, "alma");
+  alma_status st = alma_dom ? alma__fuse_retype(c, i, "alma", op_type, 1)
+                            : alma__op_resolve(&g->nodes[i], alma__graph_opset(g, ""));
+  if (st != ALMA_OK) {
+    g->nodes[i].dead = 1;
+    return -1;
+  }
+  return i;
+}
+
 /* ---- driver ------------------------------------------------------------------------------------ */
 
 static const struct {

@@ -93,6 +93,18 @@ alma_status alma__fuse_attr_ints(alma__fuse_ctx *c, int i, const char *name, con
  * the caller to fill. Returns the value index, or -1 (error set) on OOM. */
 int alma__fuse_new_const(alma__fuse_ctx *c, const char *base, alma_dtype dt, int rank, const int64_t *dims,
                          alma_tensor **t_out);
+/* A new intermediate value named after `base`. The rules see no shape for it until the next
+ * iteration's inference (alma__fuse_info gives NULL), so they never match on it. Returns the value
+ * index, or -1 (error set) on OOM. */
+int alma__fuse_new_value(alma__fuse_ctx *c, const char *base);
+/* A new 1-D int64 constant holding v[0..n). Returns the value index, or -1 (error set). */
+int alma__fuse_new_ints(alma__fuse_ctx *c, const char *base, const int64_t *v, int n);
+/* Appends a node of the model's default-domain opset (or alma:op_type version 1 when domain is
+ * "alma") reading `in` and writing `out`, no attributes. Returns its index, or -1 (error set).
+ * It may move g->nodes: re-read node pointers after it. The compaction at the end of the
+ * iteration puts it in topological order. */
+int alma__fuse_add_node(alma__fuse_ctx *c, const char *domain, const char *op_type, const char *base, const int *in,
+                        int nin, const int *out, int nout);
 /* Counts a successful rewrite. */
 void alma__fuse_done(alma__fuse_ctx *c, int rule);
 

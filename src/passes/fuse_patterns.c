@@ -225,71 +225,209 @@ static int strip_scale(const alma__fuse_ctx *c, int v, int user, double *scale, 
   return x;
 }
 
-/* ONNX's Attention (opset 23+) -> alma.Attention, whose DNNL kernel is the fast path, when the two
- * mean the same: 4-D Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv] in float32 with as many kv heads as
- * query heads; no KV cache, nonpad lengths, softcap, sliding window or extra outputs; softmax in
- * float32. The mask, if any, must be a constant whose every row lets a key through: ONNX gives a
- * fully masked row zeros where alma.Attention's softmax gives NaN. A bool mask becomes 0 / -inf;
- * is_causal (without a mask, static Sq and Sk) becomes a constant [Sq, Sk] mask, top-left aligned
- * as ONNX's is without a cache. */
+/* ONNX's Attention (opset 23+) -> alma.Attention (onnx_mask=1: ONNX's mask rules), whose DNNL kernel
+ * is the fast path, with plain graph nodes for what alma.Attention has no input for:
+ *  - 3-D inputs [B, S, H*D]: Reshape to [B, S, H, D] and Transpose to [B, H, S, D]; the output back
+ *    the same way (the DNNL runtime reads these transposes in place);
+ *  - grouped-query heads (Hq = G * Hkv): Q viewed as [B, Hkv, G, Sq, D] and K, V as
+ *    [B, Hkv, 1, T, D], so alma.Attention's batch broadcasting pairs each query head with its kv head
+ *    without copying K or V; the output viewed back as [B, Hq, Sq, Dv];
+ *  - the KV cache: present_key/value = Concat(past, new) on the sequence axis, attended over;
+ *  - a bool mask: Where(mask, 0, -inf); is_causal: a constant [Sq, T] mask when Sq and T are known,
+ *    aligned at the past length as ONNX does (combined with a constant mask).
+ * It stays on the reference kernel for float types other than float32, softcap, sliding windows,
+ * softmax in another precision, nonpad_kv_seqlen, the qk_matmul output, head counts or head sizes
+ * not known when converting, and is_causal with shapes not known or with a runtime mask. */
+typedef struct attn_rw {
+  alma__fuse_ctx *c;
+  const char *base; /* names of new nodes and values */
+} attn_rw;
+
+/* A new node op(x, extra...) -> fresh value (or `out` when >= 0); returns the value or -1 (error set). */
+static int rw_node(attn_rw *w, const char *op, const int *in, int nin, int out) {
+  int y = out >= 0 ? out : alma__fuse_new_value(w->c, w->base);
+  if (y < 0 || alma__fuse_add_node(w->c, "", op, w->base, in, nin, &y, 1) < 0) return -1;
+  return y;
+}
+
+static int rw_reshape(attn_rw *w, int x, const int64_t *shape, int rank, int out) {
+  int sh = alma__fuse_new_ints(w->c, w->base, shape, rank);
+  int in[2] = {x, sh};
+  return sh < 0 ? -1 : rw_node(w, "Reshape", in, 2, out);
+}
+
+static int rw_transpose(attn_rw *w, int x, const int64_t *perm, int rank, int out) {
+  int y = rw_node(w, "Transpose", &x, 1, out);
+  if (y >= 0 && alma__fuse_attr_ints(w->c, w->c->g->values[y].producer, "perm", perm, rank) != ALMA_OK) return -1;
+  return y;
+}
+
+/* 3-D [B, S, H*E] -> [B, H, S, E] or, with G > 1, [B, H, G, S, E] (H heads of G groups). */
+static int rw_heads_in(attn_rw *w, int x, int64_t H, int64_t G, int64_t E) {
+  int64_t s4[4] = {0, 0, H, E}, s5[5] = {0, 0, H, G, E}, p4[4] = {0, 2, 1, 3}, p5[5] = {0, 2, 3, 1, 4};
+  int r = G > 1 ? 5 : 4, t = rw_reshape(w, x, G > 1 ? s5 : s4, r, -1);
+  return t < 0 ? -1 : rw_transpose(w, t, G > 1 ? p5 : p4, r, -1);
+}
+
+/* A constant mask in alma.Attention's terms: float32 0 / -inf (or the float mask's values), keys past
+ * a shorter mask's last dim -inf (ONNX pads it), and with is_causal the keys after each query's
+ * position (offset by the past length P) -inf. Its shape is the mask's with the last two dims Sq
+ * (or the mask's 1) and T; without a mask, [Sq, T]. */
+static int mask_const(attn_rw *w, const alma_tensor *m, int causal, int64_t Sq, int64_t T, int64_t P) {
+  int rank = m && m->rank > 2 ? m->rank : 2;
+  int64_t d[ALMA_MAX_RANK], d2[ALMA_MAX_RANK];
+  for (int i = 0; i < rank; i++) d[i] = m && i >= rank - m->rank ? m->dims[i - (rank - m->rank)] : 1;
+  if (causal) d[rank - 2] = Sq;
+  int64_t ML = m ? m->dims[m->rank - 1] : T, mq = d[rank - 2];
+  d[rank - 1] = T;
+  memcpy(d2, d, sizeof d);
+  d2[rank - 1] = ML;
+  alma_tensor *t;
+  int v = alma__fuse_new_const(w->c, w->base, ALMA_DTYPE_FLOAT32, rank, d, &t);
+  if (v < 0) return -1;
+  float *o = t->data;
+  int64_t n = alma_tensor_numel(t);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t j = e % T, i = (e / T) % mq;
+    float x = 0.0f;
+    if (m && j >= ML)
+      x = -INFINITY;
+    else if (m) {
+      int64_t mi = alma__broadcast_index(e / T * ML + j, rank, d2, m->rank, m->dims);
+      x = m->dtype == ALMA_DTYPE_BOOL ? (((const uint8_t *)m->data)[mi] ? 0.0f : -INFINITY) : ((const float *)m->data)[mi];
+    }
+    o[e] = causal && j > i + P ? -INFINITY : x;
+  }
+  return v;
+}
+
 static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   const alma_node *n = &c->g->nodes[ai];
-  int q = n->n_inputs > 0 ? n->inputs[0] : -1, k = n->n_inputs > 1 ? n->inputs[1] : -1,
-      v = n->n_inputs > 2 ? n->inputs[2] : -1, mask = n->n_inputs > 3 ? n->inputs[3] : -1;
-  for (int i = 4; i < n->n_inputs; i++)
-    if (n->inputs[i] >= 0) return ALMA_OK; /* past_key, past_value, nonpad_kv_seqlen */
-  for (int o = 1; o < n->n_outputs; o++)
-    if (n->outputs[o] >= 0 && alma__fuse_uses(c, n->outputs[o])) return ALMA_OK;
-  int y = out0(c, ai);
+  int in[7];
+  for (int i = 0; i < 7; i++) in[i] = i < n->n_inputs ? n->inputs[i] : -1;
+  int q = in[0], k = in[1], v = in[2], mask = in[3], pk = in[4], pv = in[5];
+  if (in[6] >= 0 || (pk >= 0) != (pv >= 0)) return ALMA_OK; /* nonpad_kv_seqlen */
+  int y = out0(c, ai), pres[2] = {-1, -1};
+  for (int o = 1; o < n->n_outputs && o < 3; o++) pres[o - 1] = n->outputs[o];
+  if (n->n_outputs > 3 && n->outputs[3] >= 0 && alma__fuse_uses(c, n->outputs[3])) return ALMA_OK;
+  for (int o = 0; o < 2; o++) /* present without past is K (V) itself: not worth a rewrite */
+    if (pk < 0 && pres[o] >= 0 && alma__fuse_uses(c, pres[o])) return ALMA_OK;
   if (q < 0 || k < 0 || v < 0 || y < 0) return ALMA_OK;
   if (alma__attr_f(n, "softcap", 0.0f) != 0.0f || alma__attr_i(n, "softmax_precision", 1) != 1 ||
       alma__attr_i(n, "left_window_size", -1) != -1 || alma__attr_i(n, "right_window_size", -1) != -1)
     return ALMA_OK;
-  const int vals[3] = {q, k, v};
-  for (int i = 0; i < 3; i++)
-    if (alma__fuse_rank(c, vals[i]) != 4 || alma__fuse_dtype(c, vals[i]) != ALMA_DTYPE_FLOAT32) return ALMA_OK;
-  int64_t H = alma__fuse_dim(c, q, 1), Sq = alma__fuse_dim(c, q, 2), Sk = alma__fuse_dim(c, k, 2);
-  if (H < 1 || alma__fuse_dim(c, k, 1) != H || alma__fuse_dim(c, v, 1) != H) return ALMA_OK;
-  int causal = alma__attr_i(n, "is_causal", 0) != 0, newmask = -1;
-  if (causal) {
-    if (mask >= 0 || Sq < 1 || Sk < 1) return ALMA_OK;
-    alma_tensor *t;
-    int64_t d[2] = {Sq, Sk};
-    if ((newmask = alma__fuse_new_const(c, c->g->values[q].name, ALMA_DTYPE_FLOAT32, 2, d, &t)) < 0)
+  int r = alma__fuse_rank(c, q);
+  const int vals[5] = {q, k, v, pk, pv};
+  for (int i = 0; i < 5; i++)
+    if (vals[i] >= 0 && (alma__fuse_rank(c, vals[i]) != (i < 3 ? r : 4) || alma__fuse_dtype(c, vals[i]) != ALMA_DTYPE_FLOAT32))
+      return ALMA_OK;
+  int64_t Hq, Hkv, D, Dv, Sq, Skv;
+  if (r == 4) {
+    Hq = alma__fuse_dim(c, q, 1), Hkv = alma__fuse_dim(c, k, 1), D = alma__fuse_dim(c, q, 3);
+    Dv = alma__fuse_dim(c, v, 3), Sq = alma__fuse_dim(c, q, 2), Skv = alma__fuse_dim(c, k, 2);
+    if (alma__fuse_dim(c, v, 1) != Hkv) return ALMA_OK;
+  } else if (r == 3) {
+    Hq = alma__attr_i(n, "q_num_heads", 0), Hkv = alma__attr_i(n, "kv_num_heads", 0);
+    int64_t hq = alma__fuse_dim(c, q, 2), hk = alma__fuse_dim(c, k, 2), hv = alma__fuse_dim(c, v, 2);
+    if (Hq < 1 || Hkv < 1 || hq < 1 || hk < 1 || hv < 1 || hq % Hq || hk % Hkv || hv % Hkv || hq / Hq != hk / Hkv)
+      return ALMA_OK;
+    D = hq / Hq, Dv = hv / Hkv, Sq = alma__fuse_dim(c, q, 1), Skv = alma__fuse_dim(c, k, 1);
+  } else
+    return ALMA_OK;
+  if (Hq < 1 || Hkv < 1 || Hq % Hkv || D < 1 || Dv < 1) return ALMA_OK;
+  int64_t G = Hq / Hkv, P = pk >= 0 ? alma__fuse_dim(c, pk, 2) : 0;
+  if (pk >= 0 && (alma__fuse_dim(c, pk, 1) != Hkv || alma__fuse_dim(c, pv, 1) != Hkv ||
+                  alma__fuse_dim(c, pk, 3) != D || alma__fuse_dim(c, pv, 3) != Dv))
+    return ALMA_OK;
+  int64_t T = P >= 0 && Skv >= 0 ? P + Skv : -1; /* total keys, -1: not known */
+  int causal = alma__attr_i(n, "is_causal", 0) != 0;
+  const alma_tensor *mc = mask >= 0 ? alma__fuse_const(c, mask) : NULL;
+  alma_dtype mdt = mask >= 0 ? alma__fuse_dtype(c, mask) : ALMA_DTYPE_FLOAT32;
+  int mrank = mask >= 0 ? alma__fuse_rank(c, mask) : 0;
+  if (mask >= 0 && ((mdt != ALMA_DTYPE_FLOAT32 && mdt != ALMA_DTYPE_BOOL) || mrank < 1 || mrank > 4)) return ALMA_OK;
+  if (causal && (Sq < 1 || T < 1 || (mask >= 0 && !mc))) return ALMA_OK;
+  if (mc && (mc->rank < 1 || mc->dims[mc->rank - 1] < 1 || (T >= 0 && mc->dims[mc->rank - 1] > T))) return ALMA_OK;
+  int fold = mc && (causal || T >= 1); /* the mask becomes a new constant, padded to T */
+  /* With G > 1 a mask of rank >= 3 has its head axis split like Q's heads by a Reshape, which needs
+   * the mask's query dim: all checked here, before any node is added. */
+  int mr = causal ? (mc && mc->rank > 2 ? mc->rank : 2) : mrank;
+  int64_t mh = mr >= 3 ? (mc ? mc->dims[mc->rank - 3] : alma__fuse_dim(c, mask, mr - 3)) : 1;
+  int64_t mq = causal ? Sq : mr >= 2 ? (mc ? mc->dims[mc->rank - 2] : alma__fuse_dim(c, mask, mr - 2)) : 1;
+  if (G > 1 && mr >= 3 && mh != 1 && (mh != Hq || mq < 1)) return ALMA_OK;
+
+  attn_rw w = {c, c->g->values[y].name};
+  /* Q, K, V in [B, H(, G), S, E] */
+  int64_t q5[5] = {0, Hkv, G, -1, D}, kv5[5] = {0, Hkv, 1, -1, 0};
+  int Q = q, K = k, V = v;
+  if (r == 3) {
+    if ((Q = rw_heads_in(&w, q, Hkv, G, D)) < 0 || (K = rw_heads_in(&w, k, Hkv, 1, D)) < 0 ||
+        (V = rw_heads_in(&w, v, Hkv, 1, Dv)) < 0)
       return ALMA_ERR_NOMEM;
-    for (int64_t i = 0; i < Sq; i++)
-      for (int64_t j = 0; j < Sk; j++) ((float *)t->data)[i * Sk + j] = j > i ? -INFINITY : 0.0f;
-  } else if (mask >= 0) {
-    const alma_tensor *m = alma__fuse_const(c, mask);
-    if (!m || m->rank < 1 || m->dims[m->rank - 1] < 1) return ALMA_OK;
-    int is_bool = m->dtype == ALMA_DTYPE_BOOL;
-    if (!is_bool && m->dtype != ALMA_DTYPE_FLOAT32) return ALMA_OK;
-    int64_t cols = m->dims[m->rank - 1], rows = alma_tensor_numel(m) / cols;
-    if (cols != Sk && cols != 1) return ALMA_OK; /* shorter masks (opset 24) pad with -inf; Sk may be unknown */
-    for (int64_t r = 0; r < rows; r++) {
-      int open = 0;
-      for (int64_t j = 0; j < cols; j++) {
-        float x = is_bool ? 0.0f : ((const float *)m->data)[r * cols + j];
-        if (x != x) return ALMA_OK;
-        open |= is_bool ? ((const uint8_t *)m->data)[r * cols + j] != 0 : x > -INFINITY;
-      }
-      if (!open) return ALMA_OK;
-    }
-    if (is_bool) {
-      alma_tensor *t;
-      if ((newmask = alma__fuse_new_const(c, c->g->values[mask].name, ALMA_DTYPE_FLOAT32, m->rank, m->dims, &t)) < 0)
-        return ALMA_ERR_NOMEM;
-      for (int64_t i = 0; i < rows * cols; i++) ((float *)t->data)[i] = ((const uint8_t *)m->data)[i] ? 0.0f : -INFINITY;
-    }
+  } else if (G > 1 && (Q = rw_reshape(&w, q, q5, 5, -1)) < 0)
+    return ALMA_ERR_NOMEM;
+  if (pk >= 0) { /* present = Concat(past, new) on the sequence axis, in the 4-D layout */
+    int64_t ax = 2;
+    int ck[2] = {pk, K}, cv[2] = {pv, V};
+    if ((K = rw_node(&w, "Concat", ck, 2, pres[0])) < 0 || (V = rw_node(&w, "Concat", cv, 2, pres[1])) < 0)
+      return ALMA_ERR_NOMEM;
+    if (alma__fuse_attr_i(c, c->g->values[K].producer, "axis", ax) != ALMA_OK ||
+        alma__fuse_attr_i(c, c->g->values[V].producer, "axis", ax) != ALMA_OK)
+      return ALMA_ERR_NOMEM;
+    pres[0] = pres[1] = -1;
   }
+  if (G > 1) { /* K, V [B, Hkv, T, E] -> [B, Hkv, 1, T, E] */
+    kv5[4] = D;
+    if ((K = rw_reshape(&w, K, kv5, 5, -1)) < 0) return ALMA_ERR_NOMEM;
+    kv5[4] = Dv;
+    if ((V = rw_reshape(&w, V, kv5, 5, -1)) < 0) return ALMA_ERR_NOMEM;
+  }
+  /* the mask, additive float32, broadcasting against [B, Hq (or Hkv, G), Sq, T] */
+  int M = mask;
+  if (fold) {
+    if ((M = mask_const(&w, mc, causal, Sq, T, P)) < 0) return ALMA_ERR_NOMEM;
+  } else if (causal) {
+    if ((M = mask_const(&w, NULL, 1, Sq, T, P)) < 0) return ALMA_ERR_NOMEM;
+  } else if (mask >= 0 && mdt == ALMA_DTYPE_BOOL) {
+    alma_tensor *t0, *t1;
+    int z = alma__fuse_new_const(c, w.base, ALMA_DTYPE_FLOAT32, 0, NULL, &t0);
+    int ninf = z < 0 ? -1 : alma__fuse_new_const(c, w.base, ALMA_DTYPE_FLOAT32, 0, NULL, &t1);
+    if (ninf < 0) return ALMA_ERR_NOMEM;
+    *(float *)t1->data = -INFINITY;
+    int wi[3] = {mask, z, ninf};
+    if ((M = rw_node(&w, "Where", wi, 3, -1)) < 0) return ALMA_ERR_NOMEM;
+  }
+  if (M >= 0 && G > 1 && mr >= 3) {
+    /* [.., 1, Sq', T'] -> [.., 1, 1, Sq', T'] (Unsqueeze), [.., Hq, Sq', T'] -> [.., Hkv, G, Sq', T']
+     * (Reshape, whose 0 keeps a leading dim) */
+    int64_t sh[ALMA_MAX_RANK], ax = mr - 2;
+    for (int i = 0; i < mr - 3; i++) sh[i] = 0;
+    sh[mr - 3] = Hkv, sh[mr - 2] = G, sh[mr - 1] = mq, sh[mr] = -1;
+    int axes = mh == 1 ? alma__fuse_new_ints(c, w.base, &ax, 1) : -1, ui[2] = {M, axes};
+    if (mh == 1 ? axes < 0 || (M = rw_node(&w, "Unsqueeze", ui, 2, -1)) < 0 : (M = rw_reshape(&w, M, sh, mr + 1, -1)) < 0)
+      return ALMA_ERR_NOMEM;
+  }
+  /* the output [B, Hkv(, G), Sq, Dv] back to y's layout */
+  int Y = y;
+  if (r == 3 || G > 1) Y = alma__fuse_new_value(c, w.base);
+  if (Y < 0) return ALMA_ERR_NOMEM;
+  if (r == 3) {
+    int64_t p4[4] = {0, 2, 1, 3}, p5[5] = {0, 3, 1, 2, 4}, s3[3] = {0, 0, Hq * Dv};
+    int t = rw_transpose(&w, Y, G > 1 ? p5 : p4, G > 1 ? 5 : 4, -1);
+    if (t < 0 || rw_reshape(&w, t, s3, 3, y) < 0) return ALMA_ERR_NOMEM;
+  } else if (G > 1) {
+    int64_t s4[4] = {0, Hq, -1, Dv};
+    if (rw_reshape(&w, Y, s4, 4, y) < 0) return ALMA_ERR_NOMEM;
+  }
+  n = &c->g->nodes[ai]; /* nodes may have moved */
   const alma_attr *sa = alma__node_attr(n, "scale");
   float scale = sa && sa->type == ALMA_ATTR_FLOAT ? sa->f : 0.0f;
   ALMA_TRY(alma__fuse_retype(c, ai, "alma", "Attention", 1));
   ALMA_TRY(alma__fuse_attr_clear(c, ai));
   if (sa) ALMA_TRY(alma__fuse_attr_f(c, ai, "scale", scale)); /* else both default to 1/sqrt(D) */
-  int in[4] = {q, k, v, newmask >= 0 ? newmask : mask};
-  ALMA_TRY(alma__fuse_set_inputs(c, ai, in, 4));
-  ALMA_TRY(alma__fuse_set_output(c, ai, y));
+  ALMA_TRY(alma__fuse_attr_i(c, ai, "onnx_mask", 1));
+  int ain[4] = {Q, K, V, M};
+  ALMA_TRY(alma__fuse_set_inputs(c, ai, ain, 4));
+  ALMA_TRY(alma__fuse_set_output(c, ai, Y));
   alma__fuse_done(c, ALMA__FUSE_ATTN);
   return ALMA_OK;
 }

@@ -215,6 +215,7 @@ typedef struct alma__blas_attn {
   const float *q, *k, *v, *mask;
   const int64_t *q_off, *k_off, *v_off, *m_off;
   int64_t m_row, m_col;
+  int zero_masked; /* a query whose mask row is -inf throughout outputs zeros (ONNX Attention), not NaN */
   int64_t rows, blocks; /* set by alma__blas_attn_plan */
 } alma__blas_attn;
 

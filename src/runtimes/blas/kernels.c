@@ -711,6 +711,14 @@ static void attn_task(void *arg, int tid, int nt) {
     for (int64_t r = 0; r < nr; r++) {
       const float *mrow = a->mask ? a->mask + a->m_off[b] + (r0 + r) * a->m_row : NULL;
       inv[r] = 1.0f / softmax_exp_row(s + r * Sk, Sk, mrow, a->m_col);
+      if (a->zero_masked && mrow && inv[r] != inv[r]) { /* NaN: maybe every key masked */
+        int closed = 1;
+        for (int64_t c = 0; closed && c < (a->m_col ? Sk : 1); c++) closed = mrow[c] == -INFINITY;
+        if (closed) {
+          memset(s + r * Sk, 0, sizeof(float) * (size_t)Sk);
+          inv[r] = 0.0f;
+        }
+      }
     }
     /* Y = exp(scores) V, then each row divided by its sum */
     if (nr == 1) alma__blas_sgemv(1, (int)Sk, (int)Dv, 1.0f, V, (int)Dv, s, 1, 0.0f, Y, 1);

@@ -579,8 +579,11 @@ static alma_status run_attention(blas_plan *p, group *gr, const alma_node *n, co
                                       m->rank, m->dims)
               : 0;
   }
+  a->zero_masked = alma__attr_i(n, "onnx_mask", 0) != 0;
   if (m) {
     int64_t mk = m->rank >= 1 ? m->dims[m->rank - 1] : 1, mq = m->rank >= 2 ? m->dims[m->rank - 2] : 1;
+    /* ONNX's rules pad a shorter mask with -inf rather than broadcast it: the EAGER kernel does that */
+    if (a->zero_masked && mk != a->Sk) return DECLINE;
     a->m_col = mk == a->Sk && a->Sk > 1 ? 1 : 0;
     a->m_row = mq == a->Sq && a->Sq > 1 ? mk : 0;
     a->mask = m->data;

@@ -2039,6 +2039,16 @@ static alma_status attn_build(dn_plan *p, dn_prim *pr, dn_prim *sm, dn_prim *mm2
  * DP_PERM post-op, see plan_fuse_perm) writes the output through the Transpose after it, so that
  * the Transpose's output is produced directly. oneDNN's gemm takes such strides; if it ever
  * declines them, the node falls back to plain layouts for good (attn_plain). */
+/* Whether some row of a float mask (rows of `cols`) is -inf throughout. */
+static int mask_has_closed_row(const float *m, int64_t numel, int64_t cols) {
+  for (int64_t r = 0; r + cols <= numel; r += cols) {
+    int closed = 1;
+    for (int64_t j = 0; closed && j < cols; j++) closed = m[r + j] == -INFINITY;
+    if (closed) return 1;
+  }
+  return 0;
+}
+
 static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
@@ -2059,10 +2069,13 @@ static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin
   for (int i = 0; i < r - 2; i++) sd[i] = qd[i] > kd[i] ? qd[i] : kd[i];
   sd[r - 2] = Sq;
   sd[r - 1] = Sk;
+  int onnx = alma__attr_i(n, "onnx_mask", 0) != 0;
   if (m) {
     ext_dims(&m->t, r, md_);
     for (int i = 0; i < r; i++)
       if (md_[i] != 1 && md_[i] != sd[i]) return ALMA_OK;
+    /* ONNX's rules pad a shorter mask with -inf rather than broadcast it: the EAGER kernel does that */
+    if (onnx && md_[r - 1] != Sk) return ALMA_OK;
   }
   /* the output through the Transpose after it (fused): its plain layout seen in the output's axes */
   alma_tensor ts = os[0];
@@ -2131,9 +2144,28 @@ static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin
     void *pb[DN_MAX_MEM] = {sb->ptr, m->t.data, sb->ptr};
     st = alma__dn_exec(p, bin, bin->p, pb, n);
   }
+  /* onnx_mask: a query whose keys are all masked gets zeros (softmax would give NaN). Such a row
+   * needs a fully -inf mask row, so the scores are scanned only when the (smaller) mask has one. */
+  uint8_t *zero_rows = NULL;
+  int64_t rows = Sk > 0 ? (int64_t)(dnnl_memory_desc_get_size(&smd) / sizeof(float)) / Sk : 0;
+  if (st == ALMA_OK && onnx && m && Sk > 0 && mask_has_closed_row(m->t.data, alma_tensor_numel(&m->t), Sk)) {
+    if (!(zero_rows = calloc((size_t)rows, 1))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    const float *sc = sb->ptr;
+    for (int64_t i = 0; zero_rows && i < rows; i++) {
+      int closed = 1;
+      for (int64_t j = 0; closed && j < Sk; j++) closed = sc[i * Sk + j] == -INFINITY;
+      zero_rows[i] = (uint8_t)closed;
+    }
+  }
   if (st == ALMA_OK) {
     void *ps[DN_MAX_MEM] = {sb->ptr, sb->ptr};
     st = alma__dn_exec(p, sm, sm->p, ps, n);
+  }
+  if (zero_rows) {
+    float *pr_ = sb->ptr;
+    for (int64_t i = 0; i < rows; i++)
+      if (zero_rows[i]) memset(pr_ + i * Sk, 0, sizeof(float) * (size_t)Sk);
+    free(zero_rows);
   }
   if (st == ALMA_OK) {
     void *p2[DN_MAX_MEM] = {sb->ptr, vp, ob->ptr};

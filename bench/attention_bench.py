@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""ONNX's Attention operator (opset 23) through alma's conversions and ONNX Runtime, in one run.
+
+Each configuration is one Attention node (float32, random inputs) as an exporter writes it for
+multi-head, grouped-query and cached attention: 4-D and 3-D inputs, run-time float and bool masks,
+is_causal, past_key/past_value. alma runs it with `alma bench` (EAGER: the reference kernel;
+FUSE+DNNL and FUSE+BLAS: FUSE's rewrite into alma.Attention), ONNX Runtime with its CPU provider;
+the same thread count for both. Prints p50 latencies and the ratio best alma / ONNX Runtime
+(docs/performance.md has the results).
+
+usage: attention_bench.py --alma build/alma [--threads 2] [--min-runs 20] [--min-time 1]
+                          [--conversions EAGER,FUSE+DNNL,FUSE+BLAS] [--only NAME,...]
+(a python with onnx >= 1.18, onnxruntime and numpy: .venv-ort/bin/python)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP, helper
+
+# name -> (Q, K, V shapes, attributes, mask (shape, dtype) or None, past length or 0)
+CONFIGS = {
+    "mha_4d": ([8, 4, 128, 64], [8, 4, 128, 64], [8, 4, 128, 64], {}, None, 0),
+    "mha_4d_padding_bool_mask": ([2, 8, 256, 64], [2, 8, 256, 64], [2, 8, 256, 64], {}, ([2, 1, 256, 256], "bool"), 0),
+    "gqa_4d_float_mask": ([4, 16, 256, 64], [4, 4, 256, 64], [4, 4, 256, 64], {}, ([4, 1, 256, 256], "float"), 0),
+    "gqa_3d_causal_prefill": ([1, 512, 32 * 64], [1, 512, 8 * 64], [1, 512, 8 * 64],
+                              {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 0),
+    "gqa_3d_causal_decode_past1023": ([4, 1, 32 * 64], [4, 1, 8 * 64], [4, 1, 8 * 64],
+                                      {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 1023),
+}
+
+
+def build(name, qs, ks, vs, attrs, mask, past):
+    inputs = [helper.make_tensor_value_info(n, TP.FLOAT, s) for n, s in (("Q", qs), ("K", ks), ("V", vs))]
+    names = ["Q", "K", "V"]
+    if mask:
+        names.append("mask")
+        inputs.append(helper.make_tensor_value_info("mask", TP.BOOL if mask[1] == "bool" else TP.FLOAT, mask[0]))
+    outs = ["Y"]
+    if past:
+        hkv = ks[1] if len(ks) == 4 else attrs["kv_num_heads"]
+        d = ks[3] if len(ks) == 4 else ks[2] // hkv
+        dv = vs[3] if len(vs) == 4 else vs[2] // hkv
+        names += [""] * (4 - len(names)) + ["past_key", "past_value"]
+        inputs += [helper.make_tensor_value_info("past_key", TP.FLOAT, [qs[0], hkv, past, d]),
+                   helper.make_tensor_value_info("past_value", TP.FLOAT, [qs[0], hkv, past, dv])]
+        outs += ["present_key", "present_value"]
+    node = helper.make_node("Attention", names, outs, **attrs)
+    g = helper.make_graph([node], name, inputs, [helper.make_tensor_value_info(o, TP.FLOAT, None) for o in outs])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m
+
+
+def feeds_for(m, rng):
+    f = {}
+    for i in m.graph.input:
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        if i.type.tensor_type.elem_type == TP.BOOL:
+            x = rng.random(shape) < 0.8
+            x[..., 0] = True
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+        f[i.name] = x
+    return f
+
+
+def time_fn(fn, min_runs, min_time):
+    for _ in range(3):
+        fn()
+    samples, t_end = [], time.perf_counter() + min_time
+    while len(samples) < min_runs or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def bench_ort(path, feeds, threads, a):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        return time_fn(lambda: sess.run(None, feeds), a.min_runs, a.min_time), ""
+    except Exception as e:  # a peer's refusal is reported, not fatal
+        return None, str(e).splitlines()[0][:80]
+
+
+def bench_alma(path, feeds, td, a):
+    files = []
+    for k, x in feeds.items():  # graph input order, as --data takes them
+        files.append(os.path.join(td, k + ".npy"))
+        np.save(files[-1], x)
+    args = ["--data", ",".join(files)]
+    out = os.path.join(td, "r.json")
+    cmd = [a.alma, "bench", path, *args, "-c", a.conversions, "--threads", str(a.threads), "--keep-going", "-q",
+           "-n", str(a.min_runs), "--min-time", str(a.min_time), "--json", out]
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    res = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            for r in json.load(f)["results"]:
+                ok = r.get("status") == "ok" and r.get("latency_ms")
+                passed = (r.get("check") or {}).get("passed", True)
+                res[r["conversion"]] = r["latency_ms"]["p50"] if ok and passed is not False else None
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--alma", default="build/alma")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--min-runs", type=int, default=20)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--conversions", default="EAGER,FUSE+DNNL,FUSE+BLAS")
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    convs = a.conversions.split(",")
+    rng = np.random.default_rng(0)
+    names = [n for n in a.only.split(",") if n] or list(CONFIGS)
+    print("| configuration | " + " | ".join(convs) + " | ONNX Runtime | best alma / ORT |")
+    print("|---" * (len(convs) + 3) + "|")
+    for name in names:
+        m = build(name, *CONFIGS[name])
+        with tempfile.TemporaryDirectory() as td:
+            path = os.path.join(td, name + ".onnx")
+            onnx.save(m, path)
+            feeds = feeds_for(m, rng)
+            res = bench_alma(path, feeds, td, a)
+            ort_ms, why = bench_ort(path, feeds, a.threads, a)
+        cells = [f"{res[c]:.3f}" if res.get(c) else "failed" for c in convs]
+        fast = [res[c] for c in convs if res.get(c) and c != "EAGER"]
+        ratio = f"{min(fast) / ort_ms:.2f}" if fast and ort_ms else "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {f'{ort_ms:.3f}' if ort_ms else 'n/a: ' + why} | {ratio} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
