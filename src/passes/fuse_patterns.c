@@ -231,7 +231,8 @@ static int strip_scale(const alma__fuse_ctx *c, int v, int user, double *scale, 
  *    the same way (the DNNL runtime reads these transposes in place);
  *  - grouped-query heads (Hq = G * Hkv): Q viewed as [B, Hkv, G, Sq, D] and K, V as
  *    [B, Hkv, 1, T, D], so alma.Attention's batch broadcasting pairs each query head with its kv head
- *    without copying K or V; the output viewed back as [B, Hq, Sq, Dv];
+ *    without copying K or V (or, when the mask is the same for every query row, Q as
+ *    [B, Hkv, G*Sq, D] against 4-D K, V); the output viewed back as [B, Hq, Sq, Dv];
  *  - the KV cache: present_key/value = Concat(past, new) on the sequence axis, attended over;
  *  - a bool mask: Where(mask, 0, -inf); is_causal: a constant [Sq, T] mask when Sq and T are known,
  *    aligned at the past length as ONNX does (combined with a constant mask).
@@ -354,6 +355,10 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   int64_t mh = mr >= 3 ? (mc ? mc->dims[mc->rank - 3] : alma__fuse_dim(c, mask, mr - 3)) : 1;
   int64_t mq = causal ? Sq : mr >= 2 ? (mc ? mc->dims[mc->rank - 2] : alma__fuse_dim(c, mask, mr - 2)) : 1;
   if (G > 1 && mr >= 3 && mh != 1 && (mh != Hq || mq < 1)) return ALMA_OK;
+  /* With a mask the same for every head and query (or none), the G query heads of a kv head are
+   * just more rows: Q [B, Hkv, G*Sq, D] against K, V [B, Hkv, T, D], a plain 4-D attention (decoding
+   * one token, [.., 1, D] per head, is otherwise G tiny products per kv head). */
+  int flat = G > 1 && ((mask < 0 && !causal) || (mq == 1 && (mr < 3 || mh == 1)));
 
   attn_rw w = {c, c->g->values[y].name};
   /* Q, K, V in [B, H(, G), S, E] */
@@ -365,6 +370,8 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
       return ALMA_ERR_NOMEM;
   } else if (G > 1 && (Q = rw_reshape(&w, q, q5, 5, -1)) < 0)
     return ALMA_ERR_NOMEM;
+  int64_t q4[4] = {0, Hkv, -1, D};
+  if (flat && (Q = rw_reshape(&w, Q, q4, 4, -1)) < 0) return ALMA_ERR_NOMEM;
   if (pk >= 0) { /* present = Concat(past, new) on the sequence axis, in the 4-D layout */
     int64_t ax = 2;
     int ck[2] = {pk, K}, cv[2] = {pv, V};
@@ -375,7 +382,7 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
       return ALMA_ERR_NOMEM;
     pres[0] = pres[1] = -1;
   }
-  if (G > 1) { /* K, V [B, Hkv, T, E] -> [B, Hkv, 1, T, E] */
+  if (G > 1 && !flat) { /* K, V [B, Hkv, T, E] -> [B, Hkv, 1, T, E] */
     kv5[4] = D;
     if ((K = rw_reshape(&w, K, kv5, 5, -1)) < 0) return ALMA_ERR_NOMEM;
     kv5[4] = Dv;
@@ -396,7 +403,7 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
     int wi[3] = {mask, z, ninf};
     if ((M = rw_node(&w, "Where", wi, 3, -1)) < 0) return ALMA_ERR_NOMEM;
   }
-  if (M >= 0 && G > 1 && mr >= 3) {
+  if (M >= 0 && G > 1 && !flat && mr >= 3) {
     /* [.., 1, Sq', T'] -> [.., 1, 1, Sq', T'] (Unsqueeze), [.., Hq, Sq', T'] -> [.., Hkv, G, Sq', T']
      * (Reshape, whose 0 keeps a leading dim) */
     int64_t sh[ALMA_MAX_RANK], ax = mr - 2;
@@ -411,8 +418,9 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   if (r == 3 || G > 1) Y = alma__fuse_new_value(c, w.base);
   if (Y < 0) return ALMA_ERR_NOMEM;
   if (r == 3) {
-    int64_t p4[4] = {0, 2, 1, 3}, p5[5] = {0, 3, 1, 2, 4}, s3[3] = {0, 0, Hq * Dv};
-    int t = rw_transpose(&w, Y, G > 1 ? p5 : p4, G > 1 ? 5 : 4, -1);
+    int64_t p4[4] = {0, 2, 1, 3}, p5[5] = {0, 3, 1, 2, 4}, s3[3] = {0, 0, Hq * Dv}, y5[5] = {0, Hkv, G, -1, Dv};
+    int t = flat ? rw_reshape(&w, Y, y5, 5, -1) : Y;
+    if (t >= 0) t = rw_transpose(&w, t, G > 1 ? p5 : p4, G > 1 ? 5 : 4, -1);
     if (t < 0 || rw_reshape(&w, t, s3, 3, y) < 0) return ALMA_ERR_NOMEM;
   } else if (G > 1) {
     int64_t s4[4] = {0, Hq, -1, Dv};

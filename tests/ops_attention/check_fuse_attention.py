@@ -108,6 +108,11 @@ CASES = [
     case("gqa_run_time_bool_mask_dynamic", 1, H=4, Hk=1, mask=rng.random((2, 1, 5, 7)) < 0.6, mask_input=True,
          dyn=True),
     case("gqa_causal", 1, H=4, Hk=2, Sq=7, Sk=7, attrs={"is_causal": 1}),
+    # G query heads per kv head as rows of one product (no mask, or one the same for every row)
+    case("gqa_decode_past_causal", 1, H=8, Hk=2, Sq=1, Sk=1, past=9, present=True, attrs={"is_causal": 1}),
+    case("gqa_padding_mask_run_time", 1, H=6, Hk=2, mask=rng.random((2, 1, 1, 7)) < 0.7, mask_input=True),
+    case("three_d_gqa_decode_padding_mask", 1, three_d=True, H=4, Hk=2, Sq=1, Sk=1, past=6, present=True,
+         mask=fmask(2, 1, 1, 7, p=0.5), mask_input=True),
     case("past", 1, past=3),
     case("past_present_causal", 1, Sq=4, Sk=4, past=3, present=True, attrs={"is_causal": 1}),
     case("past_gqa_mask", 1, H=4, Hk=2, past=2, present=True, mask=fmask(2, 1, 5, 9)),
