@@ -44,7 +44,7 @@ static alma_status table_build(const alma_node *n, const int64_t *ints, const al
   if (!t->keys) return ALMA_ERR_NOMEM;
   for (int64_t k = 0; k < count; k++) {
     ml_key key = {0, 0, k};
-    if (!is_float) key.ik = ints ? ints[k] : (int64_t)alma__ml_at(nums, k);
+    if (!is_float) key.ik = ints ? ints[k] : alma__get_i64(nums->t->data, nums->t->dtype, k);
     else {
       key.fk = alma__ml_at(nums, k);
       if (isnan(key.fk)) { /* NaN keys match any NaN input (LabelEncoder-4) */
@@ -510,8 +510,8 @@ static alma_status fv_setup(const alma_node *n, const alma_tensor *const *in, in
     if (*rows >= 0 && r != *rows)
       return alma__op_error(n, ALMA_ERR_SHAPE, "input %d has %lld rows, input 0 has %lld", i, (long long)r, (long long)*rows);
     *rows = r;
-    if ((*dims)[i] < 0)
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "inputdimensions[%d] = %lld is negative", i, (long long)(*dims)[i]);
+    if ((*dims)[i] < 0 || (*dims)[i] > ((int64_t)1 << 40))
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "inputdimensions[%d] = %lld is out of range", i, (long long)(*dims)[i]);
     *width += (*dims)[i];
   }
   return ALMA_OK;

@@ -9,6 +9,9 @@
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
 
+/* a * b == c for counts (>= 0) without forming a * b: the factors come from the file. */
+static int mul_is(int64_t a, int64_t b, int64_t c) { return b ? c % b == 0 && c / b == a : c == 0; }
+
 /* X as a malloc'd row-major double copy [rows, feats]. */
 static double *load_rows(const alma_node *n, const alma_tensor *x, int64_t rows, int64_t feats) {
   double *v = alma__nn_alloc(n, (size_t)(rows * feats > 0 ? rows * feats : 1), sizeof *v);
@@ -122,7 +125,8 @@ static alma_status lr_setup(const alma_node *n, const alma_tensor *x, lr_args *a
   if (a->T < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "targets %lld (>= 1 expected)", (long long)a->T);
   int64_t nc = alma__attr_floats(n, "coefficients", &a->coef);
   a->nint = alma__attr_floats(n, "intercepts", &a->icpt);
-  if (nc != a->T * a->feats)
+  /* compared by division: targets comes from the file and T * feats could overflow */
+  if (!mul_is(a->T, a->feats, nc))
     return alma__op_error(n, ALMA_ERR_SHAPE, "%lld coefficients for %lld targets of %lld features", (long long)nc,
                           (long long)a->T, (long long)a->feats);
   if (a->nint && a->nint != 1 && a->nint != a->T)
@@ -187,6 +191,9 @@ static alma_status kernel_read(const alma_node *n, svm_kernel *k) {
   int np = alma__attr_floats(n, "kernel_params", &p);
   if (np && np < 3)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "kernel_params has %d values (gamma, coef0, degree expected)", np);
+  /* the degree is read as an integer (truncated, as onnx.reference's int() and ONNX Runtime do) */
+  if (np && !(fabs(p[2]) < 1e9))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "kernel_params degree %g is not a usable integer", p[2]);
   k->gamma = np ? p[0] : 0;
   k->coef0 = np ? p[1] : 0;
   k->degree = np ? (int64_t)p[2] : 0;
@@ -227,12 +234,10 @@ static alma_status svr_setup(const alma_node *n, const alma_tensor *x, svr_args 
   int64_t nr = alma__attr_floats(n, "rho", &a->rho);
   if (a->nsv < 0) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "n_supports %lld is negative", (long long)a->nsv);
   if (nr < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute rho is required");
-  if (a->nsv > 0 && (ns != a->nsv * a->feats || nc != a->nsv))
+  if (a->nsv > 0 && (nc != a->nsv || !mul_is(a->nsv, a->feats, ns)))
     return alma__op_error(n, ALMA_ERR_SHAPE,
-                          "%lld support vectors of %lld features need %lld support_vectors values and %lld coefficients "
-                          "(have %lld and %lld)",
-                          (long long)a->nsv, (long long)a->feats, (long long)(a->nsv * a->feats), (long long)a->nsv,
-                          (long long)ns, (long long)nc);
+                          "%lld support vectors of %lld features: %lld support_vectors values and %lld coefficients given",
+                          (long long)a->nsv, (long long)a->feats, (long long)ns, (long long)nc);
   if (a->nsv == 0 && nc != a->feats)
     return alma__op_error(n, ALMA_ERR_SHAPE, "linear SVM (n_supports 0): %lld coefficients for %lld features",
                           (long long)nc, (long long)a->feats);
@@ -309,9 +314,10 @@ static alma_status svc_setup(const alma_node *n, const alma_tensor *x, svc_args 
   a->ncls = a->nlab;
   a->nvec = 0;
   for (int64_t i = 0; i < nvpc; i++) {
-    if (a->vpc[i] < 0)
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "vectors_per_class[%lld] = %lld is negative", (long long)i,
-                            (long long)a->vpc[i]);
+    /* bounded by the support vectors given, so the sum cannot overflow */
+    if (a->vpc[i] < 0 || a->vpc[i] > nsv)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "vectors_per_class[%lld] = %lld is out of range [0, %lld]",
+                            (long long)i, (long long)a->vpc[i], (long long)nsv);
     a->nvec += a->vpc[i];
   }
   a->svc = a->nvec > 0;
@@ -322,19 +328,19 @@ static alma_status svc_setup(const alma_node *n, const alma_tensor *x, svc_args 
     if (nvpc != a->ncls)
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "vectors_per_class has %lld values for %lld classes",
                             (long long)nvpc, (long long)a->ncls);
-    if (nsv != a->nvec * a->feats)
+    if (!mul_is(a->nvec, a->feats, nsv))
       return alma__op_error(n, ALMA_ERR_SHAPE, "%lld support_vectors values for %lld vectors of %lld features",
                             (long long)nsv, (long long)a->nvec, (long long)a->feats);
-    if (a->ncoef != (a->ncls - 1) * a->nvec)
-      return alma__op_error(n, ALMA_ERR_SHAPE, "%lld coefficients ((classes - 1) x vectors = %lld expected)",
-                            (long long)a->ncoef, (long long)((a->ncls - 1) * a->nvec));
+    if (!mul_is(a->ncls - 1, a->nvec, a->ncoef))
+      return alma__op_error(n, ALMA_ERR_SHAPE, "%lld coefficients for %lld classes and %lld vectors ((classes - 1) x vectors expected)",
+                            (long long)a->ncoef, (long long)a->ncls, (long long)a->nvec);
     if (a->nrho < a->npairs)
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld rho values for %lld class pairs", (long long)a->nrho,
                             (long long)a->npairs);
     if (a->nprob && (a->nprob < a->npairs || npb < a->npairs))
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "prob_a (%lld) and prob_b (%lld) need one value per class pair (%lld)",
                             (long long)a->nprob, (long long)npb, (long long)a->npairs);
-  } else if (a->ncoef != a->ncls * a->feats) {
+  } else if (!mul_is(a->ncls, a->feats, a->ncoef)) {
     return alma__op_error(n, ALMA_ERR_SHAPE, "linear SVM: %lld coefficients for %lld classes of %lld features",
                           (long long)a->ncoef, (long long)a->ncls, (long long)a->feats);
   }

@@ -25,6 +25,9 @@
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
 
+/* More targets than any model has: a bound that keeps [N, n_targets] far from overflowing. */
+#define ALMA_ML_MAX_TARGETS (1 << 24)
+
 enum { M_LEQ, M_LT, M_GTE, M_GT, M_EQ, M_NEQ, M_MEMBER, M_LEAF };
 
 typedef struct tree_model {
@@ -335,7 +338,9 @@ static alma_status ter_args_read(const alma_node *n, const alma_tensor *x, ter_a
   ALMA_TRY(alma__ml_rows(n, x, &a->rows, &a->feats));
   ALMA_TRY(alma__ml_post_transform(n, &a->pt));
   a->ntargets = alma__attr_i(n, "n_targets", 1);
-  if (a->ntargets < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "n_targets %lld (>= 1 expected)", (long long)a->ntargets);
+  if (a->ntargets < 1 || a->ntargets > ALMA_ML_MAX_TARGETS)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "n_targets %lld (1 to %d expected)", (long long)a->ntargets,
+                          ALMA_ML_MAX_TARGETS);
   const char *agg = alma__attr_s(n, "aggregate_function", "SUM");
   if (!strcmp(agg, "AVERAGE")) a->agg = AGG_AVERAGE;
   else if (!strcmp(agg, "SUM")) a->agg = AGG_SUM;
@@ -609,8 +614,8 @@ static alma_status te_setup(const alma_node *n, const alma_tensor *x, te_args *a
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "aggregate_function %lld (0 to 3 expected)", (long long)agg);
   a->pt = (alma_ml_post)pt, a->agg = (int)agg;
   const alma_attr *nt = alma__node_attr(n, "n_targets");
-  if (!nt || nt->type != ALMA_ATTR_INT || nt->i < 1)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute n_targets (>= 1) is required");
+  if (!nt || nt->type != ALMA_ATTR_INT || nt->i < 1 || nt->i > ALMA_ML_MAX_TARGETS)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute n_targets (1 to %d) is required", ALMA_ML_MAX_TARGETS);
   a->ntargets = nt->i;
   alma_status st = te_build(n, a, m);
   if (st == ALMA_OK) st = check_features(n, m, a->feats);
