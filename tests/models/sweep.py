@@ -208,7 +208,9 @@ def compare(outdir, alma, names, convs):
                 if "mask" in inp.name:
                     x[:, 0] = 1
             else:
-                x = rng.standard_normal(shape).astype(np.float32)
+                # float32, or the float64 / float16 of jax2onnx's double or half models
+                x = rng.standard_normal(shape).astype({"tensor(double)": np.float64,
+                                                       "tensor(float16)": np.float16}.get(inp.type, np.float32))
                 if m in ("ssdlite", "retinanet", "keypointrcnn"):
                     x = np.abs(x) / 4  # an image in [0, 1]-ish
             fn = os.path.join(outdir, f"{m}.in{k}.npy")
