@@ -3,6 +3,12 @@
  * must not outlive its model). Passes replace shared data; they never mutate it. */
 #include "graph/graph.h"
 
+#include <stdatomic.h>
+#include <stddef.h>
+
+_Static_assert(offsetof(alma_node, prepared) + sizeof(((alma_node *)0)->prepared) == sizeof(alma_node),
+               "alma_node.prepared must stay the last member (clone_rec copies the rest)");
+
 static alma_graph *clone_rec(const alma_graph *src, alma_arena *arena, alma_graph *parent);
 
 static int clone_attrs(alma_node *dst, const alma_node *src, alma_arena *arena, alma_graph *owner) {
@@ -54,7 +60,10 @@ static alma_graph *clone_rec(const alma_graph *src, alma_arena *arena, alma_grap
   for (int i = 0; i < src->n_nodes; i++) {
     const alma_node *sn = &src->nodes[i];
     alma_node *n = &g->nodes[i];
-    *n = *sn;
+    /* Everything but `prepared`, the last member: each graph builds its own (alma_prepared), and
+     * another thread may be setting the source's while this copies. */
+    memcpy(n, sn, offsetof(alma_node, prepared));
+    atomic_init(&n->prepared, NULL);
     n->inputs = alma__calloc((size_t)sn->n_inputs, sizeof(int));
     n->outputs = alma__calloc((size_t)sn->n_outputs, sizeof(int));
     n->implicit_inputs = sn->n_implicit ? alma__calloc((size_t)sn->n_implicit, sizeof(int)) : NULL;

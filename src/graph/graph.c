@@ -1,6 +1,8 @@
 /* Graph construction, lookup, topological order, validation and compaction. */
 #include "graph/graph.h"
 
+#include <stdatomic.h>
+
 alma_graph *alma__graph_new(alma_arena *arena) {
   alma_graph *g = calloc(1, sizeof *g);
   if (!g) return NULL;
@@ -25,10 +27,16 @@ static void alma__graph_free_attrs(alma_attr *attrs, int n) {
   }
 }
 
+void alma__node_unprepare(alma_node *n) {
+  alma_prepared *p = atomic_exchange_explicit(&n->prepared, NULL, memory_order_acq_rel);
+  if (p) p->release(p);
+}
+
 void alma__graph_free(alma_graph *g) {
   if (!g) return;
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
+    alma__node_unprepare(n);
     alma__graph_free_attrs(n->attrs, n->n_attrs);
     free(n->inputs);
     free(n->outputs);
@@ -288,6 +296,7 @@ alma_status alma__graph_compact(alma_graph *g) {
   int w = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].dead) {
+      alma__node_unprepare(&g->nodes[i]);
       alma__graph_free_attrs(g->nodes[i].attrs, g->nodes[i].n_attrs);
       free(g->nodes[i].inputs);
       free(g->nodes[i].outputs);

@@ -56,6 +56,26 @@ typedef struct alma_value {
   int is_outer;                           /* subgraph only: refers to an enclosing graph's value by name */
 } alma_value;
 
+/* Prepared per-node state: what an op derives from a node's attributes alone (a tree ensemble's
+ * node tables), built once on first use instead of on every infer/exec call. An op's state struct
+ * starts with this header; alma__node_prepared (ops/op.h) builds and caches it.
+ *  - Lifetime: owned by the node; freed by alma__graph_free and by alma__graph_compact when it
+ *    drops the node. alma__graph_clone does not copy it (each graph builds its own), so a clone
+ *    never shares state with the model it came from.
+ *  - Staleness: the header keeps the key the state was built from (op, since_version, the attrs
+ *    array and its length). Passes never mutate attribute payloads (clone.c); they replace the
+ *    attrs array or retype the node, so a key mismatch means the node was edited and the state is
+ *    rebuilt on next use. Editing a node while another thread runs it is not allowed anyway.
+ *  - A temporary copy of a node (fused.c's as_base runs a base op's kernel on one) must set
+ *    `prepared` to NULL: the copy must neither free nor replace the original node's state. */
+typedef struct alma_prepared {
+  void (*release)(struct alma_prepared *self); /* frees the whole state */
+  const struct alma_op_def *op;                /* the key: set by alma__node_prepared */
+  int since_version;
+  const struct alma_attr *attrs;
+  int n_attrs;
+} alma_prepared;
+
 typedef struct alma_node {
   const char *name;               /* may be "" in the file; alma gives unnamed nodes "<op>_<index>" */
   const char *op_type;
@@ -70,6 +90,9 @@ typedef struct alma_node {
   const struct alma_op_def *op;   /* resolved at load */
   int since_version;              /* the op's schema version in force for this model's opset */
   int dead;                       /* removed by a pass; alma__graph_compact drops it */
+  /* Prepared state or NULL (see alma_prepared). Atomic: threads running one graph may build it
+   * concurrently on first use; the first compare-and-swap wins. Zeroed nodes start with NULL. */
+  _Atomic(alma_prepared *) prepared;
 } alma_node;
 
 typedef struct alma_opset_import {
@@ -116,6 +139,10 @@ alma_status alma__graph_toposort(alma_graph *g);
 alma_status alma__graph_validate(const alma_graph *g);
 /* Number of nodes consuming value v (counting graph outputs as a consumer), over g only. */
 int alma__graph_count_uses(const alma_graph *g, int v);
+
+/* Frees n's prepared state (if any) and clears the slot. Not thread-safe: for graph teardown and
+ * passes, when nothing runs the node. */
+void alma__node_unprepare(alma_node *n);
 
 /* Attribute lookup; NULL if absent. */
 const alma_attr *alma__node_attr(const alma_node *n, const char *name);

@@ -177,6 +177,7 @@ static void add_into(alma_tensor *y, const alma_tensor *z) {
 /* A copy of the fused node bound to its base op, so the base kernels read the same attributes. */
 static alma_node as_base(const alma_node *n, const alma_op_def *op, int version, int nin) {
   alma_node b = *n;
+  b.prepared = NULL; /* the copy neither owns nor replaces n's prepared state (graph/graph.h) */
   b.op = op;
   b.since_version = version;
   if (b.n_inputs > nin) b.n_inputs = nin;

@@ -2,11 +2,13 @@
  * the double *_as_tensor attributes; ONNX-ML 5 deprecates both, and alma runs them there as 3) and
  * TreeEnsemble (5).
  *
- * The attributes are turned into one flat form per call: interior nodes with a feature, a mode, a
- * threshold (or a member set), and true/false successors that are either another node (>= 0) or
- * a leaf (-(leaf + 1)); leaves carry (target, weight) lists. Every id is checked while building
- * (unknown node ids, out-of-range features, targets and leaves, cycles), so bad attributes are an
- * error at load, never an out-of-bounds read.
+ * The attributes are turned into one flat form once per node, kept as the node's prepared state
+ * (alma__node_prepared, graph/graph.h) and freed with the graph: interior nodes with a feature, a
+ * mode, a threshold (or a member set), and true/false successors that are either another node
+ * (>= 0) or a leaf (-(leaf + 1)); leaves carry (target, weight) lists. Every id is checked while
+ * building (unknown node ids, targets and leaves out of range, cycles), and the largest feature
+ * id is kept to check each input's width, so bad attributes are an error at load (infer), never an
+ * out-of-bounds read. A call then costs O(rows x trees x depth): no attribute is read.
  *
  * Semantics follow onnx.reference (onnx 1.23) except where it is undefined or disagrees with
  * ONNX Runtime on a form real models use; those places say so:
@@ -24,6 +26,8 @@
 #include "ops/ml_common.h"
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
+
+/* ---- building: the attributes into scratch tables (int64 ids, checked), packed below --------- */
 
 /* More targets than any model has: a bound that keeps [N, n_targets] far from overflowing. */
 #define ALMA_ML_MAX_TARGETS (1 << 24)
@@ -126,40 +130,6 @@ static alma_status check_acyclic(const alma_node *n, tree_model *m) {
   if (tail != m->nnodes)
     for (int64_t i = 0; i < m->nnodes; i++)
       if (deg[i]) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "the trees have a cycle through node index %lld", (long long)i);
-  return ALMA_OK;
-}
-
-static int node_true(const tree_model *m, int64_t i, double x) {
-  if (isnan(x) && m->miss && m->miss[i]) return 1;
-  double t = m->th[i];
-  switch (m->mode[i]) {
-    case M_LEQ: return x <= t;
-    case M_LT: return x < t;
-    case M_GTE: return x >= t;
-    case M_GT: return x > t;
-    case M_EQ: return x == t;
-    case M_NEQ: return x != t;
-    case M_MEMBER:
-      for (int64_t k = 0; k < m->mlen[i]; k++)
-        if (m->members[m->mstart[i] + k] == x) return 1;
-      return 0;
-  }
-  return 0;
-}
-
-/* The leaf a row reaches in tree t. */
-static int64_t tree_leaf(const tree_model *m, int64_t t, const double *x) {
-  int64_t cur = m->roots[t];
-  while (cur >= 0) cur = node_true(m, cur, x[m->feat[cur]]) ? m->tnext[cur] : m->fnext[cur];
-  return -cur - 1;
-}
-
-/* Checks feature ids of interior nodes against the input width. */
-static alma_status check_features(const alma_node *n, const tree_model *m, int64_t feats) {
-  for (int64_t i = 0; i < m->nnodes; i++)
-    if (m->mode[i] != M_LEAF && (m->feat[i] < 0 || m->feat[i] >= feats))
-      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "node index %lld reads feature %lld of an input with %lld features",
-                            (long long)i, (long long)m->feat[i], (long long)feats);
   return ALMA_OK;
 }
 
@@ -285,222 +255,7 @@ static alma_status legacy_build(const alma_node *n, const char *prefix, int64_t 
   return ALMA_OK;
 }
 
-/* Accumulates every tree's leaf outputs for one row into acc[nout] (SUM; the caller initialized
- * acc), each sum rounded to `rt`. */
-static void accumulate_sum(const tree_model *m, const double *x, double *acc, alma_dtype rt) {
-  for (int64_t t = 0; t < m->ntrees; t++) {
-    int64_t l = tree_leaf(m, t, x);
-    for (int64_t p = m->lstart[l]; p < m->lstart[l + 1]; p++)
-      acc[m->otarget[p]] = alma__round_to(rt, acc[m->otarget[p]] + m->oweight[p]);
-  }
-}
-
-enum { AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX };
-
-/* Aggregates one row into acc (zeroed here). AVERAGE divides by the number of trees, each leaf's
- * share (per_leaf: TreeEnsemble-5) or the sum at the end. */
-static void aggregate(const tree_model *m, const double *x, int agg, int per_leaf, double *acc, uint8_t *seen,
-                      alma_dtype rt) {
-  for (int64_t k = 0; k < m->nout; k++) acc[k] = 0, seen[k] = 0;
-  for (int64_t t = 0; t < m->ntrees; t++) {
-    int64_t l = tree_leaf(m, t, x);
-    for (int64_t p = m->lstart[l]; p < m->lstart[l + 1]; p++) {
-      int64_t o = m->otarget[p];
-      double v = m->oweight[p];
-      if (agg == AGG_MIN || agg == AGG_MAX) {
-        if (!seen[o] || (agg == AGG_MIN ? v < acc[o] : v > acc[o])) acc[o] = v;
-      } else {
-        if (agg == AGG_AVERAGE && per_leaf) v /= (double)m->ntrees;
-        acc[o] = alma__round_to(rt, acc[o] + v);
-      }
-      seen[o] = 1;
-    }
-  }
-  if (agg == AGG_AVERAGE && !per_leaf)
-    for (int64_t k = 0; k < m->nout; k++) acc[k] = alma__round_to(rt, acc[k] / (double)m->ntrees);
-}
-
-/* ONNX Runtime's regressor transform: rows of >= 2 targets get pt, one target only PROBIT. */
-static void regressor_post(alma_ml_post pt, double *v, int64_t k) {
-  if (k == 1 && pt != ALMA_ML_PT_PROBIT) return;
-  alma__ml_apply_post(pt, v, k);
-}
-
-/* ---- TreeEnsembleRegressor (1, 3) --------------------------------------------------------------- */
-typedef struct ter_args {
-  int64_t rows, feats, ntargets;
-  int agg;
-  alma_ml_post pt;
-  alma_ml_list base;
-} ter_args;
-
-static alma_status ter_args_read(const alma_node *n, const alma_tensor *x, ter_args *a) {
-  ALMA_TRY(alma__ml_rows(n, x, &a->rows, &a->feats));
-  ALMA_TRY(alma__ml_post_transform(n, &a->pt));
-  a->ntargets = alma__attr_i(n, "n_targets", 1);
-  if (a->ntargets < 1 || a->ntargets > ALMA_ML_MAX_TARGETS)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "n_targets %lld (1 to %d expected)", (long long)a->ntargets,
-                          ALMA_ML_MAX_TARGETS);
-  const char *agg = alma__attr_s(n, "aggregate_function", "SUM");
-  if (!strcmp(agg, "AVERAGE")) a->agg = AGG_AVERAGE;
-  else if (!strcmp(agg, "SUM")) a->agg = AGG_SUM;
-  else if (!strcmp(agg, "MIN")) a->agg = AGG_MIN;
-  else if (!strcmp(agg, "MAX")) a->agg = AGG_MAX;
-  else return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "aggregate_function '%s' (AVERAGE, SUM, MIN or MAX expected)", agg);
-  ALMA_TRY(alma__ml_floats_or_tensor(n, "base_values", &a->base));
-  if (a->base.n && a->base.n != a->ntargets)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld base_values for %lld targets", (long long)a->base.n,
-                          (long long)a->ntargets);
-  return ALMA_OK;
-}
-
-static alma_status ter_setup(const alma_node *n, const alma_tensor *x, ter_args *a, tree_model *m) {
-  ALMA_TRY(ter_args_read(n, x, a));
-  alma_status st = legacy_build(n, "target", a->ntargets, m);
-  if (st == ALMA_OK) st = check_features(n, m, a->feats);
-  if (st != ALMA_OK) tree_free(m);
-  return st;
-}
-
-static alma_status ter_infer(INFER_ARGS) {
-  ter_args a;
-  tree_model m;
-  ALMA_TRY(ter_setup(n, in[0], &a, &m));
-  tree_free(&m);
-  int64_t d[2] = {a.rows, a.ntargets};
-  alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, 2, d);
-  return ALMA_OK;
-}
-
-static alma_status ter_exec(EXEC_ARGS) {
-  ter_args a;
-  tree_model m;
-  ALMA_TRY(ter_setup(n, in[0], &a, &m));
-  const alma_tensor *x = in[0];
-  double *xr = tree_alloc(n, &m, a.feats, sizeof(double)), *acc = tree_alloc(n, &m, a.ntargets, sizeof(double));
-  uint8_t *seen = tree_alloc(n, &m, a.ntargets, 1);
-  if (!xr || !acc || !seen) {
-    tree_free(&m);
-    return ALMA_ERR_NOMEM;
-  }
-  /* onnx.reference sums in the input's type: float32, or double for a double input */
-  alma_dtype rt = x->dtype == ALMA_DTYPE_FLOAT64 ? ALMA_DTYPE_FLOAT64 : ALMA_DTYPE_FLOAT32;
-  float *y = out[0].data;
-  for (int64_t r = 0; r < a.rows; r++) {
-    for (int64_t f = 0; f < a.feats; f++) xr[f] = alma__get_f64(x->data, x->dtype, r * a.feats + f);
-    aggregate(&m, xr, a.agg, 0, acc, seen, rt);
-    for (int64_t k = 0; k < a.ntargets && a.base.n; k++) acc[k] = alma__round_to(rt, acc[k] + alma__ml_at(&a.base, k));
-    regressor_post(a.pt, acc, a.ntargets);
-    for (int64_t k = 0; k < a.ntargets; k++) y[r * a.ntargets + k] = (float)acc[k];
-  }
-  tree_free(&m);
-  return ALMA_OK;
-}
-
-const alma_op_def alma__op_MlTreeEnsembleRegressor = {
-    .name = "TreeEnsembleRegressor", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .min_inputs = 1, .max_inputs = 1,
-    .min_outputs = 1, .max_outputs = 1, .infer = ter_infer, .exec = ter_exec};
-
-/* ---- TreeEnsembleClassifier (1, 3) ---------------------------------------------------------------
- * Scores start at base_values (one per class, or one for all) and add the class weights of every
- * leaf reached. Binary case (every class_id the same): column 1 takes the score and column 0 its
- * complement, 1 - s for NONE and PROBIT, -s otherwise; then post_transform, and the label is the
- * argmax through classlabels_int64s (one label, which must be 1: label 1 or 0). */
-typedef struct tec_args {
-  int64_t rows, feats, nlab, cols;
-  const int64_t *labels;
-  int binary;
-  alma_ml_post pt;
-  alma_ml_list base;
-} tec_args;
-
-static alma_status tec_setup(const alma_node *n, const alma_tensor *x, tec_args *a, tree_model *m) {
-  ALMA_TRY(alma__ml_refuse_strings(n, "classlabels_strings", "class labels"));
-  ALMA_TRY(alma__ml_rows(n, x, &a->rows, &a->feats));
-  ALMA_TRY(alma__ml_post_transform(n, &a->pt));
-  ALMA_TRY(alma__ml_ints(n, "classlabels_int64s", &a->labels, &a->nlab));
-  if (a->nlab < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_int64s is required");
-  if (a->nlab == 1 && a->labels[0] != 1)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: a single class label %lld (only 1 has a defined meaning)",
-                          (long long)a->labels[0]);
-  ALMA_TRY(alma__ml_floats_or_tensor(n, "base_values", &a->base));
-  if (a->base.n && a->base.n != 1 && a->base.n != a->nlab)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld base_values for %lld classes", (long long)a->base.n,
-                          (long long)a->nlab);
-  const int64_t *cid;
-  int64_t ncid;
-  ALMA_TRY(alma__ml_ints(n, "class_ids", &cid, &ncid));
-  a->binary = ncid > 0;
-  for (int64_t k = 1; k < ncid; k++)
-    if (cid[k] != cid[0]) a->binary = 0;
-  if (a->binary && a->nlab > 1 && cid[0] != 0)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: binary scores written to class %lld (class 0 expected)",
-                          (long long)cid[0]);
-  a->cols = a->binary && a->nlab == 1 ? 2 : a->nlab;
-  alma_status st = legacy_build(n, "class", a->nlab, m);
-  if (st == ALMA_OK) st = check_features(n, m, a->feats);
-  if (st != ALMA_OK) tree_free(m);
-  return st;
-}
-
-static alma_status tec_infer(INFER_ARGS) {
-  tec_args a;
-  tree_model m;
-  ALMA_TRY(tec_setup(n, in[0], &a, &m));
-  tree_free(&m);
-  int64_t d[2] = {a.rows, a.cols};
-  alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, d);
-  if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 2, d);
-  return ALMA_OK;
-}
-
-static alma_status tec_exec(EXEC_ARGS) {
-  tec_args a;
-  tree_model m;
-  ALMA_TRY(tec_setup(n, in[0], &a, &m));
-  const alma_tensor *x = in[0];
-  double *xr = tree_alloc(n, &m, a.feats, sizeof(double)), *sc = tree_alloc(n, &m, a.cols, sizeof(double));
-  if (!xr || !sc) {
-    tree_free(&m);
-    return ALMA_ERR_NOMEM;
-  }
-  int64_t *y = out[0].data;
-  for (int64_t r = 0; r < a.rows; r++) {
-    for (int64_t f = 0; f < a.feats; f++) xr[f] = alma__get_f64(x->data, x->dtype, r * a.feats + f);
-    for (int64_t k = 0; k < a.nlab; k++)
-      sc[k] = a.base.n ? (double)(float)alma__ml_at(&a.base, a.base.n == 1 ? 0 : k) : 0;
-    accumulate_sum(&m, xr, sc, ALMA_DTYPE_FLOAT32);
-    if (a.binary) {
-      sc[1] = sc[0]; /* the score moves to column 1 (a second column when there is one label) */
-      sc[0] = a.pt == ALMA_ML_PT_NONE || a.pt == ALMA_ML_PT_PROBIT ? 1 - sc[1] : -sc[1];
-    }
-    for (int64_t k = 0; k < a.cols; k++) sc[k] = (float)sc[k];
-    alma__ml_apply_post(a.pt, sc, a.cols);
-    int64_t best = alma__ml_argmax(sc, a.cols);
-    y[r] = a.nlab == 1 ? (best == 1) : a.labels[best];
-    if (alma__nn_out_wanted(n, nout, 1))
-      for (int64_t k = 0; k < a.cols; k++) ((float *)out[1].data)[r * a.cols + k] = (float)sc[k];
-  }
-  tree_free(&m);
-  return ALMA_OK;
-}
-
-const alma_op_def alma__op_MlTreeEnsembleClassifier = {
-    .name = "TreeEnsembleClassifier", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .min_inputs = 1, .max_inputs = 1,
-    .min_outputs = 1, .max_outputs = 2, .infer = tec_infer, .exec = tec_exec};
-
-/* ---- TreeEnsemble (5) ------------------------------------------------------------------------------
- * Interior nodes and leaves are separate lists; nodes_true/falsenodeids index nodes or leaves as
- * nodes_true/falseleafs say; tree_roots index nodes. A root whose two branches are the same leaf is
- * that leaf (a one-leaf tree). BRANCH_MEMBER nodes take their sets from membership_values, NaN
- * separated, in the order the nodes appear in nodes_modes (spec). */
-typedef struct te_args {
-  int64_t rows, feats, ntargets;
-  int agg;
-  alma_ml_post pt;
-} te_args;
-
-static alma_status te_build(const alma_node *n, te_args *a, tree_model *m) {
+static alma_status te_build(const alma_node *n, int64_t ntargets, tree_model *m) {
   memset(m, 0, sizeof *m);
   const int64_t *feat, *tn, *fn, *tl, *fl, *ltid, *roots, *miss;
   int64_t c_f, c_tn, c_fn, c_tl, c_fl, c_ltid, c_roots, c_miss;
@@ -531,7 +286,7 @@ static alma_status te_build(const alma_node *n, te_args *a, tree_model *m) {
   if (lw.n != c_ltid)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld leaf_weights for %lld leaf_targetids", (long long)lw.n,
                           (long long)c_ltid);
-  m->nnodes = nn, m->nleaves = c_ltid, m->ntrees = c_roots, m->nout = a->ntargets;
+  m->nnodes = nn, m->nleaves = c_ltid, m->ntrees = c_roots, m->nout = ntargets;
   m->feat = tree_alloc(n, m, nn, sizeof(int64_t));
   m->tnext = tree_alloc(n, m, nn, sizeof(int64_t));
   m->fnext = tree_alloc(n, m, nn, sizeof(int64_t));
@@ -588,9 +343,9 @@ static alma_status te_build(const alma_node *n, te_args *a, tree_model *m) {
   }
   ALMA_TRY(check_acyclic(n, m));
   for (int64_t l = 0; l < c_ltid; l++) {
-    if (ltid[l] < 0 || ltid[l] >= a->ntargets)
+    if (ltid[l] < 0 || ltid[l] >= ntargets)
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "leaf_targetids[%lld] = %lld is out of range [0, %lld)",
-                            (long long)l, (long long)ltid[l], (long long)a->ntargets);
+                            (long long)l, (long long)ltid[l], (long long)ntargets);
     m->lstart[l] = l;
     m->otarget[l] = ltid[l];
     m->oweight[l] = alma__ml_at(&lw, l);
@@ -599,58 +354,510 @@ static alma_status te_build(const alma_node *n, te_args *a, tree_model *m) {
   return ALMA_OK;
 }
 
-static alma_status te_setup(const alma_node *n, const alma_tensor *x, te_args *a, tree_model *m) {
+
+/* ---- the packed tables: the node's prepared state ------------------------------------------------
+ * One 24-byte record per node (a tree of a few hundred nodes stays in L1), int32 ids: every count
+ * comes from an attribute list, whose length is an int. */
+typedef struct tnode {
+  double th;
+  int32_t feat;
+  int32_t next[2]; /* [0] false, [1] true: a node (>= 0) or a leaf (-(leaf + 1)) */
+  uint8_t mode, miss;
+} tnode;
+
+/* Every interior node compares with one mode and none tracks missing values (scikit-learn and
+ * LightGBM write BRANCH_LEQ, XGBoost BRANCH_LT): the walk needs no switch. */
+enum { WALK_ANY, WALK_LEQ, WALK_LT };
+
+enum { TREE_LEGACY_REG, TREE_LEGACY_CLS, TREE_V5 };
+enum { AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX };
+
+typedef struct tree_prep {
+  alma_prepared hdr;
+  int64_t nnodes, ntrees, nout;
+  tnode *nodes;
+  int32_t *roots;
+  int32_t *lstart;     /* leaf l's outputs: [lstart[l], lstart[l + 1]) */
+  int32_t *otarget;
+  double *oweight;
+  int32_t *mstart, *mlen; /* BRANCH_MEMBER sets (TreeEnsemble-5), per node */
+  double *members;
+  int walk;
+  int64_t max_feat;    /* largest feature id an interior node reads; -1 when none */
+  int has_neg_feat;    /* an interior node reads a negative feature id */
+  /* attribute-derived arguments */
+  int agg;
+  alma_ml_post pt;
+  int64_t nbase;
+  double *base;
+  int64_t nlab, cols;  /* classifier: labels, score columns */
+  int64_t *labels;
+  int binary;
+} tree_prep;
+
+static void tree_prep_release(alma_prepared *hp) {
+  tree_prep *p = (tree_prep *)hp;
+  free(p->nodes);
+  free(p->roots);
+  free(p->lstart);
+  free(p->otarget);
+  free(p->oweight);
+  free(p->mstart);
+  free(p->mlen);
+  free(p->members);
+  free(p->base);
+  free(p->labels);
+  free(p);
+}
+
+/* Packs the scratch tables m into p (m is freed by the caller). */
+static alma_status tree_pack(const alma_node *n, const tree_model *m, tree_prep *p) {
+  int64_t nouts = m->lstart[m->nleaves];
+  p->nnodes = m->nnodes, p->ntrees = m->ntrees, p->nout = m->nout;
+  p->nodes = alma__nn_alloc(n, (size_t)(m->nnodes > 0 ? m->nnodes : 1), sizeof *p->nodes);
+  p->roots = alma__nn_alloc(n, (size_t)(m->ntrees > 0 ? m->ntrees : 1), sizeof *p->roots);
+  p->lstart = alma__nn_alloc(n, (size_t)m->nleaves + 1, sizeof *p->lstart);
+  p->otarget = alma__nn_alloc(n, (size_t)(nouts > 0 ? nouts : 1), sizeof *p->otarget);
+  p->oweight = alma__nn_alloc(n, (size_t)(nouts > 0 ? nouts : 1), sizeof *p->oweight);
+  if (!p->nodes || !p->roots || !p->lstart || !p->otarget || !p->oweight) return ALMA_ERR_NOMEM;
+  int any_miss = 0, any_mode = -1, one_mode = 1;
+  p->max_feat = -1;
+  for (int64_t i = 0; i < m->nnodes; i++) {
+    tnode *d = &p->nodes[i];
+    memset(d, 0, sizeof *d);
+    d->mode = m->mode[i];
+    d->miss = m->miss ? m->miss[i] : 0;
+    d->th = m->th[i];
+    if (d->mode == M_LEAF) continue;
+    if (m->feat[i] < 0) p->has_neg_feat = 1;
+    else if (m->feat[i] > p->max_feat) p->max_feat = m->feat[i];
+    if (m->feat[i] > INT32_MAX)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: node index %lld reads feature %lld (beyond 2^31)",
+                            (long long)i, (long long)m->feat[i]);
+    d->feat = (int32_t)(m->feat[i] < 0 ? 0 : m->feat[i]);
+    d->next[0] = (int32_t)m->fnext[i];
+    d->next[1] = (int32_t)m->tnext[i];
+    any_miss |= d->miss;
+    if (any_mode < 0) any_mode = d->mode;
+    one_mode &= d->mode == any_mode;
+  }
+  p->walk = any_miss || !one_mode ? WALK_ANY : any_mode == M_LEQ ? WALK_LEQ : any_mode == M_LT ? WALK_LT : WALK_ANY;
+  for (int64_t t = 0; t < m->ntrees; t++) p->roots[t] = (int32_t)m->roots[t];
+  for (int64_t l = 0; l <= m->nleaves; l++) p->lstart[l] = (int32_t)m->lstart[l];
+  for (int64_t k = 0; k < nouts; k++) p->otarget[k] = (int32_t)m->otarget[k], p->oweight[k] = m->oweight[k];
+  if (m->mstart) {
+    int64_t nmem = 0;
+    p->mstart = alma__nn_alloc(n, (size_t)(m->nnodes > 0 ? m->nnodes : 1), sizeof *p->mstart);
+    p->mlen = alma__nn_alloc(n, (size_t)(m->nnodes > 0 ? m->nnodes : 1), sizeof *p->mlen);
+    for (int64_t i = 0; i < m->nnodes; i++)
+      if (m->mode[i] == M_MEMBER && m->mstart[i] + m->mlen[i] > nmem) nmem = m->mstart[i] + m->mlen[i];
+    p->members = alma__nn_alloc(n, (size_t)(nmem > 0 ? nmem : 1), sizeof *p->members);
+    if (!p->mstart || !p->mlen || !p->members) return ALMA_ERR_NOMEM;
+    for (int64_t i = 0; i < m->nnodes; i++) p->mstart[i] = (int32_t)m->mstart[i], p->mlen[i] = (int32_t)m->mlen[i];
+    if (nmem) memcpy(p->members, m->members, (size_t)nmem * sizeof *p->members);
+  }
+  return ALMA_OK;
+}
+
+/* Checks the feature ids of interior nodes against the input width: O(1) unless one is out of
+ * range, when the message names the first such node. */
+static alma_status check_features(const alma_node *n, const tree_prep *p, int64_t feats) {
+  if (!p->has_neg_feat && p->max_feat < feats) return ALMA_OK;
+  for (int64_t i = 0; i < p->nnodes; i++) {
+    if (p->nodes[i].mode == M_LEAF) continue;
+    int64_t f = p->nodes[i].feat;
+    if (p->has_neg_feat) { /* the packed id was clamped; the message wants the attribute's value */
+      const int64_t *feat;
+      int64_t cnt;
+      if (alma__ml_ints(n, "nodes_featureids", &feat, &cnt) == ALMA_OK && i < cnt) f = feat[i];
+    }
+    if (f < 0 || f >= feats)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "node index %lld reads feature %lld of an input with %lld features",
+                            (long long)i, (long long)f, (long long)feats);
+  }
+  return ALMA_OK;
+}
+
+static int node_true(const tree_prep *p, const tnode *d, int64_t i, double x) {
+  if (d->miss && isnan(x)) return 1;
+  double t = d->th;
+  switch (d->mode) {
+    case M_LEQ: return x <= t;
+    case M_LT: return x < t;
+    case M_GTE: return x >= t;
+    case M_GT: return x > t;
+    case M_EQ: return x == t;
+    case M_NEQ: return x != t;
+    case M_MEMBER:
+      for (int32_t k = 0; k < p->mlen[i]; k++)
+        if (p->members[p->mstart[i] + k] == x) return 1;
+      return 0;
+  }
+  return 0;
+}
+
+/* The leaf a row reaches from node (or leaf) cur: an iterative walk. */
+static inline int32_t tree_leaf(const tree_prep *p, int32_t cur, const double *x) {
+  const tnode *nd = p->nodes;
+  switch (p->walk) {
+    case WALK_LEQ:
+      while (cur >= 0) cur = nd[cur].next[x[nd[cur].feat] <= nd[cur].th];
+      break;
+    case WALK_LT:
+      while (cur >= 0) cur = nd[cur].next[x[nd[cur].feat] < nd[cur].th];
+      break;
+    default:
+      while (cur >= 0) cur = nd[cur].next[node_true(p, &nd[cur], cur, x[nd[cur].feat])];
+  }
+  return -cur - 1;
+}
+
+/* Rows processed together: tree by tree over a block of rows, so one tree's nodes stay in cache
+ * while every row of the block walks it (row by row, a forest larger than the cache misses on
+ * every tree). Each row still meets the trees in order, so sums round as before. */
+#define TREE_ROW_BLOCK 64
+
+/* Adds every tree's leaf outputs for nb rows x[nb, F] into acc[nb, stride] (initialized by the
+ * caller, seen zeroed): SUM/AVERAGE add (AVERAGE per leaf divides each share by the number of
+ * trees: TreeEnsemble-5), MIN/MAX keep the extreme over the leaves reached. Every sum is rounded
+ * to `rt` after each leaf, as onnx.reference's arrays of that type do. */
+static void accumulate(const tree_prep *p, const double *x, int64_t nb, int64_t F, double *acc, uint8_t *seen,
+                       int64_t stride, int agg, int per_leaf, alma_dtype rt) {
+  double avg = (double)p->ntrees;
+  for (int64_t t = 0; t < p->ntrees; t++) {
+    int32_t root = p->roots[t];
+    for (int64_t r = 0; r < nb; r++) {
+      int32_t l = tree_leaf(p, root, x + r * F);
+      double *a = acc + r * stride;
+      uint8_t *s = seen + r * stride;
+      for (int32_t q = p->lstart[l]; q < p->lstart[l + 1]; q++) {
+        int32_t o = p->otarget[q];
+        double v = p->oweight[q];
+        if (agg == AGG_MIN || agg == AGG_MAX) {
+          if (!s[o] || (agg == AGG_MIN ? v < a[o] : v > a[o])) a[o] = v;
+          s[o] = 1;
+        } else {
+          if (agg == AGG_AVERAGE && per_leaf) v /= avg;
+          a[o] = alma__round_to(rt, a[o] + v);
+        }
+      }
+    }
+  }
+}
+
+/* Rows [r0, r0 + nb) of X as doubles, row-major. */
+static void load_rows(const alma_tensor *x, int64_t r0, int64_t nb, int64_t F, double *xr) {
+  int64_t base = r0 * F, cnt = nb * F;
+  if (x->dtype == ALMA_DTYPE_FLOAT32) {
+    const float *xs = (const float *)x->data + base;
+    for (int64_t i = 0; i < cnt; i++) xr[i] = xs[i];
+  } else {
+    for (int64_t i = 0; i < cnt; i++) xr[i] = alma__get_f64(x->data, x->dtype, base + i);
+  }
+}
+
+/* ONNX Runtime's regressor transform: rows of >= 2 targets get pt, one target only PROBIT. */
+static void regressor_post(alma_ml_post pt, double *v, int64_t k) {
+  if (k == 1 && pt != ALMA_ML_PT_PROBIT) return;
+  alma__ml_apply_post(pt, v, k);
+}
+
+/* Per-call scratch for a block of rows. */
+typedef struct tree_scratch {
+  int64_t nb;
+  double *xr, *acc;
+  uint8_t *seen;
+} tree_scratch;
+
+static alma_status scratch_alloc(const alma_node *n, int64_t rows, int64_t F, int64_t stride, tree_scratch *s) {
+  /* fewer rows per block when rows are wide, so the scratch stays around a few MB */
+  int64_t per_row = F + stride + 1, nb = ((int64_t)1 << 18) / (per_row > 0 ? per_row : 1);
+  if (nb > TREE_ROW_BLOCK) nb = TREE_ROW_BLOCK;
+  if (nb > rows) nb = rows;
+  if (nb < 1) nb = 1;
+  s->nb = nb;
+  s->xr = alma__nn_alloc(n, (size_t)(nb * F > 0 ? nb * F : 1), sizeof(double));
+  s->acc = alma__nn_alloc(n, (size_t)(nb * stride), sizeof(double));
+  s->seen = alma__nn_alloc(n, (size_t)(nb * stride), 1);
+  if (!s->xr || !s->acc || !s->seen) {
+    free(s->xr), free(s->acc), free(s->seen);
+    return ALMA_ERR_NOMEM;
+  }
+  return ALMA_OK;
+}
+
+static void scratch_free(tree_scratch *s) {
+  free(s->xr);
+  free(s->acc);
+  free(s->seen);
+}
+
+/* A new tree_prep with its release set. */
+static tree_prep *prep_new(const alma_node *n) {
+  tree_prep *p = alma__nn_alloc(n, 1, sizeof *p);
+  if (p) memset(p, 0, sizeof *p), p->hdr.release = tree_prep_release;
+  return p;
+}
+
+/* Builds the tables (legacy: prefix "target"/"class") and packs them into p. */
+static alma_status prep_tables(const alma_node *n, tree_prep *p, int kind, int64_t nout) {
+  tree_model m;
+  alma_status st = kind == TREE_V5 ? te_build(n, nout, &m) : legacy_build(n, kind == TREE_LEGACY_CLS ? "class" : "target", nout, &m);
+  if (st == ALMA_OK) st = tree_pack(n, &m, p);
+  tree_free(&m);
+  return st;
+}
+
+static alma_status base_copy(const alma_node *n, const alma_ml_list *l, tree_prep *p) {
+  p->nbase = l->n;
+  p->base = alma__nn_alloc(n, (size_t)(l->n > 0 ? l->n : 1), sizeof(double));
+  if (!p->base) return ALMA_ERR_NOMEM;
+  for (int64_t k = 0; k < l->n; k++) p->base[k] = alma__ml_at(l, k);
+  return ALMA_OK;
+}
+
+/* A failed build frees what it made; returns st. */
+static alma_status prep_done(tree_prep *p, alma_status st, alma_prepared **out) {
+  if (st != ALMA_OK) {
+    tree_prep_release(&p->hdr);
+    return st;
+  }
+  *out = &p->hdr;
+  return ALMA_OK;
+}
+
+/* ---- TreeEnsembleRegressor (1, 3) --------------------------------------------------------------- */
+static alma_status ter_prepare(const alma_node *n, alma_prepared **out) {
+  tree_prep *p = prep_new(n);
+  if (!p) return ALMA_ERR_NOMEM;
+  alma_status st = alma__ml_post_transform(n, &p->pt);
+  int64_t nt = alma__attr_i(n, "n_targets", 1);
+  if (st == ALMA_OK && (nt < 1 || nt > ALMA_ML_MAX_TARGETS))
+    st = alma__op_error(n, ALMA_ERR_INVALID_MODEL, "n_targets %lld (1 to %d expected)", (long long)nt, ALMA_ML_MAX_TARGETS);
+  const char *agg = alma__attr_s(n, "aggregate_function", "SUM");
+  if (st != ALMA_OK) {
+  } else if (!strcmp(agg, "AVERAGE")) p->agg = AGG_AVERAGE;
+  else if (!strcmp(agg, "SUM")) p->agg = AGG_SUM;
+  else if (!strcmp(agg, "MIN")) p->agg = AGG_MIN;
+  else if (!strcmp(agg, "MAX")) p->agg = AGG_MAX;
+  else st = alma__op_error(n, ALMA_ERR_INVALID_MODEL, "aggregate_function '%s' (AVERAGE, SUM, MIN or MAX expected)", agg);
+  alma_ml_list base = {0};
+  if (st == ALMA_OK) st = alma__ml_floats_or_tensor(n, "base_values", &base);
+  if (st == ALMA_OK && base.n && base.n != nt)
+    st = alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld base_values for %lld targets", (long long)base.n, (long long)nt);
+  if (st == ALMA_OK) st = base_copy(n, &base, p);
+  if (st == ALMA_OK) st = prep_tables(n, p, TREE_LEGACY_REG, nt);
+  return prep_done(p, st, out);
+}
+
+/* The prepared tables, and X's rows and features checked against them. */
+static alma_status tree_setup(const alma_node *n, const alma_tensor *x, alma_prepare_fn prepare, const tree_prep **p,
+                              int64_t *rows, int64_t *feats) {
+  ALMA_TRY(alma__ml_rows(n, x, rows, feats));
+  const alma_prepared *hp;
+  ALMA_TRY(alma__node_prepared(n, prepare, &hp));
+  *p = (const tree_prep *)hp;
+  return check_features(n, *p, *feats);
+}
+
+static alma_status ter_infer(INFER_ARGS) {
+  const tree_prep *p;
+  int64_t rows, feats;
+  ALMA_TRY(tree_setup(n, in[0], ter_prepare, &p, &rows, &feats));
+  int64_t d[2] = {rows, p->nout};
+  alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, 2, d);
+  return ALMA_OK;
+}
+
+static alma_status ter_exec(EXEC_ARGS) {
+  const tree_prep *p;
+  int64_t rows, F;
+  ALMA_TRY(tree_setup(n, in[0], ter_prepare, &p, &rows, &F));
+  const alma_tensor *x = in[0];
+  int64_t T = p->nout;
+  tree_scratch s;
+  ALMA_TRY(scratch_alloc(n, rows, F, T, &s));
+  /* onnx.reference sums in the input's type: float32, or double for a double input */
+  alma_dtype rt = x->dtype == ALMA_DTYPE_FLOAT64 ? ALMA_DTYPE_FLOAT64 : ALMA_DTYPE_FLOAT32;
+  float *y = out[0].data;
+  for (int64_t r0 = 0; r0 < rows; r0 += s.nb) {
+    int64_t nb = rows - r0 < s.nb ? rows - r0 : s.nb;
+    load_rows(x, r0, nb, F, s.xr);
+    memset(s.acc, 0, (size_t)(nb * T) * sizeof(double));
+    memset(s.seen, 0, (size_t)(nb * T));
+    accumulate(p, s.xr, nb, F, s.acc, s.seen, T, p->agg, 0, rt);
+    for (int64_t r = 0; r < nb; r++) {
+      double *acc = s.acc + r * T;
+      if (p->agg == AGG_AVERAGE)
+        for (int64_t k = 0; k < T; k++) acc[k] = alma__round_to(rt, acc[k] / (double)p->ntrees);
+      for (int64_t k = 0; k < T && p->nbase; k++) acc[k] = alma__round_to(rt, acc[k] + p->base[k]);
+      regressor_post(p->pt, acc, T);
+      for (int64_t k = 0; k < T; k++) y[(r0 + r) * T + k] = (float)acc[k];
+    }
+  }
+  scratch_free(&s);
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_MlTreeEnsembleRegressor = {
+    .name = "TreeEnsembleRegressor", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .min_inputs = 1, .max_inputs = 1,
+    .min_outputs = 1, .max_outputs = 1, .infer = ter_infer, .exec = ter_exec};
+
+/* ---- TreeEnsembleClassifier (1, 3) ---------------------------------------------------------------
+ * Scores start at base_values (one per class, or one for all) and add the class weights of every
+ * leaf reached. Binary case (every class_id the same): column 1 takes the score and column 0 its
+ * complement, 1 - s for NONE and PROBIT, -s otherwise; then post_transform, and the label is the
+ * argmax through classlabels_int64s (one label, which must be 1: label 1 or 0). */
+static alma_status tec_prepare_args(const alma_node *n, tree_prep *p) {
+  ALMA_TRY(alma__ml_refuse_strings(n, "classlabels_strings", "class labels"));
+  ALMA_TRY(alma__ml_post_transform(n, &p->pt));
+  const int64_t *labels;
+  ALMA_TRY(alma__ml_ints(n, "classlabels_int64s", &labels, &p->nlab));
+  if (p->nlab < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_int64s is required");
+  if (p->nlab == 1 && labels[0] != 1)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: a single class label %lld (only 1 has a defined meaning)",
+                          (long long)labels[0]);
+  p->labels = alma__nn_alloc(n, (size_t)p->nlab, sizeof *p->labels);
+  if (!p->labels) return ALMA_ERR_NOMEM;
+  memcpy(p->labels, labels, (size_t)p->nlab * sizeof *labels);
+  alma_ml_list base;
+  ALMA_TRY(alma__ml_floats_or_tensor(n, "base_values", &base));
+  if (base.n && base.n != 1 && base.n != p->nlab)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld base_values for %lld classes", (long long)base.n, (long long)p->nlab);
+  ALMA_TRY(base_copy(n, &base, p));
+  const int64_t *cid;
+  int64_t ncid;
+  ALMA_TRY(alma__ml_ints(n, "class_ids", &cid, &ncid));
+  p->binary = ncid > 0;
+  for (int64_t k = 1; k < ncid; k++)
+    if (cid[k] != cid[0]) p->binary = 0;
+  if (p->binary && p->nlab > 1 && cid[0] != 0)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: binary scores written to class %lld (class 0 expected)",
+                          (long long)cid[0]);
+  p->cols = p->binary && p->nlab == 1 ? 2 : p->nlab;
+  return prep_tables(n, p, TREE_LEGACY_CLS, p->nlab);
+}
+
+static alma_status tec_prepare(const alma_node *n, alma_prepared **out) {
+  tree_prep *p = prep_new(n);
+  if (!p) return ALMA_ERR_NOMEM;
+  return prep_done(p, tec_prepare_args(n, p), out);
+}
+
+static alma_status tec_infer(INFER_ARGS) {
+  const tree_prep *p;
+  int64_t rows, feats;
+  ALMA_TRY(tree_setup(n, in[0], tec_prepare, &p, &rows, &feats));
+  int64_t d[2] = {rows, p->cols};
+  alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, d);
+  if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 2, d);
+  return ALMA_OK;
+}
+
+static alma_status tec_exec(EXEC_ARGS) {
+  const tree_prep *p;
+  int64_t rows, F;
+  ALMA_TRY(tree_setup(n, in[0], tec_prepare, &p, &rows, &F));
+  const alma_tensor *x = in[0];
+  int64_t C = p->cols, L = p->nlab;
+  tree_scratch s;
+  ALMA_TRY(scratch_alloc(n, rows, F, C, &s));
+  int64_t *y = out[0].data;
+  int want_scores = alma__nn_out_wanted(n, nout, 1);
+  for (int64_t r0 = 0; r0 < rows; r0 += s.nb) {
+    int64_t nb = rows - r0 < s.nb ? rows - r0 : s.nb;
+    load_rows(x, r0, nb, F, s.xr);
+    for (int64_t r = 0; r < nb; r++)
+      for (int64_t k = 0; k < C; k++)
+        s.acc[r * C + k] = k < L && p->nbase ? (double)(float)p->base[p->nbase == 1 ? 0 : k] : 0;
+    accumulate(p, s.xr, nb, F, s.acc, s.seen, C, AGG_SUM, 0, ALMA_DTYPE_FLOAT32);
+    for (int64_t r = 0; r < nb; r++) {
+      double *sc = s.acc + r * C;
+      if (p->binary) {
+        sc[1] = sc[0]; /* the score moves to column 1 (a second column when there is one label) */
+        sc[0] = p->pt == ALMA_ML_PT_NONE || p->pt == ALMA_ML_PT_PROBIT ? 1 - sc[1] : -sc[1];
+      }
+      for (int64_t k = 0; k < C; k++) sc[k] = (float)sc[k];
+      alma__ml_apply_post(p->pt, sc, C);
+      int64_t best = alma__ml_argmax(sc, C);
+      y[r0 + r] = L == 1 ? (best == 1) : p->labels[best];
+      if (want_scores)
+        for (int64_t k = 0; k < C; k++) ((float *)out[1].data)[(r0 + r) * C + k] = (float)sc[k];
+    }
+  }
+  scratch_free(&s);
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_MlTreeEnsembleClassifier = {
+    .name = "TreeEnsembleClassifier", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .min_inputs = 1, .max_inputs = 1,
+    .min_outputs = 1, .max_outputs = 2, .infer = tec_infer, .exec = tec_exec};
+
+/* ---- TreeEnsemble (5) ------------------------------------------------------------------------------
+ * Interior nodes and leaves are separate lists; nodes_true/falsenodeids index nodes or leaves as
+ * nodes_true/falseleafs say; tree_roots index nodes. A root whose two branches are the same leaf is
+ * that leaf (a one-leaf tree). BRANCH_MEMBER nodes take their sets from membership_values, NaN
+ * separated, in the order the nodes appear in nodes_modes (spec). */
+
+static alma_status te_prepare_args(const alma_node *n, tree_prep *p) {
+  int64_t pt = alma__attr_i(n, "post_transform", 0), agg = alma__attr_i(n, "aggregate_function", 1);
+  if (pt < 0 || pt > 4)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "post_transform %lld (0 to 4 expected)", (long long)pt);
+  if (agg < 0 || agg > 3)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "aggregate_function %lld (0 to 3 expected)", (long long)agg);
+  p->pt = (alma_ml_post)pt, p->agg = (int)agg;
+  const alma_attr *nt = alma__node_attr(n, "n_targets");
+  if (!nt || nt->type != ALMA_ATTR_INT || nt->i < 1 || nt->i > ALMA_ML_MAX_TARGETS)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute n_targets (1 to %d) is required", ALMA_ML_MAX_TARGETS);
+  return prep_tables(n, p, TREE_V5, nt->i);
+}
+
+static alma_status te_prepare(const alma_node *n, alma_prepared **out) {
+  tree_prep *p = prep_new(n);
+  if (!p) return ALMA_ERR_NOMEM;
+  return prep_done(p, te_prepare_args(n, p), out);
+}
+
+static alma_status te_setup(const alma_node *n, const alma_tensor *x, const tree_prep **p, int64_t *rows, int64_t *feats) {
   if (x->dtype != ALMA_DTYPE_FLOAT32 && x->dtype != ALMA_DTYPE_FLOAT64 && x->dtype != ALMA_DTYPE_FLOAT16)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X dtype %s (float, double or float16 expected)", alma_dtype_name(x->dtype));
   if (x->rank != 2) {
     char s[128];
     return alma__op_error(n, ALMA_ERR_SHAPE, "X of shape %s ([N, F] expected)", alma__shape_str(x->rank, x->dims, s, sizeof s));
   }
-  a->rows = x->dims[0], a->feats = x->dims[1];
-  int64_t pt = alma__attr_i(n, "post_transform", 0), agg = alma__attr_i(n, "aggregate_function", 1);
-  if (pt < 0 || pt > 4)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "post_transform %lld (0 to 4 expected)", (long long)pt);
-  if (agg < 0 || agg > 3)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "aggregate_function %lld (0 to 3 expected)", (long long)agg);
-  a->pt = (alma_ml_post)pt, a->agg = (int)agg;
-  const alma_attr *nt = alma__node_attr(n, "n_targets");
-  if (!nt || nt->type != ALMA_ATTR_INT || nt->i < 1 || nt->i > ALMA_ML_MAX_TARGETS)
-    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute n_targets (1 to %d) is required", ALMA_ML_MAX_TARGETS);
-  a->ntargets = nt->i;
-  alma_status st = te_build(n, a, m);
-  if (st == ALMA_OK) st = check_features(n, m, a->feats);
-  if (st != ALMA_OK) tree_free(m);
-  return st;
+  return tree_setup(n, x, te_prepare, p, rows, feats);
 }
 
 static alma_status te_infer(INFER_ARGS) {
-  te_args a;
-  tree_model m;
-  ALMA_TRY(te_setup(n, in[0], &a, &m));
-  tree_free(&m);
-  int64_t d[2] = {a.rows, a.ntargets};
+  const tree_prep *p;
+  int64_t rows, feats;
+  ALMA_TRY(te_setup(n, in[0], &p, &rows, &feats));
+  int64_t d[2] = {rows, p->nout};
   alma__set_shape(&out[0], in[0]->dtype, 2, d);
   return ALMA_OK;
 }
 
 static alma_status te_exec(EXEC_ARGS) {
-  te_args a;
-  tree_model m;
-  ALMA_TRY(te_setup(n, in[0], &a, &m));
+  const tree_prep *p;
+  int64_t rows, F;
+  ALMA_TRY(te_setup(n, in[0], &p, &rows, &F));
   const alma_tensor *x = in[0];
-  double *xr = tree_alloc(n, &m, a.feats, sizeof(double)), *acc = tree_alloc(n, &m, a.ntargets, sizeof(double));
-  uint8_t *seen = tree_alloc(n, &m, a.ntargets, 1);
-  if (!xr || !acc || !seen) {
-    tree_free(&m);
-    return ALMA_ERR_NOMEM;
+  int64_t T = p->nout;
+  tree_scratch s;
+  ALMA_TRY(scratch_alloc(n, rows, F, T, &s));
+  for (int64_t r0 = 0; r0 < rows; r0 += s.nb) {
+    int64_t nb = rows - r0 < s.nb ? rows - r0 : s.nb;
+    load_rows(x, r0, nb, F, s.xr);
+    memset(s.acc, 0, (size_t)(nb * T) * sizeof(double));
+    memset(s.seen, 0, (size_t)(nb * T));
+    accumulate(p, s.xr, nb, F, s.acc, s.seen, T, p->agg, 1, x->dtype);
+    for (int64_t r = 0; r < nb; r++) {
+      double *acc = s.acc + r * T;
+      regressor_post(p->pt, acc, T);
+      for (int64_t k = 0; k < T; k++) alma__set_f64(out[0].data, x->dtype, (r0 + r) * T + k, acc[k]);
+    }
   }
-  for (int64_t r = 0; r < a.rows; r++) {
-    for (int64_t f = 0; f < a.feats; f++) xr[f] = alma__get_f64(x->data, x->dtype, r * a.feats + f);
-    aggregate(&m, xr, a.agg, 1, acc, seen, x->dtype);
-    regressor_post(a.pt, acc, a.ntargets);
-    for (int64_t k = 0; k < a.ntargets; k++) alma__set_f64(out[0].data, x->dtype, r * a.ntargets + k, acc[k]);
-  }
-  tree_free(&m);
+  scratch_free(&s);
   return ALMA_OK;
 }
 

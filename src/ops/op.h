@@ -15,6 +15,10 @@
  *    the op sets ALMA_OP_ALLOCS_OUTPUTS (control flow), in which case exec allocates them with
  *    alma__tensor_alloc.
  *  - cost (optional): multiply-accumulates and flops for `alma info`.
+ * Ops are stateless functions of (node, inputs). What an op derives from the attributes alone and
+ * would otherwise rebuild on every call (a tree ensemble's node tables) goes in the node's prepared
+ * state: infer and exec both call alma__node_prepared, which builds it once per node of each graph
+ * and frees it with the graph (graph/graph.h, alma_prepared).
  *
  * Inputs: in[i] is NULL for an omitted optional input (and for i >= number given). Errors name the
  * node: use alma__op_error(n, status, fmt, ...).
@@ -67,6 +71,17 @@ alma_status alma__op_resolve(alma_node *n, int64_t opset);
 /* Number of ops in the registry and the i-th (for `alma list-ops` and docs). */
 int alma__op_count(void);
 const alma_op_def *alma__op_at(int i);
+
+/* Builds an op's prepared state for n from n's attributes only (never input values, so it cannot
+ * go stale while the node is unchanged): allocates a struct whose first member is alma_prepared,
+ * sets its `release`, and returns it in *out. Errors name the node (alma__op_error). */
+typedef alma_status (*alma_prepare_fn)(const alma_node *n, alma_prepared **out);
+/* n's prepared state, built with `build` on first use (or after a pass edited the node) and cached
+ * in n->prepared. Thread-safe: threads racing on first use each build, one compare-and-swap wins
+ * and the losers free theirs, so every caller gets the same state. A failed build is not cached:
+ * the next call builds (and fails) again. The state lives until the graph frees the node; callers
+ * read it, never write it. Cast the result to the op's struct. */
+alma_status alma__node_prepared(const alma_node *n, alma_prepare_fn build, const alma_prepared **out);
 
 /* Error helper: sets the message, prefixed "node 'NAME' (OpType): ", and evaluates to s.
  * A macro so that the compiler sees the value is s itself: an error path then visibly never

@@ -1,6 +1,8 @@
 /* The operator registry: the ops.def list, lookup by (domain, type) and version binding. */
 #include "ops/op.h"
 
+#include <stdatomic.h>
+
 static const alma_op_def *const alma__ops[] = {
 #define ALMA_OP(name) &alma__op_##name,
 #include "ops/ops.def"
@@ -134,4 +136,40 @@ alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma
   if (st != ALMA_OK)
     for (int k = 0; k < nout; k++) alma_tensor_free_data(&out[k]);
   return st;
+}
+
+/* ---- prepared per-node state (alma_prepared in graph/graph.h) ---------------------------------- */
+
+static int prepared_fresh(const alma_prepared *p, const alma_node *n) {
+  return p->op == n->op && p->since_version == n->since_version && p->attrs == n->attrs && p->n_attrs == n->n_attrs;
+}
+
+alma_status alma__node_prepared(const alma_node *n, alma_prepare_fn build, const alma_prepared **out) {
+  /* The slot is a cache: filling it does not change what the node means, so it is written through
+   * the const kernels receive (nodes live in the graph's heap array, never in const storage). */
+  _Atomic(alma_prepared *) *slot = &((alma_node *)n)->prepared;
+  alma_prepared *cur = atomic_load_explicit(slot, memory_order_acquire);
+  if (cur && prepared_fresh(cur, n)) {
+    *out = cur;
+    return ALMA_OK;
+  }
+  alma_prepared *p = NULL;
+  ALMA_TRY(build(n, &p));
+  p->op = n->op;
+  p->since_version = n->since_version;
+  p->attrs = n->attrs;
+  p->n_attrs = n->n_attrs;
+  if (atomic_compare_exchange_strong_explicit(slot, &cur, p, memory_order_acq_rel, memory_order_acquire)) {
+    /* cur, if any, is stale (a pass edited the node): its key differs from the node's for every
+     * thread, so no one else uses it */
+    if (cur) cur->release(cur);
+    *out = p;
+    return ALMA_OK;
+  }
+  /* another thread stored its state first (cur now points to it): use that one, drop ours */
+  p->release(p);
+  if (!prepared_fresh(cur, n))
+    return alma__op_error(n, ALMA_ERR_INTERNAL, "prepared state replaced by a stale one (node edited while running)");
+  *out = cur;
+  return ALMA_OK;
 }
