@@ -82,9 +82,6 @@ typedef struct qprim {
   void *wei;                        /* constant weights in wei_md (owned) */
   float *bias;                      /* bias in accumulator units (owned) */
   int shift;                        /* 1: the u8 source is given as s8 (x - 128); -1: s8 as u8 (x + 128) */
-  dnnl_primitive_t sh;              /* its reorder, from shift_from */
-  dnnl_memory_desc_t shift_from;
-  dnnl_memory_t sh_s, sh_d;
   int has_sum;
   int rt_zp;                        /* dyn: the source zero point is a run-time argument (m_zp) */
   dnnl_memory_t m_zp, m_xs;         /* dyn: run-time source zero point, source scale (binary post-op) */
@@ -251,8 +248,7 @@ static void new_run(dn_plan *p, dn_qstate *S) {
 static void qprim_free(qprim *q) {
   if (q->p) dnnl_primitive_destroy(q->p);
   if (q->pd) dnnl_primitive_desc_destroy(q->pd);
-  if (q->sh) dnnl_primitive_destroy(q->sh);
-  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->sh_s, &q->sh_d, &q->m_zp, &q->m_xs};
+  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->m_zp, &q->m_xs};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     if (*ms[i]) dnnl_memory_destroy(*ms[i]);
   free(q->wei);
@@ -631,35 +627,26 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   return ALMA_OK;
 }
 
-/* The u8 -> s8 (x - 128) or s8 -> u8 (x + 128) reorder of the source (q->shift 1 or -1), from layout
- * from into the primitive's. */
-static alma_status q_shift(dn_plan *p, qprim *q, const dnnl_memory_desc_t *from, void *sp, void *dp, const alma_node *n) {
-  if (!q->sh || !dnnl_memory_desc_equal(&q->shift_from, from)) {
-    if (q->sh) dnnl_primitive_destroy(q->sh);
-    if (q->sh_s) dnnl_memory_destroy(q->sh_s);
-    if (q->sh_d) dnnl_memory_destroy(q->sh_d);
-    q->sh = NULL;
-    q->sh_s = q->sh_d = NULL;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    int32_t z = 128 * q->shift;
-    dnnl_status_t s = dnnl_primitive_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &z);
-    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, from, p->eng, &q->src_md, p->eng, attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(&q->sh, pd);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_success && (!add_memory(p, &q->sh_s, from) || !add_memory(p, &q->sh_d, &q->src_md))) s = dnnl_out_of_memory;
-    if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN 8-bit shift reorder failed (status %d)", (int)s);
-    q->shift_from = *from;
-  }
-  dnnl_memory_set_data_handle(q->sh_s, sp);
-  dnnl_memory_set_data_handle(q->sh_d, dp);
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, q->sh_s}, {DNNL_ARG_TO, q->sh_d}};
-  dnnl_status_t s = dnnl_primitive_execute(q->sh, p->strm, 2, args);
-  if (s != dnnl_success) return alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN 8-bit shift reorder failed (status %d)", (int)s);
+/* The u8 -> s8 (x - 128) or s8 -> u8 (x + 128) shift of the source (q->shift 1 or -1), from layout
+ * from into the primitive's: both flip each byte's top bit, done here in from's layout, then a plain
+ * reorder (cached by the plan) changes the layout. Not one oneDNN reorder with a source zero point:
+ * oneDNN 2.6's gives wrong values when it also changes the layout of more than 16 channels that are
+ * not a multiple of 4 (u8 NCHW -> s8 NHWC, 22 channels: tf2onnx's NASNet; cosine 0.2). */
+static alma_status q_shift(dn_plan *p, const qprim *q, const dnnl_memory_desc_t *from, const void *sp, void *dp,
+                           const alma_node *n) {
+  dnnl_memory_desc_t flipped = *from;
+  flipped.data_type = q->shift > 0 ? dnnl_s8 : dnnl_u8;
+  size_t size = dnnl_memory_desc_get_size(from);
+  int same = dnnl_memory_desc_equal(&flipped, &q->src_md);
+  dn_buf *t = same ? NULL : alma__dn_alloc(p, size);
+  if (!same && !t) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  const uint8_t *s8 = sp;
+  uint8_t *d8 = same ? dp : t->ptr;
+  for (size_t i = 0; i < size; i++) d8[i] = (uint8_t)(s8[i] ^ 0x80u);
+  alma_status st = same ? ALMA_OK : alma__dn_reorder(p, &flipped, t->ptr, &q->src_md, dp, n);
+  if (t) alma__dn_unref(p, t);
   p->n_int8_reorder++;
-  return ALMA_OK;
+  return st;
 }
 
 /* Executes q with args (room for one more: the scratchpad, appended when q has one). */
