@@ -392,6 +392,13 @@ def jax_models(small):
         "jax_resize": (lambda: fn_resize, [spec((2, 6, 8, 3))], 23),
         "jnp_reduce": (lambda: fn_reduce, [spec((B, 5, 6))], 23),
         "lax_sort": (lambda: fn_sortmisc, [spec((5, 4))], 23),
+        # an older opset (jax2onnx 0.17 writes invalid opset-11 graphs, and a float Reshape shape in
+        # the decoder at 13)
+        "nnx_text_op13": (nnx_build(Text), [spec((B, 16), I)], 13),
+        "nnx_resnet_op13": (nnx_build(ResNet), [spec((B, 32, 32, 3))], 13),
+        "jnp_gather_op13": (lambda: fn_gather, [spec((B, 10)), spec((B, 5), I)], 13),
+        "jnp_reduce_op13": (lambda: fn_reduce, [spec((B, 5, 6))], 13),
+        "lax_scan_op13": (lambda: fn_scan, [spec((B, 7, 8))], 13),
         "nnx_mlp_op17": (nnx_build(MLP), [spec((B, 32))], 17),
         "nnx_encoder_op18": (nnx_build(Encoder), [spec((B, 16, D))], 18),
     }
