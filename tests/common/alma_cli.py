@@ -17,7 +17,8 @@ def alma_run(alma, model, conv, feeds, work, *extra, check=True, timeout=None):
     os.makedirs(work, exist_ok=True)
     args = [alma, "run", model, "-c", conv, "--output-dir", work, *extra]
     for k, v in feeds.items():
-        f = os.path.join(work, k + ".npy")
+        # exporters' input names may hold '/' or ':' (tf2onnx: "einsum/inputs_1:0"): not in a file name
+        f = os.path.join(work, "".join(c if c.isalnum() or c in "._-" else "_" for c in k) + ".npy")
         np.save(f, v)
         args += ["--input", f"{k}={f}"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)

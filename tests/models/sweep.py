@@ -203,8 +203,9 @@ def compare(outdir, alma, names, convs):
         for k, inp in enumerate(sess.get_inputs()):
             shape = [2 if not isinstance(d, int) else d for d in inp.shape]
             rng = np.random.default_rng(k)
-            if "int64" in inp.type:
-                x = rng.integers(0, 2 if "mask" in inp.name else 10, shape).astype(np.int64)
+            if "int" in inp.type:  # int64 (PyTorch) or int32 (tf2onnx) ids, indices, masks
+                x = rng.integers(0, 2 if "mask" in inp.name else 10, shape).astype(
+                    np.int32 if "int32" in inp.type else np.int64)
                 if "mask" in inp.name:
                     x[:, 0] = 1
             else:
