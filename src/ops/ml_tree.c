@@ -496,26 +496,39 @@ static int node_true(const tree_prep *p, const tnode *d, int64_t i, double x) {
   return 0;
 }
 
-/* The leaf a row reaches from node (or leaf) cur: an iterative walk. */
-static inline int32_t tree_leaf(const tree_prep *p, int32_t cur, const double *x) {
-  const tnode *nd = p->nodes;
-  switch (p->walk) {
-    case WALK_LEQ:
-      while (cur >= 0) cur = nd[cur].next[x[nd[cur].feat] <= nd[cur].th];
-      break;
-    case WALK_LT:
-      while (cur >= 0) cur = nd[cur].next[x[nd[cur].feat] < nd[cur].th];
-      break;
-    default:
-      while (cur >= 0) cur = nd[cur].next[node_true(p, &nd[cur], cur, x[nd[cur].feat])];
-  }
-  return -cur - 1;
-}
-
 /* Rows processed together: tree by tree over a block of rows, so one tree's nodes stay in cache
  * while every row of the block walks it (row by row, a forest larger than the cache misses on
  * every tree). Each row still meets the trees in order, so sums round as before. */
 #define TREE_ROW_BLOCK 64
+/* Rows walking one tree side by side: a walk is a chain of dependent loads (node, feature, next
+ * node), so one row at a time leaves the core waiting; G independent chains overlap. */
+#define TREE_WALK_ROWS 8
+
+/* The leaves that rows x[0..g) (g <= TREE_WALK_ROWS, F features apart) reach from root. */
+static void walk_rows(const tree_prep *p, int32_t root, const double *x, int64_t F, int g, int32_t *leaf) {
+  const tnode *nd = p->nodes;
+  int32_t cur[TREE_WALK_ROWS];
+  for (int j = 0; j < g; j++) cur[j] = root;
+#define WALK(NEXT)                                   \
+  for (int live = 1; live;) {                        \
+    live = 0;                                        \
+    for (int j = 0; j < g; j++) {                    \
+      int32_t c = cur[j];                            \
+      if (c < 0) continue;                           \
+      const tnode *d = &nd[c];                       \
+      double v = x[j * F + d->feat];                 \
+      cur[j] = d->next[NEXT];                        \
+      live = 1;                                      \
+    }                                                \
+  }
+  switch (p->walk) {
+    case WALK_LEQ: WALK(v <= d->th) break;
+    case WALK_LT: WALK(v < d->th) break;
+    default: WALK(node_true(p, d, c, v))
+  }
+#undef WALK
+  for (int j = 0; j < g; j++) leaf[j] = -cur[j] - 1;
+}
 
 /* Adds every tree's leaf outputs for nb rows x[nb, F] into acc[nb, stride] (initialized by the
  * caller, seen zeroed): SUM/AVERAGE add (AVERAGE per leaf divides each share by the number of
@@ -524,21 +537,26 @@ static inline int32_t tree_leaf(const tree_prep *p, int32_t cur, const double *x
 static void accumulate(const tree_prep *p, const double *x, int64_t nb, int64_t F, double *acc, uint8_t *seen,
                        int64_t stride, int agg, int per_leaf, alma_dtype rt) {
   double avg = (double)p->ntrees;
+  int32_t leaf[TREE_WALK_ROWS];
   for (int64_t t = 0; t < p->ntrees; t++) {
     int32_t root = p->roots[t];
-    for (int64_t r = 0; r < nb; r++) {
-      int32_t l = tree_leaf(p, root, x + r * F);
-      double *a = acc + r * stride;
-      uint8_t *s = seen + r * stride;
-      for (int32_t q = p->lstart[l]; q < p->lstart[l + 1]; q++) {
-        int32_t o = p->otarget[q];
-        double v = p->oweight[q];
-        if (agg == AGG_MIN || agg == AGG_MAX) {
-          if (!s[o] || (agg == AGG_MIN ? v < a[o] : v > a[o])) a[o] = v;
-          s[o] = 1;
-        } else {
-          if (agg == AGG_AVERAGE && per_leaf) v /= avg;
-          a[o] = alma__round_to(rt, a[o] + v);
+    for (int64_t r0 = 0; r0 < nb; r0 += TREE_WALK_ROWS) {
+      int g = nb - r0 < TREE_WALK_ROWS ? (int)(nb - r0) : TREE_WALK_ROWS;
+      walk_rows(p, root, x + r0 * F, F, g, leaf);
+      for (int j = 0; j < g; j++) {
+        int32_t l = leaf[j];
+        double *a = acc + (r0 + j) * stride;
+        uint8_t *s = seen + (r0 + j) * stride;
+        for (int32_t q = p->lstart[l]; q < p->lstart[l + 1]; q++) {
+          int32_t o = p->otarget[q];
+          double v = p->oweight[q];
+          if (agg == AGG_MIN || agg == AGG_MAX) {
+            if (!s[o] || (agg == AGG_MIN ? v < a[o] : v > a[o])) a[o] = v;
+            s[o] = 1;
+          } else {
+            if (agg == AGG_AVERAGE && per_leaf) v /= avg;
+            a[o] = alma__round_to(rt, a[o] + v);
+          }
         }
       }
     }

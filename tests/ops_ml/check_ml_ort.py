@@ -519,6 +519,27 @@ def tree_cases(alma, work):
         if pt in (1, 2):
             ort_m = one_node("TreeEnsemble", {"X": xx}, [("Y", tp(xx))], dict(attrs, post_transform=3 - pt), ml=5)
         case(alma, work, "treeensemble5_" + nm, m, {"X": xx}, ort_model=ort_m)
+    # 150 rows: alma walks a tree with 8 rows side by side over blocks of 64 rows (tails of both),
+    # and has walks specialized to forests of only BRANCH_LEQ or only BRANCH_LT without missing
+    # value tracking: one case for each, and the general walk
+    att, leaves = random_forest(12, 5, f, 2, 2, seed=21)
+    attrs = legacy_attrs(att, leaves, "target", missing=False)
+    attrs.update(n_targets=2, aggregate_function="AVERAGE")
+    xx = tree_input(150, f, att)
+    case(alma, work, "treeregressor_leq_150_rows", one_node("TreeEnsembleRegressor", {"X": xx}, [("Y", F)], attrs),
+         {"X": xx})
+    att, leaves = random_forest(7, 4, f, 3, 3, modes=("BRANCH_LT",), seed=22)
+    attrs = legacy_attrs(att, leaves, "class", missing=False)
+    attrs.update(classlabels_int64s=[1, 2, 3], post_transform="SOFTMAX")
+    xx = tree_input(150, f, att)
+    case(alma, work, "treeclassifier_lt_150_rows", one_node("TreeEnsembleClassifier", {"X": xx}, CLS_OUTS, attrs),
+         {"X": xx})
+    att, leaves = random_forest(9, 4, f, 2, 1, modes=modes_all, seed=23)
+    attrs = to_v5(att, leaves, 2)
+    attrs.update(aggregate_function=2, post_transform=0)
+    xx = tree_input(150, f, att)
+    case(alma, work, "treeensemble5_min_150_rows", one_node("TreeEnsemble", {"X": xx}, [("Y", F)], attrs, ml=5),
+         {"X": xx})
     # set membership and a one-leaf tree, against onnx.reference (ONNX Runtime agrees on these)
     attrs = dict(nodes_featureids=[0, 1, 0], nodes_modes=numpy_helper.from_array(np.array([6, 0, 6], np.uint8)),
                  nodes_splits=numpy_helper.from_array(np.array([0, 0.5, 0], np.float32)),
