@@ -1,5 +1,6 @@
 """One model written by another exporter (tests/models/exporters/<exporter>/*.onnx: tf2onnx, jax2onnx,
-...) run by alma under each conversion and compared with ONNX Runtime on the same random inputs.
+...) run by alma under each conversion and compared with ONNX Runtime on the same random inputs
+(INT8_DYNAMIC too: its run-time zero points reach DNNL paths that static int8 rarely does).
 
 Inputs come from the model's declared input types: symbolic dims are 2; floats are standard normal,
 integers uniform in [0, 10), bools random. Float conversions must reach cosine >= 0.9999 and a
@@ -24,7 +25,7 @@ except ImportError as e:
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 from alma_cli import alma_run  # noqa: E402
 
-CONVS = "EAGER,FOLD+FUSE+EAGER,FOLD+FUSE+DNNL,FOLD+XNNPACK,FOLD+BLAS,FOLD+INT8_STATIC+DNNL"
+CONVS = "EAGER,FOLD+FUSE+EAGER,FOLD+FUSE+DNNL,FOLD+XNNPACK,FOLD+BLAS,FOLD+INT8_STATIC+DNNL,FOLD+INT8_DYNAMIC+DNNL"
 NP = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
       "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
       "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
