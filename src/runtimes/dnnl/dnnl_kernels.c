@@ -2809,17 +2809,33 @@ static void rs_onnx_taps(const rs_onnx *q, int d, int64_t in, int64_t out, int64
     w[0] = 1 - w[1];
     return;
   }
-  switch (q->ctm) {
-    case RS_ALIGN: xo = ow == 1 ? 0.0 : xd * (fin - 1) / (ow - 1); break;
-    case RS_ASYM: xo = xd / s; break;
-    case RS_PYTORCH: xo = ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5; break;
-    case RS_TF_NN: xo = (xd + 0.5) / s; break;
-    case RS_HALF_PIXEL_SYM: {
-      double adj = (double)out / ow, center = fin / 2;
-      xo = center * (1 - adj) + (xd + 0.5) / s - 0.5;
-      break;
+  if (!q->linear) { /* nearest picks its pixel in float32, as resize.c does (ONNX Runtime's rounding) */
+    float sf = (float)s, xf = (float)o, inf = (float)in, owf = sf * inf;
+    switch (q->ctm) {
+      case RS_ALIGN: xo = owf == 1 ? 0.0 : (double)(xf * (inf - 1) / (owf - 1)); break;
+      case RS_ASYM: xo = (double)(xf / sf); break;
+      case RS_PYTORCH: xo = owf == 1 ? -0.5 : (double)((xf + 0.5f) / sf - 0.5f); break;
+      case RS_TF_NN: xo = (double)((xf + 0.5f) / sf); break;
+      case RS_HALF_PIXEL_SYM: {
+        float adj = (float)out / owf, center = inf / 2;
+        xo = (double)(center * (1 - adj) + (xf + 0.5f) / sf - 0.5f);
+        break;
+      }
+      default: xo = (double)((xf + 0.5f) / sf - 0.5f); break;
     }
-    default: xo = (xd + 0.5) / s - 0.5; break;
+  } else {
+    switch (q->ctm) {
+      case RS_ALIGN: xo = ow == 1 ? 0.0 : xd * (fin - 1) / (ow - 1); break;
+      case RS_ASYM: xo = xd / s; break;
+      case RS_PYTORCH: xo = ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5; break;
+      case RS_TF_NN: xo = (xd + 0.5) / s; break;
+      case RS_HALF_PIXEL_SYM: {
+        double adj = (double)out / ow, center = fin / 2;
+        xo = center * (1 - adj) + (xd + 0.5) / s - 0.5;
+        break;
+      }
+      default: xo = (xd + 0.5) / s - 0.5; break;
+    }
   }
   double fl = floor(xo), ratio = xo == fl ? 1.0 : xo - fl;
   int64_t base = (int64_t)fl - (xo == fl); /* the left neighbour */

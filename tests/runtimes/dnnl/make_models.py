@@ -444,6 +444,20 @@ def native_resize11(d):
     save(d, "native_resize11", nodes, [x], [y_out("y", 4)], inits, opset=11)
 
 
+def resize_f32_ties_eager(d):
+    # nearest (half_pixel, round_prefer_floor) by float32(5/6) on 6 pixels: x_original of output 2
+    # is 2.5 in float32 (ONNX Runtime's and EAGER's arithmetic: pixel 2) but 2.5000001 in double
+    # (pixel 3, oneDNN's too); oneDNN must not take it. Also 20 -> 31 rows (1.55f, tf2onnx's scale).
+    nodes = [N("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             N("Resize", ["c1", "", "s56"], ["y1"], mode="nearest"),
+             N("Resize", ["x20", "", "s155"], ["y2"], mode="nearest", coordinate_transformation_mode="asymmetric",
+               nearest_mode="floor")]
+    s56 = float(np.float32(5) / np.float32(6))
+    inits = [w("w1", 8, 4, 3, 3), c("s56", [1, 1, s56, s56]), c("s155", [1, 1, 1.55, 1])]
+    save(d, "resize_f32_ties_eager", nodes, [x_in("x", 4, 6, 6), x_in("x20", 3, 20, 4)], [y_out("y1", 4), y_out("y2", 4)],
+         inits)
+
+
 def native_upsample(d):
     # Upsample-9 (scales input), then Resize-10 (asymmetric, floor when enlarging): nearest
     nodes = [N("Conv", ["x", "w1"], ["c1"]), N("Upsample", ["c1", "sc"], ["y"], mode="nearest")]
@@ -490,7 +504,7 @@ def main():
     os.makedirs(d, exist_ok=True)
     for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
-              native_resize11, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
+              native_resize11, resize_f32_ties_eager, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
 
 
