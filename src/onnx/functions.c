@@ -31,7 +31,8 @@ typedef struct inl_ctx {
   alma_graph *g;               /* its opsets grow with domains only functions import */
   fn_info *fns;
   size_t n_fns;
-  int depth;
+  int depth;                   /* nested calls */
+  int graph_depth;             /* nested subgraphs */
 } inl_ctx;
 
 /* One call being expanded. NULL scope: the main graph (names unchanged, no attribute refs). */
@@ -152,6 +153,8 @@ static alma_status expand_nodes(inl_ctx *c, const scope *s, Onnx__NodeProto *con
 
 /* A copy of subgraph gp with every name renamed for scope s and its calls expanded. */
 static alma_status expand_graph(inl_ctx *c, const scope *s, const Onnx__GraphProto *gp, Onnx__GraphProto **out) {
+  if (++c->graph_depth > 64) /* parse_graph's own limit, met here first */
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
   Onnx__GraphProto *ng = alma__arena_alloc(c->tmp, sizeof *ng);
   if (!ng) return oom();
   *ng = *gp;
@@ -185,7 +188,9 @@ static alma_status expand_graph(inl_ctx *c, const scope *s, const Onnx__GraphPro
   ng->n_node = 0;
   ng->node = NULL;
   *out = ng;
-  return expand_nodes(c, s, gp->node, gp->n_node, &ng->node, &ng->n_node, &cap);
+  ALMA_TRY(expand_nodes(c, s, gp->node, gp->n_node, &ng->node, &ng->n_node, &cap));
+  c->graph_depth--;
+  return ALMA_OK;
 }
 
 /* Resolves a node's attributes in scope s: references replaced, subgraphs expanded. */
