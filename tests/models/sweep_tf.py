@@ -11,7 +11,8 @@ statistics non-trivial, and converts each with tf2onnx at opsets 13 and 17, batc
     .venv-test/bin/python tests/models/sweep.py compare OUTDIR --alma build/alma
 
 --tiny exports the small set committed under tests/models/exporters/tf/ (tiny widths and inputs,
-one model per tf2onnx pattern) that tests/models/exporters/check_exporters.py runs in CTest:
+one model per tf2onnx pattern; opset 13, the transformer at 17 too, --opsets aside) that
+tests/models/exporters/check_exporters.py runs in CTest:
 
     .venv-tf/bin/python tests/models/sweep_tf.py export tests/models/exporters/tf --tiny
 
