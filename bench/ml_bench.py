@@ -23,9 +23,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import time_samples  # noqa: E402
 import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,14 +91,7 @@ def n_features(path):
 
 
 def time_fn(fn, min_runs, min_time):
-    for _ in range(5):
-        fn()
-    samples, t_end = [], time.perf_counter() + min_time
-    while len(samples) < min_runs or time.perf_counter() < t_end:
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return statistics.median(time_samples(fn, min_runs, min_time, warmup=5))
 
 
 def bench_ort(path, x, a):

@@ -18,10 +18,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import time_samples  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -111,16 +113,7 @@ def precision(conversion):
 # ---- timing helpers -------------------------------------------------------------------------
 
 def time_fn(fn, min_runs, min_time):
-    for _ in range(3):
-        fn()
-    t_end = time.perf_counter() + min_time
-    samples = []
-    while len(samples) < min_runs or time.perf_counter() < t_end:
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-        if len(samples) > 100000:
-            break
+    samples = time_samples(fn, min_runs, min_time)
     return statistics.median(samples), len(samples)
 
 
