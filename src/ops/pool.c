@@ -1,4 +1,4 @@
-/* MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool, GlobalMaxPool; N-d
+/* MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool; N-d
  * windows with strides, pads, auto_pad, dilations and ceil_mode.
  *
  * Kernels run in float (float32, float16, bfloat16, int8, uint8: all exact in float) or double
@@ -321,6 +321,26 @@ static alma_status gmax_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   return global_exec(n, in[0], &out[0], 1);
 }
 
+/* GlobalLpPool: (sum |x|^p over the spatial dims)^(1/p) per plane, in double. Opset 1 takes p as a
+ * float, 2 on as an int (default 2 either way). */
+static alma_status glp_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
+  const alma_tensor *x = in[0];
+  const alma_attr *pa = alma__node_attr(n, "p");
+  double p = !pa ? 2.0 : pa->type == ALMA_ATTR_FLOAT ? (double)pa->f : (double)pa->i;
+  if (!(p > 0) || !isfinite(p)) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "p=%g (expects a positive value)", p);
+  int64_t planes = x->dims[0] * x->dims[1], sp = alma__numel(x->rank - 2, x->dims + 2);
+  for (int64_t q = 0; q < planes; q++) {
+    double s = 0;
+    for (int64_t i = 0; i < sp; i++) {
+      double v = fabs(alma__get_f64(x->data, x->dtype, q * sp + i));
+      s += p == 1 ? v : p == 2 ? v * v : pow(v, p);
+    }
+    alma__set_f64(out[0].data, out[0].dtype, q, p == 1 ? s : p == 2 ? sqrt(s) : pow(s, 1.0 / p));
+  }
+  return ALMA_OK;
+}
+
 static void pool_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                       int64_t *macs, int64_t *flops) {
   pool_shape ps;
@@ -351,6 +371,10 @@ const alma_op_def alma__op_AveragePool = {.name = "AveragePool", .domain = "", .
 const alma_op_def alma__op_GlobalAveragePool = {.name = "GlobalAveragePool", .domain = "", .versions = {1, 22},
                                                 .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                                 .infer = global_infer, .exec = gavg_exec, .cost = global_cost};
+
+const alma_op_def alma__op_GlobalLpPool = {.name = "GlobalLpPool", .domain = "", .versions = {1, 2, 22},
+                                           .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                           .infer = global_infer, .exec = glp_exec, .cost = global_cost};
 
 const alma_op_def alma__op_GlobalMaxPool = {.name = "GlobalMaxPool", .domain = "", .versions = {1, 22},
                                             .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
