@@ -65,6 +65,8 @@ CASES = {
     "external_absolute": (["info", "{d}/ext_absolute.onnx"], 3, r"relative path inside"),
     "external_ok": (["run", "{d}/ext_ok.onnx"], 0, r"y: float32 \[256\]"),
     # inputs given to `alma run`
+    "run_int8_static_dynamic_dims": (["run", "{d}/dyn_conv.onnx", "-c", "FOLD+INT8_STATIC+EAGER", "--input",
+                                      "x={d}/dyn_conv_x.npy"], 0, r"y: int8|y: float32 \[1,4,6,6\]"),
     "wrong_input_name": (["run", "{d}/good.onnx", "--input", "nope={d}/x_ok.npy"], 3,
                          r"no input 'nope'.*inputs are: 'x'"),
     "wrong_input_dtype": (["run", "{d}/good.onnx", "--input", "x={d}/x_f64.npy"], 3,

@@ -176,6 +176,12 @@ def main():
                                   h.make_node("Neg", ["x"], ["out relu 0"], name="n")],
                                  [vi("x", T.FLOAT, [3])],
                                  [vi("out/relu:0", T.FLOAT, [3]), vi("out relu 0", T.FLOAT, [3])]))
+    # A convolution over any image size (tf2onnx writes [N, H, W, C] fully symbolic): INT8_STATIC
+    # through `alma run` must calibrate at the given input's size, not with unknown dims set to 1.
+    save("dyn_conv.onnx", model([h.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3])],
+                                [vi("x", T.FLOAT, ["n", 3, "h", "w"])], [vi("y", T.FLOAT, ["n", 4, "oh", "ow"])],
+                                [nh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")]))
+    npy("dyn_conv_x.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
     with open(os.path.join(d, "not_a_dir"), "w") as f:
         f.write("a file\n")
     print(f"wrote bad-input fixtures to {d}")

@@ -34,6 +34,7 @@ static void run_usage(FILE *f) {
           "      --profile[=N]       after the inference, run N more (default 10) with every node timed\n"
           "                          and print the slowest nodes and op types with their placement\n"
           "  -h, --help              this help\n\n"
+          "A conversion with INT8_STATIC calibrates on this inference's inputs (one batch).\n"
           "Random inputs: floating point ~ N(0, 1), integers uniform in [0, 10), bool uniform.\n");
 }
 
@@ -403,6 +404,19 @@ int alma_cmd_run(int argc, char **argv) {
   alma_session_options_init(&so);
   so.threads = threads;
   so.verbose = verbose;
+  /* INT8_STATIC calibrates on this inference's inputs: they have the shapes the model is run at,
+   * where the pass's own random batches would set every unknown dim but the batch to 1 */
+  so.calibration_data = in;
+  so.n_calibration_batches = 1;
+  int any_random = 0;
+  for (int i = 0; i < n_in; i++) {
+    int given = 0;
+    for (int a = 0; a < n_args; a++) given |= !strcmp(args[a].name, alma_model_input_name(m, i));
+    any_random |= !given;
+  }
+  if (any_random && strstr(conversion, "INT8_STATIC"))
+    fprintf(stderr, "warning: INT8_STATIC calibrates on this run's inputs, some of them random data, which "
+                    "calibrates poorly: give real samples with -i\n");
   st = alma_session_create(m, conversion, &so, &s);
   if (st != ALMA_OK) {
     rc = alma_cli_fail(st, conversion);
