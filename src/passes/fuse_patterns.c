@@ -380,7 +380,6 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
     if (alma__fuse_attr_i(c, c->g->values[K].producer, "axis", ax) != ALMA_OK ||
         alma__fuse_attr_i(c, c->g->values[V].producer, "axis", ax) != ALMA_OK)
       return ALMA_ERR_NOMEM;
-    pres[0] = pres[1] = -1;
   }
   if (G > 1 && !flat) { /* K, V [B, Hkv, T, E] -> [B, Hkv, 1, T, E] */
     kv5[4] = D;

@@ -2034,21 +2034,18 @@ static alma_status attn_build(dn_plan *p, dn_prim *pr, dn_prim *sm, dn_prim *mm2
   return ALMA_OK;
 }
 
+/* Whether x[0..n) is -inf throughout: a query row every key of which is masked. */
+static int row_closed(const float *x, int64_t n) {
+  for (int64_t j = 0; j < n; j++)
+    if (x[j] != -INFINITY) return 0;
+  return 1;
+}
+
 /* Q, K and V are read in their own strided layout when they are lazy Transposes' views (the
  * head-splitting transposes of multi-head attention cost no copy then); fused (a group with a
  * DP_PERM post-op, see plan_fuse_perm) writes the output through the Transpose after it, so that
  * the Transpose's output is produced directly. oneDNN's gemm takes such strides; if it ever
  * declines them, the node falls back to plain layouts for good (attn_plain). */
-/* Whether some row of a float mask (rows of `cols`) is -inf throughout. */
-static int mask_has_closed_row(const float *m, int64_t numel, int64_t cols) {
-  for (int64_t r = 0; r + cols <= numel; r += cols) {
-    int closed = 1;
-    for (int64_t j = 0; closed && j < cols; j++) closed = m[r + j] == -INFINITY;
-    if (closed) return 1;
-  }
-  return 0;
-}
-
 static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                             int *done) {
   const alma_node *n = &p->g->nodes[idx];
@@ -2148,14 +2145,13 @@ static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin
    * needs a fully -inf mask row, so the scores are scanned only when the (smaller) mask has one. */
   uint8_t *zero_rows = NULL;
   int64_t rows = Sk > 0 ? (int64_t)(dnnl_memory_desc_get_size(&smd) / sizeof(float)) / Sk : 0;
-  if (st == ALMA_OK && onnx && m && Sk > 0 && mask_has_closed_row(m->t.data, alma_tensor_numel(&m->t), Sk)) {
+  int closed_mask_row = 0;
+  if (st == ALMA_OK && onnx && m && Sk > 0)
+    for (int64_t i = 0, mn = alma_tensor_numel(&m->t); !closed_mask_row && i + Sk <= mn; i += Sk)
+      closed_mask_row = row_closed((const float *)m->t.data + i, Sk);
+  if (closed_mask_row) {
     if (!(zero_rows = calloc((size_t)rows, 1))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    const float *sc = sb->ptr;
-    for (int64_t i = 0; zero_rows && i < rows; i++) {
-      int closed = 1;
-      for (int64_t j = 0; closed && j < Sk; j++) closed = sc[i * Sk + j] == -INFINITY;
-      zero_rows[i] = (uint8_t)closed;
-    }
+    for (int64_t i = 0; zero_rows && i < rows; i++) zero_rows[i] = (uint8_t)row_closed((const float *)sb->ptr + i * Sk, Sk);
   }
   if (st == ALMA_OK) {
     void *ps[DN_MAX_MEM] = {sb->ptr, sb->ptr};
