@@ -19,7 +19,15 @@
 extern "C" {
 #endif
 
-/* Element types; the numbers are ONNX's TensorProto.DataType. */
+/* Element types; the numbers are ONNX's TensorProto.DataType.
+ *
+ * The low-precision types (17-26) take one byte per element in alma's memory, the way ml_dtypes'
+ * numpy arrays hold them: int4/int2 sign-extended in an int8 byte, uint4/uint2 in a uint8 byte,
+ * float4e2m1 its 4-bit code in the low nibble, the float8 types their byte. So alma_dtype_size()
+ * is 1 for them and tensors passed in or out of alma use that layout; the ONNX loader unpacks
+ * ONNX's packed form (two 4-bit or four 2-bit elements per byte, low bits first) and the saver
+ * packs it again. Only data-movement operators, Cast/CastLike and QuantizeLinear/DequantizeLinear
+ * accept them; arithmetic refuses them by name. */
 typedef enum {
   ALMA_DTYPE_UNDEFINED = 0,
   ALMA_DTYPE_FLOAT32 = 1,
@@ -35,14 +43,25 @@ typedef enum {
   ALMA_DTYPE_FLOAT64 = 11,
   ALMA_DTYPE_UINT32 = 12,
   ALMA_DTYPE_UINT64 = 13,
-  ALMA_DTYPE_BFLOAT16 = 16
+  ALMA_DTYPE_BFLOAT16 = 16,
+  ALMA_DTYPE_FLOAT8E4M3FN = 17,   /* 1-4-3, bias 7, no inf, NaN S.1111.111, max 448 */
+  ALMA_DTYPE_FLOAT8E4M3FNUZ = 18, /* bias 8, no inf, no -0, NaN 0x80, max 240 */
+  ALMA_DTYPE_FLOAT8E5M2 = 19,     /* IEEE-like 1-5-2, bias 15, inf and NaN, max 57344 */
+  ALMA_DTYPE_FLOAT8E5M2FNUZ = 20, /* bias 16, no inf, no -0, NaN 0x80, max 57344 */
+  ALMA_DTYPE_UINT4 = 21,          /* 0..15, one per byte in memory */
+  ALMA_DTYPE_INT4 = 22,           /* -8..7, sign-extended in a byte in memory */
+  ALMA_DTYPE_FLOAT4E2M1 = 23,     /* 1-2-1, bias 1, no inf/NaN, max 6; code in the low nibble */
+  ALMA_DTYPE_FLOAT8E8M0 = 24,     /* 2^(b-127), unsigned, NaN 0xff (OCP MX scales) */
+  ALMA_DTYPE_UINT2 = 25,          /* 0..3 */
+  ALMA_DTYPE_INT2 = 26            /* -2..1, sign-extended */
 } alma_dtype;
 
 /* "float32", "int64", ... ; "undefined" for unknown values. */
 const char *alma_dtype_name(alma_dtype t);
 /* Bytes per element; 0 for types alma cannot hold. */
 size_t alma_dtype_size(alma_dtype t);
-/* Parses "float32"/"f32"/"float", "int64", ...; ALMA_ERR_INVALID_ARG naming the string otherwise. */
+/* Parses "float32"/"f32"/"float", "int64", "float8e4m3fn", "int4", ...; ALMA_ERR_INVALID_ARG naming the
+ * string otherwise. */
 alma_status alma_dtype_parse(const char *s, alma_dtype *out);
 
 #define ALMA_MAX_RANK 8
@@ -107,6 +126,11 @@ typedef struct alma_model_summary {
   int n_op_types;
   const char **op_types;         /* sorted by count, descending */
   const int64_t *op_counts;
+  /* Every opset the model imports, ai.onnx first (as "ai.onnx"), then in the file's order: e.g.
+   * "ai.onnx" 17, "com.microsoft" 1, "ai.onnx.ml" 3. */
+  int n_opset_imports;
+  const char **opset_domains;
+  const int64_t *opset_versions;
 } alma_model_summary;
 
 /* The summary lives as long as the model. */

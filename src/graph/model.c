@@ -58,6 +58,8 @@ void alma_model_free(alma_model *m) {
   free(m->path);
   free(m->sum_ops);
   free(m->sum_counts);
+  free(m->sum_domains);
+  free(m->sum_domain_versions);
   free(m);
 }
 
@@ -253,6 +255,21 @@ alma_status alma_model_summarize(alma_model *m, const alma_model_summary **summa
     }
   s->n_op_types = nt;
   s->op_types = m->sum_ops;
+  m->sum_domains = calloc((size_t)g->n_opsets + 1, sizeof(char *));
+  m->sum_domain_versions = calloc((size_t)g->n_opsets + 1, sizeof(int64_t));
+  if (!m->sum_domains || !m->sum_domain_versions) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int nd = 0;
+  for (int pass = 0; pass < 2; pass++) /* the default domain first: it is the model's "opset" */
+    for (int i = 0; i < g->n_opsets; i++) {
+      const char *d = g->opsets[i].domain ? g->opsets[i].domain : "";
+      int dflt = !d[0] || !strcmp(d, "ai.onnx");
+      if (dflt != (pass == 0)) continue;
+      m->sum_domains[nd] = dflt ? "ai.onnx" : d;
+      m->sum_domain_versions[nd++] = g->opsets[i].version;
+    }
+  s->n_opset_imports = nd;
+  s->opset_domains = m->sum_domains;
+  s->opset_versions = m->sum_domain_versions;
   s->op_counts = m->sum_counts;
   alma_infer_result r;
   alma_status st = alma__graph_infer(g, NULL, 1, 1 << 16, &r);

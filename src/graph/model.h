@@ -14,6 +14,8 @@ struct alma_model {
   alma_model_summary summary;
   const char **sum_ops;
   int64_t *sum_counts;
+  const char **sum_domains;
+  int64_t *sum_domain_versions;
 };
 
 /* Graph hash (hex SHA-256) of a graph's structure and weights, independent of names. */

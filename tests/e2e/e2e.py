@@ -90,6 +90,9 @@ CASES = {
     "output_names_sanitized": (["run", "{d}/odd_names.onnx", "-o", "{t}/out"], 0,
                                r"wrote .*/out/out_relu_0\.npy.*wrote .*/out/out_relu_0_1\.npy"),
     "unknown_conversion": (["run", "{d}/good.onnx", "--conversion", "NO_SUCH_RUNTIME"], ERR, r"NO_SUCH_RUNTIME"),
+    "info_domains": (["info", "{d}/domains.onnx"], 0, r"opset +17 +\(also ai\.onnx\.ml 3, com\.microsoft 1\)"),
+    "info_domains_json": (["info", "--json", "{d}/domains.onnx"], 0,
+                          r'"opset_imports":\s*\{\s*"ai\.onnx":\s*17,\s*"ai\.onnx\.ml":\s*3,\s*"com\.microsoft":\s*1'),
     "future_opset_warns": (["info", "{d}/future_opset.onnx"], 0, r"opset 99"),
     # command-line usage
     "run_no_model": (["run"], 2, r"usage"),

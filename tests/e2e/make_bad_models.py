@@ -85,6 +85,9 @@ def main():
                                 [vi("y", T.FLOAT, [2])], opset=[h.make_opsetid("com.example", 1)], check=False))
     save("future_opset.onnx", model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, [2])],
                                     [vi("y", T.FLOAT, [2])], opset=[h.make_opsetid("", 99)], check=False))
+    save("domains.onnx", model([h.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", T.FLOAT, [2])],
+                               [vi("y", T.FLOAT, [2])], opset=[h.make_opsetid("ai.onnx.ml", 3), h.make_opsetid("", 17),
+                                                                h.make_opsetid("com.microsoft", 1)]))
     save("bad_perm.onnx", model([h.make_node("Transpose", ["x"], ["y"], name="tp", perm=[0, 0])],
                                 [vi("x", T.FLOAT, [2, 3])], [vi("y", T.FLOAT, [3, 2])], check=False))
     save("bad_reshape.onnx", model([h.make_node("Reshape", ["x", "shape"], ["y"], name="rs")],

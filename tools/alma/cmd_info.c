@@ -15,7 +15,8 @@ static void info_usage(FILE *f) {
           "usage: alma info MODEL [--json]\n\n"
           "Describes an ONNX model: inputs and outputs (names, shapes with symbolic dims, dtypes), the\n"
           "op histogram, parameter count and bytes, MACs and FLOPs for one sample, the planned peak of\n"
-          "activation memory at batch 1, the opset, the producer and the model hash.\n\n"
+          "activation memory at batch 1, the opsets (ai.onnx and any other domain), the producer and the\n"
+          "model hash.\n\n"
           "  --json     print one JSON object instead of text\n"
           "  -h, --help this help\n");
 }
@@ -80,7 +81,12 @@ static void print_text(const char *path, alma_model *m, const alma_model_summary
   printf("model            %s\n", path);
   printf("producer         %s%s%s\n", s->producer_name && s->producer_name[0] ? s->producer_name : "(unknown)",
          s->producer_version && s->producer_version[0] ? " " : "", s->producer_version ? s->producer_version : "");
-  printf("opset            %" PRId64 "\n", s->opset);
+  printf("opset            %" PRId64, s->opset);
+  int others = 0; /* other domains: com.microsoft, ai.onnx.ml, model-local functions */
+  for (int i = 0; i < s->n_opset_imports; i++)
+    if (strcmp(s->opset_domains[i], "ai.onnx"))
+      printf("%s%s %" PRId64, others++ ? ", " : "  (also ", s->opset_domains[i], s->opset_versions[i]);
+  printf("%s\n", others ? ")" : "");
   printf("hash             %s\n", alma_model_hash(m));
   int w = 4;
   for (int i = 0; i < alma_model_num_inputs(m); i++)
@@ -118,6 +124,9 @@ static int print_json(const char *path, alma_model *m, const alma_model_summary 
   cJSON_AddStringToObject(root, "producer_name", s->producer_name ? s->producer_name : "");
   cJSON_AddStringToObject(root, "producer_version", s->producer_version ? s->producer_version : "");
   cJSON_AddNumberToObject(root, "opset", (double)s->opset);
+  cJSON *imports = cJSON_AddObjectToObject(root, "opset_imports");
+  for (int i = 0; i < s->n_opset_imports; i++)
+    cJSON_AddNumberToObject(imports, s->opset_domains[i], (double)s->opset_versions[i]);
   cJSON_AddStringToObject(root, "hash", alma_model_hash(m));
   for (int io = 0; io < 2; io++) {
     int is_input = io == 0, n = is_input ? alma_model_num_inputs(m) : alma_model_num_outputs(m);
