@@ -258,9 +258,34 @@ typedef struct attn_shape {
   int64_t qbd[ALMA_MAX_RANK], kbd[ALMA_MAX_RANK], vbd[ALMA_MAX_RANK], sbd[ALMA_MAX_RANK], obd[ALMA_MAX_RANK];
   int64_t Sq, Sk, D, Dv;
   int64_t mcols; /* columns the mask is laid against: Sk, or the mask's own last dim under onnx_mask */
-  int kt, onnx;
+  int kt, onnx, causal;
+  int64_t coff; /* causal: query i sees key j iff j <= i + coff */
   float scale;
 } attn_shape;
+
+/* The keys query row i may see under causal: [0, limit), limit clamped to [0, Sk]. */
+static inline int64_t attn_causal_limit(const attn_shape *as, int64_t i) {
+  if (!as->causal) return as->Sk;
+  int64_t l = i + as->coff + 1;
+  return l < 0 ? 0 : l > as->Sk ? as->Sk : l;
+}
+
+alma_status alma__attn_causal_offset(const alma_node *n, const alma_tensor *const *in, int nin, int64_t Sq,
+                                     int64_t Sk, int *causal, int64_t *offset) {
+  int64_t c = alma__attr_i(n, "causal", 0);
+  if (c != 0 && c != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "causal %lld (0 or 1)", (long long)c);
+  const alma_tensor *nk = alma__nn_in(in, nin, 4);
+  if (nk && !c) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input 'new_keys' is given without causal = 1");
+  if (nk && nk->rank < 2)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "input 'new_keys' has rank %d (its dim -2 counts the new keys)", nk->rank);
+  int64_t fresh = nk ? nk->dims[nk->rank - 2] : Sq;
+  if (nk && fresh > Sk)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "input 'new_keys' holds %lld keys, more than the %lld attended",
+                          (long long)fresh, (long long)Sk);
+  *causal = (int)c;
+  *offset = c ? Sk - fresh : 0; /* the keys before the newest ones: ONNX's past length */
+  return ALMA_OK;
+}
 
 static alma_status attn_setup(const alma_node *n, const alma_tensor *const *in, int nin, attn_shape *as) {
   const alma_tensor *q = in[0], *k = alma__nn_in(in, nin, 1), *v = alma__nn_in(in, nin, 2), *m = alma__nn_in(in, nin, 3);
@@ -310,6 +335,7 @@ static alma_status attn_setup(const alma_node *n, const alma_tensor *const *in, 
     s.dims[as->sbr + 1] = as->mcols;
     ALMA_TRY(check_addend(n, "mask", m, &s));
   }
+  ALMA_TRY(alma__attn_causal_offset(n, in, nin, as->Sq, as->Sk, &as->causal, &as->coff));
   const alma_attr *sa = alma__node_attr(n, "scale");
   as->scale = sa ? alma__attr_f(n, "scale", 1.0f) : (float)(1.0 / sqrt((double)(as->D > 0 ? as->D : 1)));
   return ALMA_OK;
@@ -348,15 +374,17 @@ static alma_status attn_infer(const alma_node *n, const alma_tensor *const *in, 
       T *yb = y + ob * Sq * Dv;                                                                                 \
       for (int64_t i = 0; i < Sq; i++) {                                                                        \
         const T *qi = qb + i * D;                                                                               \
+        T *yi = yb + i * Dv;                                                                                    \
+        int64_t L = attn_causal_limit(as, i); /* keys past L are causally masked: never computed */             \
         if (as->kt) {                                                                                           \
-          for (int64_t j = 0; j < Sk; j++) s[j] = 0;                                                            \
+          for (int64_t j = 0; j < L; j++) s[j] = 0;                                                            \
           for (int64_t d = 0; d < D; d++) {                                                                     \
             T qd = qi[d];                                                                                       \
             const T *kr = kb + d * Sk;                                                                          \
-            for (int64_t j = 0; j < Sk; j++) s[j] += qd * kr[j];                                                \
+            for (int64_t j = 0; j < L; j++) s[j] += qd * kr[j];                                                \
           }                                                                                                     \
         } else {                                                                                                \
-          for (int64_t j = 0; j < Sk; j++) {                                                                    \
+          for (int64_t j = 0; j < L; j++) {                                                                    \
             const T *kr = kb + j * D;                                                                           \
             T acc = 0;                                                                                          \
             for (int64_t d = 0; d < D; d++) acc += qi[d] * kr[d];                                               \
@@ -364,25 +392,24 @@ static alma_status attn_infer(const alma_node *n, const alma_tensor *const *in, 
           }                                                                                                     \
         }                                                                                                       \
         T scale = (T)as->scale;                                                                                 \
-        for (int64_t j = 0; j < Sk; j++) s[j] *= scale;                                                         \
+        for (int64_t j = 0; j < L; j++) s[j] *= scale;                                                         \
         if (mask) {                                                                                             \
           int64_t m0 = alma__broadcast_index((sb * Sq + i) * mc, srank, sdims, mt->rank, mt->dims);             \
-          for (int64_t j = 0; j < Sk; j++) s[j] += j < mc ? mask[m0 + j * mstep] : (T)-INFINITY;                \
+          for (int64_t j = 0; j < L; j++) s[j] += j < mc ? mask[m0 + j * mstep] : (T)-INFINITY;                \
         }                                                                                                       \
         T mx = -INFINITY;                                                                                       \
-        for (int64_t j = 0; j < Sk; j++) mx = s[j] > mx ? s[j] : mx;                                            \
-        T *yi = yb + i * Dv;                                                                                    \
-        if (as->onnx && mx == (T)-INFINITY) { /* every key masked: zeros, as ONNX Attention says */            \
-          for (int64_t e = 0; e < Dv; e++) yi[e] = 0;                                                           \
+        for (int64_t j = 0; j < L; j++) mx = s[j] > mx ? s[j] : mx;                                            \
+        if (mx == (T)-INFINITY && Sk > 0) { /* all keys masked: zeros as ONNX says, else Softmax's NaN */  \
+          for (int64_t e = 0; e < Dv; e++) yi[e] = as->onnx ? (T)0 : (T)NAN;                                    \
           continue;                                                                                             \
         }                                                                                                       \
         T sum = 0;                                                                                              \
-        for (int64_t j = 0; j < Sk; j++) {                                                                      \
+        for (int64_t j = 0; j < L; j++) {                                                                      \
           s[j] = exp(s[j] - mx);                                                                                \
           sum += s[j];                                                                                          \
         }                                                                                                       \
         for (int64_t e = 0; e < Dv; e++) yi[e] = 0;                                                             \
-        for (int64_t j = 0; j < Sk; j++) {                                                                      \
+        for (int64_t j = 0; j < L; j++) {                                                                      \
           T p = s[j] / sum;                                                                                     \
           const T *vr = vb + j * Dv;                                                                            \
           for (int64_t e = 0; e < Dv; e++) yi[e] += p * vr[e];                                                  \
@@ -434,11 +461,13 @@ static void attn_cost(const alma_node *n, const alma_tensor *const *in, int nin,
   attn_shape as;
   *macs = *flops = 0;
   if (attn_setup(n, in, nin, &as) != ALMA_OK) return;
-  int64_t rows = alma__numel(as.obr, as.obd) * as.Sq;
-  *macs = rows * as.Sk * (as.D + as.Dv);
-  *flops = 2 * *macs + 4 * rows * as.Sk; /* scale, mask, exp, normalize per score */
+  int64_t seen = 0; /* scores computed per batch entry: Sq * Sk, fewer under causal */
+  for (int64_t i = 0; i < as.Sq; i++) seen += attn_causal_limit(&as, i);
+  int64_t nb = alma__numel(as.obr, as.obd);
+  *macs = nb * seen * (as.D + as.Dv);
+  *flops = 2 * *macs + 4 * nb * seen; /* scale, mask, exp, normalize per score */
 }
 
 const alma_op_def alma__op_AlmaAttention = {.name = "Attention", .domain = "alma", .versions = {1},
-                                            .min_inputs = 3, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+                                            .min_inputs = 3, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
                                             .infer = attn_infer, .exec = attn_exec, .cost = attn_cost};

@@ -12,11 +12,15 @@
  *       Relu | Clip [min, max] | HardSwish | HardSigmoid [alpha, beta] | Sigmoid | SiLU (x*sigmoid(x))
  *       | Gelu [approximate: 0 erf (default), 1 tanh] | Tanh | LeakyRelu [alpha]
  *       (missing parameters take the ONNX op's defaults).
- *   alma.Attention(Q, K, V, [mask]) = softmax(scale * Q Kᵀ + mask) V, softmax over the last axis
- *       Q [..., Sq, D], K [..., Sk, D] (or [..., D, Sk] with k_transposed = 1), V [..., Sk, Dv],
- *       batch dims broadcast as in MatMul; mask (additive, Q's dtype) broadcasts unidirectionally
- *       to the scores [..., Sq, Sk]. Attributes: scale (float, default 1/sqrt(D)), k_transposed
- *       (int, default 0). Output [..., Sq, Dv].
+ *   alma.Attention(Q, K, V, [mask], [new_keys]) = softmax(scale * Q Kᵀ + mask) V, softmax over the
+ *       last axis. Q [..., Sq, D], K [..., Sk, D] (or [..., D, Sk] with k_transposed = 1), V
+ *       [..., Sk, Dv], batch dims broadcast as in MatMul; mask (additive, Q's dtype) broadcasts
+ *       unidirectionally to the scores [..., Sq, Sk]. Attributes: scale (float, default 1/sqrt(D)),
+ *       k_transposed (int, default 0), onnx_mask (int, default 0: ONNX Attention's mask rules, a
+ *       shorter mask padded with -inf and a fully masked query giving zeros), causal (int, default
+ *       0): with 1, query i sees key j only if j <= i + off, off = Sk - Sq (bottom-right aligned),
+ *       or, when new_keys is given, Sk minus new_keys' dim -2 (the keys before the newest: ONNX's
+ *       past length; only new_keys' shape is read). Output [..., Sq, Dv].
  * All are since_version 1 of the "alma" domain (which models do not import: the pass binds them). */
 #ifndef ALMA_OPS_FUSED_H
 #define ALMA_OPS_FUSED_H
@@ -42,6 +46,10 @@ typedef struct alma_fused_act {
   float p0, p1;
 } alma_fused_act;
 
+/* alma.Attention's causal attribute and new_keys input (in[4]) for Sq queries over Sk keys: *causal
+ * 0/1 and the offset (query i sees key j iff j <= i + *offset). Errors name the node. */
+alma_status alma__attn_causal_offset(const alma_node *n, const alma_tensor *const *in, int nin, int64_t Sq,
+                                     int64_t Sk, int *causal, int64_t *offset);
 /* Reads and validates a fused node's activation/activation_params (errors name the node). */
 alma_status alma__fused_act_parse(const alma_node *n, alma_fused_act *act);
 /* The attribute name of an activation ("Relu", ...; "" for none). */

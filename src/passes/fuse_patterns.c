@@ -3,6 +3,8 @@
  *              the 0.5 applied to x or to the sum)          -> Gelu (opset 20 semantics)
  *   LayerNorm  ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div [, Mul gamma] [, Add beta]
  *                                                           -> LayerNormalization (opset 17)
+ *   RMSNorm    Pow 2 | Mul(x, x), ReduceMean, Add eps, Sqrt, Div(x, ·) | Reciprocal + Mul(x, ·)
+ *              [, Mul gamma]                                 -> RMSNormalization (opset 23)
  *   attention  MatMul(Q, Kᵀ) [Div|Mul scale] [Add mask] Softmax(last axis) MatMul(·, V), with the
  *              scale possibly applied to Q or Kᵀ instead     -> alma.Attention
  * The ONNX ops created are bound at the version whose semantics they have, even when the model
@@ -201,6 +203,88 @@ alma_status alma__fuse_rule_layernorm(alma__fuse_ctx *c, int r1) {
   return ALMA_OK;
 }
 
+/* ---- RMSNorm ----------------------------------------------------------------------------------- */
+
+/* x times v, or x divided by v, as node `m` (Mul in either order, or Div(x, v)); else 0. */
+static int scales_x(const alma__fuse_ctx *c, int m, int x, int v, int div) {
+  const alma_node *n = &c->g->nodes[m];
+  if (div) return n->inputs[0] == x && n->inputs[1] == v;
+  return (n->inputs[0] == x && n->inputs[1] == v) || (n->inputs[0] == v && n->inputs[1] == x);
+}
+
+/* x * rsqrt(mean(x^2) + eps) as T5, LLaMA and most decoder-only models write it:
+ *   Pow(x, 2) | Mul(x, x), ReduceMean (trailing axes), Add eps, Sqrt, then Div(x, ·), or
+ *   Reciprocal | Div(1, ·) and Mul(x, ·); then [Mul gamma]   -> RMSNormalization (opset 23)
+ * Anchored at the ReduceMean. */
+alma_status alma__fuse_rule_rmsnorm(alma__fuse_ctx *c, int r) {
+  if (!alma__fuse_is(c, r, "", "ReduceMean")) return ALMA_OK;
+  int sqv = c->g->nodes[r].inputs[0], ms = out0(c, r);
+  if (sqv < 0 || ms < 0 || alma__fuse_only_consumer(c, sqv) != r) return ALMA_OK;
+  int pw = alma__fuse_producer(c, sqv, "", NULL), x = -1;
+  double e;
+  if (alma__fuse_is(c, pw, "", "Pow")) {
+    x = with_scalar(c, pw, 1, &e);
+    if (e != 2.0) return ALMA_OK;
+  } else if (alma__fuse_is(c, pw, "", "Mul") && c->g->nodes[pw].n_inputs == 2 &&
+             c->g->nodes[pw].inputs[0] == c->g->nodes[pw].inputs[1]) {
+    x = c->g->nodes[pw].inputs[0];
+  }
+  int R = x >= 0 ? alma__fuse_rank(c, x) : -1;
+  alma_dtype dt = x >= 0 ? alma__fuse_dtype(c, x) : ALMA_DTYPE_UNDEFINED;
+  int k = R >= 1 ? trailing_axes(c, r, R) : -1;
+  if (k < 1 || !alma__dtype_is_float(dt) || !alma__fuse_same_shape(c, sqv, x)) return ALMA_OK;
+  int ae = next_is(c, ms, "Add");
+  double eps;
+  if (ae < 0 || with_scalar(c, ae, 0, &eps) != ms || !(eps >= 0)) return ALMA_OK;
+  int sq = next_is(c, out0(c, ae), "Sqrt");
+  if (sq < 0) return ALMA_OK;
+  int s = out0(c, sq), m1 = alma__fuse_only_consumer(c, s), inv = -1, mx = -1;
+  double one;
+  if (alma__fuse_is(c, m1, "", "Div") && scales_x(c, m1, x, s, 1)) {
+    mx = m1; /* x / sqrt(·) */
+  } else if (alma__fuse_is(c, m1, "", "Reciprocal") ||
+             (alma__fuse_is(c, m1, "", "Div") && c->g->nodes[m1].inputs[1] == s &&
+              alma__fuse_scalar(c, c->g->nodes[m1].inputs[0], &one) && one == 1.0)) {
+    inv = m1; /* x * (1 / sqrt(·)) */
+    int m2 = next_is(c, out0(c, inv), "Mul");
+    if (m2 >= 0 && scales_x(c, m2, x, out0(c, inv), 0)) mx = m2;
+  }
+  if (mx < 0 || out0(c, mx) < 0) return ALMA_OK;
+  int cur = out0(c, mx), gamma = -1, mg = next_is(c, cur, "Mul");
+  if (mg >= 0) {
+    int g = alma__fuse_other_input(c, mg, cur);
+    if (g >= 0 && g != cur && affine_ok(c, g, x, k, dt) && alma__fuse_same_shape(c, out0(c, mg), x)) {
+      gamma = g;
+      cur = out0(c, mg);
+    } else {
+      mg = -1;
+    }
+  }
+  if (!alma__fuse_same_shape(c, cur, x)) return ALMA_OK;
+  if (gamma < 0) { /* RMSNormalization needs scale: ones over the normalized dims */
+    int64_t dims[ALMA_MAX_RANK];
+    for (int i = 0; i < k; i++)
+      if ((dims[i] = alma__fuse_dim(c, x, i - k)) < 0) return ALMA_OK;
+    alma_tensor *t;
+    gamma = alma__fuse_new_const(c, c->g->values[x].name, dt, k, dims, &t);
+    if (gamma < 0) return ALMA_ERR_NOMEM;
+    for (int64_t i = 0, n = alma_tensor_numel(t); i < n; i++) alma__set_f64(t->data, dt, i, 1.0);
+  }
+  int in[2] = {x, gamma};
+  ALMA_TRY(alma__fuse_retype(c, r, "", "RMSNormalization", 23));
+  ALMA_TRY(alma__fuse_attr_clear(c, r));
+  ALMA_TRY(alma__fuse_attr_i(c, r, "axis", -k));
+  ALMA_TRY(alma__fuse_attr_f(c, r, "epsilon", (float)eps));
+  /* the statistics in float32 (double for double inputs), at least as precise as the subgraph */
+  ALMA_TRY(alma__fuse_attr_i(c, r, "stash_type", dt == ALMA_DTYPE_FLOAT64 ? ALMA_DTYPE_FLOAT64 : ALMA_DTYPE_FLOAT32));
+  ALMA_TRY(alma__fuse_set_inputs(c, r, in, 2));
+  ALMA_TRY(alma__fuse_set_output(c, r, cur));
+  int dead[] = {pw, ae, sq, inv, mx, mg};
+  for (int i = 0; i < (int)(sizeof dead / sizeof dead[0]); i++) alma__fuse_kill(c, dead[i]);
+  alma__fuse_done(c, ALMA__FUSE_RMS);
+  return ALMA_OK;
+}
+
 /* ---- attention --------------------------------------------------------------------------------- */
 
 /* If v (consumed only by `user`) is made by a Div/Mul by a scalar constant, multiplies *scale by
@@ -234,11 +318,14 @@ static int strip_scale(const alma__fuse_ctx *c, int v, int user, double *scale, 
  *    without copying K or V (or, when the mask is the same for every query row, Q as
  *    [B, Hkv, G*Sq, D] against 4-D K, V); the output viewed back as [B, Hq, Sq, Dv];
  *  - the KV cache: present_key/value = Concat(past, new) on the sequence axis, attended over;
- *  - a bool mask: Where(mask, 0, -inf); is_causal: a constant [Sq, T] mask when Sq and T are known,
- *    aligned at the past length as ONNX does (combined with a constant mask).
+ *  - a bool mask: Where(mask, 0, -inf); a constant mask: one float constant padded to T;
+ *  - is_causal: alma.Attention's causal mode (the kernels compute the frontier from the run-time
+ *    lengths and skip the masked key blocks), offset by the past length as ONNX does: T - Sq when
+ *    Sq = Skv is known, else through new_keys = the new K (its dim -2 is Skv), so sequence and past
+ *    lengths may be dynamic; dropped when Sq = Skv = 1 (one decoded token sees every key).
  * It stays on the reference kernel for float types other than float32, softcap, sliding windows,
  * softmax in another precision, nonpad_kv_seqlen, the qk_matmul output, head counts or head sizes
- * not known when converting, and is_causal with shapes not known or with a runtime mask. */
+ * not known when converting. */
 typedef struct attn_rw {
   alma__fuse_ctx *c;
   const char *base; /* names of new nodes and values */
@@ -271,33 +358,23 @@ static int rw_heads_in(attn_rw *w, int x, int64_t H, int64_t G, int64_t E) {
 }
 
 /* A constant mask in alma.Attention's terms: float32 0 / -inf (or the float mask's values), keys past
- * a shorter mask's last dim -inf (ONNX pads it), and with is_causal the keys after each query's
- * position (offset by the past length P) -inf. Its shape is the mask's with the last two dims Sq
- * (or the mask's 1) and T; without a mask, [Sq, T]. */
-static int mask_const(attn_rw *w, const alma_tensor *m, int causal, int64_t Sq, int64_t T, int64_t P) {
-  int rank = m && m->rank > 2 ? m->rank : 2;
-  int64_t d[ALMA_MAX_RANK], d2[ALMA_MAX_RANK];
-  for (int i = 0; i < rank; i++) d[i] = m && i >= rank - m->rank ? m->dims[i - (rank - m->rank)] : 1;
-  if (causal) d[rank - 2] = Sq;
-  int64_t ML = m ? m->dims[m->rank - 1] : T, mq = d[rank - 2];
+ * a shorter mask's last dim -inf (ONNX pads it). Its shape is the mask's with the last dim T. */
+static int mask_const(attn_rw *w, const alma_tensor *m, int64_t T) {
+  int rank = m->rank;
+  int64_t d[ALMA_MAX_RANK];
+  memcpy(d, m->dims, sizeof(int64_t) * (size_t)rank);
+  int64_t ML = m->dims[rank - 1];
   d[rank - 1] = T;
-  memcpy(d2, d, sizeof d);
-  d2[rank - 1] = ML;
   alma_tensor *t;
   int v = alma__fuse_new_const(w->c, w->base, ALMA_DTYPE_FLOAT32, rank, d, &t);
   if (v < 0) return -1;
   float *o = t->data;
   int64_t n = alma_tensor_numel(t);
   for (int64_t e = 0; e < n; e++) {
-    int64_t j = e % T, i = (e / T) % mq;
-    float x = 0.0f;
-    if (m && j >= ML)
-      x = -INFINITY;
-    else if (m) {
-      int64_t mi = alma__broadcast_index(e / T * ML + j, rank, d2, m->rank, m->dims);
-      x = m->dtype == ALMA_DTYPE_BOOL ? (((const uint8_t *)m->data)[mi] ? 0.0f : -INFINITY) : ((const float *)m->data)[mi];
-    }
-    o[e] = causal && j > i + P ? -INFINITY : x;
+    int64_t j = e % T, mi = e / T * ML + j;
+    o[e] = j >= ML ? -INFINITY
+           : m->dtype == ALMA_DTYPE_BOOL ? (((const uint8_t *)m->data)[mi] ? 0.0f : -INFINITY)
+                                        : ((const float *)m->data)[mi];
   }
   return v;
 }
@@ -346,19 +423,26 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   alma_dtype mdt = mask >= 0 ? alma__fuse_dtype(c, mask) : ALMA_DTYPE_FLOAT32;
   int mrank = mask >= 0 ? alma__fuse_rank(c, mask) : 0;
   if (mask >= 0 && ((mdt != ALMA_DTYPE_FLOAT32 && mdt != ALMA_DTYPE_BOOL) || mrank < 1 || mrank > 4)) return ALMA_OK;
-  if (causal && (Sq < 1 || T < 1 || (mask >= 0 && !mc))) return ALMA_OK;
+  /* One query over one new key sees every key (j <= 0 + past length): decoding's is_causal is a no-op */
+  if (causal && Sq == 1 && Skv == 1) causal = 0;
+  /* is_causal becomes alma.Attention's causal mode, computed by the kernels from the run-time lengths
+   * (skipping the masked key blocks), not a constant [Sq, T] mask; ONNX's offset is the past length
+   * T - Skv, which is the kernel's T - Sq when Sq = Skv is known, else given by new_keys' shape. */
+  int64_t Sknew = pk >= 0 ? Skv : T;
+  int nk = causal && !(Sq >= 1 && Sq == Sknew) ? k : -1;
   if (mc && (mc->rank < 1 || mc->dims[mc->rank - 1] < 1 || (T >= 0 && mc->dims[mc->rank - 1] > T))) return ALMA_OK;
-  int fold = mc && (causal || T >= 1); /* the mask becomes a new constant, padded to T */
+  int fold = mc && T >= 1; /* the mask becomes a new constant, padded to T */
   /* With G > 1 a mask of rank >= 3 has its head axis split like Q's heads by a Reshape, which needs
    * the mask's query dim: all checked here, before any node is added. */
-  int mr = causal ? (mc && mc->rank > 2 ? mc->rank : 2) : mrank;
+  int mr = mrank;
   int64_t mh = mr >= 3 ? (mc ? mc->dims[mc->rank - 3] : alma__fuse_dim(c, mask, mr - 3)) : 1;
-  int64_t mq = causal ? Sq : mr >= 2 ? (mc ? mc->dims[mc->rank - 2] : alma__fuse_dim(c, mask, mr - 2)) : 1;
+  int64_t mq = mr >= 2 ? (mc ? mc->dims[mc->rank - 2] : alma__fuse_dim(c, mask, mr - 2)) : 1;
   if (G > 1 && mr >= 3 && mh != 1 && (mh != Hq || mq < 1)) return ALMA_OK;
   /* With a mask the same for every head and query (or none), the G query heads of a kv head are
    * just more rows: Q [B, Hkv, G*Sq, D] against K, V [B, Hkv, T, D], a plain 4-D attention (decoding
-   * one token, [.., 1, D] per head, is otherwise G tiny products per kv head). */
-  int flat = G > 1 && ((mask < 0 && !causal) || (mq == 1 && (mr < 3 || mh == 1)));
+   * one token, [.., 1, D] per head, is otherwise G tiny products per kv head). Not under causal,
+   * whose frontier moves with the query row. */
+  int flat = G > 1 && !causal && (mask < 0 || (mq == 1 && (mr < 3 || mh == 1)));
 
   attn_rw w = {c, c->g->values[y].name};
   /* Q, K, V in [B, H(, G), S, E] */
@@ -390,9 +474,7 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   /* the mask, additive float32, broadcasting against [B, Hq (or Hkv, G), Sq, T] */
   int M = mask;
   if (fold) {
-    if ((M = mask_const(&w, mc, causal, Sq, T, P)) < 0) return ALMA_ERR_NOMEM;
-  } else if (causal) {
-    if ((M = mask_const(&w, NULL, 1, Sq, T, P)) < 0) return ALMA_ERR_NOMEM;
+    if ((M = mask_const(&w, mc, T)) < 0) return ALMA_ERR_NOMEM;
   } else if (mask >= 0 && mdt == ALMA_DTYPE_BOOL) {
     alma_tensor *t0, *t1;
     int z = alma__fuse_new_const(c, w.base, ALMA_DTYPE_FLOAT32, 0, NULL, &t0);
@@ -432,8 +514,9 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   ALMA_TRY(alma__fuse_attr_clear(c, ai));
   if (sa) ALMA_TRY(alma__fuse_attr_f(c, ai, "scale", scale)); /* else both default to 1/sqrt(D) */
   ALMA_TRY(alma__fuse_attr_i(c, ai, "onnx_mask", 1));
-  int ain[4] = {Q, K, V, M};
-  ALMA_TRY(alma__fuse_set_inputs(c, ai, ain, 4));
+  if (causal) ALMA_TRY(alma__fuse_attr_i(c, ai, "causal", 1));
+  int ain[5] = {Q, K, V, M, nk};
+  ALMA_TRY(alma__fuse_set_inputs(c, ai, ain, 5));
   ALMA_TRY(alma__fuse_set_output(c, ai, Y));
   alma__fuse_done(c, ALMA__FUSE_ATTN);
   return ALMA_OK;

@@ -216,6 +216,8 @@ typedef struct alma__blas_attn {
   const int64_t *q_off, *k_off, *v_off, *m_off;
   int64_t m_row, m_col;
   int zero_masked; /* a query whose mask row is -inf throughout outputs zeros (ONNX Attention), not NaN */
+  int causal;       /* query i sees keys j <= i + coff only: later key columns are never computed */
+  int64_t coff;
   int64_t rows, blocks; /* set by alma__blas_attn_plan */
 } alma__blas_attn;
 

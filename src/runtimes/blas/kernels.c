@@ -681,6 +681,11 @@ typedef struct attn_job {
   atomic_int failed;
 } attn_job;
 
+/* The keys query row i sees: [0, limit), clamped to [0, Sk]. */
+static int64_t attn_limit(const alma__blas_attn *a, int64_t i) {
+  return a->causal ? min64(a->Sk, max64(0, i + a->coff + 1)) : a->Sk;
+}
+
 static void attn_task(void *arg, int tid, int nt) {
   (void)nt;
   attn_job *j = arg;
@@ -693,36 +698,48 @@ static void attn_task(void *arg, int tid, int nt) {
   }
   float *inv = s + a->rows * Sk;
   for (int64_t it, end; (it = alma__blas_claim(&j->next, 1, a->batch * a->blocks, &end)) >= 0;) {
-    int64_t b = it / a->blocks, r0 = (it % a->blocks) * a->rows, nr = min64(Sq, r0 + a->rows) - r0;
+    /* causal: the last blocks (most keys) first, so the short ones fill in at the end */
+    int64_t b = it / a->blocks, blk = a->causal ? a->blocks - 1 - it % a->blocks : it % a->blocks;
+    int64_t r0 = blk * a->rows, nr = min64(Sq, r0 + a->rows) - r0;
     if (nr <= 0) continue;
     const float *Q = a->q + a->q_off[b] + r0 * D, *K = a->k + a->k_off[b], *V = a->v + a->v_off[b];
     float *Y = j->y + (b * Sq + r0) * Dv;
-    if (Sk == 0) { /* softmax over nothing: the reference's sum of no rows of V */
-      memset(Y, 0, (size_t)(nr * Dv) * sizeof(float));
+    /* the block's keys: up to its last row's causal frontier; the columns after are never computed */
+    int64_t L = attn_limit(a, r0 + nr - 1);
+    if (L == 0) { /* softmax over nothing (Sk = 0: the reference's sum of no rows of V; or all masked) */
+      float z = a->causal && Sk > 0 && !a->zero_masked ? NAN : 0.0f;
+      for (int64_t e = 0; e < nr * Dv; e++) Y[e] = z;
       continue;
     }
-    /* scores = scale * Q Kᵀ */
-    if (D == 0) memset(s, 0, (size_t)(nr * Sk) * sizeof(float));
-    else if (nr == 1 && a->kt) alma__blas_sgemv(1, (int)D, (int)Sk, a->scale, K, (int)Sk, Q, 1, 0.0f, s, 1);
-    else if (nr == 1) alma__blas_sgemv(0, (int)Sk, (int)D, a->scale, K, (int)D, Q, 1, 0.0f, s, 1);
+    /* scores = scale * Q Kᵀ, [nr, L] with row stride L */
+    if (D == 0) memset(s, 0, (size_t)(nr * L) * sizeof(float));
+    else if (nr == 1 && a->kt) alma__blas_sgemv(1, (int)D, (int)L, a->scale, K, (int)Sk, Q, 1, 0.0f, s, 1);
+    else if (nr == 1) alma__blas_sgemv(0, (int)L, (int)D, a->scale, K, (int)D, Q, 1, 0.0f, s, 1);
     else
-      alma__blas_sgemm(0, !a->kt, (int)nr, (int)Sk, (int)D, a->scale, Q, (int)D, K, (int)(a->kt ? Sk : D), 0.0f, s,
-                       (int)Sk);
+      alma__blas_sgemm(0, !a->kt, (int)nr, (int)L, (int)D, a->scale, Q, (int)D, K, (int)(a->kt ? Sk : D), 0.0f, s,
+                       (int)L);
     for (int64_t r = 0; r < nr; r++) {
       const float *mrow = a->mask ? a->mask + a->m_off[b] + (r0 + r) * a->m_row : NULL;
-      inv[r] = 1.0f / softmax_exp_row(s + r * Sk, Sk, mrow, a->m_col);
+      float *sr = s + r * L;
+      int64_t Lr = attn_limit(a, r0 + r); /* <= L; the row's keys after it weigh 0 */
+      if (Lr < L) memset(sr + Lr, 0, sizeof(float) * (size_t)(L - Lr));
+      if (Lr == 0) {
+        inv[r] = a->zero_masked ? 0.0f : NAN;
+        continue;
+      }
+      inv[r] = 1.0f / softmax_exp_row(sr, Lr, mrow, a->m_col);
       if (a->zero_masked && mrow && inv[r] != inv[r]) { /* NaN: maybe every key masked */
         int closed = 1;
-        for (int64_t c = 0; closed && c < (a->m_col ? Sk : 1); c++) closed = mrow[c] == -INFINITY;
+        for (int64_t c = 0; closed && c < (a->m_col ? Lr : 1); c++) closed = mrow[c] == -INFINITY;
         if (closed) {
-          memset(s + r * Sk, 0, sizeof(float) * (size_t)Sk);
+          memset(sr, 0, sizeof(float) * (size_t)Lr);
           inv[r] = 0.0f;
         }
       }
     }
     /* Y = exp(scores) V, then each row divided by its sum */
-    if (nr == 1) alma__blas_sgemv(1, (int)Sk, (int)Dv, 1.0f, V, (int)Dv, s, 1, 0.0f, Y, 1);
-    else alma__blas_sgemm(0, 0, (int)nr, (int)Dv, (int)Sk, 1.0f, s, (int)Sk, V, (int)Dv, 0.0f, Y, (int)Dv);
+    if (nr == 1) alma__blas_sgemv(1, (int)L, (int)Dv, 1.0f, V, (int)Dv, s, 1, 0.0f, Y, 1);
+    else alma__blas_sgemm(0, 0, (int)nr, (int)Dv, (int)L, 1.0f, s, (int)L, V, (int)Dv, 0.0f, Y, (int)Dv);
     scale_rows(Y, nr, Dv, inv);
   }
 }
@@ -733,7 +750,7 @@ alma_status alma__blas_attn_run(const alma__blas_ctx *ctx, const alma__blas_attn
   atomic_init(&j.next, 0);
   atomic_init(&j.failed, 0);
   int64_t items = a->batch * a->blocks;
-  int64_t macs = a->batch * a->Sq * max64(1, a->Sk) * (a->D + a->Dv + 1);
+  int64_t macs = a->batch * a->Sq * max64(1, a->causal ? a->Sk / 2 : a->Sk) * (a->D + a->Dv + 1);
   int nt = macs < PARALLEL_MIN_MACS ? 1 : (int)min64(ctx->threads, items);
   alma__blas_pool_run(ctx->pool, attn_task, &j, nt);
   if (atomic_load(&j.failed)) return alma__errorf(ALMA_ERR_NOMEM, "out of memory for attention scores");

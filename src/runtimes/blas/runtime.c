@@ -28,6 +28,7 @@
 #include <math.h>
 #include <strings.h>
 
+#include "ops/fused.h"
 #include "ops/nn_util.h"
 #include "runtimes/blas/internal.h"
 #include "runtimes/exec.h"
@@ -541,6 +542,8 @@ static alma_status run_attention(blas_plan *p, group *gr, const alma_node *n, co
                                  alma_tensor *out) {
   const alma_tensor *q = in[0], *k = in[1], *v = nin > 2 ? in[2] : NULL, *m = nin > 3 ? in[3] : NULL;
   if (!v || q->rank < 2 || k->rank < 2 || v->rank < 2 || (m && m->rank > ALMA_MAX_RANK)) return DECLINE;
+  int causal;
+  int64_t coff;
   alma__blas_attn *a = &gr->at;
   memset(a, 0, sizeof *a);
   a->kt = alma__attr_i(n, "k_transposed", 0) != 0;
@@ -548,6 +551,9 @@ static alma_status run_attention(blas_plan *p, group *gr, const alma_node *n, co
   a->D = q->dims[q->rank - 1];
   a->Sk = k->dims[k->rank - (a->kt ? 1 : 2)];
   a->Dv = v->dims[v->rank - 1];
+  ALMA_TRY(alma__attn_causal_offset(n, in, nin, a->Sq, a->Sk, &causal, &coff));
+  a->causal = causal;
+  a->coff = coff;
   /* the reference's scale, rounded the same way */
   a->scale = alma__node_attr(n, "scale") ? alma__attr_f(n, "scale", 1.0f)
                                          : (float)(1.0 / sqrt((double)(a->D > 0 ? a->D : 1)));
@@ -983,8 +989,9 @@ static void blas_describe(void *plan, FILE *f) {
     char what[256];
     if (gr->kind == KIND_ATTENTION) {
       const alma__blas_attn *a = &gr->at;
-      int o = snprintf(what, sizeof what, "sgemm scale*Q*K^T%s, softmax, *V",
-                       n->n_inputs > 3 && n->inputs[3] >= 0 ? " +mask" : "");
+      int o = snprintf(what, sizeof what, "sgemm scale*Q*K^T%s%s, softmax, *V",
+                       n->n_inputs > 3 && n->inputs[3] >= 0 ? " +mask" : "",
+                       alma__attr_i(n, "causal", 0) ? " (causal: masked key blocks skipped)" : "");
       if (a->blocks)
         snprintf(what + o, sizeof what - (size_t)o, " [%lld items of %lld query rows]",
                  (long long)(a->batch * a->blocks), (long long)a->rows);

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "ops/fused.h"
 #include "ops/nn_util.h"
 #include "runtimes/dnnl/dnnl_native.h"
 #include "runtimes/dnnl/dnnl_rt.h"
@@ -2041,6 +2042,89 @@ static int row_closed(const float *x, int64_t n) {
   return 1;
 }
 
+/* Strides (elements) of a rank-r layout: a strided view's own, or plain dims'. */
+static void md_strides(const dnnl_memory_desc_t *md, int strided, int r, const int64_t *dims, int64_t *st) {
+  if (strided) {
+    for (int i = 0; i < r; i++) st[i] = md->format_desc.blocking.strides[i];
+    return;
+  }
+  int64_t acc = 1;
+  for (int i = r - 1; i >= 0; i--) st[i] = acc, acc *= dims[i];
+}
+
+/* Element offset of batch entry b (over the scores' batch dims bd[0..nb)) in a tensor of dims d and
+ * strides st: its dims of 1 broadcast. */
+static int64_t batch_offset(int64_t b, int nb, const int64_t *bd, const int64_t *d, const int64_t *st) {
+  int64_t off = 0;
+  for (int i = nb - 1; i >= 0; i--) {
+    int64_t ix = b % bd[i];
+    b /= bd[i];
+    if (d[i] != 1) off += ix * st[i];
+  }
+  return off;
+}
+
+/* Attention by blocks of query rows on oneDNN's sgemm (dnnl_attn.c): causal attention, whose masked
+ * key blocks are skipped, and decoding's few query rows. Q, K, V are read in place when they are
+ * strided views with a contiguous last dim; the output goes through omd (a fused Transpose's axes).
+ * Returns with *done 0 when the layouts do not fit (the caller then has the primitives' path or
+ * EAGER). */
+static alma_status attn_native(dn_plan *p, const alma_node *n, dn_val *q, dn_val *k, dn_val *v, dn_val *m, int r,
+                               const int64_t *qd, const int64_t *kd, const int64_t *vd, const int64_t *sd,
+                               const int64_t *mdims, int kt, float scale, int causal, int64_t coff, int onnx,
+                               const dnnl_memory_desc_t *omd, const dnnl_memory_desc_t *tmd, const alma_tensor *ts,
+                               dn_val *y, int *done) {
+  dnnl_memory_desc_t qmd, kmd, vmd;
+  int sq = strided_view(q, r, &qmd), sk = strided_view(k, r, &kmd), sv = strided_view(v, r, &vmd) && !aliasing_rows(&vmd);
+  int64_t qs[ALMA_MAX_RANK], ks[ALMA_MAX_RANK], vs[ALMA_MAX_RANK], ms[ALMA_MAX_RANK], ys[ALMA_MAX_RANK];
+  md_strides(&qmd, sq, r, qd, qs);
+  md_strides(&kmd, sk, r, kd, ks);
+  md_strides(&vmd, sv, r, vd, vs);
+  /* a strided view whose last dim is not contiguous is read from a plain copy */
+  if (sq && qs[r - 1] != 1) sq = 0, md_strides(&qmd, 0, r, qd, qs);
+  if (sk && ks[r - 1] != 1) sk = 0, md_strides(&kmd, 0, r, kd, ks);
+  if (sv && vs[r - 1] != 1) sv = 0, md_strides(&vmd, 0, r, vd, vs);
+  for (int i = 0; i < r; i++) ys[i] = omd->format_desc.blocking.strides[i];
+  if (omd->format_kind != dnnl_blocked || omd->format_desc.blocking.inner_nblks || ys[r - 1] != 1) return ALMA_OK;
+  if (m) md_strides(NULL, 0, r, mdims, ms);
+  dn_attn_geo a = {.Sq = sd[r - 2], .Sk = sd[r - 1], .D = qd[r - 1], .Dv = vd[r - 1], .kt = kt, .causal = causal,
+                   .zero_masked = onnx, .coff = coff, .scale = scale, .q_ld = qs[r - 2], .k_ld = ks[r - 2],
+                   .v_ld = vs[r - 2], .y_ld = ys[r - 2]};
+  a.batch = alma__numel(r - 2, sd);
+  if (m) {
+    a.m_row = mdims[r - 2] == a.Sq && a.Sq > 1 ? ms[r - 2] : 0;
+    a.m_col = mdims[r - 1] == a.Sk && a.Sk > 1 ? 1 : 0;
+  }
+  alma__dn_attn_plan(&a, p->threads);
+  size_t offs = sizeof(int64_t) * (size_t)a.batch * 5, scr = alma__dn_attn_scratch(&a, p->threads);
+  void *qp, *kp, *vp;
+  ALMA_TRY(view_or_plain(p, q, sq, n, &qp));
+  ALMA_TRY(view_or_plain(p, k, sk, n, &kp));
+  ALMA_TRY(view_or_plain(p, v, sv, n, &vp));
+  if (m) ALMA_TRY(alma__dn_val_plain(p, m, n));
+  dn_buf *wb = alma__dn_alloc(p, offs + scr);
+  dn_buf *ob = wb ? alma__dn_alloc(p, dnnl_memory_desc_get_size(tmd)) : NULL;
+  if (!ob) {
+    alma__dn_unref(p, wb);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  int64_t *o = wb->ptr;
+  for (int64_t b = 0; b < a.batch; b++) {
+    o[b] = batch_offset(b, r - 2, sd, qd, qs);
+    o[a.batch + b] = batch_offset(b, r - 2, sd, kd, ks);
+    o[2 * a.batch + b] = batch_offset(b, r - 2, sd, vd, vs);
+    o[3 * a.batch + b] = m ? batch_offset(b, r - 2, sd, mdims, ms) : 0;
+    o[4 * a.batch + b] = batch_offset(b, r - 2, sd, sd, ys);
+  }
+  a.q_off = o, a.k_off = o + a.batch, a.v_off = o + 2 * a.batch, a.m_off = o + 3 * a.batch, a.y_off = o + 4 * a.batch;
+  a.q = qp, a.k = kp, a.v = vp, a.mask = m ? m->t.data : NULL, a.y = ob->ptr;
+  alma_status st = alma__dn_attn(&a, p->threads, (float *)((char *)wb->ptr + offs))
+                       ? ALMA_OK
+                       : alma__op_error(n, ALMA_ERR_INTERNAL, "oneDNN's sgemm failed");
+  alma__dn_unref(p, wb);
+  return alma__dn_finish(p, st, ob, y, ts, tmd, done);
+}
+
 /* Q, K and V are read in their own strided layout when they are lazy Transposes' views (the
  * head-splitting transposes of multi-head attention cost no copy then); fused (a group with a
  * DP_PERM post-op, see plan_fuse_perm) writes the output through the Transpose after it, so that
@@ -2091,6 +2175,13 @@ static alma_status run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin
   }
   const alma_attr *sa = alma__node_attr(n, "scale");
   float scale = sa ? alma__attr_f(n, "scale", 1.0f) : (float)(1.0 / sqrt((double)(D > 0 ? D : 1)));
+  int causal;
+  int64_t coff;
+  const alma_tensor *tin[5] = {&q->t, &k->t, &v->t, m ? &m->t : NULL, nin > 4 && in[4] ? &in[4]->t : NULL};
+  ALMA_TRY(alma__attn_causal_offset(n, tin, nin < 5 ? nin : 5, Sq, Sk, &causal, &coff));
+  if (causal) /* only the blocked kernel applies a causal frontier; EAGER when the layouts do not fit */
+    return attn_native(p, n, q, k, v, m, r, qd, kd, vd, sd, m ? md_ : NULL, kt, scale, causal, coff, onnx, &omd, &tmd,
+                       &ts, out[0], done);
   dnnl_memory_desc_t qmd, kmd, vmd, smd, mmd;
   int sq = 0, sk = 0, sv = 0;
   dn_prim *pr = get_prim(d, DN_PRIM_SINGLE), *sm = get_prim(d, DN_PRIM_AUX0), *mm2 = get_prim(d, DN_PRIM_AUX1),

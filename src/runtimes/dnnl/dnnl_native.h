@@ -25,6 +25,31 @@ size_t alma__dn_pool_scratch(const dn_pool_geo *g, int threads);
 /* y[N][CB][OH][OW][B] = pool(x); padded lanes of x (zeros) give zeros. */
 void alma__dn_pool(const dn_pool_geo *g, int threads, const void *x, void *y, float *scratch);
 
+/* alma.Attention by blocks of query rows, two dnnl_sgemm calls per block (dnnl_attn.c). Batch entry
+ * b reads Q rows at q + q_off[b] (row i at + i * q_ld), K rows (keys; with kt, K's D rows of Sk) at
+ * k + k_off[b] with stride k_ld, V rows at v + v_off[b] with stride v_ld, mask row i at mask +
+ * m_off[b] + i * m_row (element j at j * m_col; 0 where it broadcasts), and writes output row i at
+ * y + y_off[b] + i * y_ld. The last dim of each is contiguous. causal: query i sees keys
+ * j <= i + coff only, and the later keys' scores are never computed. zero_masked: a query with
+ * every key masked gives zeros (ONNX Attention), else NaN (Softmax's). */
+typedef struct dn_attn_geo {
+  int64_t batch, Sq, Sk, D, Dv;
+  int kt, causal, zero_masked;
+  int64_t coff;
+  float scale;
+  const float *q, *k, *v, *mask;
+  float *y;
+  const int64_t *q_off, *k_off, *v_off, *m_off, *y_off;
+  int64_t q_ld, k_ld, v_ld, y_ld, m_row, m_col;
+  int64_t rows, blocks; /* set by alma__dn_attn_plan */
+} dn_attn_geo;
+/* Chooses the blocks of query rows for `threads` threads (geometry set). */
+void alma__dn_attn_plan(dn_attn_geo *a, int threads);
+/* Scratch bytes alma__dn_attn needs (planned). */
+size_t alma__dn_attn_scratch(const dn_attn_geo *a, int threads);
+/* Runs it; 0 if oneDNN's sgemm failed. */
+int alma__dn_attn(const dn_attn_geo *a, int threads, float *scratch);
+
 /* A Winograd F(4x4, 3x3) float32 convolution (dnnl_wino.c): stride 1, no dilation, one group, on
  * data laid out as [N][C/B][H][W][B] with B = 8 or 16 (oneDNN's aBcd8b / aBcd16b), the output in
  * the same layout. Post-ops run in order on conv + bias; sum adds the destination's old value. */

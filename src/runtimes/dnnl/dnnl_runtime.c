@@ -1119,6 +1119,9 @@ static void dn_describe(void *plan, FILE *f) {
             !strcmp(n->op_type, "DynamicQuantizeLinear") ? "dynamic quantization (min/max, quantize; layout kept)"
                                                          : kind_name(d->kind));
     if (d->lazy_view) fputs(" (for Attention: a strided view of its input, no copy)", f);
+    if (d->kind == DK_ATTN && alma__attr_i(n, "causal", 0))
+      fputs(" (causal: sgemm per block of query rows, masked key blocks skipped)", f);
+    if (d->kind == DK_ATTN && d->n_eager) fprintf(f, " (on EAGER %d of %d runs)", d->n_eager, d->n_eager + d->n_native);
     if (d->head == i) fprintf(f, " + %d post-op node%s", d->nmem - 1, d->nmem > 2 ? "s" : "");
     for (int k = 0; d->self_fused && k < alma__dn_npost(d, DN_FUSED_OWN); k++)
       fprintf(f, "%s%s", k ? ", " : " with ", post_name(d->post[k].type));
