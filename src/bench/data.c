@@ -295,6 +295,13 @@ static alma_status fill_random(alma_tensor *t, uint64_t seed) {
     for (int64_t i = 0; i < n; i++) ((uint8_t *)t->data)[i] = (uint8_t)(rng_next(&r) >> 63);
   } else if (alma__dtype_is_int(t->dtype)) {
     for (int64_t i = 0; i < n; i++) alma__set_i64(t->data, t->dtype, i, (int64_t)(rng_next(&r) % 10));
+  } else if (alma__dtype_is_lowfloat(t->dtype)) { /* float8/float4: normal values rounded into the type */
+    for (int64_t i = 0; i < n; i++) alma__set_f64(t->data, t->dtype, i, rng_normal(&r));
+  } else if (alma__dtype_is_lowint(t->dtype)) { /* int4/uint4/int2/uint2: uniform over the type's range */
+    int64_t lo, hi;
+    alma__lowint_range(t->dtype, &lo, &hi);
+    for (int64_t i = 0; i < n; i++)
+      alma__set_i64(t->data, t->dtype, i, lo + (int64_t)(rng_next(&r) % (uint64_t)(hi - lo + 1)));
   } else {
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "random data of dtype %s is not supported: give data files",
                         alma_dtype_name(t->dtype));

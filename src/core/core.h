@@ -86,6 +86,36 @@ const char *alma__onnx_type_name(int64_t t);
 int alma__dtype_is_int(alma_dtype t);     /* signed or unsigned integers (not bool) */
 int alma__dtype_is_signed(alma_dtype t);
 
+/* ---- low-precision types (17-26; src/core/lowbit.c) ------------------------------------------
+ * One byte per element in memory (see alma.h). alma__dtype_is_float/_int stay false for them, so
+ * kernels that check those refuse them; Cast, QuantizeLinear and DequantizeLinear use these. */
+int alma__dtype_is_lowbit(alma_dtype t);    /* any of 17-26 */
+int alma__dtype_is_lowfloat(alma_dtype t);  /* float8 (4 kinds), float4e2m1, float8e8m0 */
+int alma__dtype_is_lowint(alma_dtype t);    /* int4, uint4, int2, uint2 */
+/* Bits per element in ONNX's packed form: 4 (int4, uint4, float4e2m1), 2 (int2, uint2), else 8. */
+int alma__dtype_packed_bits(alma_dtype t);
+/* The value of one lowfloat byte (exact in float32; NaN and inf where the type has them). */
+double alma__lowfloat_decode(alma_dtype t, uint8_t b);
+/* v rounded to nearest even into float8 / float4e2m1. saturate: out-of-range (after rounding) and
+ * infinite values become +-max finite; else NaN (or inf for e5m2) as ONNX's Cast table says.
+ * float4e2m1 always saturates (it has no inf or NaN; NaN becomes 0x8, as ml_dtypes and ONNX's data
+ * have it). float8e8m0 goes through alma__e8m0_encode. */
+uint8_t alma__lowfloat_encode(alma_dtype t, double v, int saturate);
+/* ONNX's float8e8m0 conversion of float32 v (onnx.numpy_helper.to_float8e8m0): the exponent of v
+ * rounded per mode (0 up, 1 down, 2 nearest), the sign ignored, 0xff for inf/NaN and, without
+ * saturation, for what rounds past the largest exponent. */
+enum { ALMA_E8M0_UP = 0, ALMA_E8M0_DOWN = 1, ALMA_E8M0_NEAREST = 2 };
+uint8_t alma__e8m0_encode(float v, int saturate, int round_mode);
+/* An integer wrapped into int4/uint4/int2/uint2 (two's complement, as ONNX's reference casts):
+ * the in-memory byte. */
+uint8_t alma__lowint_wrap(alma_dtype t, int64_t v);
+/* Range of a lowint type. */
+void alma__lowint_range(alma_dtype t, int64_t *lo, int64_t *hi);
+/* ONNX packing: n elements (alma's bytes) <-> ceil(n * bits / 8) packed bytes, low bits first. */
+size_t alma__packed_size(alma_dtype t, int64_t n);
+void alma__pack_lowbit(alma_dtype t, const uint8_t *elems, int64_t n, uint8_t *packed);
+void alma__unpack_lowbit(alma_dtype t, const uint8_t *packed, int64_t n, uint8_t *elems);
+
 /* Element access through double/int64 for generic reference kernels. Index is in elements. */
 double alma__get_f64(const void *data, alma_dtype t, int64_t i);
 void alma__set_f64(void *data, alma_dtype t, int64_t i, double v);   /* ints: saturate? no: C cast semantics of ONNX Cast (truncate toward zero) */

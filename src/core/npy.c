@@ -370,6 +370,11 @@ static const char *descr_of(alma_dtype t) {
     case ALMA_DTYPE_INT64: return "<i8";
     case ALMA_DTYPE_UINT64: return "<u8";
     case ALMA_DTYPE_BOOL: return "|b1";
+    /* numpy has no 4-bit or 2-bit integers: their values (one a byte in alma) exactly as int8/uint8.
+     * The float8/float4 types have no numpy descr (ml_dtypes writes '<V1', which does not say which
+     * type), so they are refused like bfloat16. */
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_INT2: return "|i1";
+    case ALMA_DTYPE_UINT4: case ALMA_DTYPE_UINT2: return "|u1";
     default: return NULL;
   }
 }
@@ -380,7 +385,7 @@ alma_status alma_npy_save(const char *path, const alma_tensor *t) {
   if (!descr)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "cannot save '%s': dtype %s has no .npy equivalent%s", path,
                         alma_dtype_name(t->dtype),
-                        t->dtype == ALMA_DTYPE_BFLOAT16 ? " (cast to float32 first)" : "");
+                        t->dtype == ALMA_DTYPE_BFLOAT16 || alma__dtype_is_lowfloat(t->dtype) ? " (cast to float32 first)" : "");
   if (t->rank < 0 || t->rank > ALMA_MAX_RANK)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "cannot save '%s': invalid rank %d", path, t->rank);
   size_t esz = alma_dtype_size(t->dtype);

@@ -20,6 +20,16 @@ const char *alma_dtype_name(alma_dtype t) {
     case ALMA_DTYPE_UINT32: return "uint32";
     case ALMA_DTYPE_UINT64: return "uint64";
     case ALMA_DTYPE_BFLOAT16: return "bfloat16";
+    case ALMA_DTYPE_FLOAT8E4M3FN: return "float8e4m3fn";
+    case ALMA_DTYPE_FLOAT8E4M3FNUZ: return "float8e4m3fnuz";
+    case ALMA_DTYPE_FLOAT8E5M2: return "float8e5m2";
+    case ALMA_DTYPE_FLOAT8E5M2FNUZ: return "float8e5m2fnuz";
+    case ALMA_DTYPE_UINT4: return "uint4";
+    case ALMA_DTYPE_INT4: return "int4";
+    case ALMA_DTYPE_FLOAT4E2M1: return "float4e2m1";
+    case ALMA_DTYPE_FLOAT8E8M0: return "float8e8m0";
+    case ALMA_DTYPE_UINT2: return "uint2";
+    case ALMA_DTYPE_INT2: return "int2";
     default: return "undefined";
   }
 }
@@ -36,6 +46,11 @@ const char *alma__onnx_type_name(int64_t t) {
 size_t alma_dtype_size(alma_dtype t) {
   switch (t) {
     case ALMA_DTYPE_UINT8: case ALMA_DTYPE_INT8: case ALMA_DTYPE_BOOL: return 1;
+    /* one byte per element in memory, packed only in ONNX files (alma.h) */
+    case ALMA_DTYPE_FLOAT8E4M3FN: case ALMA_DTYPE_FLOAT8E4M3FNUZ: case ALMA_DTYPE_FLOAT8E5M2:
+    case ALMA_DTYPE_FLOAT8E5M2FNUZ: case ALMA_DTYPE_UINT4: case ALMA_DTYPE_INT4: case ALMA_DTYPE_FLOAT4E2M1:
+    case ALMA_DTYPE_FLOAT8E8M0: case ALMA_DTYPE_UINT2: case ALMA_DTYPE_INT2:
+      return 1;
     case ALMA_DTYPE_UINT16: case ALMA_DTYPE_INT16: case ALMA_DTYPE_FLOAT16: case ALMA_DTYPE_BFLOAT16: return 2;
     case ALMA_DTYPE_FLOAT32: case ALMA_DTYPE_INT32: case ALMA_DTYPE_UINT32: return 4;
     case ALMA_DTYPE_FLOAT64: case ALMA_DTYPE_INT64: case ALMA_DTYPE_UINT64: return 8;
@@ -54,6 +69,10 @@ alma_status alma_dtype_parse(const char *s, alma_dtype *out) {
       {"int32", ALMA_DTYPE_INT32}, {"i32", ALMA_DTYPE_INT32}, {"uint32", ALMA_DTYPE_UINT32},
       {"int64", ALMA_DTYPE_INT64}, {"i64", ALMA_DTYPE_INT64}, {"uint64", ALMA_DTYPE_UINT64},
       {"bool", ALMA_DTYPE_BOOL},
+      {"float8e4m3fn", ALMA_DTYPE_FLOAT8E4M3FN}, {"float8e4m3fnuz", ALMA_DTYPE_FLOAT8E4M3FNUZ},
+      {"float8e5m2", ALMA_DTYPE_FLOAT8E5M2}, {"float8e5m2fnuz", ALMA_DTYPE_FLOAT8E5M2FNUZ},
+      {"float8e8m0", ALMA_DTYPE_FLOAT8E8M0}, {"float4e2m1", ALMA_DTYPE_FLOAT4E2M1},
+      {"int4", ALMA_DTYPE_INT4}, {"uint4", ALMA_DTYPE_UINT4}, {"int2", ALMA_DTYPE_INT2}, {"uint2", ALMA_DTYPE_UINT2},
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcasecmp(s, names[i].name)) {
@@ -62,7 +81,8 @@ alma_status alma_dtype_parse(const char *s, alma_dtype *out) {
     }
   return alma__errorf(ALMA_ERR_INVALID_ARG,
                       "unknown dtype '%s' (expected float32, float16, bfloat16, float64, int8, uint8, "
-                      "int16, uint16, int32, uint32, int64, uint64 or bool)", s);
+                      "int16, uint16, int32, uint32, int64, uint64, bool, float8e4m3fn, float8e4m3fnuz, float8e5m2, "
+                      "float8e5m2fnuz, float8e8m0, float4e2m1, int4, uint4, int2 or uint2)", s);
 }
 
 int64_t alma__numel(int rank, const int64_t *dims) {
@@ -255,7 +275,10 @@ double alma__get_f64(const void *d, alma_dtype t, int64_t i) {
     case ALMA_DTYPE_INT64: return (double)((const int64_t *)d)[i];
     case ALMA_DTYPE_UINT64: return (double)((const uint64_t *)d)[i];
     case ALMA_DTYPE_BOOL: return ((const uint8_t *)d)[i] ? 1.0 : 0.0;
-    default: return 0.0;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_INT2: return ((const int8_t *)d)[i];
+    case ALMA_DTYPE_UINT4: case ALMA_DTYPE_UINT2: return ((const uint8_t *)d)[i];
+    default:
+      return alma__dtype_is_lowfloat(t) ? alma__lowfloat_decode(t, ((const uint8_t *)d)[i]) : 0.0;
   }
 }
 
@@ -279,7 +302,13 @@ void alma__set_f64(void *d, alma_dtype t, int64_t i, double v) {
     case ALMA_DTYPE_INT64: ((int64_t *)d)[i] = ALMA__CLAMP_CAST(int64_t, INT64_MIN, INT64_MAX, v); break;
     case ALMA_DTYPE_UINT64: ((uint64_t *)d)[i] = ALMA__CLAMP_CAST(uint64_t, 0, UINT64_MAX, v); break;
     case ALMA_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0.0; break;
-    default: break;
+    case ALMA_DTYPE_INT4: ((int8_t *)d)[i] = ALMA__CLAMP_CAST(int8_t, -8, 7, v); break;
+    case ALMA_DTYPE_UINT4: ((uint8_t *)d)[i] = ALMA__CLAMP_CAST(uint8_t, 0, 15, v); break;
+    case ALMA_DTYPE_INT2: ((int8_t *)d)[i] = ALMA__CLAMP_CAST(int8_t, -2, 1, v); break;
+    case ALMA_DTYPE_UINT2: ((uint8_t *)d)[i] = ALMA__CLAMP_CAST(uint8_t, 0, 3, v); break;
+    default:
+      if (alma__dtype_is_lowfloat(t)) ((uint8_t *)d)[i] = alma__lowfloat_encode(t, v, 1);
+      break;
   }
 }
 
@@ -294,6 +323,8 @@ int64_t alma__get_i64(const void *d, alma_dtype t, int64_t i) {
     case ALMA_DTYPE_INT64: return ((const int64_t *)d)[i];
     case ALMA_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
     case ALMA_DTYPE_BOOL: return ((const uint8_t *)d)[i] != 0;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_INT2: return ((const int8_t *)d)[i];
+    case ALMA_DTYPE_UINT4: case ALMA_DTYPE_UINT2: return ((const uint8_t *)d)[i];
     default: {
       double v = alma__get_f64(d, t, i);
       return ALMA__CLAMP_CAST(int64_t, INT64_MIN, INT64_MAX, v);
@@ -312,6 +343,9 @@ void alma__set_i64(void *d, alma_dtype t, int64_t i, int64_t v) {
     case ALMA_DTYPE_INT64: ((int64_t *)d)[i] = v; break;
     case ALMA_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
     case ALMA_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_UINT4: case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2:
+      ((uint8_t *)d)[i] = alma__lowint_wrap(t, v); /* wraps, as the other integer types do here */
+      break;
     default: alma__set_f64(d, t, i, (double)v); break;
   }
 }

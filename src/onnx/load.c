@@ -24,7 +24,7 @@ static int dtype_supported(int32_t t) {
     case ALMA_DTYPE_BFLOAT16:
       return 1;
     default:
-      return 0;
+      return alma__dtype_is_lowbit((alma_dtype)t);
   }
 }
 
@@ -119,6 +119,10 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   }
   size_t esz = alma_dtype_size((alma_dtype)dt);
   size_t nbytes = (size_t)numel * esz;
+  /* int4/uint4/float4e2m1 and int2/uint2 are packed in the file (two or four a byte, low bits first,
+   * the last byte padded) and one a byte in memory: fbytes is the file's size */
+  int packed = alma__dtype_packed_bits((alma_dtype)dt) < 8;
+  size_t fbytes = packed ? alma__packed_size((alma_dtype)dt, numel) : nbytes;
   out->dtype = (alma_dtype)dt;
   out->rank = (int)tp->n_dims;
   for (size_t i = 0; i < tp->n_dims; i++) out->dims[i] = tp->dims[i];
@@ -131,16 +135,31 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   const char *field = "raw_data";
   FILE *ext = NULL;
   if (external) {
-    ALMA_TRY(open_external(tp, tname, base_dir, nbytes, &ext));
+    ALMA_TRY(open_external(tp, tname, base_dir, fbytes, &ext));
   } else {
     if (tp->has_raw_data) {
       have = tp->raw_data.len;
-      if (have != nbytes) {
+      if (have != fbytes) {
         char shp[256];
-        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape %s of %s needs %zu",
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': raw_data has %zu bytes, shape %s of %s needs %zu%s",
                             tname, have, alma__shape_str(out->rank, out->dims, shp, sizeof shp),
-                            alma_dtype_name(out->dtype), nbytes);
+                            alma_dtype_name(out->dtype), fbytes,
+                            packed ? (alma__dtype_packed_bits((alma_dtype)dt) == 4 ? " (packed two a byte)"
+                                                                                  : " (packed four a byte)")
+                                   : "");
       }
+    } else if (alma__dtype_is_lowbit((alma_dtype)dt)) {
+      /* int32_data holds one byte a value: a float8 code, or packed 4-bit/2-bit elements */
+      have = tp->n_int32_data;
+      field = "int32_data";
+      if (have != fbytes)
+        return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': int32_data has %zu values, shape of %lld %s elements needs %zu%s",
+                            tname, have, (long long)numel, alma_dtype_name(out->dtype), fbytes,
+                            packed ? " (packed bytes)" : "");
+      for (size_t i = 0; i < have; i++)
+        if (tp->int32_data[i] < 0 || tp->int32_data[i] > 255)
+          return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': int32_data[%zu] = %d is not a byte of %s data", tname,
+                              i, (int)tp->int32_data[i], alma_dtype_name(out->dtype));
     } else {
       switch (dt) {
         case ALMA_DTYPE_FLOAT32: have = tp->n_float_data; field = "float_data"; break;
@@ -162,12 +181,30 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
   out->data = data;
   out->owns_data = arena ? 0 : 1;
   alma_status st = ALMA_OK;
-  if (external) {
+  if (external && packed) {
+    uint8_t *buf = malloc(fbytes ? fbytes : 1);
+    if (!buf) st = alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, fbytes);
+    else if (fbytes && fread(buf, 1, fbytes, ext) != fbytes)
+      st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot read %zu bytes of external data", tname, fbytes);
+    else alma__unpack_lowbit(out->dtype, buf, numel, data);
+    free(buf);
+    fclose(ext);
+  } else if (external) {
     if (nbytes && fread(data, 1, nbytes, ext) != nbytes)
       st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot read %zu bytes of external data", tname, nbytes);
     fclose(ext);
   } else if (tp->has_raw_data) {
-    if (nbytes) memcpy(data, tp->raw_data.data, nbytes);
+    if (packed) alma__unpack_lowbit(out->dtype, tp->raw_data.data, numel, data);
+    else if (nbytes) memcpy(data, tp->raw_data.data, nbytes);
+  } else if (alma__dtype_is_lowbit(out->dtype)) {
+    uint8_t *buf = malloc(fbytes ? fbytes : 1);
+    if (!buf) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, fbytes);
+    } else {
+      for (size_t i = 0; i < fbytes; i++) buf[i] = (uint8_t)tp->int32_data[i];
+      alma__unpack_lowbit(out->dtype, buf, numel, data);
+    }
+    free(buf);
   } else {
     for (int64_t i = 0; i < numel; i++) {
       switch (dt) {

@@ -2,7 +2,8 @@
  * model can be saved, inspected and run by other ONNX tools.
  *
  * The message tree is built in a scratch arena whose lifetime is the call; tensor payloads are not
- * copied (raw_data points at the graph's buffers while packing). Initializers are written as
+ * copied (raw_data points at the graph's buffers while packing; 4-bit and 2-bit types are packed
+ * into the scratch arena). Initializers are written as
  * raw_data (little-endian, as ONNX specifies and as alma stores them). Only live, used initializers
  * are written. Declared input/output types are kept; an output whose type is unknown (a value a
  * pass created) gets the dtype static inference gives it. */
@@ -51,6 +52,16 @@ static Onnx__TensorProto *tensor_proto(save_ctx *c, const alma_tensor *t, const 
     return NULL;
   }
   tp->has_raw_data = 1;
+  if (alma__dtype_packed_bits(t->dtype) < 8) {
+    /* int4/uint4/float4e2m1/int2/uint2: one a byte in memory, packed in the file (load.c undoes it) */
+    size_t pb = alma__packed_size(t->dtype, alma_tensor_numel(t));
+    uint8_t *p = salloc(c, pb);
+    if (!p) return NULL;
+    alma__pack_lowbit(t->dtype, t->data, alma_tensor_numel(t), p);
+    tp->raw_data.len = pb;
+    tp->raw_data.data = pb ? p : NULL;
+    return tp;
+  }
   tp->raw_data.len = nbytes;
   tp->raw_data.data = nbytes ? t->data : NULL;
   return tp;

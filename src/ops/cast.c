@@ -8,12 +8,18 @@ static int holdable(alma_dtype t) { return t != ALMA_DTYPE_STRING && alma_dtype_
 
 /* ---- Cast -----------------------------------------------------------------------------------
  * Every pair of alma's dtypes. Values pass through one of two intermediates, chunk by chunk:
- * double for float sources (exact for all of them) and int64 for integer/bool sources (uint64
- * kept as its bit pattern), so each conversion rounds once:
+ * double for float sources (exact for all of them, float8/float4 included) and int64 for
+ * integer/bool sources (uint64 kept as its bit pattern; int4/int2 sign-extended), so each
+ * conversion rounds once:
  *  - to float16 and bfloat16 from double: round to odd at float32 precision first, which makes
  *    the final round-to-nearest-even exact (no double rounding);
+ *  - to float8 and float4e2m1: round to nearest even from double, out-of-range values per ONNX's
+ *    table (saturate to the largest finite value by default; with saturate=0 NaN, or inf for
+ *    e5m2); to float8e8m0 ONNX's own algorithm on float32 with `round_mode` (core/lowbit.c);
  *  - float to integer truncates toward zero (C and numpy semantics); values outside the target's
- *    range saturate and NaN gives 0 (ONNX leaves these undefined; this keeps C defined);
+ *    range saturate and NaN gives 0 (ONNX leaves these undefined; this keeps C defined). int4,
+ *    uint4, int2 and uint2 instead keep the low bits of the truncated value, as ONNX's reference
+ *    (ml_dtypes) and its test data do (8.0 to int4 is -8);
  *  - integer to integer wraps (two's complement), anything to bool is "!= 0" (NaN is true). */
 static float round_to_odd_f32(double d) {
   float f = (float)d;
@@ -31,17 +37,64 @@ static uint16_t d2h(double d) { return alma__f32_to_f16(round_to_odd_f32(d)); }
  * truncated), ONNX Runtime and PyTorch do. */
 static uint16_t d2bf(double d) { return alma__f32_to_bf16(round_to_odd_f32(d)); }
 
+/* How floats become float8/float8e8m0 (Cast's saturate and round_mode attributes). */
+typedef struct {
+  int saturate, round_mode;
+} cast_mode;
+
+/* Reads Cast's/CastLike's saturate (19+) and round_mode (24+). */
+static alma_status cast_mode_of(const alma_node *n, cast_mode *m) {
+  m->saturate = 1;
+  m->round_mode = ALMA_E8M0_UP;
+  if (n->since_version >= 19) {
+    int64_t s = alma__attr_i(n, "saturate", 1);
+    if (s != 0 && s != 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "saturate must be 0 or 1, got %lld", (long long)s);
+    m->saturate = (int)s;
+  }
+  const alma_attr *rm = n->since_version >= 24 ? alma__node_attr(n, "round_mode") : NULL;
+  if (rm) {
+    if (rm->type != ALMA_ATTR_STRING || !rm->s)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "round_mode must be a string");
+    if (!strcmp(rm->s, "up")) m->round_mode = ALMA_E8M0_UP;
+    else if (!strcmp(rm->s, "down")) m->round_mode = ALMA_E8M0_DOWN;
+    else if (!strcmp(rm->s, "nearest")) m->round_mode = ALMA_E8M0_NEAREST;
+    else
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "round_mode '%s' (expected up, down or nearest)", rm->s);
+  }
+  return ALMA_OK;
+}
+
+/* The first opset whose Cast/CastLike lists type t. */
+static int cast_type_since(alma_dtype t) {
+  switch (t) {
+    case ALMA_DTYPE_FLOAT8E4M3FN: case ALMA_DTYPE_FLOAT8E4M3FNUZ: case ALMA_DTYPE_FLOAT8E5M2:
+    case ALMA_DTYPE_FLOAT8E5M2FNUZ:
+      return 19;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_UINT4: return 21;
+    case ALMA_DTYPE_FLOAT4E2M1: return 23;
+    case ALMA_DTYPE_FLOAT8E8M0: return 24;
+    case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2: return 25;
+    default: return 1;
+  }
+}
+
 static alma_status cast_infer(INFER_ARGS) {
   const alma_attr *a = alma__node_attr(n, "to");
   if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
   alma_dtype to = (alma_dtype)a->i;
-  if (a->i <= 0 || a->i > 16 || !holdable(to)) {
+  if (a->i <= 0 || a->i > ALMA_DTYPE_INT2 || !holdable(to)) {
     const char *nm = alma__onnx_type_name(a->i);
     if (strcmp(nm, "unknown")) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast to %s", nm);
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
   }
   if (!holdable(in[0]->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast from %s", alma_dtype_name(in[0]->dtype));
+  if (n->since_version < cast_type_since(to) || n->since_version < cast_type_since(in[0]->dtype))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "cast from %s to %s: opset %d's Cast does not have %s",
+                          alma_dtype_name(in[0]->dtype), alma_dtype_name(to), n->since_version,
+                          alma_dtype_name(n->since_version < cast_type_since(to) ? to : in[0]->dtype));
+  cast_mode m;
+  ALMA_TRY(cast_mode_of(n, &m));
   alma__set_shape(&out[0], to, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
@@ -54,7 +107,13 @@ static void read_f64(const void *src, alma_dtype t, int64_t off, int64_t m, doub
     case ALMA_DTYPE_FLOAT32: for (int64_t j = 0; j < m; j++) buf[j] = ((const float *)src)[off + j]; break;
     case ALMA_DTYPE_FLOAT64: memcpy(buf, (const double *)src + off, (size_t)m * sizeof(double)); break;
     case ALMA_DTYPE_FLOAT16: for (int64_t j = 0; j < m; j++) buf[j] = alma__f16_to_f32(((const uint16_t *)src)[off + j]); break;
-    default: for (int64_t j = 0; j < m; j++) buf[j] = alma__bf16_to_f32(((const uint16_t *)src)[off + j]); break;
+    case ALMA_DTYPE_BFLOAT16: for (int64_t j = 0; j < m; j++) buf[j] = alma__bf16_to_f32(((const uint16_t *)src)[off + j]); break;
+    default: { /* float8, float4e2m1, float8e8m0: a table of the 256 codes' values */
+      double tab[256];
+      for (int c = 0; c < 256; c++) tab[c] = alma__lowfloat_decode(t, (uint8_t)c);
+      for (int64_t j = 0; j < m; j++) buf[j] = tab[((const uint8_t *)src)[off + j]];
+      break;
+    }
   }
 }
 static void read_i64(const void *src, alma_dtype t, int64_t off, int64_t m, int64_t *buf) {
@@ -64,13 +123,36 @@ static void read_i64(const void *src, alma_dtype t, int64_t off, int64_t m, int6
     ALMA__EW_SINT_TYPES(R)
     ALMA__EW_UINT_TYPES(R)
 #undef R
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_INT2: for (int64_t j = 0; j < m; j++) buf[j] = ((const int8_t *)src)[off + j]; break;
+    case ALMA_DTYPE_UINT4: case ALMA_DTYPE_UINT2: for (int64_t j = 0; j < m; j++) buf[j] = ((const uint8_t *)src)[off + j]; break;
     default: for (int64_t j = 0; j < m; j++) buf[j] = ((const uint8_t *)src)[off + j] != 0; break; /* bool */
   }
 }
 
 #define SAT(T, lo, hi, d) ((d) != (d) ? (T)0 : (d) <= (double)(lo) ? (T)(lo) : (d) >= (double)(hi) ? (T)(hi) : (T)(d))
 
-static void write_from_f64(void *dst, alma_dtype t, int64_t off, int64_t m, const double *buf) {
+/* Truncated toward zero, then wrapped into int4/uint4/int2/uint2 (NaN, inf: 0). Beyond 2^63 the
+ * value's low bits are zeros anyway. */
+static uint8_t lowint_from_f64(alma_dtype t, double d) {
+  d = trunc(d);
+  if (!(fabs(d) < 0x1p63)) return 0;
+  return alma__lowint_wrap(t, (int64_t)d);
+}
+
+static void write_from_f64(void *dst, alma_dtype t, int64_t off, int64_t m, const double *buf, const cast_mode *cm) {
+  uint8_t *d8 = (uint8_t *)dst + off;
+  if (alma__dtype_is_lowint(t)) {
+    for (int64_t j = 0; j < m; j++) d8[j] = lowint_from_f64(t, buf[j]);
+    return;
+  }
+  if (t == ALMA_DTYPE_FLOAT8E8M0) { /* ONNX's algorithm works on float32 */
+    for (int64_t j = 0; j < m; j++) d8[j] = alma__e8m0_encode((float)buf[j], cm->saturate, cm->round_mode);
+    return;
+  }
+  if (alma__dtype_is_lowfloat(t)) {
+    for (int64_t j = 0; j < m; j++) d8[j] = alma__lowfloat_encode(t, buf[j], cm->saturate);
+    return;
+  }
   switch (t) {
     case ALMA_DTYPE_FLOAT32: for (int64_t j = 0; j < m; j++) ((float *)dst)[off + j] = (float)buf[j]; break;
     case ALMA_DTYPE_FLOAT64: memcpy((double *)dst + off, buf, (size_t)m * sizeof(double)); break;
@@ -92,7 +174,21 @@ static void write_from_f64(void *dst, alma_dtype t, int64_t off, int64_t m, cons
   }
 }
 
-static void write_from_i64(void *dst, alma_dtype t, int64_t off, int64_t m, const int64_t *buf, int is_u64) {
+static void write_from_i64(void *dst, alma_dtype t, int64_t off, int64_t m, const int64_t *buf, int is_u64,
+                           const cast_mode *cm) {
+  uint8_t *d8 = (uint8_t *)dst + off;
+  if (alma__dtype_is_lowint(t)) { /* wraps, as integer to integer does */
+    for (int64_t j = 0; j < m; j++) d8[j] = alma__lowint_wrap(t, buf[j]);
+    return;
+  }
+  if (alma__dtype_is_lowfloat(t)) { /* every int64 beyond 2^53 is far past these types' range */
+    for (int64_t j = 0; j < m; j++) {
+      double v = is_u64 ? (double)(uint64_t)buf[j] : (double)buf[j];
+      d8[j] = t == ALMA_DTYPE_FLOAT8E8M0 ? alma__e8m0_encode((float)v, cm->saturate, cm->round_mode)
+                                         : alma__lowfloat_encode(t, v, cm->saturate);
+    }
+    return;
+  }
   switch (t) {
 #define FW(D, T, conv)                                                                    \
   case D:                                                                                 \
@@ -118,7 +214,7 @@ static void write_from_i64(void *dst, alma_dtype t, int64_t off, int64_t m, cons
   }
 }
 
-static void do_cast(const alma_tensor *x, alma_tensor *y) {
+static void do_cast(const alma_tensor *x, alma_tensor *y, const cast_mode *cm) {
   int64_t cnt = alma_tensor_numel(x);
   if (x->dtype == y->dtype) {
     memcpy(y->data, x->data, (size_t)cnt * alma_dtype_size(x->dtype));
@@ -134,27 +230,28 @@ static void do_cast(const alma_tensor *x, alma_tensor *y) {
     double d[CAST_CHUNK];
     int64_t i[CAST_CHUNK];
   } buf;
-  int from_float = alma__dtype_is_float(x->dtype);
+  int from_float = alma__dtype_is_float(x->dtype) || alma__dtype_is_lowfloat(x->dtype);
   for (int64_t off = 0; off < cnt; off += CAST_CHUNK) {
     int64_t m = cnt - off < CAST_CHUNK ? cnt - off : CAST_CHUNK;
     if (from_float) {
       read_f64(x->data, x->dtype, off, m, buf.d);
-      write_from_f64(y->data, y->dtype, off, m, buf.d);
+      write_from_f64(y->data, y->dtype, off, m, buf.d, cm);
     } else {
       read_i64(x->data, x->dtype, off, m, buf.i);
-      write_from_i64(y->data, y->dtype, off, m, buf.i, x->dtype == ALMA_DTYPE_UINT64);
+      write_from_i64(y->data, y->dtype, off, m, buf.i, x->dtype == ALMA_DTYPE_UINT64, cm);
     }
   }
 }
 
 static alma_status cast_exec(EXEC_ARGS) {
-  do_cast(in[0], &out[0]);
+  cast_mode m;
+  ALMA_TRY(cast_mode_of(n, &m));
+  do_cast(in[0], &out[0], &m);
   return ALMA_OK;
 }
 
-/* 19 added float8 types and `saturate` (only meaningful for float8, which alma does not hold);
- * 21 int4/uint4, 23 float4e2m1, 24 float8e8m0 with `round_mode` (only for that type), 25 int2/uint2:
- * types alma does not hold, so the same kernel. */
+/* 19 added the float8 types and `saturate`, 21 int4/uint4, 23 float4e2m1, 24 float8e8m0 with
+ * `round_mode` (only for that type), 25 int2/uint2. */
 const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
                                    .exec = cast_exec, .cost = alma__ew_cost};
@@ -165,6 +262,12 @@ static alma_status castlike_infer(INFER_ARGS) {
   if (!holdable(in[0]->dtype) || !holdable(in[1]->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast from %s to %s", alma_dtype_name(in[0]->dtype),
                           alma_dtype_name(in[1]->dtype));
+  if (n->since_version < cast_type_since(in[0]->dtype) || n->since_version < cast_type_since(in[1]->dtype))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "cast from %s to %s: opset %d's CastLike does not have %s",
+                          alma_dtype_name(in[0]->dtype), alma_dtype_name(in[1]->dtype), n->since_version,
+                          alma_dtype_name(n->since_version < cast_type_since(in[0]->dtype) ? in[0]->dtype : in[1]->dtype));
+  cast_mode m;
+  ALMA_TRY(cast_mode_of(n, &m));
   alma__set_shape(&out[0], in[1]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
@@ -172,8 +275,14 @@ const alma_op_def alma__op_CastLike = {.name = "CastLike", .domain = "", .versio
                                        .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                        .infer = castlike_infer, .exec = cast_exec, .cost = alma__ew_cost};
 
-/* ---- BitCast (26): the same bytes read as another type of the same width (little endian, which
- * is also alma's in-memory order on the hosts it builds for). */
+/* ---- BitCast (26): the same bits read as another type of the same width (little endian, which
+ * is also alma's in-memory order on the hosts it builds for). The 4-bit and 2-bit types hold one
+ * element a byte in memory, so between them the code's low bits are re-read (int4/int2
+ * sign-extended). */
+static size_t type_bits(alma_dtype t) {
+  return alma__dtype_is_lowbit(t) ? (size_t)alma__dtype_packed_bits(t) : 8 * alma_dtype_size(t);
+}
+
 static alma_status bitcast_infer(INFER_ARGS) {
   const alma_attr *a = alma__node_attr(n, "to");
   if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
@@ -181,12 +290,12 @@ static alma_status bitcast_infer(INFER_ARGS) {
   if (a->i <= 0 || !strcmp(nm, "unknown"))
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
   alma_dtype to = (alma_dtype)a->i;
-  if (a->i > 16 || !holdable(to)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bit cast to %s", nm);
+  if (a->i > ALMA_DTYPE_INT2 || !holdable(to)) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bit cast to %s", nm);
   if (!holdable(in[0]->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bit cast from %s", alma_dtype_name(in[0]->dtype));
-  if (alma_dtype_size(to) != alma_dtype_size(in[0]->dtype))
+  if (type_bits(to) != type_bits(in[0]->dtype))
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "bit cast from %s to %s: the widths differ (%zu and %zu bits)",
-                          alma_dtype_name(in[0]->dtype), nm, 8 * alma_dtype_size(in[0]->dtype), 8 * alma_dtype_size(to));
+                          alma_dtype_name(in[0]->dtype), nm, type_bits(in[0]->dtype), type_bits(to));
   alma__set_shape(&out[0], to, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
@@ -196,6 +305,12 @@ static alma_status bitcast_exec(EXEC_ARGS) {
   /* a bool must stay 0 or 1: ONNX leaves other bytes undefined; map them to true */
   if (out[0].dtype == ALMA_DTYPE_BOOL)
     for (size_t i = 0; i < out[0].nbytes; i++) ((uint8_t *)out[0].data)[i] = ((uint8_t *)out[0].data)[i] != 0;
+  int bits = alma__dtype_packed_bits(out[0].dtype);
+  if (bits < 8)
+    for (size_t i = 0; i < out[0].nbytes; i++) {
+      uint8_t *b = (uint8_t *)out[0].data + i, code = (uint8_t)(*b & ((1u << bits) - 1u));
+      *b = out[0].dtype == ALMA_DTYPE_INT4 || out[0].dtype == ALMA_DTYPE_INT2 ? alma__lowint_wrap(out[0].dtype, code) : code;
+    }
   return ALMA_OK;
 }
 

@@ -6,9 +6,11 @@
  * (computed in the scales' precision, as the ONNX reference does), rounds half to even and
  * saturates. QuantizeLinear from float32 to 8 bits and DequantizeLinear from 8-bit/int32 to
  * float32, per tensor or per axis, run vector kernels over rows of one scale (the same
- * arithmetic); the other forms (blocked, 16-bit, half types, int32 input) run element by element.
- * float8 and int4 types do not exist in alma's dtype set, so models using them fail at
- * load in the ONNX loader before reaching these kernels. */
+ * arithmetic); the other forms (blocked, 16-bit, half types, int32 input, the low-precision types)
+ * run element by element. int4/uint4/int2/uint2 (one value a byte in memory) quantize like the
+ * 8-bit types with their own ranges; the float8 types and float4e2m1 round x / scale + zero point
+ * to nearest even into the type (float8: saturating unless saturate=0), and dequantize by their
+ * exact values. float8e8m0 scales (opset 24) are read by their value, 2^(b-127). */
 #include <math.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -29,6 +31,9 @@ static int q_range(alma_dtype t, int64_t *lo, int64_t *hi) {
     case ALMA_DTYPE_UINT16: *lo = 0; *hi = 65535; return 1;
     case ALMA_DTYPE_INT16: *lo = -32768; *hi = 32767; return 1;
     case ALMA_DTYPE_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_UINT4: case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2:
+      alma__lowint_range(t, lo, hi);
+      return 1;
     default: *lo = *hi = 0; return 0;
   }
 }
@@ -42,8 +47,15 @@ static int32_t q_get(const void *d, alma_dtype t, int64_t i) {
     case ALMA_DTYPE_UINT16: return ((const uint16_t *)d)[i];
     case ALMA_DTYPE_INT16: return ((const int16_t *)d)[i];
     case ALMA_DTYPE_INT32: return ((const int32_t *)d)[i];
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_INT2: return ((const int8_t *)d)[i]; /* sign-extended bytes */
+    case ALMA_DTYPE_UINT4: case ALMA_DTYPE_UINT2: return ((const uint8_t *)d)[i];
     default: return 0;
   }
+}
+
+/* A quantized value as float: integers exactly, float8/float4 codes by their value. */
+static float q_getf(const void *d, alma_dtype t, int64_t i) {
+  return alma__dtype_is_lowfloat(t) ? (float)alma__lowfloat_decode(t, ((const uint8_t *)d)[i]) : (float)q_get(d, t, i);
 }
 
 static void q_set(void *d, alma_dtype t, int64_t i, int64_t v) {
@@ -53,6 +65,9 @@ static void q_set(void *d, alma_dtype t, int64_t i, int64_t v) {
     case ALMA_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
     case ALMA_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
     case ALMA_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
+    case ALMA_DTYPE_INT4: case ALMA_DTYPE_UINT4: case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2:
+      ((uint8_t *)d)[i] = alma__lowint_wrap(t, v); /* v is in range: the byte alma keeps */
+      break;
     default: break;
   }
 }
@@ -80,6 +95,25 @@ static inline float round_to(alma_dtype t, float v) { return (float)alma__round_
 
 static int is_scale_dtype(alma_dtype t, int allow_half) {
   return t == ALMA_DTYPE_FLOAT32 || (allow_half && (t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16));
+}
+
+/* The first opset whose QuantizeLinear/DequantizeLinear has quantized type t; 0 if none does. */
+static int q_type_since(alma_dtype t) {
+  switch (t) {
+    case ALMA_DTYPE_UINT8: case ALMA_DTYPE_INT8: return 10;
+    case ALMA_DTYPE_FLOAT8E4M3FN: case ALMA_DTYPE_FLOAT8E4M3FNUZ: case ALMA_DTYPE_FLOAT8E5M2:
+    case ALMA_DTYPE_FLOAT8E5M2FNUZ:
+      return 19;
+    case ALMA_DTYPE_INT16: case ALMA_DTYPE_UINT16: case ALMA_DTYPE_INT4: case ALMA_DTYPE_UINT4: return 21;
+    case ALMA_DTYPE_FLOAT4E2M1: return 23;
+    case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2: return 25;
+    default: return 0;
+  }
+}
+
+/* Scale types: float32 (10+), float16/bfloat16 (19+), float8e8m0 (24+). */
+static int q_scale_ok(const alma_node *n, alma_dtype t) {
+  return is_scale_dtype(t, n->since_version >= 19) || (n->since_version >= 24 && t == ALMA_DTYPE_FLOAT8E8M0);
 }
 
 
@@ -398,10 +432,10 @@ static alma_status quantize_out_dtype(const alma_node *n, const alma_tensor *zp,
   if (zp && od && od != (int64_t)zp->dtype)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "output_dtype %lld does not match zero point dtype %s",
                           (long long)od, alma_dtype_name(zp->dtype));
-  int ok = is_8bit(t) || (n->since_version >= 21 && (t == ALMA_DTYPE_INT16 || t == ALMA_DTYPE_UINT16));
+  int since = q_type_since(t), ok = since && n->since_version >= since;
   if (!ok)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "quantized type %s (code %d) at opset %d",
-                          alma_dtype_name(t), (int)t, n->since_version);
+                          alma__onnx_type_name((int64_t)t), (int)t, n->since_version);
   *out = t;
   return ALMA_OK;
 }
@@ -419,7 +453,8 @@ static alma_status quantize_precision(const alma_node *n, const alma_tensor *x, 
   } else if (x->dtype == ALMA_DTYPE_INT32) {
     *out = ALMA_DTYPE_FLOAT64;
   } else {
-    *out = n->since_version >= 23 ? scale->dtype : x->dtype;
+    /* a float8e8m0 scale is no arithmetic type: numpy (the reference) divides in x's float32 */
+    *out = n->since_version >= 23 && scale->dtype != ALMA_DTYPE_FLOAT8E8M0 ? scale->dtype : x->dtype;
   }
   return ALMA_OK;
 }
@@ -432,7 +467,7 @@ static alma_status quantize_infer(const alma_node *n, const alma_tensor *const *
             (v19 && (x->dtype == ALMA_DTYPE_FLOAT16 || x->dtype == ALMA_DTYPE_BFLOAT16));
   if (!xok) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(x->dtype));
   /* opset 10/13: float scale; 19/21: the scale has x's type; 23: any float scale */
-  int sok = n->since_version >= 23 ? is_scale_dtype(scale->dtype, 1)
+  int sok = n->since_version >= 23 ? q_scale_ok(n, scale->dtype)
                                    : v19 ? scale->dtype == x->dtype : scale->dtype == ALMA_DTYPE_FLOAT32;
   if (!sok)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s with input %s", alma_dtype_name(scale->dtype),
@@ -462,16 +497,20 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
   double *sc = alma__malloc((size_t)ns * sizeof *sc);
   float *sf = alma__malloc((size_t)ns * sizeof *sf);
   int32_t *zpv = alma__calloc((size_t)ns, sizeof *zpv);
-  if (!sc || !sf || !zpv) {
+  float *zpf = alma__calloc((size_t)ns, sizeof *zpf);
+  if (!sc || !sf || !zpv || !zpf) {
     free(sc);
     free(sf);
     free(zpv);
+    free(zpf);
     return alma__op_error(n, ALMA_ERR_NOMEM, "scale buffers");
   }
+  int lowf = alma__dtype_is_lowfloat(yt), sat = (int)alma__attr_i(n, "saturate", 1);
   for (int64_t i = 0; i < ns; i++) {
     sc[i] = alma__get_f64(scale->data, scale->dtype, i);
     sf[i] = (float)sc[i];
-    if (zp) zpv[i] = q_get(zp->data, zp->dtype, i);
+    if (zp && lowf) zpf[i] = q_getf(zp->data, zp->dtype, i);
+    else if (zp) zpv[i] = q_get(zp->data, zp->dtype, i);
   }
   /* The division runs in prec (quantize_precision), both operands first rounded to it. Along
    * the inner axis the parameter index is constant (per-tensor, per-axis) or steps by one
@@ -496,6 +535,15 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
         if (prec == ALMA_DTYPE_FLOAT64) q = alma__get_f64(x->data, x->dtype, idx) / sc[s];
         else if (x->dtype == ALMA_DTYPE_FLOAT32 && prec == ALMA_DTYPE_FLOAT32) q = ((const float *)x->data)[idx] / sf[s];
         else q = round_to(prec, round_to(prec, (float)alma__get_f64(x->data, x->dtype, idx)) / sf[s]);
+        if (lowf) {
+          /* float8/float4: x / scale + zero point (usually 0) in the division's precision, rounded
+           * once into the type. ONNX's reference adds float4's zero point always (-0 + 0 is +0) and
+           * float8's never: a float8 zero point is added only when it is not zero. */
+          if (zp && (zpf[s] != 0.0f || yt == ALMA_DTYPE_FLOAT4E2M1))
+            q = prec == ALMA_DTYPE_FLOAT64 ? q + zpf[s] : round_to(prec, (float)q + zpf[s]);
+          ((uint8_t *)out[0].data)[idx] = alma__lowfloat_encode(yt, q, sat);
+          continue;
+        }
         int64_t v = q_round_sat(q != q ? 0.0 : q_rne(q) + zpv[s], lo, hi);
         switch (yt) {
           case ALMA_DTYPE_UINT8: ((uint8_t *)out[0].data)[idx] = (uint8_t)v; break;
@@ -507,11 +555,13 @@ static alma_status quantize_exec(alma_exec_ctx *ctx, const alma_node *n, const a
   free(sc);
   free(sf);
   free(zpv);
+  free(zpf);
   return ALMA_OK;
 }
 
-/* 23: `precision`, a scale type independent of x's; 24, 25: types alma does not hold */
-const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23},
+/* 19: float8 outputs and `saturate`; 21: int4/uint4, int16/uint16, blocks, output_dtype; 23:
+ * `precision`, a scale type independent of x's, float4e2m1; 24: float8e8m0 scales; 25: int2/uint2 */
+const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23, 24, 25},
   .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
   .infer = quantize_infer, .exec = quantize_exec};
 
@@ -520,13 +570,13 @@ const alma_op_def alma__op_QuantizeLinear = {.name = "QuantizeLinear", .domain =
 static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                                     int nout) {
   const alma_tensor *x = in[0], *scale = in[1], *zp = alma__nn_in(in, nin, 2);
-  int v21 = n->since_version >= 21;
-  int xok = is_8bit(x->dtype) || x->dtype == ALMA_DTYPE_INT32 ||
-            (v21 && (x->dtype == ALMA_DTYPE_INT16 || x->dtype == ALMA_DTYPE_UINT16));
-  if (!xok) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s at opset %d", alma_dtype_name(x->dtype),
-                                  n->since_version);
-  if (!is_scale_dtype(scale->dtype, n->since_version >= 19))
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s", alma_dtype_name(scale->dtype));
+  int since = x->dtype == ALMA_DTYPE_INT32 ? 10 : q_type_since(x->dtype);
+  if (!since || n->since_version < since)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s at opset %d", alma_dtype_name(x->dtype),
+                          n->since_version);
+  if (!q_scale_ok(n, scale->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scale dtype %s at opset %d", alma_dtype_name(scale->dtype),
+                          n->since_version);
   if (zp && zp->dtype != x->dtype)
     return alma__op_error(n, ALMA_ERR_TYPE, "zero point dtype %s differs from input dtype %s",
                           alma_dtype_name(zp->dtype), alma_dtype_name(x->dtype));
@@ -537,6 +587,10 @@ static alma_status dequantize_infer(const alma_node *n, const alma_tensor *const
   if (od && !is_scale_dtype((alma_dtype)od, 1))
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "output_dtype %s (expects float32, float16 or bfloat16)",
                           alma__onnx_type_name(od));
+  /* the output takes the scale's type unless output_dtype says; float8e8m0 is not an output type */
+  if (!od && scale->dtype == ALMA_DTYPE_FLOAT8E8M0)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL,
+                          "a float8e8m0 scale needs output_dtype (float32, float16 or bfloat16)");
   alma__set_shape(&out[0], od ? (alma_dtype)od : scale->dtype, x->rank, x->dims);
   return ALMA_OK;
 }
@@ -556,7 +610,7 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
   }
   for (int64_t i = 0; i < ns; i++) {
     sc[i] = (float)alma__get_f64(scale->data, scale->dtype, i);
-    if (zp) zpv[i] = (float)q_get(zp->data, zp->dtype, i);
+    if (zp) zpv[i] = q_getf(zp->data, zp->dtype, i);
   }
   /* (x - zp) * scale in float32, then stored in the output type (the reference's arithmetic);
    * float32 output with one scale per row (per tensor, per axis): the vector kernel */
@@ -574,7 +628,7 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
         continue;
       }
       for (int64_t i = 0; i < L.inner; i++) {
-        float v = ((float)q_get(x->data, x->dtype, base + i) - zr[i * step]) * sr[i * step];
+        float v = (q_getf(x->data, x->dtype, base + i) - zr[i * step]) * sr[i * step];
         if (yt == ALMA_DTYPE_FLOAT32) ((float *)out[0].data)[base + i] = v;
         else alma__set_f64(out[0].data, yt, base + i, v);
       }
@@ -584,8 +638,9 @@ static alma_status dequantize_exec(alma_exec_ctx *ctx, const alma_node *n, const
   return ALMA_OK;
 }
 
-/* 23: output_dtype; 24, 25: types alma does not hold */
-const alma_op_def alma__op_DequantizeLinear = {.name = "DequantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23},
+/* 19: float8 inputs; 21: int4/uint4, int16/uint16, blocks; 23: output_dtype, float4e2m1; 24: float8e8m0
+ * scales; 25: int2/uint2 */
+const alma_op_def alma__op_DequantizeLinear = {.name = "DequantizeLinear", .domain = "", .versions = {10, 13, 19, 21, 23, 24, 25},
   .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
   .infer = dequantize_infer, .exec = dequantize_exec};
 

@@ -71,7 +71,15 @@ static int compare(const alma_tensor *got, const alma_tensor *want, const opts_t
     atol = fmax(atol, 1e-3);
   }
   for (int64_t i = 0; i < n; i++) {
-    if (is_float) {
+    if (alma__dtype_is_lowbit(want->dtype)) {
+      /* float8/float4/int4/int2: the codes bit for bit (one byte each in memory), any NaN for NaN */
+      uint8_t a = ((const uint8_t *)got->data)[i], b = ((const uint8_t *)want->data)[i];
+      if (a != b && !(isnan(alma__get_f64(got->data, got->dtype, i)) && isnan(alma__get_f64(want->data, want->dtype, i)))) {
+        snprintf(why, nwhy, "element %lld: got code 0x%02x (%.9g), expected 0x%02x (%.9g)", (long long)i, a,
+                 alma__get_f64(got->data, got->dtype, i), b, alma__get_f64(want->data, want->dtype, i));
+        return 0;
+      }
+    } else if (is_float) {
       double a = alma__get_f64(got->data, got->dtype, i), b = alma__get_f64(want->data, want->dtype, i);
       if (isnan(a) && isnan(b)) continue;
       if (isinf(b) && a == b) continue;

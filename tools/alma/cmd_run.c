@@ -104,6 +104,23 @@ static alma_status load_input(const alma_model *m, int i, const char *file, alma
                                                                            : alma_npy_load(file, t);
   if (st != ALMA_OK) return alma__error_prefix(st, "input '%s': ", name);
   alma_dtype want = alma_model_input_dtype(m, i);
+  /* int4/int2 (uint4/uint2) inputs come as int8 (uint8) .npy files, numpy's narrowest: their values
+   * are alma's bytes, once each is checked to be in the type's range */
+  if (alma__dtype_is_lowint(want) &&
+      t->dtype == (want == ALMA_DTYPE_INT4 || want == ALMA_DTYPE_INT2 ? ALMA_DTYPE_INT8 : ALMA_DTYPE_UINT8)) {
+    int64_t lo, hi, n = alma_tensor_numel(t);
+    alma__lowint_range(want, &lo, &hi);
+    for (int64_t k = 0; k < n; k++) {
+      int64_t v = alma__get_i64(t->data, t->dtype, k);
+      if (v < lo || v > hi) {
+        st = alma__errorf(ALMA_ERR_INVALID_ARG, "input '%s' is %s but '%s' holds %lld at element %lld (outside [%lld, %lld])",
+                          name, alma_dtype_name(want), file, (long long)v, (long long)k, (long long)lo, (long long)hi);
+        alma_tensor_free_data(t);
+        return st;
+      }
+    }
+    t->dtype = want;
+  }
   char got[256], exp[256];
   alma__shape_str(t->rank, t->dims, got, sizeof got);
   shape_with_symbols(m, i, exp, sizeof exp);
