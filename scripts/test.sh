@@ -32,9 +32,13 @@ ORT_QUANT_PYTHON=""
 echo "== ONNX Runtime's quantizer (.venv-ort)"
 if { [ -x .venv-ort/bin/python ] || /usr/bin/python3 -m venv .venv-ort; } &&
    { .venv-ort/bin/python -c "import onnxruntime.quantization" 2>/dev/null ||
-     .venv-ort/bin/python -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 onnxruntime onnx; } &&
+     .venv-ort/bin/python -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 onnxruntime onnx onnx-ir; } &&
    .venv-ort/bin/python -c "import onnxruntime.quantization" 2>/dev/null; then
   ORT_QUANT_PYTHON="$PWD/.venv-ort/bin/python"
+  # its MatMulNBitsQuantizer (tests/ops_nbits) imports onnx_ir, which older venvs lack
+  .venv-ort/bin/python -c "import onnx_ir" 2>/dev/null ||
+    .venv-ort/bin/python -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 onnx-ir ||
+    echo "WARNING: could not install onnx-ir into .venv-ort (offline?): tests/ops_nbits will be SKIPPED" >&2
 else
   echo "WARNING: could not install onnxruntime and onnx into .venv-ort (offline?): tests/quant_ort will be SKIPPED" >&2
 fi

@@ -1,0 +1,611 @@
+/* ONNX Runtime's weight-only block-quantized contrib operators (domain com.microsoft, version 1), which
+ * its int4 tooling writes (onnxruntime.quantization.matmul_nbits_quantizer, onnxruntime-genai's model
+ * builder):
+ *   MatMulNBits           Y = A @ dequant(B)^T (+ bias), B [N, k_blocks, blob] packed 2, 4 or 8 bits
+ *   GatherBlockQuantized  Gather of rows of a block-quantized table (uint8-packed form)
+ *
+ * The meaning is ONNX Runtime's contrib schema (docs/ContribOperators.md) and its CPU kernels (1.32):
+ *  - B's element k of output column n sits in block k / block_size at position k % block_size; a byte
+ *    holds 8 / bits elements, the first in the low bits. A last block shorter than block_size is padded.
+ *  - dequant(B)[n, k] = (q - zp) * scale of the element's block; zp is packed uint8 of the same bit
+ *    width ([N, ceil(k_blocks * bits / 8)]), A's float type ([N, k_blocks]), or 2^(bits - 1) when
+ *    absent. scales and zero points may be 1-D (ONNX Runtime accepts the flattened forms).
+ *  - g_idx (deprecated): the block whose scale and zero point element k uses is g_idx[k].
+ *  - B with a zero-sized dimension is an omitted projection: Y is the bias (or 0).
+ * alma computes in float32 whatever accuracy_level says (ONNX Runtime at level 4 rounds A to int8 per
+ * block; docs/quantization.md). Bit widths and forms ONNX Runtime's CPU kernel refuses (3, 5, 6, 7
+ * bits, 8 bits with float zero points or g_idx, bfloat16) fail at load naming the node.
+ *
+ * Speed: B is never expanded whole. Up to 48 rows of A go through a GEMV that unpacks B on the fly,
+ * 16 bytes a step, four rows at a time (each code converted once feeds four FMAs), the block's dot
+ * products in eight float lanes scaled once per block; zero points enter as zp * scale * sum(A's
+ * block). More rows dequantize a panel of B (about 1 MiB of float32) at a time and call alma__sgemm.
+ * Both work on a copy of A reordered to match B's packing (a_reorder), so neither shuffles codes.
+ * Blocks of fewer than 16 bytes (4-bit blocks of 16, 2-bit blocks of 16 or 32) and g_idx take an
+ * element-wise dequantization into panels instead. Vector code is GCC/Clang vector extensions compiled
+ * twice (ALMA_MULTIVERSION: AVX2+FMA and baseline x86-64), like sgemm.c. EAGER is single-threaded by
+ * design, so these kernels are too. */
+#include "ops/nn_util.h"
+#include "ops/sgemm.h"
+
+typedef alma__v8f v8f;
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define ld8 ALMA_LD8
+#define st8 ALMA_ST8
+
+static int is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+static int f_or_h(alma_dtype t) { return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_FLOAT16; }
+
+/* Whether t has exactly one of two shapes: [d0, d1] or the flattened [d0 * d1]. */
+static int shape_2d_or_flat(const alma_tensor *t, int64_t d0, int64_t d1) {
+  if (t->rank == 2) return t->dims[0] == d0 && t->dims[1] == d1;
+  return t->rank == 1 && t->dims[0] == d0 * d1;
+}
+
+/* ==== MatMulNBits ============================================================================== */
+
+typedef struct {
+  int64_t K, N, bits, bs, kb, blob, zpb; /* zpb: bytes per column of packed zero points */
+} mnb_attrs;
+
+static alma_status mnb_attrs_read(const alma_node *n, mnb_attrs *a) {
+  static const char *const req[] = {"K", "N", "block_size"};
+  for (int i = 0; i < 3; i++)
+    if (!alma__node_attr(n, req[i])) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute %s is required", req[i]);
+  a->K = alma__attr_i(n, "K", 0);
+  a->N = alma__attr_i(n, "N", 0);
+  a->bs = alma__attr_i(n, "block_size", 0);
+  a->bits = alma__attr_i(n, "bits", 4);
+  int64_t acc = alma__attr_i(n, "accuracy_level", 0), pre = alma__attr_i(n, "weight_prepacked", 0);
+  /* bounds keep every product below (N * k_blocks * blob, K * N) far from overflowing */
+  if (a->K < 1 || a->N < 1 || a->K > INT32_MAX || a->N > INT32_MAX)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "K=%lld, N=%lld (1 to 2^31-1 expected)", (long long)a->K,
+                          (long long)a->N);
+  if (a->bits != 2 && a->bits != 4 && a->bits != 8)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bits=%lld (ONNX Runtime's CPU kernel runs 2, 4 and 8)",
+                          (long long)a->bits);
+  if (!is_pow2(a->bs) || a->bs < 16 || a->bs > (1 << 24))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "block_size=%lld (a power of 2, at least 16)", (long long)a->bs);
+  if (acc < 0 || acc > 4)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "accuracy_level=%lld (0 to 4)", (long long)acc);
+  if (pre != 0)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "weight_prepacked=%lld: B in a CUDA kernel's own layout", (long long)pre);
+  a->kb = (a->K + a->bs - 1) / a->bs;
+  a->blob = a->bs * a->bits / 8;
+  a->zpb = (a->kb * a->bits + 7) / 8;
+  return ALMA_OK;
+}
+
+/* B of shape [N, k_blocks, blob], or that shape with one or more dims 0 (an omitted projection). */
+static int b_is_empty(const alma_tensor *b) { return alma_tensor_numel(b) == 0; }
+
+static alma_status mnb_check(const alma_node *n, const alma_tensor *const *in, int nin, const mnb_attrs *a) {
+  char s1[128];
+  const alma_tensor *A = in[0], *B = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3), *G = alma__nn_in(in, nin, 4),
+                    *bias = alma__nn_in(in, nin, 5);
+  if (!f_or_h(A->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "A of dtype %s (ONNX Runtime's CPU kernel takes float32 or float16)",
+                          alma_dtype_name(A->dtype));
+  if (A->rank < 1 || A->dims[A->rank - 1] != a->K)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "A of shape %s: its last dimension must be K=%lld",
+                          alma__shape_str(A->rank, A->dims, s1, sizeof s1), (long long)a->K);
+  if (B->dtype != ALMA_DTYPE_UINT8)
+    return alma__op_error(n, ALMA_ERR_TYPE, "B of dtype %s (packed uint8 expected)", alma_dtype_name(B->dtype));
+  int64_t want[3] = {a->N, a->kb, a->blob};
+  int ok = B->rank == 3, empty = b_is_empty(B);
+  for (int i = 0; ok && i < 3; i++) ok = B->dims[i] == want[i] || (empty && B->dims[i] == 0);
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_SHAPE,
+                          "B of shape %s, expected [N, k_blocks, blob] = [%lld, %lld, %lld] for K=%lld, N=%lld, "
+                          "block_size=%lld, bits=%lld",
+                          alma__shape_str(B->rank, B->dims, s1, sizeof s1), (long long)a->N, (long long)a->kb,
+                          (long long)a->blob, (long long)a->K, (long long)a->N, (long long)a->bs, (long long)a->bits);
+  if (S->dtype != A->dtype)
+    return alma__op_error(n, ALMA_ERR_TYPE, "scales of dtype %s (A is %s)", alma_dtype_name(S->dtype),
+                          alma_dtype_name(A->dtype));
+  if (bias) {
+    if (bias->dtype != A->dtype)
+      return alma__op_error(n, ALMA_ERR_TYPE, "bias of dtype %s (A is %s)", alma_dtype_name(bias->dtype),
+                            alma_dtype_name(A->dtype));
+    if (bias->rank != 1 || bias->dims[0] != a->N)
+      return alma__op_error(n, ALMA_ERR_SHAPE, "bias of shape %s (expected [%lld])",
+                            alma__shape_str(bias->rank, bias->dims, s1, sizeof s1), (long long)a->N);
+  }
+  if (Z && Z->dtype != ALMA_DTYPE_UINT8 && Z->dtype != A->dtype)
+    return alma__op_error(n, ALMA_ERR_TYPE, "zero_points of dtype %s (packed uint8, or A's %s)",
+                          alma_dtype_name(Z->dtype), alma_dtype_name(A->dtype));
+  if (G && G->dtype != ALMA_DTYPE_INT32)
+    return alma__op_error(n, ALMA_ERR_TYPE, "g_idx of dtype %s (int32 expected)", alma_dtype_name(G->dtype));
+  /* An omitted projection uses none of its quantization parameters: they may be empty. */
+  if (empty) return ALMA_OK;
+  if (!shape_2d_or_flat(S, a->N, a->kb))
+    return alma__op_error(n, ALMA_ERR_SHAPE, "scales of shape %s (expected [N, k_blocks] = [%lld, %lld] or [%lld])",
+                          alma__shape_str(S->rank, S->dims, s1, sizeof s1), (long long)a->N, (long long)a->kb,
+                          (long long)(a->N * a->kb));
+  if (Z) {
+    int packed = Z->dtype == ALMA_DTYPE_UINT8;
+    int64_t zc = packed ? a->zpb : a->kb;
+    if (!packed && a->bits == 8)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
+                            "8-bit weights with %s zero points (ONNX Runtime's CPU kernel takes uint8 ones)",
+                            alma_dtype_name(Z->dtype));
+    if (!shape_2d_or_flat(Z, a->N, zc))
+      return alma__op_error(n, ALMA_ERR_SHAPE, "%s zero_points of shape %s (expected [%lld, %lld] or [%lld])",
+                            packed ? "packed uint8" : alma_dtype_name(Z->dtype),
+                            alma__shape_str(Z->rank, Z->dims, s1, sizeof s1), (long long)a->N, (long long)zc,
+                            (long long)(a->N * zc));
+  }
+  if (G) {
+    if (a->bits == 8)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "g_idx with 8-bit weights (ONNX Runtime's CPU kernel refuses it)");
+    if (G->rank != 1 || (G->dims[0] != a->K && G->dims[0] != a->kb * a->bs))
+      return alma__op_error(n, ALMA_ERR_SHAPE, "g_idx of shape %s (expected [K] = [%lld] or [%lld])",
+                            alma__shape_str(G->rank, G->dims, s1, sizeof s1), (long long)a->K,
+                            (long long)(a->kb * a->bs));
+    if (G->data) {
+      const int32_t *g = G->data;
+      for (int64_t k = 0; k < G->dims[0]; k++)
+        if (g[k] < 0 || g[k] >= a->kb)
+          return alma__op_error(n, ALMA_ERR_INVALID_ARG, "g_idx[%lld] = %d is outside [0, %lld)", (long long)k, g[k],
+                                (long long)a->kb);
+    }
+  }
+  return ALMA_OK;
+}
+
+static alma_status mnb_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  mnb_attrs a;
+  ALMA_TRY(mnb_attrs_read(n, &a));
+  ALMA_TRY(mnb_check(n, in, nin, &a));
+  const alma_tensor *A = in[0];
+  int64_t d[ALMA_MAX_RANK];
+  memcpy(d, A->dims, (size_t)A->rank * sizeof *d);
+  d[A->rank - 1] = a.N;
+  alma__set_shape(&out[0], A->dtype, A->rank, d);
+  return ALMA_OK;
+}
+
+/* What the kernels share for one call. */
+typedef struct {
+  const mnb_attrs *a;
+  const uint8_t *b;      /* [N, kb, blob] */
+  const float *s;        /* [N, kb] */
+  const alma_tensor *z;  /* zero points or NULL */
+  const float *zf;       /* float view of float zero points, or NULL */
+  const int32_t *g;      /* g_idx or NULL */
+  const float *bias;     /* [N] or NULL */
+  int64_t rows;          /* rows of A, batch dims included */
+} mnb_job;
+
+/* Zero points of output column n, one per block, as floats (bits a constant where inlined). */
+static inline __attribute__((always_inline)) void zp_row_bits(const mnb_job *j, const int bits, int64_t n, float *z) {
+  const mnb_attrs *a = j->a;
+  const int per = 8 / bits, mask = (1 << bits) - 1;
+  const int64_t kb = a->kb;
+  if (!j->z) {
+    for (int64_t b = 0; b < kb; b++) z[b] = (float)(1 << (bits - 1));
+  } else if (j->zf) {
+    memcpy(z, j->zf + n * kb, (size_t)kb * sizeof *z);
+  } else {
+    const uint8_t *p = (const uint8_t *)j->z->data + n * a->zpb;
+    for (int64_t b = 0; b < kb; b++) z[b] = (float)((p[b / per] >> (bits * (b % per))) & mask);
+  }
+}
+
+static void zp_row(const mnb_job *j, int64_t n, float *z) {
+  switch (j->a->bits) {
+    case 2: zp_row_bits(j, 2, n, z); break;
+    case 4: zp_row_bits(j, 4, n, z); break;
+    default: zp_row_bits(j, 8, n, z); break;
+  }
+}
+
+/* The zero point of block b of column n (zrow: column n's packed uint8 zero points, or NULL). */
+static inline __attribute__((always_inline)) float zp_one(const mnb_job *j, const int bits, const uint8_t *zrow,
+                                                          int64_t n, int64_t b) {
+  const int per = 8 / bits;
+  if (zrow) return (float)((zrow[b / per] >> (bits * (b % per))) & ((1 << bits) - 1));
+  if (j->zf) return j->zf[n * j->a->kb + b];
+  return (float)(1 << (bits - 1));
+}
+
+/* The fast kernels read B 16 bytes at a time as eight 16-bit lanes (GCC and Clang widen those with
+ * vpmovzxwd; eight single bytes they widen one by one), each lane holding 2 * per codes (per = 8 /
+ * bits). Shift u of the lanes gives 8 codes: lane L is the code u % per of byte 2L + u / per of the
+ * chunk, element 2 * per * L + u from the chunk's first. A's rows are reordered to match: in the
+ * chunk's 16 * per elements, position 8u + L holds element 2 * per * L + u, zero past K. The sum of
+ * each block of A (asum, [rows, kb]) goes with the zero points. Needs blob % 16 == 0. */
+static void a_reorder(const mnb_attrs *a, const float *A, int64_t rows, float *ar, float *asum) {
+  int64_t kpad = a->kb * a->bs, per = 8 / a->bits, span = 16 * per;
+  for (int64_t m = 0; m < rows; m++) {
+    const float *x = A + m * a->K;
+    float *r = ar + m * kpad;
+    for (int64_t b = 0; b < a->kb; b++) {
+      float sum = 0.0f;
+      for (int64_t c0 = b * a->bs; c0 < (b + 1) * a->bs; c0 += span)
+        for (int64_t u = 0; u < 2 * per; u++)
+          for (int64_t L = 0; L < 8; L++) {
+            int64_t k = c0 + 2 * per * L + u;
+            float v = k < a->K ? x[k] : 0.0f;
+            r[c0 + 8 * u + L] = v;
+            sum += v;
+          }
+      asum[m * a->kb + b] = sum;
+    }
+  }
+}
+
+typedef uint16_t v8h __attribute__((vector_size(16)));
+
+/* The 16 bytes at p as eight 16-bit lanes in 32-bit ones (a macro: a 32-byte vector passed or
+ * returned by a function would change the baseline ABI). */
+#define LOAD_LANES(dst, p)                      \
+  do {                                          \
+    v8h raw_;                                   \
+    memcpy(&raw_, (p), sizeof raw_);            \
+    (dst) = __builtin_convertvector(raw_, v8i); \
+  } while (0)
+
+/* The 8 codes of shift u as floats (the top shift of a 16-bit lane needs no mask). */
+#define CODES(v, u, bits) \
+  __builtin_convertvector((u) == 16 / (bits) - 1 ? (v) >> ((bits) * (u)) : ((v) >> ((bits) * (u))) & ((1 << (bits)) - 1), v8f)
+
+static inline __attribute__((always_inline)) float hsum(const v8f *v) {
+  float s = 0.0f;
+  for (int i = 0; i < 8; i++) s += (*v)[i];
+  return s;
+}
+
+/* Rows m0 .. m0+mr-1 (mr <= 4) of Y [rows, N] for every column: per column, each block's codes dot
+ * the reordered A in eight lanes per row, scaled by the block's scale once; zero points subtract
+ * zp * scale * sum(A's block). bits and mr are constants where inlined. */
+static inline __attribute__((always_inline)) void gemv_tile(const mnb_job *j, const int bits, const int mr,
+                                                            const float *ar, const float *asum, int64_t m0,
+                                                            float *zs, float *y) {
+  const mnb_attrs *a = j->a;
+  const int lanes = 16 / bits; /* codes per 16-bit lane */
+  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
+  const float *arm[4], *asm_[4];
+  for (int m = 0; m < mr; m++) arm[m] = ar + (m0 + m) * kpad, asm_[m] = asum + (m0 + m) * kb;
+  (void)zs;
+  for (int64_t n = 0; n < N; n++) {
+    const uint8_t *bp = j->b + n * kb * blob;
+    const float *s = j->s + n * kb;
+    const uint8_t *zrow = j->z && !j->zf ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
+    v8f tot[4];
+    float corr[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < mr; m++) tot[m] = (v8f){0}, corr[m] = 0.0f;
+    for (int64_t b = 0; b < kb; b++) {
+      /* two partial sums per row (even and odd shifts) when few rows: independent FMA chains */
+      v8f acc[4][2];
+#pragma GCC unroll 4
+      for (int m = 0; m < mr; m++) acc[m][0] = acc[m][mr <= 2] = (v8f){0}; /* not = {0}: a memset of all 4 */
+      for (int64_t c = 0; c < blob; c += 16, bp += 16) {
+        v8i v;
+        LOAD_LANES(v, bp);
+        const int64_t ko = b * bs + c * (8 / bits);
+        /* unrolled: constant shifts, no loop overhead per 8 codes (-O2 would not) */
+#pragma GCC unroll 8
+        for (int u = 0; u < lanes; u++) {
+          v8f w = CODES(v, u, bits);
+#pragma GCC unroll 4
+          for (int m = 0; m < mr; m++) acc[m][mr <= 2 ? u & 1 : 0] += w * ld8(arm[m] + ko + 8 * u);
+        }
+      }
+      float sz = s[b] * zp_one(j, bits, zrow, n, b);
+#pragma GCC unroll 4
+      for (int m = 0; m < mr; m++) {
+        tot[m] += (mr <= 2 ? acc[m][0] + acc[m][1] : acc[m][0]) * s[b];
+        corr[m] += sz * asm_[m][b];
+      }
+    }
+    float bv = j->bias ? j->bias[n] : 0.0f;
+    for (int m = 0; m < mr; m++) y[(m0 + m) * N + n] = hsum(&tot[m]) - corr[m] + bv;
+  }
+}
+
+ALMA_MULTIVERSION
+static void gemv_rows(const mnb_job *j, const float *ar, const float *asum, int64_t m0, int mr, float *zs, float *y) {
+  switch (j->a->bits * 8 + mr) {
+#define GEMV_CASE(bits, mr) \
+  case (bits) * 8 + (mr): gemv_tile(j, bits, mr, ar, asum, m0, zs, y); break;
+    GEMV_CASE(2, 1) GEMV_CASE(2, 2) GEMV_CASE(2, 3) GEMV_CASE(2, 4)
+    GEMV_CASE(4, 1) GEMV_CASE(4, 2) GEMV_CASE(4, 3) GEMV_CASE(4, 4)
+    GEMV_CASE(8, 1) GEMV_CASE(8, 2) GEMV_CASE(8, 3) GEMV_CASE(8, 4)
+#undef GEMV_CASE
+    default: break;
+  }
+}
+
+/* Columns n0 .. n0+nb-1 of dequant(B) as float rows of kpad in the reordered layout, for a product
+ * with the reordered A. */
+static inline __attribute__((always_inline)) void dequant_panel_bits(const mnb_job *j, const int bits, int64_t n0,
+                                                                     int64_t nb, float *zs, float *w) {
+  const mnb_attrs *a = j->a;
+  const int lanes = 16 / bits;
+  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs;
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t n = n0 + i;
+    const uint8_t *bp = j->b + n * kb * blob;
+    const float *s = j->s + n * kb;
+    zp_row_bits(j, bits, n, zs);
+    float *wr = w + i * kpad;
+    for (int64_t b = 0; b < kb; b++) {
+      float sb = s[b], zb = zs[b];
+      for (int64_t c = 0; c < blob; c += 16, bp += 16) {
+        v8i v;
+        LOAD_LANES(v, bp);
+        float *wo = wr + b * bs + c * (8 / bits);
+#pragma GCC unroll 8
+        for (int u = 0; u < lanes; u++) st8(wo + 8 * u, (CODES(v, u, bits) - zb) * sb);
+      }
+    }
+  }
+}
+
+ALMA_MULTIVERSION
+static void dequant_panel(const mnb_job *j, int64_t n0, int64_t nb, float *zs, float *w) {
+  switch (j->a->bits) {
+    case 2: dequant_panel_bits(j, 2, n0, nb, zs, w); break;
+    case 4: dequant_panel_bits(j, 4, n0, nb, zs, w); break;
+    default: dequant_panel_bits(j, 8, n0, nb, zs, w); break;
+  }
+}
+
+/* Any layout (g_idx, or blocks of fewer than 16 bytes): columns n0 .. n0+nb-1 of dequant(B) in K
+ * order, block by block. */
+static void dequant_panel_generic(const mnb_job *j, int64_t n0, int64_t nb, float *zs, float *w) {
+  const mnb_attrs *a = j->a;
+  const int per = 8 / (int)a->bits, bits = (int)a->bits, mask = (1 << bits) - 1;
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t n = n0 + i;
+    const uint8_t *bp = j->b + n * a->kb * a->blob;
+    const float *s = j->s + n * a->kb;
+    float *wr = w + i * a->K;
+    zp_row(j, n, zs);
+    for (int64_t b = 0; b < a->kb; b++, bp += a->blob)
+      for (int64_t c = 0; c < a->blob; c++)
+        for (int t = 0; t < per; t++) {
+          int64_t k = b * a->bs + c * per + t;
+          if (k >= a->K) break;
+          int64_t g = j->g ? j->g[k] : b;
+          wr[k] = ((float)((bp[c] >> (bits * t)) & mask) - zs[g]) * s[g];
+        }
+  }
+}
+
+/* Y = A @ dequant(B)^T + bias through float32 panels of dequant(B): the reordered A (ar, kpad columns)
+ * with reordered panels, or A itself with K-ordered ones (generic). */
+static alma_status mnb_panels(const alma_node *n, const mnb_job *j, const float *A, const float *ar, float *zs,
+                              float *y) {
+  const mnb_attrs *a = j->a;
+  int generic = ar == NULL;
+  int64_t kw = generic ? a->K : a->kb * a->bs;
+  /* panels of about 1 MiB (at least 16 columns): the whole weight in float32 would be 8x the int4 */
+  int64_t nbp = ((int64_t)1 << 18) / kw / 16 * 16;
+  nbp = nbp < 16 ? 16 : nbp;
+  nbp = nbp > a->N ? a->N : nbp;
+  float *w = alma__nn_alloc(n, (size_t)(nbp * kw), sizeof *w);
+  if (!w) return ALMA_ERR_NOMEM;
+  alma_status st = ALMA_OK;
+  for (int64_t n0 = 0; n0 < a->N && st == ALMA_OK; n0 += nbp) {
+    int64_t nb = a->N - n0 < nbp ? a->N - n0 : nbp;
+    if (generic) dequant_panel_generic(j, n0, nb, zs, w);
+    else dequant_panel(j, n0, nb, zs, w);
+    st = alma__sgemm_bias(0, 1, j->rows, nb, kw, 1.0f, generic ? A : ar, kw, w, kw, 0.0f, y + n0, a->N, NULL,
+                          j->bias ? j->bias + n0 : NULL);
+  }
+  free(w);
+  return st;
+}
+
+/* Up to this many rows of A go through the GEMV (reading and unpacking B once per 4 rows); more
+ * through panels, whose dequantization and sgemm packing cost as much as about 40 GEMV rows (measured
+ * for K = N = 4096: the GEMV is ahead up to about 64 rows). */
+#define MNB_GEMV_ROWS 48
+
+static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
+  (void)ctx;
+  (void)nout;
+  mnb_attrs a;
+  ALMA_TRY(mnb_attrs_read(n, &a));
+  ALMA_TRY(mnb_check(n, in, nin, &a)); /* g_idx's values, when they were not known at load */
+  const alma_tensor *A = in[0], *B = in[1], *Z = alma__nn_in(in, nin, 3), *G = alma__nn_in(in, nin, 4),
+                    *bias = alma__nn_in(in, nin, 5);
+  int64_t rows = alma_tensor_numel(A) / a.K;
+  if (rows == 0) return ALMA_OK;
+  int own_a = 0, own_s = 0, own_z = 0, own_b = 0;
+  const float *af = NULL, *sf = NULL, *zf = NULL, *bf = NULL;
+  float *y = NULL, *ar = NULL, *asum = NULL, *zs = NULL;
+  alma_status st = ALMA_ERR_NOMEM;
+  y = out[0].dtype == ALMA_DTYPE_FLOAT32 ? out[0].data : alma__nn_alloc(n, (size_t)(rows * a.N), sizeof *y);
+  if (!y) goto done;
+  if (bias && !(bf = alma__nn_as_f32(bias, &own_b))) goto done;
+  if (b_is_empty(B)) { /* an omitted projection: the bias alone */
+    for (int64_t m = 0; m < rows; m++)
+      for (int64_t c = 0; c < a.N; c++) y[m * a.N + c] = bf ? bf[c] : 0.0f;
+    st = ALMA_OK;
+    goto done;
+  }
+  if (!(af = alma__nn_as_f32(A, &own_a)) || !(sf = alma__nn_as_f32(in[2], &own_s))) goto done;
+  if (Z && Z->dtype != ALMA_DTYPE_UINT8 && !(zf = alma__nn_as_f32(Z, &own_z))) goto done;
+  if (!(zs = alma__nn_alloc(n, (size_t)a.kb, sizeof *zs))) goto done;
+  mnb_job j = {.a = &a, .b = B->data, .s = sf, .z = Z, .zf = zf, .g = G ? G->data : NULL, .bias = bf, .rows = rows};
+  /* a g_idx that maps every element to its own block changes nothing */
+  if (j.g) {
+    int64_t k = 0;
+    while (k < a.K && j.g[k] == k / a.bs) k++;
+    if (k == a.K) j.g = NULL;
+  }
+  if (j.g || a.blob % 16) {
+    st = mnb_panels(n, &j, af, NULL, zs, y);
+    goto done;
+  }
+  int64_t kpad = a.kb * a.bs;
+  ar = alma__nn_alloc(n, (size_t)(rows * kpad), sizeof *ar);
+  asum = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *asum);
+  if (!ar || !asum) goto done;
+  a_reorder(&a, af, rows, ar, asum);
+  if (rows <= MNB_GEMV_ROWS) {
+    for (int64_t m0 = 0; m0 < rows; m0 += 4) gemv_rows(&j, ar, asum, m0, rows - m0 < 4 ? (int)(rows - m0) : 4, zs, y);
+    st = ALMA_OK;
+  } else {
+    st = mnb_panels(n, &j, af, ar, zs, y);
+  }
+done:
+  if (st == ALMA_OK && y != out[0].data) alma__nn_store_f32(&out[0], y);
+  if (y != out[0].data) free(y);
+  if (own_a) free((void *)af);
+  if (own_s) free((void *)sf);
+  if (own_z) free((void *)zf);
+  if (own_b) free((void *)bf);
+  free(ar);
+  free(asum);
+  free(zs);
+  return st;
+}
+
+static void mnb_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
+                     int64_t *macs, int64_t *flops) {
+  (void)in, (void)nin, (void)nout;
+  *macs = alma_tensor_numel(&out[0]) * alma__attr_i(n, "K", 0);
+  *flops = 2 * *macs;
+}
+
+const alma_op_def alma__op_MsMatMulNBits = {.name = "MatMulNBits", .domain = "com.microsoft", .versions = {1},
+  .min_inputs = 3, .max_inputs = 6, .min_outputs = 1, .max_outputs = 1,
+  .infer = mnb_infer, .exec = mnb_exec, .cost = mnb_cost};
+
+/* ==== GatherBlockQuantized ===================================================================== */
+/* data [D0, ..., Dr-1] uint8 with 8 / bits codes a byte along the last axis (the quantized one,
+ * blocks of block_size codes), gathered along axis 0; scales [D0, ..., ceil(Dr-1 * 8 / bits /
+ * block_size)]; zero points uint8 packed like the codes along the last axis, default 2^(bits - 1).
+ * output[..] = (q - zp) * scale in the scales' dtype; an index outside [-D0, D0) gives zeros (ONNX
+ * Runtime's kernel). ONNX Runtime also takes int4/uint4 data with any axes, which alma cannot load yet,
+ * and float8/float4 data. */
+
+typedef struct {
+  int64_t bits, bs;
+  int rank;
+  int64_t lines;  /* quantized lines per gathered row */
+  int64_t L;      /* codes per line (last dim * 8 / bits) */
+  int64_t sl;     /* scales per line */
+  int64_t zl;     /* zero point bytes per line */
+} gbq_geom;
+
+static alma_status gbq_check(const alma_node *n, const alma_tensor *const *in, int nin, gbq_geom *g) {
+  char s1[128], s2[128];
+  const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);
+  g->bits = alma__attr_i(n, "bits", 4);
+  g->bs = alma__attr_i(n, "block_size", 128);
+  int64_t ga = alma__attr_i(n, "gather_axis", 0), qa = alma__attr_i(n, "quantize_axis", 1);
+  if (g->bits != 2 && g->bits != 4 && g->bits != 8)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "bits=%lld (2, 4 or 8 for uint8 data)", (long long)g->bits);
+  if (!is_pow2(g->bs) || g->bs < 16 || g->bs > (1 << 24))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "block_size=%lld (a power of 2, at least 16)", (long long)g->bs);
+  if (D->dtype != ALMA_DTYPE_UINT8)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
+                          "data of dtype %s: alma runs the uint8-packed form (int4/uint4 and float8/float4 data are "
+                          "not supported yet)",
+                          alma_dtype_name(D->dtype));
+  int r = D->rank;
+  if (ga < -r || ga >= r || qa < -r || qa >= r)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "gather_axis=%lld, quantize_axis=%lld out of range for rank %d",
+                          (long long)ga, (long long)qa, r);
+  ga = ga < 0 ? ga + r : ga;
+  qa = qa < 0 ? qa + r : qa;
+  if (ga != 0 || qa != r - 1 || r < 2)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
+                          "gather_axis=%lld, quantize_axis=%lld on rank %d: uint8 data gathers along axis 0 and is "
+                          "quantized along its last axis (ONNX Runtime's kernel)",
+                          (long long)ga, (long long)qa, r);
+  if (I->dtype != ALMA_DTYPE_INT32 && I->dtype != ALMA_DTYPE_INT64)
+    return alma__op_error(n, ALMA_ERR_TYPE, "indices of dtype %s (int32 or int64 expected)", alma_dtype_name(I->dtype));
+  if (I->rank + r - 1 > ALMA_MAX_RANK)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output of rank %d (at most %d)", I->rank + r - 1, ALMA_MAX_RANK);
+  if (!f_or_h(S->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s (float32 or float16; the output takes it)",
+                          alma_dtype_name(S->dtype));
+  int comp = 8 / (int)g->bits;
+  g->rank = r;
+  g->L = D->dims[r - 1] * comp;
+  g->sl = (g->L + g->bs - 1) / g->bs;
+  g->zl = (g->sl + comp - 1) / comp;
+  g->lines = 1;
+  for (int i = 1; i < r - 1; i++) g->lines *= D->dims[i];
+  int ok = S->rank == r;
+  for (int i = 0; ok && i < r; i++) ok = S->dims[i] == (i == r - 1 ? g->sl : D->dims[i]);
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "scales of shape %s for data %s (bits=%lld, block_size=%lld)",
+                          alma__shape_str(S->rank, S->dims, s1, sizeof s1), alma__shape_str(r, D->dims, s2, sizeof s2),
+                          (long long)g->bits, (long long)g->bs);
+  if (Z) {
+    if (Z->dtype != D->dtype)
+      return alma__op_error(n, ALMA_ERR_TYPE, "zero_points of dtype %s (data is %s)", alma_dtype_name(Z->dtype),
+                            alma_dtype_name(D->dtype));
+    ok = Z->rank == r;
+    for (int i = 0; ok && i < r; i++) ok = Z->dims[i] == (i == r - 1 ? g->zl : S->dims[i]);
+    if (!ok)
+      return alma__op_error(n, ALMA_ERR_SHAPE, "zero_points of shape %s for scales %s (bits=%lld: %d per byte)",
+                            alma__shape_str(Z->rank, Z->dims, s1, sizeof s1),
+                            alma__shape_str(S->rank, S->dims, s2, sizeof s2), (long long)g->bits, comp);
+  }
+  return ALMA_OK;
+}
+
+static alma_status gbq_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  (void)nout;
+  gbq_geom g;
+  ALMA_TRY(gbq_check(n, in, nin, &g));
+  const alma_tensor *D = in[0], *I = in[1];
+  int64_t d[ALMA_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < I->rank; i++) d[r++] = I->dims[i];
+  for (int i = 1; i < D->rank; i++) d[r++] = D->dims[i];
+  d[r - 1] = g.L;
+  alma__set_shape(&out[0], in[2]->dtype, r, d);
+  return ALMA_OK;
+}
+
+static alma_status gbq_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
+  (void)ctx;
+  (void)nout;
+  gbq_geom g;
+  ALMA_TRY(gbq_check(n, in, nin, &g));
+  const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);
+  int64_t cnt = alma_tensor_numel(I), row = g.lines * g.L, d0 = D->dims[0];
+  int64_t per = 8 / g.bits, mask = (1 << g.bits) - 1, zdef = (int64_t)1 << (g.bits - 1);
+  int64_t bpl = D->dims[g.rank - 1]; /* bytes per line */
+  const uint8_t *data = D->data, *zp = Z ? Z->data : NULL;
+  int f16 = S->dtype == ALMA_DTYPE_FLOAT16;
+  const float *sf = f16 ? NULL : S->data;
+  const uint16_t *sh = f16 ? S->data : NULL;
+  for (int64_t i = 0; i < cnt; i++) {
+    int64_t idx = alma__get_i64(I->data, I->dtype, i);
+    int valid = idx >= -d0 && idx < d0;
+    idx = idx < 0 ? idx + d0 : idx;
+    for (int64_t l = 0; l < g.lines; l++) {
+      int64_t line = idx * g.lines + l, o = i * row + l * g.L;
+      for (int64_t e = 0; e < g.L; e++) {
+        float v = 0.0f;
+        if (valid) {
+          int64_t q = (data[line * bpl + e / per] >> (g.bits * (e % per))) & mask, sb = e / g.bs;
+          int64_t z = zp ? (zp[line * g.zl + sb / per] >> (g.bits * (sb % per))) & mask : zdef;
+          float s = f16 ? alma__f16_to_f32(sh[line * g.sl + sb]) : sf[line * g.sl + sb];
+          v = (float)(q - z) * s;
+        }
+        if (f16) ((uint16_t *)out[0].data)[o + e] = alma__f32_to_f16(v);
+        else ((float *)out[0].data)[o + e] = v;
+      }
+    }
+  }
+  return ALMA_OK;
+}
+
+const alma_op_def alma__op_MsGatherBlockQuantized = {.name = "GatherBlockQuantized", .domain = "com.microsoft",
+  .versions = {1}, .min_inputs = 3, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+  .infer = gbq_infer, .exec = gbq_exec};
