@@ -27,7 +27,8 @@ from timing import time_samples  # noqa: E402
 import onnx
 from onnx import TensorProto as TP, helper
 
-# name -> (Q, K, V shapes, attributes, mask (shape, dtype) or None, past length or 0)
+# name -> (Q, K, V shapes, attributes, mask (shape, dtype) or None, past length or 0[, dyn]); dyn: the
+# sequence dim of Q, K, V ("s", unless it is 1) and the past length ("p") declared symbolic
 CONFIGS = {
     "mha_4d": ([8, 4, 128, 64], [8, 4, 128, 64], [8, 4, 128, 64], {}, None, 0),
     "mha_4d_padding_bool_mask": ([2, 8, 256, 64], [2, 8, 256, 64], [2, 8, 256, 64], {}, ([2, 1, 256, 256], "bool"), 0),
@@ -36,11 +37,23 @@ CONFIGS = {
                               {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 0),
     "gqa_3d_causal_decode_past1023": ([4, 1, 32 * 64], [4, 1, 8 * 64], [4, 1, 8 * 64],
                                       {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 1023),
+    # the same forms with the sequence and past lengths symbolic (dim_param), as LLM exports declare
+    # them: FUSE cannot see the lengths, so is_causal runs as alma.Attention's causal mode
+    "gqa_3d_causal_prefill_dyn": ([1, 512, 32 * 64], [1, 512, 8 * 64], [1, 512, 8 * 64],
+                                  {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 0, True),
+    "gqa_3d_causal_decode_dynpast1023": ([4, 1, 32 * 64], [4, 1, 8 * 64], [4, 1, 8 * 64],
+                                         {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 1023, True),
+    "gqa_3d_causal_chunk128_dynpast384": ([1, 128, 32 * 64], [1, 128, 8 * 64], [1, 128, 8 * 64],
+                                          {"q_num_heads": 32, "kv_num_heads": 8, "is_causal": 1}, None, 384, True),
 }
 
 
-def build(name, qs, ks, vs, attrs, mask, past):
-    inputs = [helper.make_tensor_value_info(n, TP.FLOAT, s) for n, s in (("Q", qs), ("K", ks), ("V", vs))]
+def build(name, qs, ks, vs, attrs, mask, past, dyn=False):
+    ax = 1 if len(qs) == 3 else 2
+
+    def sym(shape, axis, name):
+        return [name if dyn and i == axis and d != 1 else d for i, d in enumerate(shape)]
+    inputs = [helper.make_tensor_value_info(n, TP.FLOAT, sym(s, ax, "s")) for n, s in (("Q", qs), ("K", ks), ("V", vs))]
     names = ["Q", "K", "V"]
     if mask:
         names.append("mask")
@@ -51,8 +64,8 @@ def build(name, qs, ks, vs, attrs, mask, past):
         d = ks[3] if len(ks) == 4 else ks[2] // hkv
         dv = vs[3] if len(vs) == 4 else vs[2] // hkv
         names += [""] * (4 - len(names)) + ["past_key", "past_value"]
-        inputs += [helper.make_tensor_value_info("past_key", TP.FLOAT, [qs[0], hkv, past, d]),
-                   helper.make_tensor_value_info("past_value", TP.FLOAT, [qs[0], hkv, past, dv])]
+        inputs += [helper.make_tensor_value_info("past_key", TP.FLOAT, sym([qs[0], hkv, past, d], 2, "p")),
+                   helper.make_tensor_value_info("past_value", TP.FLOAT, sym([qs[0], hkv, past, dv], 2, "p"))]
         outs += ["present_key", "present_value"]
     node = helper.make_node("Attention", names, outs, **attrs)
     g = helper.make_graph([node], name, inputs, [helper.make_tensor_value_info(o, TP.FLOAT, None) for o in outs])
@@ -61,10 +74,14 @@ def build(name, qs, ks, vs, attrs, mask, past):
     return m
 
 
-def feeds_for(m, rng):
+def feeds_for(m, rng, cfg):
+    qs, ks, vs, attrs, mask, past = cfg[:6]
+    concrete = {"Q": qs, "K": ks, "V": vs}
     f = {}
     for i in m.graph.input:
-        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        shape = [d.dim_value if d.dim_value else None for d in i.type.tensor_type.shape.dim]
+        if None in shape:  # a symbolic dim: the configuration's length
+            shape = concrete[i.name] if i.name in concrete else [s if s else past for s in shape]
         if i.type.tensor_type.elem_type == TP.BOOL:
             x = rng.random(shape) < 0.8
             x[..., 0] = True
@@ -130,7 +147,7 @@ def main():
         with tempfile.TemporaryDirectory() as td:
             path = os.path.join(td, name + ".onnx")
             onnx.save(m, path)
-            feeds = feeds_for(m, rng)
+            feeds = feeds_for(m, rng, CONFIGS[name])
             res = bench_alma(path, feeds, td, a)
             ort_ms, why = bench_ort(path, feeds, a.threads, a)
         cells = [f"{res[c]:.3f}" if res.get(c) else "failed" for c in convs]
