@@ -369,8 +369,9 @@ else:
         if why:
             failures.append(f"save_converted: ONNX Runtime on the saved model: {why}")
         r = alma_run(ALMA, saved, "EAGER", {"x": xs}, os.path.join(d, "alma"), check=False, timeout=60)
-        if r.returncode or same(np.load(os.path.join(d, "alma", "y.npy")), a[0]):
-            failures.append(f"save_converted: alma on the saved model differs ({r.stderr.strip()[-200:]})")
+        # alma's float32 MatMul sums in its own order: equal within float32 rounding, not bit for bit
+        if r.returncode or not np.allclose(np.load(os.path.join(d, "alma", "y.npy")), a[0], rtol=1e-5, atol=1e-5):
+            failures.append(f"save_converted: alma on the saved model differs from ONNX Runtime ({r.stderr.strip()[-200:]})")
     print("ok save_converted")
 
 # ---- malformed packed initializers fail at load, naming them -------------------------------------
