@@ -1,4 +1,5 @@
-/* FOLD: constant folding (including shape subgraphs), Identity/Dropout removal, dead nodes.
+/* FOLD: constant folding (including shape subgraphs), Identity/Dropout/same-type Cast removal, dead
+ * nodes.
  *
  * A value is constant when static inference computes it from initializers. Shape subgraphs
  * (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them) depend on symbolic dims, so
@@ -34,7 +35,11 @@ static int remove_identities(alma_graph *g) {
       const alma_tensor *tm = g->values[n->inputs[2]].init;
       if (!tm || alma__get_i64(tm->data, tm->dtype, 0)) is_drop = 0;
     }
-    if (!is_id && !is_drop) continue;
+    /* Cast to the type it already has (PyTorch exports `.to(torch.float32)` on float32 tensors as
+     * one) is an identity too; removing it lets FUSE see the pattern around it. */
+    int is_cast = !strcmp(n->op_type, "Cast") && !n->domain[0] && g->values[n->inputs[0]].dtype != ALMA_DTYPE_UNDEFINED &&
+                  alma__attr_i(n, "to", 0) == (int64_t)g->values[n->inputs[0]].dtype;
+    if (!is_id && !is_drop && !is_cast) continue;
     int x = n->inputs[0], y = n->outputs[0];
     if (y < 0 || g->values[y].is_output || used_by_subgraph(g, y)) continue;
     for (int j = 0; j < g->n_nodes; j++)

@@ -320,6 +320,7 @@ static const struct {
     [ALMA__FUSE_BN] = {"batchnorm", alma__fuse_rule_bn},
     [ALMA__FUSE_GELU] = {"gelu", alma__fuse_rule_gelu},
     [ALMA__FUSE_LN] = {"layernorm", alma__fuse_rule_layernorm},
+    [ALMA__FUSE_RMS] = {"rmsnorm", alma__fuse_rule_rmsnorm},
     [ALMA__FUSE_ATTN] = {"attention", alma__fuse_rule_attention},
     [ALMA__FUSE_BIAS] = {"bias", alma__fuse_rule_bias},
     [ALMA__FUSE_RESID] = {"residual", alma__fuse_rule_residual},
@@ -363,6 +364,6 @@ static alma_status fuse_run(alma_graph *g, const alma_pass_opts *opts) {
 const alma_pass alma__pass_fuse = {
     .name = "FUSE",
     .description = "zero Pad -> Conv/AveragePool pads, Conv/Gemm/MatMul + BatchNormalization/bias/residual/activation, "
-                   "MatMul+Add -> Gemm, LayerNorm/GELU/attention subgraphs -> single nodes",
+                   "MatMul+Add -> Gemm, LayerNorm/RMSNorm/GELU/attention subgraphs -> single nodes",
     .run = fuse_run,
 };

@@ -1,6 +1,6 @@
 /* FUSE pass internals shared by fuse.c (driver and graph-editing helpers), fuse_linear.c
  * (Conv/Gemm/MatMul with BatchNormalization, bias, residual and activation) and fuse_patterns.c
- * (GELU, LayerNorm and attention subgraphs as PyTorch exports them).
+ * (GELU, LayerNorm, RMSNorm and attention subgraphs as PyTorch exports them).
  *
  * Every rule is anchored at one node, matches only when each intermediate value it removes has a
  * single consumer (subgraph reads count) and is not a graph output, and edits nodes in place: the
@@ -19,6 +19,7 @@ enum {
   ALMA__FUSE_BN,       /* BatchNormalization folded into Conv/ConvTranspose/Gemm/MatMul */
   ALMA__FUSE_GELU,     /* Div, Erf, Add, Mul, Mul -> Gelu */
   ALMA__FUSE_LN,       /* ReduceMean ... Add -> LayerNormalization */
+  ALMA__FUSE_RMS,      /* Pow 2, ReduceMean, Add eps, Sqrt, Div [Mul gamma] -> RMSNormalization */
   ALMA__FUSE_ATTN,     /* MatMul [scale] [mask] Softmax MatMul -> alma.Attention */
   ALMA__FUSE_BIAS,     /* + constant bias folded into Conv/Gemm/FusedMatMul; MatMul + Add -> Gemm */
   ALMA__FUSE_RESID,    /* Conv + Add(residual) -> alma.FusedConv with Z */
@@ -43,6 +44,7 @@ alma_status alma__fuse_rule_residual(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_activation(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_gelu(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_layernorm(alma__fuse_ctx *c, int node);
+alma_status alma__fuse_rule_rmsnorm(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int node);
 
 /* ---- queries ----------------------------------------------------------------------------------- */

@@ -575,6 +575,64 @@ def _():
                  ln_consts("l_", [10], axes=[-1]), opset=18, check=False)
 
 
+def rms_nodes(x, y, p, square="pow", inv="div", affine=True):
+    """x * rsqrt(mean(x^2, -1) + eps) [* gamma], in the forms exporters write."""
+    h = H()
+    sq = h.make_node("Pow", [x, p + "two"], [p + "sq"]) if square == "pow" else h.make_node("Mul", [x, x], [p + "sq"])
+    nodes = [sq, h.make_node("ReduceMean", [p + "sq"], [p + "ms"], axes=[-1]),
+             h.make_node("Add", [p + "eps", p + "ms"], [p + "me"]), h.make_node("Sqrt", [p + "me"], [p + "rt"])]
+    out = p + "n" if affine else y
+    if inv == "div":  # x / sqrt
+        nodes.append(h.make_node("Div", [x, p + "rt"], [out]))
+    elif inv == "reciprocal":  # rsqrt as PyTorch exports it, then Mul(rsqrt, x)
+        nodes += [h.make_node("Reciprocal", [p + "rt"], [p + "r"]), h.make_node("Mul", [p + "r", x], [out])]
+    else:  # 1 / sqrt, then Mul(x, ·)
+        nodes += [h.make_node("Div", [p + "one", p + "rt"], [p + "r"]), h.make_node("Mul", [x, p + "r"], [out])]
+    if affine:
+        nodes.append(h.make_node("Mul", [p + "gamma", out], [y]))
+    return nodes
+
+
+def rms_consts(p, d):
+    return [const(p + "two", 2.0), const(p + "eps", 1e-6), const(p + "one", 1.0), init(p + "gamma", [d], 0.5, 1.5)]
+
+
+@case("rmsnorm_pow_div", "RMSNormalization=1", "*=1")
+def _():
+    return model(rms_nodes("x", "y", "r_"), [("x", ["N", 5, 16])], ["y"], rms_consts("r_", 16))
+
+
+@case("rmsnorm_mul_reciprocal_no_affine", "RMSNormalization=1", "*=1")
+def _():
+    return model(rms_nodes("x", "y", "r_", square="mul", inv="reciprocal", affine=False), [("x", ["N", 7])], ["y"],
+                 rms_consts("r_", 7)[:2])
+
+
+@case("rmsnorm_one_over_sqrt", "RMSNormalization=1", "*=1")
+def _():
+    return model(rms_nodes("x", "y", "r_", inv="one"), [("x", [2, "S", 12])], ["y"], rms_consts("r_", 12))
+
+
+@case("rmsnorm_not_x", "RMSNormalization=0", "ReduceMean=1")
+def _():
+    # the root divides a different tensor than the one squared: not an RMSNorm
+    h = H()
+    return model([h.make_node("Pow", ["x", "two"], ["sq"]), h.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1]),
+                  h.make_node("Add", ["ms", "eps"], ["me"]), h.make_node("Sqrt", ["me"], ["rt"]),
+                  h.make_node("Div", ["z", "rt"], ["y"])], [("x", [3, 8]), ("z", [3, 8])], ["y"],
+                 [const("two", 2.0), const("eps", 1e-6)])
+
+
+@case("rmsnorm_middle_axis", "RMSNormalization=0", "ReduceMean=1")
+def _():
+    # mean over a middle axis: RMSNormalization normalizes trailing axes only
+    h = H()
+    return model([h.make_node("Pow", ["x", "two"], ["sq"]), h.make_node("ReduceMean", ["sq"], ["ms"], axes=[1]),
+                  h.make_node("Add", ["ms", "eps"], ["me"]), h.make_node("Sqrt", ["me"], ["rt"]),
+                  h.make_node("Div", ["x", "rt"], ["y"])], [("x", [3, 4, 8])], ["y"],
+                 [const("two", 2.0), const("eps", 1e-6)])
+
+
 @case("attention", "alma.Attention=1", "*=1")
 def _():
     # softmax(Q Kᵀ / sqrt(d) + mask) V with K transposed on its last two axes (absorbed)
@@ -856,6 +914,39 @@ def encoder_layer(batch):
 for _b in (1, 2):
     torch_case(f"torch_encoder_layer_b{_b}_op14", 14, "alma.Attention=1", "alma.FusedMatMul=3",
                "LayerNormalization=2")(encoder_layer(_b))
+
+
+def rmsnorm_block(kind):
+    """The RMSNorm of T5 (`hidden * torch.rsqrt(variance + eps)`, weight after) and of LLaMA (cast to
+    float32 first, weight times the result cast back), in front of a Linear, as Hugging Face writes them."""
+    import torch
+
+    class RMS(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.rand(d) + 0.5)
+            self.lin = torch.nn.Linear(d, 8)
+
+        def forward(self, x):
+            if kind == "t5":
+                variance = x.pow(2).mean(-1, keepdim=True)
+                h = x * torch.rsqrt(variance + 1e-6)
+                return self.lin(self.weight * h)
+            dt = x.dtype
+            h = x.to(torch.float32)
+            variance = h.pow(2).mean(-1, keepdim=True)
+            h = h * torch.rsqrt(variance + 1e-5)
+            return self.lin(self.weight * h.to(dt))
+
+    def build():
+        torch.manual_seed(5)
+        return RMS(24).eval(), torch.randn(2, 6, 24) * 3
+
+    return build
+
+
+torch_case("torch_t5_rmsnorm_op13", 13, "RMSNormalization=1", "Pow=0", "Sqrt=0", "*=2")(rmsnorm_block("t5"))
+torch_case("torch_llama_rmsnorm_op14", 14, "RMSNormalization=1", "Pow=0", "Sqrt=0", "*=2")  # FOLD drops both Casts(rmsnorm_block("llama"))
 
 
 @torch_case("torch_bert_attention_op14", 14, "alma.Attention=1", "LayerNormalization=1")
