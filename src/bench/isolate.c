@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <strings.h>
@@ -376,6 +379,14 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
       if (setrlimit(RLIMIT_AS, &rl) != 0) fprintf(stderr, "alma: setrlimit(RLIMIT_AS): %s\n", strerror(errno));
     }
     alma__install_crash_handler();
+#ifdef __GLIBC__
+    /* Outputs are fresh buffers each run. glibc would mmap the large ones and unmap them on free,
+     * so every run paid page faults on its outputs (a KV-cache decode: most of its time), while
+     * ONNX Runtime and other peers keep freed memory in an arena. Keep it here too: blocks up to
+     * 32 MiB (glibc's maximum) come from the heap, and freed heap stays mapped. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     alma__chan ch = {.fd = sp[1]};
     fn(arg, &ch);
     fflush(NULL);
