@@ -132,6 +132,32 @@ static int affine_ok(const alma__fuse_ctx *c, int p, int x, int k, alma_dtype dt
   return 1;
 }
 
+/* The optional affine step after a normalization: `op` (Mul or Add) consuming *cur with a constant
+ * parameter fit for affine_ok. On a match *param gets it, *cur the step's output, and the node is
+ * returned; else -1. */
+static int affine_step(const alma__fuse_ctx *c, const char *op, int *cur, int x, int k, alma_dtype dt, int *param) {
+  int m = next_is(c, *cur, op);
+  if (m < 0) return -1;
+  int p = alma__fuse_other_input(c, m, *cur);
+  if (p < 0 || p == *cur || !affine_ok(c, p, x, k, dt) || !alma__fuse_same_shape(c, out0(c, m), x)) return -1;
+  *param = p;
+  *cur = out0(c, m);
+  return m;
+}
+
+/* A new constant of ones over x's last k dims (the scale LayerNormalization and RMSNormalization
+ * require); -1 when a dim is unknown, -2 out of memory. */
+static int ones_over(alma__fuse_ctx *c, int x, int k, alma_dtype dt) {
+  int64_t dims[ALMA_MAX_RANK];
+  for (int i = 0; i < k; i++)
+    if ((dims[i] = alma__fuse_dim(c, x, i - k)) < 0) return -1;
+  alma_tensor *t;
+  int v = alma__fuse_new_const(c, c->g->values[x].name, dt, k, dims, &t);
+  if (v < 0) return -2;
+  for (int64_t i = 0, n = alma_tensor_numel(t); i < n; i++) alma__set_f64(t->data, dt, i, 1.0);
+  return v;
+}
+
 alma_status alma__fuse_rule_layernorm(alma__fuse_ctx *c, int r1) {
   if (!alma__fuse_is(c, r1, "", "ReduceMean")) return ALMA_OK;
   int x = c->g->nodes[r1].inputs[0], mu = out0(c, r1), R = alma__fuse_rank(c, x);
@@ -159,37 +185,9 @@ alma_status alma__fuse_rule_layernorm(alma__fuse_ctx *c, int r1) {
   if (sq < 0 || alma__fuse_only_consumer(c, out0(c, sq)) != dv || c->g->nodes[dv].inputs[1] != out0(c, sq))
     return ALMA_OK;
   int cur = out0(c, dv), gamma = -1, beta = -1;
-  int mm = next_is(c, cur, "Mul"), ab = -1;
-  if (mm >= 0) {
-    int g = alma__fuse_other_input(c, mm, cur);
-    if (g >= 0 && g != cur && affine_ok(c, g, x, k, dt) && alma__fuse_same_shape(c, out0(c, mm), x)) {
-      gamma = g;
-      cur = out0(c, mm);
-    } else {
-      mm = -1;
-    }
-  }
-  ab = next_is(c, cur, "Add");
-  if (ab >= 0) {
-    int b = alma__fuse_other_input(c, ab, cur);
-    if (b >= 0 && b != cur && affine_ok(c, b, x, k, dt) && alma__fuse_same_shape(c, out0(c, ab), x)) {
-      beta = b;
-      cur = out0(c, ab);
-    } else {
-      ab = -1;
-    }
-  }
+  int mm = affine_step(c, "Mul", &cur, x, k, dt, &gamma), ab = affine_step(c, "Add", &cur, x, k, dt, &beta);
   if (!alma__fuse_same_shape(c, cur, x)) return ALMA_OK;
-  if (gamma < 0) {
-    /* LayerNormalization needs Scale: ones over the normalized dims */
-    int64_t dims[ALMA_MAX_RANK];
-    for (int i = 0; i < k; i++)
-      if ((dims[i] = alma__fuse_dim(c, x, i - k)) < 0) return ALMA_OK;
-    alma_tensor *t;
-    gamma = alma__fuse_new_const(c, c->g->values[x].name, dt, k, dims, &t);
-    if (gamma < 0) return ALMA_ERR_NOMEM;
-    for (int64_t i = 0, n = alma_tensor_numel(t); i < n; i++) alma__set_f64(t->data, dt, i, 1.0);
-  }
+  if (gamma < 0 && (gamma = ones_over(c, x, k, dt)) < 0) return gamma == -2 ? ALMA_ERR_NOMEM : ALMA_OK;
   int in[3] = {x, gamma, beta};
   ALMA_TRY(alma__fuse_retype(c, r1, "", "LayerNormalization", 17));
   ALMA_TRY(alma__fuse_attr_clear(c, r1));
@@ -250,26 +248,9 @@ alma_status alma__fuse_rule_rmsnorm(alma__fuse_ctx *c, int r) {
     if (m2 >= 0 && scales_x(c, m2, x, out0(c, inv), 0)) mx = m2;
   }
   if (mx < 0 || out0(c, mx) < 0) return ALMA_OK;
-  int cur = out0(c, mx), gamma = -1, mg = next_is(c, cur, "Mul");
-  if (mg >= 0) {
-    int g = alma__fuse_other_input(c, mg, cur);
-    if (g >= 0 && g != cur && affine_ok(c, g, x, k, dt) && alma__fuse_same_shape(c, out0(c, mg), x)) {
-      gamma = g;
-      cur = out0(c, mg);
-    } else {
-      mg = -1;
-    }
-  }
+  int cur = out0(c, mx), gamma = -1, mg = affine_step(c, "Mul", &cur, x, k, dt, &gamma);
   if (!alma__fuse_same_shape(c, cur, x)) return ALMA_OK;
-  if (gamma < 0) { /* RMSNormalization needs scale: ones over the normalized dims */
-    int64_t dims[ALMA_MAX_RANK];
-    for (int i = 0; i < k; i++)
-      if ((dims[i] = alma__fuse_dim(c, x, i - k)) < 0) return ALMA_OK;
-    alma_tensor *t;
-    gamma = alma__fuse_new_const(c, c->g->values[x].name, dt, k, dims, &t);
-    if (gamma < 0) return ALMA_ERR_NOMEM;
-    for (int64_t i = 0, n = alma_tensor_numel(t); i < n; i++) alma__set_f64(t->data, dt, i, 1.0);
-  }
+  if (gamma < 0 && (gamma = ones_over(c, x, k, dt)) < 0) return gamma == -2 ? ALMA_ERR_NOMEM : ALMA_OK;
   int in[2] = {x, gamma};
   ALMA_TRY(alma__fuse_retype(c, r, "", "RMSNormalization", 23));
   ALMA_TRY(alma__fuse_attr_clear(c, r));
