@@ -12,8 +12,9 @@
  *    absent. scales and zero points may be 1-D (ONNX Runtime accepts the flattened forms).
  *  - g_idx (deprecated): the block whose scale and zero point element k uses is g_idx[k].
  *  - B with a zero-sized dimension is an omitted projection: Y is the bias (or 0).
- * alma computes in float32 whatever accuracy_level says (ONNX Runtime at level 4 rounds A to int8 per
- * block; docs/quantization.md). Bit widths and forms ONNX Runtime's CPU kernel refuses (3, 5, 6, 7
+ * alma computes in float32 unless accuracy_level is 4 (the author allows int8 compute): then, for
+ * 4-bit B in blocks of 32 or more, A is rounded to int8 per block and the products are integer, as
+ * ONNX Runtime does (see "accuracy_level 4" below; docs/quantization.md). Bit widths and forms ONNX Runtime's CPU kernel refuses (3, 5, 6, 7
  * bits, 8 bits with float zero points or g_idx, bfloat16) fail at load naming the node.
  *
  * Speed: B is never expanded whole. Up to 48 rows of A go through a GEMV that unpacks B on the fly,
@@ -23,8 +24,13 @@
  * Both work on a copy of A reordered to match B's packing (a_reorder), so neither shuffles codes.
  * Blocks of fewer than 16 bytes (4-bit blocks of 16, 2-bit blocks of 16 or 32) and g_idx take an
  * element-wise dequantization into panels instead. Vector code is GCC/Clang vector extensions compiled
- * twice (ALMA_MULTIVERSION: AVX2+FMA and baseline x86-64), like sgemm.c. EAGER is single-threaded by
- * design, so these kernels are too. */
+ * twice (ALMA_MULTIVERSION: AVX2+FMA and baseline x86-64), like sgemm.c. EAGER runs them on one
+ * thread; the BLAS and DNNL runtimes split the output columns over theirs (alma__mnb_exec_par in
+ * contrib_nbits.h), every column computed by the same code, so their outputs are EAGER's bit for bit. */
+#include <math.h>
+#include <stdatomic.h>
+
+#include "ops/contrib_nbits.h"
 #include "ops/nn_util.h"
 #include "ops/sgemm.h"
 
@@ -257,19 +263,18 @@ static inline __attribute__((always_inline)) float hsum(const v8f *v) {
   return s;
 }
 
-/* Rows m0 .. m0+mr-1 (mr <= 4) of Y [rows, N] for every column: per column, each block's codes dot
+/* Rows m0 .. m0+mr-1 (mr <= 4) of Y [rows, N], columns n0 .. n1-1: per column, each block's codes dot
  * the reordered A in eight lanes per row, scaled by the block's scale once; zero points subtract
  * zp * scale * sum(A's block). bits and mr are constants where inlined. */
 static inline __attribute__((always_inline)) void gemv_tile(const mnb_job *j, const int bits, const int mr,
                                                             const float *ar, const float *asum, int64_t m0,
-                                                            float *zs, float *y) {
+                                                            int64_t n0, int64_t n1, float *y) {
   const mnb_attrs *a = j->a;
   const int lanes = 16 / bits; /* codes per 16-bit lane */
   const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
   const float *arm[4], *asm_[4];
   for (int m = 0; m < mr; m++) arm[m] = ar + (m0 + m) * kpad, asm_[m] = asum + (m0 + m) * kb;
-  (void)zs;
-  for (int64_t n = 0; n < N; n++) {
+  for (int64_t n = n0; n < n1; n++) {
     const uint8_t *bp = j->b + n * kb * blob;
     const float *s = j->s + n * kb;
     const uint8_t *zrow = j->z && !j->zf ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
@@ -307,10 +312,11 @@ static inline __attribute__((always_inline)) void gemv_tile(const mnb_job *j, co
 }
 
 ALMA_MULTIVERSION
-static void gemv_rows(const mnb_job *j, const float *ar, const float *asum, int64_t m0, int mr, float *zs, float *y) {
+static void gemv_rows(const mnb_job *j, const float *ar, const float *asum, int64_t m0, int mr, int64_t n0, int64_t n1,
+                      float *y) {
   switch (j->a->bits * 8 + mr) {
 #define GEMV_CASE(bits, mr) \
-  case (bits) * 8 + (mr): gemv_tile(j, bits, mr, ar, asum, m0, zs, y); break;
+  case (bits) * 8 + (mr): gemv_tile(j, bits, mr, ar, asum, m0, n0, n1, y); break;
     GEMV_CASE(2, 1) GEMV_CASE(2, 2) GEMV_CASE(2, 3) GEMV_CASE(2, 4)
     GEMV_CASE(4, 1) GEMV_CASE(4, 2) GEMV_CASE(4, 3) GEMV_CASE(4, 4)
     GEMV_CASE(8, 1) GEMV_CASE(8, 2) GEMV_CASE(8, 3) GEMV_CASE(8, 4)
@@ -376,40 +382,241 @@ static void dequant_panel_generic(const mnb_job *j, int64_t n0, int64_t nb, floa
   }
 }
 
-/* Y = A @ dequant(B)^T + bias through float32 panels of dequant(B): the reordered A (ar, kpad columns)
- * with reordered panels, or A itself with K-ordered ones (generic). */
-static alma_status mnb_panels(const alma_node *n, const mnb_job *j, const float *A, const float *ar, float *zs,
-                              float *y) {
-  const mnb_attrs *a = j->a;
-  int generic = ar == NULL;
-  int64_t kw = generic ? a->K : a->kb * a->bs;
-  /* panels of about 1 MiB (at least 16 columns): the whole weight in float32 would be 8x the int4 */
-  int64_t nbp = ((int64_t)1 << 18) / kw / 16 * 16;
-  nbp = nbp < 16 ? 16 : nbp;
-  nbp = nbp > a->N ? a->N : nbp;
-  float *w = alma__nn_alloc(n, (size_t)(nbp * kw), sizeof *w);
-  if (!w) return ALMA_ERR_NOMEM;
-  alma_status st = ALMA_OK;
-  for (int64_t n0 = 0; n0 < a->N && st == ALMA_OK; n0 += nbp) {
-    int64_t nb = a->N - n0 < nbp ? a->N - n0 : nbp;
-    if (generic) dequant_panel_generic(j, n0, nb, zs, w);
-    else dequant_panel(j, n0, nb, zs, w);
-    st = alma__sgemm_bias(0, 1, j->rows, nb, kw, 1.0f, generic ? A : ar, kw, w, kw, 0.0f, y + n0, a->N, NULL,
-                          j->bias ? j->bias + n0 : NULL);
-  }
-  free(w);
-  return st;
+/* ---- accuracy_level 4: int8 activations ------------------------------------------------------- */
+/* What ONNX Runtime computes at accuracy_level 4 (MLAS's CompInt8 kernels), for 4-bit B in blocks of
+ * 32 codes or more with packed or default zero points: each block of a row of A is rounded to int8
+ * with its own scale max|a| / 127 (qa = round-half-even(a / scale), NaN as 0), each block's dot
+ * product sum qa * (q - zp) is exact in int32, and the blocks add up in float as
+ * dot * scale_a * scale_b. Only the float additions' order differs from ONNX Runtime's. The products
+ * take one instruction per 32 codes and row (AVX2's vpmaddubsw + vpmaddwd, or VNNI's vpdpbusd)
+ * against about 21 for the float GEMV's 32 FMAs, unpacking and conversions. */
+typedef struct {
+  int8_t *qa;  /* [rows, kpad]: each chunk of 32 elements as [16 even | 16 odd], B's low and high nibbles */
+  float *sa;   /* [rows, kb] */
+  int32_t *qs; /* [rows, kb]: sum of the block's qa, for the zero point's term */
+} mnb_i8;
+
+static int i8_usable(const mnb_job *j) {
+  return j->a->bits == 4 && j->a->blob % 16 == 0 && !j->g && !j->zf;
 }
+
+static void a_quant_i8(const mnb_attrs *a, const float *A, int64_t rows, mnb_i8 *q) {
+  const int64_t kpad = a->kb * a->bs;
+  for (int64_t m = 0; m < rows; m++) {
+    const float *x = A + m * a->K;
+    int8_t *r = q->qa + m * kpad;
+    for (int64_t b = 0; b < a->kb; b++) {
+      int64_t k0 = b * a->bs, k1 = k0 + a->bs < a->K ? k0 + a->bs : a->K;
+      float mx = 0.0f;
+      for (int64_t k = k0; k < k1; k++) mx = fmaxf(mx, fabsf(x[k]));
+      float sc = mx / 127.0f, inv = sc != 0.0f ? 1.0f / sc : 0.0f;
+      int32_t sum = 0;
+      for (int64_t c0 = k0; c0 < k0 + a->bs; c0 += 32)
+        for (int t = 0; t < 32; t++) {
+          int64_t k = c0 + t;
+          float f = k < a->K ? x[k] * inv : 0.0f;
+          f = f != f ? 0.0f : f > 127.0f ? 127.0f : f < -127.0f ? -127.0f : f; /* NaN, and Inf's 0 * Inf */
+          int v = (int)nearbyintf(f);
+          r[c0 + (t & 1 ? 16 + t / 2 : t / 2)] = (int8_t)v;
+          sum += v;
+        }
+      q->sa[m * a->kb + b] = sc;
+      q->qs[m * a->kb + b] = sum;
+    }
+  }
+}
+
+static inline int zp_int(const uint8_t *zrow, int64_t b) {
+  return zrow ? (zrow[b / 2] >> (4 * (b % 2))) & 15 : 8;
+}
+
+/* Portable: rows m0 .. m0+mr-1, columns n0 .. n1-1. */
+static void i8_rows_c(const mnb_job *j, const mnb_i8 *q, int64_t m0, int mr, int64_t n0, int64_t n1, float *y) {
+  const mnb_attrs *a = j->a;
+  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs;
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
+    for (int m = 0; m < mr; m++) {
+      const int8_t *qa = q->qa + (m0 + m) * kpad;
+      const uint8_t *bp = j->b + n * kb * blob;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < kb; b++) {
+        int32_t d = 0;
+        for (int64_t c = 0; c < blob; c += 16, bp += 16) {
+          const int8_t *ap = qa + b * bs + 2 * c;
+          for (int i = 0; i < 16; i++) d += (bp[i] & 15) * ap[i] + (bp[i] >> 4) * ap[16 + i];
+        }
+        d -= zp_int(zrow, b) * q->qs[(m0 + m) * kb + b];
+        acc += (float)d * (j->s[n * kb + b] * q->sa[(m0 + m) * kb + b]);
+      }
+      y[(m0 + m) * a->N + n] = acc + (j->bias ? j->bias[n] : 0.0f);
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define I8_X86 1
+#define I8_TARGET __attribute__((target("avx2,fma")))
+enum { I8_MADDUBS, I8_VNNI_EVEX, I8_VNNI_VEX };
+
+/* dot: I8_MADDUBS (AVX2: u8 x s8 pairs to int16, no saturation with codes <= 15 and |qa| <= 127,
+ * then pairs to int32), or vpdpbusd, the same sums in one instruction: EVEX-encoded (AVX512-VNNI
+ * with VL) or VEX-encoded (AVX-VNNI). The VNNI forms are written as assembly so the function needs
+ * no AVX-512 target, and compilers without AVX-VNNI support still build it. */
+static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_job *j, const mnb_i8 *q, const int mr,
+                                                                    const int dot, int64_t m0, int64_t n0, int64_t n1,
+                                                                    float *y) {
+  const mnb_attrs *a = j->a;
+  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
+  const __m128i low = _mm_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t *qa[4];
+  const float *sa[4];
+  const int32_t *qs[4];
+  for (int m = 0; m < mr; m++)
+    qa[m] = q->qa + (m0 + m) * kpad, sa[m] = q->sa + (m0 + m) * kb, qs[m] = q->qs + (m0 + m) * kb;
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t *bp = j->b + n * kb * blob;
+    const float *s = j->s + n * kb;
+    const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
+    __m256 accf[4];
+    for (int m = 0; m < mr; m++) accf[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < kb; b++) {
+      __m256i acc[4];
+      for (int m = 0; m < mr; m++) acc[m] = _mm256_setzero_si256();
+      for (int64_t c = 0; c < blob; c += 16, bp += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)bp);
+        __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+        const int64_t ko = b * bs + 2 * c;
+        for (int m = 0; m < mr; m++) {
+          __m256i av = _mm256_loadu_si256((const __m256i *)(qa[m] + ko));
+          if (dot == I8_MADDUBS) acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(_mm256_maddubs_epi16(codes, av), ones));
+          else if (dot == I8_VNNI_EVEX) __asm__("vpdpbusd %2, %1, %0" : "+x"(acc[m]) : "x"(codes), "x"(av));
+          else __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc[m]) : "x"(codes), "x"(av));
+        }
+      }
+      const int zp = zp_int(zrow, b);
+      for (int m = 0; m < mr; m++) {
+        /* the zero point's term in lane 0, in integers: the block's sum stays exact */
+        __m256i d = _mm256_sub_epi32(acc[m], _mm256_setr_epi32(zp * qs[m][b], 0, 0, 0, 0, 0, 0, 0));
+        accf[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s[b] * sa[m][b]), accf[m]);
+      }
+    }
+    for (int m = 0; m < mr; m++) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(accf[m]), _mm256_extractf128_ps(accf[m], 1));
+      h = _mm_hadd_ps(h, h);
+      h = _mm_hadd_ps(h, h);
+      y[(m0 + m) * N + n] = _mm_cvtss_f32(h) + (j->bias ? j->bias[n] : 0.0f);
+    }
+  }
+}
+
+I8_TARGET static void i8_rows_x86(const mnb_job *j, const mnb_i8 *q, int dot, int64_t m0, int mr, int64_t n0,
+                                  int64_t n1, float *y) {
+  switch (dot * 8 + mr) {
+#define I8_CASE(d, r) \
+  case (d) * 8 + (r): i8_tile(j, q, r, d, m0, n0, n1, y); break;
+    I8_CASE(0, 1) I8_CASE(0, 2) I8_CASE(0, 3) I8_CASE(0, 4)
+    I8_CASE(1, 1) I8_CASE(1, 2) I8_CASE(1, 3) I8_CASE(1, 4)
+    I8_CASE(2, 1) I8_CASE(2, 2) I8_CASE(2, 3) I8_CASE(2, 4)
+#undef I8_CASE
+    default: break;
+  }
+}
+#else
+#define I8_X86 0
+#endif
+
+/* The int8 kernel for this CPU: 0 portable, 1 AVX2, 2 AVX512-VNNI, 3 AVX-VNNI. ALMA_NBITS_ISA=c or
+ * avx2 caps it (tests compare the forms). */
+enum { I8_ISA_C, I8_ISA_AVX2, I8_ISA_VNNI512, I8_ISA_AVXVNNI };
+static int i8_isa(void) {
+  const char *cap = getenv("ALMA_NBITS_ISA");
+  int max = cap && !strcmp(cap, "c") ? I8_ISA_C : cap && !strcmp(cap, "avx2") ? I8_ISA_AVX2 : I8_ISA_AVXVNNI;
+#if I8_X86
+  __builtin_cpu_init();
+  if (max == I8_ISA_C || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return I8_ISA_C;
+  if (max == I8_ISA_AVX2) return I8_ISA_AVX2;
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) return I8_ISA_VNNI512;
+  unsigned ea, eb, ec, ed;
+  if (__get_cpuid_count(7, 1, &ea, &eb, &ec, &ed) && (ea >> 4 & 1)) return I8_ISA_AVXVNNI; /* CPUID.(7,1):EAX[4] */
+  return I8_ISA_AVX2;
+#else
+  (void)max;
+  return I8_ISA_C;
+#endif
+}
+
+static void i8_rows(const mnb_job *j, const mnb_i8 *q, int isa, int64_t m0, int mr, int64_t n0, int64_t n1, float *y) {
+#if I8_X86
+  if (isa != I8_ISA_C) {
+    i8_rows_x86(j, q, isa == I8_ISA_AVX2 ? I8_MADDUBS : isa == I8_ISA_VNNI512 ? I8_VNNI_EVEX : I8_VNNI_VEX, m0, mr, n0,
+                n1, y);
+    return;
+  }
+#endif
+  (void)isa;
+  i8_rows_c(j, q, m0, mr, n0, n1, y);
+}
+
+/* ---- running it, on one thread or a runtime's ------------------------------------------------- */
 
 /* Up to this many rows of A go through the GEMV (reading and unpacking B once per 4 rows); more
  * through panels, whose dequantization and sgemm packing cost as much as about 40 GEMV rows (measured
- * for K = N = 4096: the GEMV is ahead up to about 64 rows). */
+ * for K = N = 4096: the GEMV is ahead up to about 64 rows). The int8 GEMV serves any number of rows
+ * (its products are cheaper than a float GEMM's). */
 #define MNB_GEMV_ROWS 48
 
-static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
-                            alma_tensor *out, int nout) {
-  (void)ctx;
-  (void)nout;
+enum { MODE_GEMV, MODE_I8, MODE_PANEL };
+
+/* One call's work, split into items of `chunk` output columns. */
+typedef struct {
+  const mnb_job *j;
+  int mode, isa;
+  const float *A, *ar, *asum; /* MODE_PANEL with ar NULL: K-ordered (generic) panels of A itself */
+  const mnb_i8 *q;
+  float *y;
+  int64_t chunk, kw;
+  atomic_int failed;
+} mnb_par;
+
+static void mnb_item(void *arg, int64_t item) {
+  mnb_par *p = arg;
+  const mnb_job *j = p->j;
+  const mnb_attrs *a = j->a;
+  int64_t n0 = item * p->chunk, n1 = n0 + p->chunk < a->N ? n0 + p->chunk : a->N;
+  if (p->mode == MODE_GEMV || p->mode == MODE_I8) {
+    for (int64_t m0 = 0; m0 < j->rows; m0 += 4) {
+      int mr = j->rows - m0 < 4 ? (int)(j->rows - m0) : 4;
+      if (p->mode == MODE_GEMV) gemv_rows(j, p->ar, p->asum, m0, mr, n0, n1, p->y);
+      else i8_rows(j, p->q, p->isa, m0, mr, n0, n1, p->y);
+    }
+    return;
+  }
+  /* a panel of dequant(B), float32, into alma__sgemm (each thread its own) */
+  int generic = p->ar == NULL;
+  float *w = malloc((size_t)((n1 - n0) * p->kw) * sizeof *w), *zs = malloc((size_t)a->kb * sizeof *zs);
+  if (w && zs) {
+    if (generic) dequant_panel_generic(j, n0, n1 - n0, zs, w);
+    else dequant_panel(j, n0, n1 - n0, zs, w);
+    if (alma__sgemm_bias(0, 1, j->rows, n1 - n0, p->kw, 1.0f, generic ? p->A : p->ar, p->kw, w, p->kw, 0.0f,
+                         p->y + n0, a->N, NULL, j->bias ? j->bias + n0 : NULL) != ALMA_OK)
+      atomic_store(&p->failed, 1);
+  } else {
+    atomic_store(&p->failed, 1);
+  }
+  free(w);
+  free(zs);
+}
+
+int alma__is_mnb(const alma_node *n) {
+  return n->domain && !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "MatMulNBits");
+}
+
+alma_status alma__mnb_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                               int threads, alma__nbits_parfor pf, void *pctx) {
   mnb_attrs a;
   ALMA_TRY(mnb_attrs_read(n, &a));
   ALMA_TRY(mnb_check(n, in, nin, &a)); /* g_idx's values, when they were not known at load */
@@ -419,7 +626,8 @@ static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
   if (rows == 0) return ALMA_OK;
   int own_a = 0, own_s = 0, own_z = 0, own_b = 0;
   const float *af = NULL, *sf = NULL, *zf = NULL, *bf = NULL;
-  float *y = NULL, *ar = NULL, *asum = NULL, *zs = NULL;
+  float *y = NULL, *ar = NULL, *asum = NULL;
+  mnb_i8 q = {0};
   alma_status st = ALMA_ERR_NOMEM;
   y = out[0].dtype == ALMA_DTYPE_FLOAT32 ? out[0].data : alma__nn_alloc(n, (size_t)(rows * a.N), sizeof *y);
   if (!y) goto done;
@@ -432,7 +640,6 @@ static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
   }
   if (!(af = alma__nn_as_f32(A, &own_a)) || !(sf = alma__nn_as_f32(in[2], &own_s))) goto done;
   if (Z && Z->dtype != ALMA_DTYPE_UINT8 && !(zf = alma__nn_as_f32(Z, &own_z))) goto done;
-  if (!(zs = alma__nn_alloc(n, (size_t)a.kb, sizeof *zs))) goto done;
   mnb_job j = {.a = &a, .b = B->data, .s = sf, .z = Z, .zf = zf, .g = G ? G->data : NULL, .bias = bf, .rows = rows};
   /* a g_idx that maps every element to its own block changes nothing */
   if (j.g) {
@@ -440,21 +647,47 @@ static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
     while (k < a.K && j.g[k] == k / a.bs) k++;
     if (k == a.K) j.g = NULL;
   }
-  if (j.g || a.blob % 16) {
-    st = mnb_panels(n, &j, af, NULL, zs, y);
-    goto done;
-  }
+  mnb_par p = {.j = &j, .A = af, .y = y, .kw = a.K};
   int64_t kpad = a.kb * a.bs;
-  ar = alma__nn_alloc(n, (size_t)(rows * kpad), sizeof *ar);
-  asum = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *asum);
-  if (!ar || !asum) goto done;
-  a_reorder(&a, af, rows, ar, asum);
-  if (rows <= MNB_GEMV_ROWS) {
-    for (int64_t m0 = 0; m0 < rows; m0 += 4) gemv_rows(&j, ar, asum, m0, rows - m0 < 4 ? (int)(rows - m0) : 4, zs, y);
-    st = ALMA_OK;
+  if (alma__attr_i(n, "accuracy_level", 0) == 4 && i8_usable(&j)) {
+    /* the model's author allows int8 arithmetic: ONNX Runtime's level 4 */
+    p.mode = MODE_I8;
+    p.isa = i8_isa();
+    q.qa = alma__nn_alloc(n, (size_t)(rows * kpad), sizeof *q.qa);
+    q.sa = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.sa);
+    q.qs = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.qs);
+    if (!q.qa || !q.sa || !q.qs) goto done;
+    a_quant_i8(&a, af, rows, &q);
+    p.q = &q;
+  } else if (j.g || a.blob % 16) {
+    p.mode = MODE_PANEL;
   } else {
-    st = mnb_panels(n, &j, af, ar, zs, y);
+    ar = alma__nn_alloc(n, (size_t)(rows * kpad), sizeof *ar);
+    asum = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *asum);
+    if (!ar || !asum) goto done;
+    a_reorder(&a, af, rows, ar, asum);
+    p.mode = rows <= MNB_GEMV_ROWS ? MODE_GEMV : MODE_PANEL;
+    p.ar = ar;
+    p.asum = asum;
+    p.kw = kpad;
   }
+  if (p.mode == MODE_PANEL) {
+    /* panels of about 1 MiB (at least 16 columns): the whole weight in float32 would be 8x the int4 */
+    int64_t nbp = ((int64_t)1 << 18) / p.kw / 16 * 16;
+    p.chunk = nbp < 16 ? 16 : nbp;
+  } else {
+    /* about 8 items a thread, so that a thread that is descheduled (a shared machine) leaves its
+     * share to the others; 16-column multiples */
+    p.chunk = threads > 1 ? (a.N / ((int64_t)threads * 8) + 15) / 16 * 16 : a.N;
+    p.chunk = p.chunk < 16 ? 16 : p.chunk;
+  }
+  int64_t items = (a.N + p.chunk - 1) / p.chunk;
+  if (pf && threads > 1 && items > 1) {
+    pf(pctx, items, mnb_item, &p);
+  } else {
+    for (int64_t i = 0; i < items; i++) mnb_item(&p, i);
+  }
+  st = atomic_load(&p.failed) ? alma__op_error(n, ALMA_ERR_NOMEM, "out of memory for a dequantized panel of B") : ALMA_OK;
 done:
   if (st == ALMA_OK && y != out[0].data) alma__nn_store_f32(&out[0], y);
   if (y != out[0].data) free(y);
@@ -464,10 +697,18 @@ done:
   if (own_b) free((void *)bf);
   free(ar);
   free(asum);
-  free(zs);
+  free(q.qa);
+  free(q.sa);
+  free(q.qs);
   return st;
 }
 
+static alma_status mnb_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
+  (void)ctx;
+  (void)nout;
+  return alma__mnb_exec_par(n, in, nin, out, 1, NULL, NULL);
+}
 static void mnb_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                      int64_t *macs, int64_t *flops) {
   (void)in, (void)nin, (void)nout;
@@ -484,8 +725,9 @@ const alma_op_def alma__op_MsMatMulNBits = {.name = "MatMulNBits", .domain = "co
  * blocks of block_size codes), gathered along axis 0; scales [D0, ..., ceil(Dr-1 * 8 / bits /
  * block_size)]; zero points uint8 packed like the codes along the last axis, default 2^(bits - 1).
  * output[..] = (q - zp) * scale in the scales' dtype; an index outside [-D0, D0) gives zeros (ONNX
- * Runtime's kernel). ONNX Runtime also takes int4/uint4 data with any axes, which alma cannot load yet,
- * and float8/float4 data. */
+ * Runtime's kernel). int4/uint4 data (what ONNX Runtime's quantizer writes for a Gather) holds one code
+ * per element, any gather_axis and quantize_axis, zero points of the data's type (default 0): see
+ * gbq4_*. float8/float4 data is not supported. */
 
 typedef struct {
   int64_t bits, bs;
@@ -508,8 +750,8 @@ static alma_status gbq_check(const alma_node *n, const alma_tensor *const *in, i
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "block_size=%lld (a power of 2, at least 16)", (long long)g->bs);
   if (D->dtype != ALMA_DTYPE_UINT8)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
-                          "data of dtype %s: alma runs the uint8-packed form (int4/uint4 and float8/float4 data are "
-                          "not supported yet)",
+                          "data of dtype %s: alma runs uint8-packed, int4 and uint4 data (float8/float4 data is not "
+                          "supported)",
                           alma_dtype_name(D->dtype));
   int r = D->rank;
   if (ga < -r || ga >= r || qa < -r || qa >= r)
@@ -556,8 +798,115 @@ static alma_status gbq_check(const alma_node *n, const alma_tensor *const *in, i
   return ALMA_OK;
 }
 
+
+/* int4/uint4 data [D0, ..., Dr-1], one code per element (alma keeps them a byte each), gathered along
+ * gather_axis; scales have data's shape with quantize_axis's dim ceil(dim / block_size); zero points
+ * (int4/uint4 like data) scales' shape, default 0. output = data's shape with the gather axis replaced
+ * by indices' shape, (q - zp) * scale in the scales' dtype. */
+typedef struct {
+  int ga, qa;
+  int64_t bs, outer, dga, inner;  /* dims before, at and after the gather axis */
+  int64_t qstride, qdim, qsdim;   /* elements after the quantize axis; its dim in data and in scales */
+} gbq4_geom;
+
+static int is_4bit(alma_dtype t) { return t == ALMA_DTYPE_INT4 || t == ALMA_DTYPE_UINT4; }
+
+static alma_status gbq4_check(const alma_node *n, const alma_tensor *const *in, int nin, gbq4_geom *g) {
+  char s1[128], s2[128];
+  const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);
+  int64_t bits = alma__attr_i(n, "bits", 4), ga = alma__attr_i(n, "gather_axis", 0), qa = alma__attr_i(n, "quantize_axis", 1);
+  g->bs = alma__attr_i(n, "block_size", 128);
+  int r = D->rank;
+  if (bits != 4)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "bits=%lld with %s data (4 expected)", (long long)bits,
+                          alma_dtype_name(D->dtype));
+  if (!is_pow2(g->bs) || g->bs < 16 || g->bs > (1 << 24))
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "block_size=%lld (a power of 2, at least 16)", (long long)g->bs);
+  if (r < 1 || ga < -r || ga >= r || qa < -r || qa >= r)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "gather_axis=%lld, quantize_axis=%lld out of range for rank %d",
+                          (long long)ga, (long long)qa, r);
+  g->ga = (int)(ga < 0 ? ga + r : ga);
+  g->qa = (int)(qa < 0 ? qa + r : qa);
+  if (I->dtype != ALMA_DTYPE_INT32 && I->dtype != ALMA_DTYPE_INT64)
+    return alma__op_error(n, ALMA_ERR_TYPE, "indices of dtype %s (int32 or int64 expected)", alma_dtype_name(I->dtype));
+  if (I->rank + r - 1 > ALMA_MAX_RANK)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output of rank %d (at most %d)", I->rank + r - 1, ALMA_MAX_RANK);
+  if (!f_or_h(S->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s (float32 or float16; the output takes it)",
+                          alma_dtype_name(S->dtype));
+  g->qdim = D->dims[g->qa];
+  g->qsdim = (g->qdim + g->bs - 1) / g->bs;
+  int ok = S->rank == r;
+  for (int i = 0; ok && i < r; i++) ok = S->dims[i] == (i == g->qa ? g->qsdim : D->dims[i]);
+  if (!ok)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "scales of shape %s for data %s (quantize_axis=%d, block_size=%lld)",
+                          alma__shape_str(S->rank, S->dims, s1, sizeof s1), alma__shape_str(r, D->dims, s2, sizeof s2),
+                          g->qa, (long long)g->bs);
+  if (Z) {
+    if (Z->dtype != D->dtype)
+      return alma__op_error(n, ALMA_ERR_TYPE, "zero_points of dtype %s (data is %s)", alma_dtype_name(Z->dtype),
+                            alma_dtype_name(D->dtype));
+    if (!alma__same_shape(Z, S))
+      return alma__op_error(n, ALMA_ERR_SHAPE, "zero_points of shape %s (scales are %s)",
+                            alma__shape_str(Z->rank, Z->dims, s1, sizeof s1),
+                            alma__shape_str(S->rank, S->dims, s2, sizeof s2));
+  }
+  g->outer = g->inner = g->qstride = 1;
+  for (int i = 0; i < g->ga; i++) g->outer *= D->dims[i];
+  for (int i = g->ga + 1; i < r; i++) g->inner *= D->dims[i];
+  for (int i = g->qa + 1; i < r; i++) g->qstride *= D->dims[i];
+  g->dga = D->dims[g->ga];
+  return ALMA_OK;
+}
+
+static alma_status gbq4_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out) {
+  gbq4_geom g;
+  ALMA_TRY(gbq4_check(n, in, nin, &g));
+  const alma_tensor *D = in[0], *I = in[1];
+  int64_t d[ALMA_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < g.ga; i++) d[r++] = D->dims[i];
+  for (int i = 0; i < I->rank; i++) d[r++] = I->dims[i];
+  for (int i = g.ga + 1; i < D->rank; i++) d[r++] = D->dims[i];
+  alma__set_shape(&out[0], in[2]->dtype, r, d);
+  return ALMA_OK;
+}
+
+/* The code at element p of a 4-bit tensor (a byte each: int4 sign-extended, uint4 0..15). */
+static inline int code4(const alma_tensor *t, int64_t p) {
+  return t->dtype == ALMA_DTYPE_INT4 ? ((const int8_t *)t->data)[p] : ((const uint8_t *)t->data)[p];
+}
+
+static alma_status gbq4_exec(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out) {
+  gbq4_geom g;
+  ALMA_TRY(gbq4_check(n, in, nin, &g));
+  const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);
+  int64_t cnt = alma_tensor_numel(I);
+  int f16 = S->dtype == ALMA_DTYPE_FLOAT16;
+  for (int64_t o = 0; o < g.outer; o++)
+    for (int64_t i = 0; i < cnt; i++) {
+      int64_t idx = alma__get_i64(I->data, I->dtype, i);
+      int valid = idx >= -g.dga && idx < g.dga; /* outside: zeros, as the uint8 form */
+      idx = idx < 0 ? idx + g.dga : idx;
+      int64_t base = (o * g.dga + idx) * g.inner, ob = (o * cnt + i) * g.inner;
+      for (int64_t e = 0; e < g.inner; e++) {
+        float v = 0.0f;
+        if (valid) {
+          int64_t p = base + e, c = p / g.qstride % g.qdim;
+          int64_t ps = (p / (g.qstride * g.qdim) * g.qsdim + c / g.bs) * g.qstride + p % g.qstride;
+          float sc = f16 ? alma__f16_to_f32(((const uint16_t *)S->data)[ps]) : ((const float *)S->data)[ps];
+          v = (float)(code4(D, p) - (Z ? code4(Z, ps) : 0)) * sc;
+        }
+        if (f16) ((uint16_t *)out[0].data)[ob + e] = alma__f32_to_f16(v);
+        else ((float *)out[0].data)[ob + e] = v;
+      }
+    }
+  return ALMA_OK;
+}
+
 static alma_status gbq_infer(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   (void)nout;
+  if (is_4bit(in[0]->dtype)) return gbq4_infer(n, in, nin, out);
   gbq_geom g;
   ALMA_TRY(gbq_check(n, in, nin, &g));
   const alma_tensor *D = in[0], *I = in[1];
@@ -574,6 +923,7 @@ static alma_status gbq_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
                             alma_tensor *out, int nout) {
   (void)ctx;
   (void)nout;
+  if (is_4bit(in[0]->dtype)) return gbq4_exec(n, in, nin, out);
   gbq_geom g;
   ALMA_TRY(gbq_check(n, in, nin, &g));
   const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);

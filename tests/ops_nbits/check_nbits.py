@@ -45,6 +45,7 @@ OTHERS = [c for c in ("FOLD+FUSE+DNNL", "FOLD+XNNPACK", "FOLD+BLAS")
                                                                           text=True).stdout.splitlines()
                  if len(ln.split()) >= 3)]
 measured_acc4 = []
+measured_i8 = []
 
 
 def fail(msg):
@@ -58,6 +59,17 @@ def save(m, name):
     p = os.path.join(d, "model.onnx")
     onnx.save(m, p)
     return d, p
+
+
+def with_level(m, acc):
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    for n in m2.graph.node:
+        if n.op_type == "MatMulNBits":
+            for a in [a for a in n.attribute if a.name == "accuracy_level"]:
+                n.attribute.remove(a)
+            n.attribute.append(helper.make_attribute("accuracy_level", acc))
+    return m2
 
 
 def ort_run(m, feeds, acc=None):
@@ -81,8 +93,10 @@ def rel_err(got, ref):
     return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
-def alma_out(name, d, p, conv, feeds, nout=1):
-    r = alma_run(ALMA, p, conv, feeds, os.path.join(d, conv.replace("+", "_")), check=False, timeout=120)
+def alma_out(name, d, p, conv, feeds, nout=1, threads=None):
+    # the optimized runtimes run MatMulNBits on their threads (contrib_nbits.h): 2 of them
+    extra = ["--threads", str(threads or (1 if conv == "EAGER" else 2))]
+    r = alma_run(ALMA, p, conv, feeds, os.path.join(d, conv.replace("+", "_")), *extra, check=False, timeout=120)
     if r.returncode:
         fail(f"{name} {conv}: alma failed: {r.stderr.strip()[:300]}")
         return None
@@ -115,9 +129,10 @@ def mnb_weight(K, N, bits, bs, B, scales, zp=None, g_idx=None):
     return (q - z[:, blk]) * s[:, blk]
 
 
-def mnb_ref_model(qm, feeds):
+def mnb_ref_model(qm, feeds, level4=False):
     """The quantized model evaluated node by node in float64 (MatMulNBits from the schema, Relu,
-    Add, MatMul in numpy)."""
+    Add, MatMul in numpy); level4: MatMulNBits nodes whose accuracy_level 4 takes int8 arithmetic
+    as mnb_int8 computes it."""
     inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
     env = {k: v.astype(np.float64) for k, v in feeds.items()}
     env.update(inits)
@@ -126,8 +141,11 @@ def mnb_ref_model(qm, feeds):
         if n.op_type == "MatMulNBits":
             at = {a.name: helper.get_attribute_value(a) for a in n.attribute}
             K, N, bs, bits = at["K"], at["N"], at["block_size"], at.get("bits", 4)
-            W = mnb_weight(K, N, bits, bs, x[1], x[2], x[3] if len(x) > 3 else None)
-            y = x[0] @ W.T
+            if level4 and int8_applies(at, x):
+                y = mnb_int8(x[0], K, N, bs, x[1], x[2], x[3] if len(x) > 3 else None)
+            else:
+                W = mnb_weight(K, N, bits, bs, x[1], x[2], x[3] if len(x) > 3 else None)
+                y = x[0] @ W.T
             if len(x) > 5 and x[5] is not None:
                 y = y + x[5]
         elif n.op_type == "Relu":
@@ -140,6 +158,38 @@ def mnb_ref_model(qm, feeds):
             raise RuntimeError(f"reference has no {n.op_type}")
         env[n.output[0]] = y
     return env[qm.graph.output[0].name]
+
+
+def a_int8(A, K, bs):
+    """ONNX Runtime's int8 A at accuracy_level 4 (MLAS CompInt8), per block of bs: scale = max|a| / 127
+    and q = round-half-even(a * (1 / scale)), both in float32; [..., kb, bs] int64 codes, [..., kb]."""
+    kb = -(-K // bs)
+    Ap = np.zeros(A.shape[:-1] + (kb * bs,), np.float32)
+    Ap[..., :K] = A
+    Ab = Ap.reshape(A.shape[:-1] + (kb, bs))
+    sc = (np.abs(Ab).max(-1) / np.float32(127)).astype(np.float32)
+    inv = np.where(sc != 0, np.float32(1) / np.where(sc != 0, sc, np.float32(1)), np.float32(0)).astype(np.float32)
+    return np.rint(Ab * inv[..., None]).astype(np.int64), sc
+
+
+def int8_applies(at, x):
+    """Whether alma (and ONNX Runtime) take the int8 path: level 4, 4 bits, blocks of 32 codes or more,
+    packed or no zero points, no g_idx."""
+    zp = x[3] if len(x) > 3 else None
+    return (at.get("accuracy_level", 0) == 4 and at.get("bits", 4) == 4 and at["block_size"] >= 32
+            and (zp is None or zp.dtype == np.uint8) and not (len(x) > 4 and x[4] is not None))
+
+
+def mnb_int8(A, K, N, bs, B, scales, zp):
+    """accuracy_level 4's product: exact integer dot products per block of int8 A and (q - zp), each
+    scaled by scale_a * scale_b (a float32 product), summed in float64."""
+    kb = -(-K // bs)
+    q = unpack_codes(B.reshape(N, kb * B.shape[-1]), 4, kb * bs).reshape(N, kb, bs)
+    z = np.full((N, kb), 8) if zp is None else unpack_codes(zp.reshape(N, -1), 4, kb)
+    qa, sa = a_int8(A.astype(np.float32), K, bs)
+    dot = np.einsum("...bk,nbk->...nb", qa, q - z[:, :, None])
+    sab = (sa[..., None, :] * scales.astype(np.float32).reshape(N, kb)).astype(np.float32)
+    return (dot * sab.astype(np.float64)).sum(-1)
 
 
 # ---- 1. models from ONNX Runtime's quantizer ----------------------------------------------------
@@ -188,6 +238,7 @@ def quantizer_case(name, sizes, bs, sym, bits, a_shape, bias=False):
     if e_ort0 > 1e-5:  # the reference itself is checked against ONNX Runtime
         fail(f"{name}: numpy reference and ONNX Runtime (accuracy_level 0) differ by {e_ort0:.2e}")
     measured_acc4.append(e_ort4)
+    eager = None
     for conv in ["EAGER"] + OTHERS:
         got = alma_out(name, d, p, conv, feeds)
         if got is None:
@@ -204,7 +255,41 @@ def quantizer_case(name, sizes, bs, sym, bits, a_shape, bias=False):
         # accuracy_level 4: ORT's int8 rounding of A, measured as ORT's own distance to the reference
         if e4 > e_ort4 + 1e-5 or e4 > 0.03:
             fail(f"{name} {conv}: differs from ONNX Runtime at accuracy_level 4 by {e4:.2e} (ORT vs numpy {e_ort4:.2e})")
-    print(f"ok {name}: {len(OTHERS) + 1} conversions; ORT acc4 vs float64 {e_ort4:.1e}")
+        if conv != "EAGER" and not np.array_equal(y, eager):  # the same kernel, its columns split
+            fail(f"{name} {conv} (2 threads): not identical to EAGER (max diff {np.abs(y - eager).max():.2e})")
+        if conv == "EAGER":
+            eager = y
+    # accuracy_level 4 in the model: alma takes ONNX Runtime's int8 arithmetic where ORT does (4 bits,
+    # blocks of 32 or more) and float32 elsewhere; each form of the int8 kernel (portable C, AVX2, and
+    # VNNI where the CPU has it) against numpy emulating the scheme and against ONNX Runtime
+    q4 = with_level(qm, 4)
+    d4, p4 = save(q4, name + "_acc4")
+    i8 = any(int8_applies({a.name: helper.get_attribute_value(a) for a in n.attribute},
+                          [None] * 3 + [np.zeros(1, np.uint8) if i else None for i in n.input[3:]])
+             for n in q4.graph.node
+             if n.op_type == "MatMulNBits")
+    emu = mnb_ref_model(q4, feeds, level4=True)
+    e_emu_ort = rel_err(o4, emu)
+    if i8 and e_emu_ort > 1e-5:
+        fail(f"{name}: the int8 emulation and ONNX Runtime at accuracy_level 4 differ by {e_emu_ort:.2e}")
+    runs = [("EAGER", isa) for isa in (("c", "avx2", None) if i8 else (None,))] + [(c, None) for c in OTHERS]
+    for conv, isa in runs:
+        if isa:
+            os.environ["ALMA_NBITS_ISA"] = isa
+        got = alma_out(name + "_acc4", d4, p4, conv, feeds)
+        os.environ.pop("ALMA_NBITS_ISA", None)
+        if got is None:
+            continue
+        y, tag = got[0], f"{name} acc4 {conv}{' ' + isa if isa else ''}"
+        e_emu, e_o4 = rel_err(y, emu), rel_err(y, o4)
+        if i8:
+            if e_emu > 1e-5 or e_o4 > 1e-5:
+                fail(f"{tag}: differs from the int8 emulation by {e_emu:.2e}, from ONNX Runtime (level 4) by {e_o4:.2e}")
+            measured_i8.append(e_o4)
+        elif e_emu > 1e-5 or not np.array_equal(y, eager):
+            fail(f"{tag}: float32 expected ({e_emu:.2e} from the reference, identical to level 0's output)")
+    print(f"ok {name}: {len(OTHERS) + 1} conversions; ORT acc4 vs float64 {e_ort4:.1e}; level 4 "
+          f"{'int8' if i8 else 'float32'}: alma vs ORT {rel_err(y, o4):.1e}")
 
 
 quantizer_case("q4_mlp_b32_asym_m1", [80, 64, 48], 32, False, 4, [1, 80])
@@ -378,6 +463,93 @@ gbq_case("gbq2_zp_tail_block", 6, 80, 2, 32, [5, 0, 2])
 gbq_case("gbq8_zp_f16", 7, 40, 8, 16, [[6], [1]], f16=True)
 gbq_case("gbq4_rank3", 5, 32, 4, 16, [4, 0], extra_dim=3)
 
+# ---- 3b. GatherBlockQuantized with int4/uint4 data (ONNX Runtime's quantizer output for Gather) --
+
+def gbq4_ref(D, S, Z, I, ga, qa, bs):
+    """numpy from the contrib schema: (q - zp) * scale of the element's block along quantize_axis,
+    in float32, then np.take along gather_axis."""
+    rep = lambda t: np.repeat(t, bs, axis=qa).take(np.arange(D.shape[qa]), axis=qa)  # noqa: E731
+    z = rep(Z).astype(np.int64) if Z is not None else 0
+    W = ((D.astype(np.int64) - z).astype(np.float32) * rep(S.astype(np.float32))).astype(np.float32)
+    return np.take(W, I, axis=ga)
+
+
+def gbq4_check(name, m, feeds, want):
+    d, p = save(m, name)
+    o = ort_run(m, feeds)[0]
+    if rel_err(o, want) > 1e-6:
+        fail(f"{name}: numpy reference and ONNX Runtime differ by {rel_err(o, want):.2e}")
+    for conv in ["EAGER", "FOLD+FUSE+DNNL"]:
+        got = alma_out(name, d, p, conv, feeds)
+        if got is None:
+            continue
+        y = got[0]
+        if y.shape != want.shape or y.dtype != o.dtype or rel_err(y, o) > 1e-6:
+            fail(f"{name} {conv}: {y.dtype}{y.shape} vs ONNX Runtime {o.dtype}{o.shape}, "
+                 f"differs by {rel_err(y, o) if y.shape == o.shape else float('nan'):.2e}")
+    print(f"ok {name}")
+
+
+def quantizer_gather(name, rows, cols, bs, sym):
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig
+    E = rng.standard_normal((rows, cols)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Gather", ["E", "I"], ["Y"], name="embed")], name,
+                          [helper.make_tensor_value_info("I", TP.INT64, ["b", "s"])],
+                          [helper.make_tensor_value_info("Y", TP.FLOAT, ["b", "s", cols])],
+                          [numpy_helper.from_array(E, "E")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    cfg = DefaultWeightOnlyQuantConfig(block_size=bs, is_symmetric=sym, op_types_to_quantize=("Gather",),
+                                       quant_axes=(("Gather", 1),))
+    qz = MatMulNBitsQuantizer(m, algo_config=cfg)
+    qz.process()
+    qm = qz.model.model
+    nd = [n for n in qm.graph.node if n.op_type == "GatherBlockQuantized"]
+    if not nd:
+        fail(f"{name}: the quantizer wrote no GatherBlockQuantized")
+        return
+    inits = {i.name: numpy_helper.to_array(i) for i in qm.graph.initializer}
+    at = {a.name: helper.get_attribute_value(a) for a in nd[0].attribute}
+    D, S = inits[nd[0].input[0]], inits[nd[0].input[2]]
+    Z = inits[nd[0].input[3]] if len(nd[0].input) > 3 and nd[0].input[3] else None
+    if qm.graph.initializer[0].data_type not in (TP.INT4, TP.UINT4) and D.dtype.itemsize != 1:
+        fail(f"{name}: data of an unexpected type")
+    I = rng.integers(-rows, rows, (2, 5)).astype(np.int64)
+    gbq4_check(name, qm, {"I": I}, gbq4_ref(D, S, Z, np.where(I < 0, I + rows, I), at.get("gather_axis", 0),
+                                           at.get("quantize_axis", 1), at["block_size"]))
+
+
+def gbq4_case(name, dtype, shape, ga, qa, bs, idx, zp=True, f16=False):
+    lo, hi = (-8, 8) if dtype == TP.INT4 else (0, 16)
+    D = rng.integers(lo, hi, shape)
+    ss = list(shape)
+    ss[qa] = -(-shape[qa] // bs)
+    S = (rng.random(ss) + 0.1).astype(np.float16 if f16 else np.float32)
+    Z = rng.integers(lo, hi, ss) if zp else None
+    inits = [helper.make_tensor("D", dtype, shape, D.flatten().tolist()), numpy_helper.from_array(S, "S")]
+    ins = ["D", "I", "S"]
+    if zp:
+        inits.append(helper.make_tensor("Z", dtype, ss, Z.flatten().tolist()))
+        ins.append("Z")
+    I = np.array(idx, np.int64)
+    node = helper.make_node("GatherBlockQuantized", ins, ["Y"], name=name, domain="com.microsoft", block_size=bs,
+                            gather_axis=ga, quantize_axis=qa)
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("I", TP.INT64, list(I.shape))],
+                          [helper.make_tensor_value_info("Y", TP.FLOAT16 if f16 else TP.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    n = shape[ga]
+    want = gbq4_ref(D, S, Z, np.where(I < 0, I + n, I), ga, qa, bs)
+    gbq4_check(name, m, {"I": I}, want.astype(np.float16) if f16 else want)
+
+
+quantizer_gather("gbq_uint4_quantizer_asym", 50, 64, 32, False)
+quantizer_gather("gbq_uint4_quantizer_sym_kpad", 40, 72, 16, True)
+gbq4_case("gbq_int4_axes_0_1", TP.INT4, [7, 48], 0, 1, 16, [[0, 6], [-1, 3]])
+gbq4_case("gbq_uint4_gather1_quant0", TP.UINT4, [40, 5], 1, 0, 16, [4, 0, -2])
+gbq4_case("gbq_int4_rank3_same_axis_nozp", TP.INT4, [3, 40, 4], 1, 1, 32, [[39], [1]], zp=False)
+gbq4_case("gbq_uint4_f16_rank3_quant2", TP.UINT4, [2, 6, 33], 1, 2, 16, [5, 0], f16=True)
+
 # ---- 4. malformed nodes fail at load, naming the node --------------------------------------------
 
 
@@ -439,9 +611,24 @@ bad("gbq_bad_bits", gbq_bad("gbq_bad_bits", D, np.ones((4, 2), np.float32), bloc
 bad("gbq_bad_zp", gbq_bad("gbq_bad_zp", D, np.ones((4, 2), np.float32), zp=np.zeros((4, 2), np.uint8),
                           block_size=16, quantize_axis=1), I2, "zero_points of shape")
 
+# int4 data: bits other than 4, and scales whose quantized dim is not ceil(dim / block_size)
+for nm, bits, sshape, needle in (("gbq4_bad_bits", 2, [4, 1], "bits=2 with int4 data"),
+                                 ("gbq4_bad_scales", 4, [4, 2], "scales of shape [4,2]")):
+    node = helper.make_node("GatherBlockQuantized", ["D", "I", "S"], ["Y"], name=nm, domain="com.microsoft",
+                            block_size=16, bits=bits)
+    g = helper.make_graph([node], nm, [helper.make_tensor_value_info("I", TP.INT64, [2])],
+                          [helper.make_tensor_value_info("Y", TP.FLOAT, None)],
+                          [helper.make_tensor("D", TP.INT4, [4, 16], [1] * 64),
+                           numpy_helper.from_array(np.ones(sshape, np.float32), "S")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    bad(nm, m, I2, needle)
+
 if measured_acc4:
     print(f"ONNX Runtime accuracy_level 4 vs float64 (largest error / largest output): "
           f"{min(measured_acc4):.1e} to {max(measured_acc4):.1e}")
+if measured_i8:
+    print(f"alma's int8 kernel (accuracy_level 4) vs ONNX Runtime's: {min(measured_i8):.1e} to {max(measured_i8):.1e}")
 for f in failures:
     print("FAIL", f)
 print(f"{len(failures)} failure(s)")

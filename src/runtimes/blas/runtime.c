@@ -28,13 +28,14 @@
 #include <math.h>
 #include <strings.h>
 
+#include "ops/contrib_nbits.h"
 #include "ops/fused.h"
 #include "ops/nn_util.h"
 #include "runtimes/blas/internal.h"
 #include "runtimes/exec.h"
 #include "runtimes/runtime.h"
 
-enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL, KIND_ATTENTION };
+enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL, KIND_ATTENTION, KIND_NBITS };
 enum { ROLE_EAGER, ROLE_MEMBER, ROLE_TAIL };
 
 #define MAX_CHAIN 4
@@ -106,6 +107,7 @@ static int native_kind(const alma_graph *g, const alma_node *n) {
     return !strcmp(t, "FusedConv") ? KIND_CONV : !strcmp(t, "FusedGemm") ? KIND_GEMM
            : !strcmp(t, "FusedMatMul") ? KIND_MATMUL : KIND_NONE;
   }
+  if (alma__is_mnb(n)) return KIND_NBITS; /* int4 weights: alma's kernel, output columns over the pool */
   if (!is_ai_onnx(n)) return KIND_NONE;
   if (!strcmp(t, "Conv")) return KIND_CONV;
   if (!strcmp(t, "Gemm")) return KIND_GEMM;
@@ -338,8 +340,9 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
     gr->n = 1;
     gr->bias_value = gr->res_value = gr->act_node = -1;
     const alma_node *h = &g->nodes[i];
-    if (kind == KIND_ATTENTION) {
-      /* a node of its own: what follows (a head merge) is data movement */
+    if (kind == KIND_ATTENTION || kind == KIND_NBITS) {
+      /* a node of its own: what follows an attention (a head merge) is data movement, and the
+       * MatMulNBits kernel has no epilogue */
     } else if (is_fused_op(h)) {
       gr->fused = 1;
       fused_node_act(h, &gr->act);
@@ -612,9 +615,38 @@ static int inputs_float(const alma_node *n, const alma_tensor *const *in, int ni
   return nin >= 2 && in[0] && in[1];
 }
 
+/* MatMulNBits: contrib_nbits.c's kernel, its items (output columns) taken by the pool's threads. */
+typedef struct nbits_par {
+  alma__nbits_item_fn fn;
+  void *arg;
+  int64_t items;
+  atomic_llong next;
+} nbits_par;
+
+static void nbits_task(void *arg, int tid, int nt) {
+  (void)tid, (void)nt;
+  nbits_par *t = arg;
+  int64_t end;
+  for (int64_t i; (i = alma__blas_claim(&t->next, 1, t->items, &end)) >= 0;) t->fn(t->arg, i);
+}
+
+static void nbits_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
+  blas_plan *p = pctx;
+  nbits_par t = {.fn = fn, .arg = arg, .items = items};
+  atomic_init(&t.next, 0);
+  alma__blas_pool_run(p->pool, nbits_task, &t, p->ctx.threads);
+}
+
+static alma_status run_nbits(blas_plan *p, const alma_node *n, const alma_tensor *const *in, int nin,
+                             alma_tensor *out) {
+  if (in[0]->dtype != ALMA_DTYPE_FLOAT32 || out->dtype != ALMA_DTYPE_FLOAT32) return DECLINE;
+  return alma__mnb_exec_par(n, in, nin, out, p->ctx.threads, nbits_parfor, p);
+}
+
 /* Runs the head natively into `out` (allocated with the inferred shape); DECLINE if it cannot. */
 static alma_status run_head(blas_plan *p, group *gr, const alma_node *n, const alma_tensor *const *in, int nin,
                             alma_tensor *out, const fusion *f) {
+  if (gr->kind == KIND_NBITS) return run_nbits(p, n, in, nin, out);
   if (!inputs_float(n, in, nin) || out->dtype != ALMA_DTYPE_FLOAT32) return DECLINE;
   if (gr->fused && nin > (gr->kind == KIND_MATMUL ? 2 : 3)) nin = gr->kind == KIND_MATMUL ? 2 : 3; /* Z, bias: f */
   switch (gr->kind) {
@@ -987,6 +1019,12 @@ static void blas_describe(void *plan, FILE *f) {
       continue;
     }
     char what[256];
+    if (gr->kind == KIND_NBITS) {
+      fprintf(f, "  %-40s %-20s BLAS alma's int4 kernel, output columns over %d threads%s\n", n->name, n->op_type,
+              p->ctx.threads, alma__attr_i(n, "accuracy_level", 0) == 4 ? " (accuracy_level 4: int8 A)" : "");
+      if (gr->eager) fprintf(f, "  %-40s %-20s   (on EAGER %ld of %ld runs)\n", "", "", gr->eager, gr->runs);
+      continue;
+    }
     if (gr->kind == KIND_ATTENTION) {
       const alma__blas_attn *a = &gr->at;
       int o = snprintf(what, sizeof what, "sgemm scale*Q*K^T%s%s, softmax, *V",

@@ -8,7 +8,9 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 
+#include "ops/contrib_nbits.h"
 #include "ops/fused.h"
 #include "ops/nn_util.h"
 #include "runtimes/dnnl/dnnl_native.h"
@@ -223,6 +225,14 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
       return DK_NONE;
     }
     return classify_fused(n, d, why);
+  }
+  if (alma__is_mnb(n)) { /* int4 LLM weights: oneDNN has no such matmul, alma's kernel on its threads */
+    alma_dtype dt = g->values[n->outputs[0]].dtype;
+    if (dt != ALMA_DTYPE_FLOAT32 && dt != ALMA_DTYPE_UNDEFINED) {
+      *why = "not float32";
+      return DK_NONE;
+    }
+    return DK_NBITS;
   }
   if (n->domain[0]) {
     *why = "not an ai.onnx operator";
@@ -3028,6 +3038,48 @@ static alma_status run_resample(dn_plan *p, int idx, dn_val **in, int nin, const
   return alma__dn_finish(p, st, db, out[0], &os[0], &pr->dst_md, done);
 }
 
+/* ---- MatMulNBits: alma's kernel with its output columns split over oneDNN's OpenMP threads ------- */
+typedef struct nbits_par {
+  alma__nbits_item_fn fn;
+  void *arg;
+  int64_t items;
+  atomic_llong next; /* items are taken as threads come free: a descheduled thread leaves its share */
+} nbits_par;
+
+static void nbits_task(void *arg, int tid, int nt) {
+  (void)tid, (void)nt;
+  nbits_par *t = arg;
+  for (int64_t i; (i = atomic_fetch_add(&t->next, 1)) < t->items;) t->fn(t->arg, i);
+}
+
+static void nbits_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
+  nbits_par t = {.fn = fn, .arg = arg, .items = items};
+  atomic_init(&t.next, 0);
+  alma__dn_parallel(*(const int *)pctx, nbits_task, &t);
+}
+
+static alma_status run_nbits(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                             int *done) {
+  const alma_node *n = &p->g->nodes[idx];
+  const alma_tensor *t[6] = {NULL};
+  if (nin > 6 || os[0].dtype != F32 || in[0]->t.dtype != F32 || alma_tensor_numel(&os[0]) == 0) return ALMA_OK;
+  for (int k = 0; k < nin; k++)
+    if (in[k]) {
+      ALMA_TRY(alma__dn_val_plain(p, in[k], n));
+      t[k] = &in[k]->t;
+    }
+  dnnl_memory_desc_t ymd;
+  plain_md(&ymd, os[0].rank, os[0].dims, F32);
+  dn_buf *db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&ymd));
+  if (!db) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_tensor y = os[0];
+  y.data = db->ptr;
+  y.nbytes = dnnl_memory_desc_get_size(&ymd);
+  y.owns_data = 0;
+  alma_status st = alma__mnb_exec_par(n, t, nin, &y, p->threads, nbits_parfor, &p->threads);
+  return alma__dn_finish(p, st, db, out[0], &os[0], &ymd, done);
+}
+
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape, dn_val **out,
                          int nout, int *done) {
   *done = 0;
@@ -3057,6 +3109,7 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
     case DK_LRN: return run_lrn(p, idx, in, outshape, out, done);
     case DK_INORM: return run_inorm(p, idx, in, nin, outshape, out, done);
     case DK_RESAMPLE: return run_resample(p, idx, in, nin, outshape, out, done);
+    case DK_NBITS: return run_nbits(p, idx, in, nin, outshape, out, done);
     default: return ALMA_OK;
   }
 }

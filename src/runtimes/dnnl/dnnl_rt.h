@@ -76,6 +76,7 @@ enum dn_kind {
   DK_LRN,       /* LRN (odd size) through the lrn primitive, across channels */
   DK_INORM,     /* InstanceNormalization as batch normalization over an [1, N*C, spatial] view */
   DK_RESAMPLE,  /* Resize / Upsample (nearest, linear) where ONNX's coordinates are oneDNN's */
+  DK_NBITS,     /* com.microsoft MatMulNBits: alma's kernel (contrib_nbits.c) on oneDNN's OpenMP threads */
   DK_COUNT
 };
 

@@ -1073,7 +1073,8 @@ static const char *kind_name(int k) {
                                         "attention (matmul, softmax, matmul)", "reorder (transpose)", "reduction", "concat", "reorder (slice)", "prelu",
                                         "cast (conversion, layout kept)", "reorder (quantize/dequantize)",
                                         "int8 convolution/matmul", "pad (fill + reorder into a view)",
-                                        "lrn", "batch_normalization (instance statistics)", "resampling"};
+                                        "lrn", "batch_normalization (instance statistics)", "resampling",
+                                        "alma MatMulNBits kernel, output columns over the threads"};
   return k >= 0 && k < DK_COUNT ? names[k] : "?";
 }
 
