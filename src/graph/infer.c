@@ -68,6 +68,9 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
     const alma_tensor *given = input_shapes ? input_shapes[i] : NULL;
     if (given) {
       alma__set_shape(&info[v], given->dtype ? given->dtype : val->dtype, given->rank, given->dims);
+      /* a declared symbolic dim bound by the caller: errors it causes are the binding's (FOLD's
+       * probes bind symbols to values that need not agree with each other) */
+      for (int k = 0; k < val->rank && val->rank == given->rank; k++) symbolic |= val->dims[k] < 0;
       continue;
     }
     if (val->rank < 0 || val->dtype == ALMA_DTYPE_UNDEFINED) {

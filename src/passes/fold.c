@@ -4,7 +4,16 @@
  * A value is constant when static inference computes it from initializers. Shape subgraphs
  * (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them) depend on symbolic dims, so
  * inference runs twice with the symbolic dims bound to 2 and to 3: a value computed in both runs
- * with identical contents does not depend on them and is folded. */
+ * with identical contents does not depend on them and is folded. Binding every symbol to the same
+ * value hides what depends on their differences: an LLM decode graph slices positions
+ * [past : total] of its attention_mask, total - past = 0 in both runs, and a dim that is 1 at run
+ * time was folded to 0. Two more runs bind distinct symbol names to distinct values (2, 3, ... in
+ * order of appearance, and reversed, so a clamped difference is positive in one of them); a value
+ * one of them computes differently is not folded. Where those runs stop early (symbols that must be
+ * equal made unequal), they say nothing and the first two decide. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "graph/infer.h"
 #include "passes/pass.h"
 
@@ -24,6 +33,9 @@ static int used_by_subgraph(const alma_graph *g, int v) {
 
 static int remove_identities(alma_graph *g) {
   int changed = 0;
+  /* dtypes of intermediate values come from inference: a model need not declare them */
+  alma_infer_result r;
+  int have_r = alma__graph_infer(g, NULL, 2, 1 << 16, &r) == ALMA_OK;
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead || n->n_inputs < 1 || n->inputs[0] < 0) continue;
@@ -37,8 +49,9 @@ static int remove_identities(alma_graph *g) {
     }
     /* Cast to the type it already has (PyTorch exports `.to(torch.float32)` on float32 tensors as
      * one) is an identity too; removing it lets FUSE see the pattern around it. */
-    int is_cast = !strcmp(n->op_type, "Cast") && !n->domain[0] && g->values[n->inputs[0]].dtype != ALMA_DTYPE_UNDEFINED &&
-                  alma__attr_i(n, "to", 0) == (int64_t)g->values[n->inputs[0]].dtype;
+    alma_dtype in_dt = have_r ? r.info[n->inputs[0]].dtype : g->values[n->inputs[0]].dtype;
+    int is_cast = !strcmp(n->op_type, "Cast") && !n->domain[0] && in_dt != ALMA_DTYPE_UNDEFINED &&
+                  alma__attr_i(n, "to", 0) == (int64_t)in_dt;
     if (!is_id && !is_drop && !is_cast) continue;
     int x = n->inputs[0], y = n->outputs[0];
     if (y < 0 || g->values[y].is_output || used_by_subgraph(g, y)) continue;
@@ -48,17 +61,64 @@ static int remove_identities(alma_graph *g) {
     n->dead = 1;
     changed = 1;
   }
+  if (have_r) alma__infer_result_free(&r);
   return changed;
 }
 
+/* Static inference with each distinct symbolic input dim (by name; an unnamed one is its own) bound
+ * to 2 + its order of first appearance, or with `reverse` to 2 + the reversed order. Returns 0
+ * (and *r unset) when there are fewer than two symbols or inference fails. */
+static int distinct_probe(const alma_graph *g, int reverse, alma_infer_result *r) {
+  enum { MAXSYM = 256 };
+  const char *names[MAXSYM];
+  int nsym = 0;
+  alma_tensor *shapes = calloc((size_t)g->n_inputs + 1, sizeof *shapes);
+  const alma_tensor **given = calloc((size_t)g->n_inputs + 1, sizeof *given);
+  int *sym = calloc(((size_t)g->n_inputs + 1) * ALMA_MAX_RANK, sizeof *sym), ok = shapes && given && sym;
+  for (int pass = 0; pass < 2 && ok; pass++) /* pass 0 numbers the symbols, pass 1 binds them */
+    for (int i = 0, j = 0; i < g->n_inputs && ok; i++) {
+      const alma_value *val = &g->values[g->inputs[i]];
+      if (val->rank < 0 || val->dtype == ALMA_DTYPE_UNDEFINED) continue;
+      for (int d = 0; d < val->rank; d++) {
+        if (val->dims[d] >= 0) {
+          shapes[i].dims[d] = val->dims[d];
+          continue;
+        }
+        if (pass == 0) {
+          int s = -1;
+          for (int k = 0; k < nsym && val->dim_params[d]; k++)
+            if (names[k] && !strcmp(names[k], val->dim_params[d])) s = k;
+          if (s < 0 && nsym == MAXSYM) ok = 0;
+          else if (s < 0) names[s = nsym++] = val->dim_params[d];
+          sym[j++] = s;
+        } else {
+          int s = sym[j++];
+          shapes[i].dims[d] = 2 + (reverse ? nsym - 1 - s : s);
+        }
+      }
+      if (pass == 1) {
+        shapes[i].dtype = val->dtype;
+        shapes[i].rank = val->rank;
+        given[i] = &shapes[i];
+      }
+    }
+  ok = ok && nsym >= 2 && alma__graph_infer(g, given, 2, FOLD_MAX_ELEMS, r) == ALMA_OK;
+  free(sym);
+  free(shapes);
+  free(given);
+  return ok;
+}
+
 static alma_status fold_constants(alma_graph *g, int *changed) {
-  alma_infer_result r2, r3;
+  alma_infer_result r2, r3, rd[2];
   ALMA_TRY(alma__graph_infer(g, NULL, 2, FOLD_MAX_ELEMS, &r2));
   alma_status st = alma__graph_infer(g, NULL, 3, FOLD_MAX_ELEMS, &r3);
   if (st != ALMA_OK) {
     alma__infer_result_free(&r2);
     return st;
   }
+  int have[2];
+  for (int p = 0; p < 2; p++) have[p] = distinct_probe(g, p, &rd[p]);
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead || n->n_implicit) continue;
@@ -66,6 +126,8 @@ static alma_status fold_constants(alma_graph *g, int *changed) {
     for (int k = 0; k < n->n_outputs; k++) {
       int v = n->outputs[k];
       if (v >= 0 && !same_tensor(&r2.info[v], &r3.info[v])) all_const = 0;
+      for (int p = 0; p < 2 && v >= 0; p++) /* computed there, and differently: it depends on them */
+        if (have[p] && rd[p].info[v].data && !same_tensor(&r2.info[v], &rd[p].info[v])) all_const = 0;
     }
     if (!all_const) continue;
     for (int k = 0; k < n->n_outputs && st == ALMA_OK; k++) {
@@ -88,6 +150,8 @@ static alma_status fold_constants(alma_graph *g, int *changed) {
   }
   alma__infer_result_free(&r2);
   alma__infer_result_free(&r3);
+  for (int p = 0; p < 2; p++)
+    if (have[p]) alma__infer_result_free(&rd[p]);
   return st;
 }
 

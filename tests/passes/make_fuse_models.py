@@ -834,6 +834,34 @@ def _():
                       [("q", q), ("k", k), ("v", v)], ["y"])
 
 
+@kernel("fold_symbol_difference")
+def _():
+    # An LLM decode step's positions: the new tokens' slice [past : total] of the attention mask,
+    # whose length (total - past = S) is 1 at run time. FOLD once bound every symbol to one value
+    # and folded that length to 0. (Plain ONNX ops: CMake also runs these cases through FOLD+EAGER.)
+    from onnx import TensorProto, helper as h, numpy_helper as nh
+
+    B, S, P = 2, 1, 5
+    x, mask, past = (rng.normal(size=s).astype(np.float32) for s in ((B, S, 4), (B, P + S), (B, P, 4)))
+    ints = lambda n, v: nh.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [h.make_node("Shape", ["past"], ["ps"]), h.make_node("Gather", ["ps", "one"], ["plen"], axis=0),
+             h.make_node("Unsqueeze", ["plen", "zero1"], ["start"]),
+             h.make_node("Slice", ["mask", "start", "big", "one1"], ["pos"]),
+             h.make_node("Unsqueeze", ["pos", "two1"], ["pos3"]), h.make_node("Add", ["x", "pos3"], ["y"]),
+             h.make_node("Shape", ["y"], ["ys"]), h.make_node("Gather", ["ys", "one1"], ["slen"], axis=0),
+             h.make_node("Concat", ["two1", "slen"], ["shape"], axis=0),
+             h.make_node("Expand", ["half", "shape"], ["z"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 1, 4]),
+                                  h.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "T"]),
+                                  h.make_tensor_value_info("past", TensorProto.FLOAT, ["B", "P", 4])],
+                     [h.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "z")],
+                     [ints("one", 1), ints("zero1", [0]), ints("big", [2**63 - 1]), ints("one1", [1]),
+                      ints("two1", [2]), nh.from_array(np.array([0.5], np.float32), "half")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m, [x, mask, past], [x + mask[:, P:, None], np.full((2, S), 0.5, np.float32)]
+
+
 # ---- PyTorch exports, checked against PyTorch's outputs -------------------------------------------
 
 TORCH = {}  # name -> (builder returning (module, input), opset, [expectations])
