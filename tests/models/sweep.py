@@ -200,7 +200,17 @@ def compare(outdir, alma, names, convs):
         path = os.path.join(outdir, m + ".onnx")
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         feeds, iargs = {}, []
+        # an exporter script's own inputs (sweep_llm.py: a past length and a mask that agree)
+        given = np.load(os.path.join(outdir, m + ".feeds.npz")) if os.path.exists(
+            os.path.join(outdir, m + ".feeds.npz")) else {}
         for k, inp in enumerate(sess.get_inputs()):
+            if inp.name in given:
+                x = given[inp.name]
+                fn = os.path.join(outdir, f"{m}.in{k}.npy")
+                np.save(fn, x)
+                feeds[inp.name] = x
+                iargs += ["-i", f"{inp.name}={fn}"]
+                continue
             shape = [2 if not isinstance(d, int) else d for d in inp.shape]
             rng = np.random.default_rng(k)
             if "int" in inp.type:  # int64 (PyTorch) or int32 (tf2onnx) ids, indices, masks
