@@ -4,7 +4,9 @@
 Each configuration is a float MatMul (or an MLP of them) with random weights, quantized by ONNX
 Runtime's own MatMulNBitsQuantizer (default QOperator format: MatMulNBits nodes, 4 bits, asymmetric
 unless the name says sym), then timed with random float32 inputs:
-  - alma: `alma bench` (EAGER, the kernel in src/ops/contrib_nbits.c; single-threaded by design),
+  - alma: `alma bench` EAGER (the kernel in src/ops/contrib_nbits.c, one thread) at accuracy_level 0
+    and 4, and --convs (default FOLD+FUSE+DNNL and FOLD+BLAS, which run it on --threads threads) at
+    level 4,
   - ONNX Runtime CPU provider with --threads intra-op threads and with 1, at accuracy_level 0 (what
     the quantizer writes by default: float32 compute) and 4 (A rounded to int8 per block, which
     onnxruntime-genai's model builder writes for CPU).
@@ -95,11 +97,13 @@ def bench_ort(m, feeds, threads, a):
         return None
 
 
-def bench_alma(path, feeds, td, a):
+def bench_alma(path, feeds, td, a, conv="EAGER"):
     f = os.path.join(td, "A.npy")
     np.save(f, feeds["A"])
     out = os.path.join(td, "r.json")
-    cmd = [a.alma, "bench", path, "--data", f, "-c", "EAGER", "--threads", str(a.threads), "-q", "-b", str(len(feeds["A"])),
+    if os.path.exists(out):
+        os.remove(out)
+    cmd = [a.alma, "bench", path, "--data", f, "-c", conv, "--threads", str(a.threads), "-q", "-b", str(len(feeds["A"])),
            "-n", str(a.min_runs), "--min-time", str(a.min_time), "--json", out]
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if os.path.exists(out):
@@ -117,13 +121,15 @@ def main():
     ap.add_argument("--min-runs", type=int, default=20)
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--convs", default="FOLD+FUSE+DNNL,FOLD+BLAS", help="alma conversions timed at level 4")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     names = [n for n in a.only.split(",") if n] or list(CONFIGS)
     t = a.threads
-    print(f"| configuration | alma EAGER (1 thread) | ORT {t}T | ORT 1T | ORT {t}T acc4 | ORT 1T acc4 "
-          f"| alma / ORT {t}T | alma / ORT 1T |")
-    print("|---" * 8 + "|")
+    convs = [c for c in a.convs.split(",") if c]
+    print(f"| configuration | alma EAGER (1 thread) | alma EAGER acc4 | " + " | ".join(f"{c} {t}T acc4" for c in convs)
+          + f" | ORT {t}T | ORT 1T | ORT {t}T acc4 | ORT 1T acc4 | alma / ORT {t}T | alma / ORT 1T |")
+    print("|---" * (10 + len(convs)) + "|")
     for name in names:
         rows, sizes, bs, sym = CONFIGS[name]
         qm = quantize(float_model(sizes, rng), bs, sym)
@@ -133,6 +139,9 @@ def main():
             path = os.path.join(td, name + ".onnx")
             onnx.save(qm, path)
             al = bench_alma(path, feeds, td, a)
+            path4 = os.path.join(td, name + "_acc4.onnx")
+            onnx.save(q4, path4)
+            al4 = [bench_alma(path4, feeds, td, a, c) for c in ["EAGER"] + convs]
         o = [bench_ort(m, feeds, th, a) for m in (qm, q4) for th in (t, 1)]
 
         def ms(v):
@@ -140,7 +149,7 @@ def main():
 
         def ratio(x, y):
             return f"{x / y:.2f}" if x and y else "-"
-        print(f"| {name} | {ms(al)} | " + " | ".join(ms(v) for v in o) + f" | {ratio(al, o[0])} | {ratio(al, o[1])} |",
+        print(f"| {name} | {ms(al)} | " + " | ".join(ms(v) for v in al4) + " | " + " | ".join(ms(v) for v in o) + f" | {ratio(al, o[0])} | {ratio(al, o[1])} |",
               flush=True)
     return 0
 
