@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "ops/softmax_row.h"
 #include "runtimes/blas/internal.h"
 
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); } /* floor, b > 0 */
@@ -586,73 +587,6 @@ alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int6
 
 /* ---- attention --------------------------------------------------------------------------------- */
 
-typedef int v8i __attribute__((vector_size(32), aligned(4), may_alias));
-
-/* Lanes of a where m is all ones, of b elsewhere (C has no vector ?:). Macros and pointers rather
- * than vector arguments: those would change the ABI of the baseline (non-AVX) clone. */
-#define SEL8(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
-
-/* expf on 8 lanes: Cephes' expf (reduction by ln 2 in two parts, degree-6 polynomial, relative error
- * about 2e-7), as libm's expf does not vectorise. Below -87.33 it gives 0 where expf gives
- * subnormals (an absolute difference under 1.2e-38); NaN stays NaN. */
-static inline __attribute__((always_inline)) void exp8(v8f *px) {
-  const v8f zero = {0}, lo = zero - 87.3365f, hi = zero + 88.0f;
-  v8f x = *px;
-  v8i nan = x != x, tiny = x < lo;
-  v8f x0 = x;
-  x = SEL8(nan | tiny, zero, x);
-  x = SEL8(x > hi, hi, x);
-  v8f fx = x * 1.44269504088896341f + 0.5f;
-  v8i n = __builtin_convertvector(fx, v8i); /* truncates: one less where that rounded up */
-  v8f nf = __builtin_convertvector(n, v8f);
-  n += (v8i)(nf > fx);
-  nf = __builtin_convertvector(n, v8f);
-  x = x - nf * 0.693359375f;
-  x = x - nf * -2.12194440e-4f;
-  v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
-  y = y * x + 8.3334519073e-3f;
-  y = y * x + 4.1665795894e-2f;
-  y = y * x + 1.6666665459e-1f;
-  y = y * x + 5.0000001201e-1f;
-  y = y * (x * x) + x + 1.0f;
-  v8i e = (n + 127) << 23; /* n in [-126, 127]: a normal power of two */
-  y = y * (v8f)e;
-  y = SEL8(tiny, zero, y);
-  *px = SEL8(nan, x0, y);
-}
-
-/* One row of scores (already scaled): s[j] += mask[j * m_col] (mask may be NULL), then
- * s[j] = exp(s[j] - max) in place; returns the sum. The maximum skips NaN, as the reference's. */
-ALMA__BLAS_CLONES static float softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_col) {
-  if (mask && m_col)
-    for (int64_t j = 0; j < n; j++) s[j] += mask[j];
-  else if (mask)
-    for (int64_t j = 0; j < n; j++) s[j] += mask[0];
-  const v8f zero = {0};
-  float mx = -INFINITY;
-  int64_t j = 0;
-  if (n >= 8) {
-    v8f vm = zero - INFINITY;
-    for (; j + 8 <= n; j += 8) {
-      v8f v = *(const v8f *)(s + j);
-      vm = SEL8((v8i)(v > vm), v, vm);
-    }
-    for (int l = 0; l < 8; l++) mx = vm[l] > mx ? vm[l] : mx;
-  }
-  for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-  v8f acc = zero, vmx = zero + mx;
-  for (j = 0; j + 8 <= n; j += 8) {
-    v8f e = *(const v8f *)(s + j) - vmx;
-    exp8(&e);
-    *(v8f *)(s + j) = e;
-    acc += e;
-  }
-  float sum = 0.0f;
-  for (int l = 0; l < 8; l++) sum += acc[l];
-  for (; j < n; j++) sum += (s[j] = expf(s[j] - mx));
-  return sum;
-}
-
 /* y[r, :] *= f[r]: the softmax's normalisation applied to the output (Dv per row) instead of the
  * probabilities (Sk per row). */
 ALMA__BLAS_CLONES static void scale_rows(float *y, int64_t rows, int64_t cols, const float *f) {
@@ -727,7 +661,7 @@ static void attn_task(void *arg, int tid, int nt) {
         inv[r] = a->zero_masked ? 0.0f : NAN;
         continue;
       }
-      inv[r] = 1.0f / softmax_exp_row(sr, Lr, mrow, a->m_col);
+      inv[r] = 1.0f / alma__softmax_exp_row(sr, Lr, mrow, a->m_col);
       if (a->zero_masked && mrow && inv[r] != inv[r]) { /* NaN: maybe every key masked */
         int closed = 1;
         for (int64_t c = 0; closed && c < (a->m_col ? Lr : 1); c++) closed = mrow[c] == -INFINITY;

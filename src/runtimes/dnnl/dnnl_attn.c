@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "ops/sgemm.h" /* ALMA_MULTIVERSION */
+#include "ops/softmax_row.h"
 #include "runtimes/dnnl/dnnl_native.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -19,82 +21,7 @@
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Loops that vectorise get an AVX2+FMA clone beside the baseline one (as the BLAS runtime's). */
-#if defined(__x86_64__) && defined(__has_attribute) && !(defined(__clang__) && __clang_major__ < 15) && \
-    !defined(ALMA_NO_MULTIVERSION)
-#if __has_attribute(target_clones)
-#define DN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
-#endif
-#ifndef DN_CLONES
-#define DN_CLONES
-#endif
-
-typedef float dv8f __attribute__((vector_size(32), aligned(4), may_alias));
-typedef int dv8i __attribute__((vector_size(32), aligned(4), may_alias));
-#define DSEL8(m, a, b) ((dv8f)(((dv8i)(a) & (m)) | ((dv8i)(b) & ~(m))))
-
-/* expf on 8 lanes: Cephes' expf, as the BLAS runtime's exp8 (src/runtimes/blas/kernels.c): relative
- * error about 2e-7, 0 below -87.33, NaN stays NaN. */
-static inline __attribute__((always_inline)) void dexp8(dv8f *px) {
-  const dv8f zero = {0}, lo = zero - 87.3365f, hi = zero + 88.0f;
-  dv8f x = *px;
-  dv8i nan = x != x, tiny = x < lo;
-  dv8f x0 = x;
-  x = DSEL8(nan | tiny, zero, x);
-  x = DSEL8(x > hi, hi, x);
-  dv8f fx = x * 1.44269504088896341f + 0.5f;
-  dv8i n = __builtin_convertvector(fx, dv8i);
-  dv8f nf = __builtin_convertvector(n, dv8f);
-  n += (dv8i)(nf > fx);
-  nf = __builtin_convertvector(n, dv8f);
-  x = x - nf * 0.693359375f;
-  x = x - nf * -2.12194440e-4f;
-  dv8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
-  y = y * x + 8.3334519073e-3f;
-  y = y * x + 4.1665795894e-2f;
-  y = y * x + 1.6666665459e-1f;
-  y = y * x + 5.0000001201e-1f;
-  y = y * (x * x) + x + 1.0f;
-  dv8i e = (n + 127) << 23;
-  y = y * (dv8f)e;
-  y = DSEL8(tiny, zero, y);
-  *px = DSEL8(nan, x0, y);
-}
-
-/* One row of scaled scores: s[j] += mask[j * m_col] (mask may be NULL), then s[j] = exp(s[j] - max)
- * in place; returns the sum. The maximum skips NaN, as the reference's. */
-DN_CLONES static float softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_col) {
-  if (mask && m_col)
-    for (int64_t j = 0; j < n; j++) s[j] += mask[j];
-  else if (mask)
-    for (int64_t j = 0; j < n; j++) s[j] += mask[0];
-  const dv8f zero = {0};
-  float mx = -INFINITY;
-  int64_t j = 0;
-  if (n >= 8) {
-    dv8f vm = zero - INFINITY;
-    for (; j + 8 <= n; j += 8) {
-      dv8f v = *(const dv8f *)(s + j);
-      vm = DSEL8((dv8i)(v > vm), v, vm);
-    }
-    for (int l = 0; l < 8; l++) mx = vm[l] > mx ? vm[l] : mx;
-  }
-  for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-  dv8f acc = zero, vmx = zero + mx;
-  for (j = 0; j + 8 <= n; j += 8) {
-    dv8f e = *(const dv8f *)(s + j) - vmx;
-    dexp8(&e);
-    *(dv8f *)(s + j) = e;
-    acc += e;
-  }
-  float sum = 0.0f;
-  for (int l = 0; l < 8; l++) sum += acc[l];
-  for (; j < n; j++) sum += (s[j] = expf(s[j] - mx));
-  return sum;
-}
-
-DN_CLONES static void scale_rows(float *y, int64_t rows, int64_t cols, int64_t ld, const float *f) {
+ALMA_MULTIVERSION static void scale_rows(float *y, int64_t rows, int64_t cols, int64_t ld, const float *f) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) y[r * ld + c] *= f[r];
 }
@@ -161,7 +88,7 @@ static void attn_worker(void *arg, int tid, int nt) {
         inv[r] = a->zero_masked ? 0.0f : NAN;
         continue;
       }
-      inv[r] = 1.0f / softmax_exp_row(sr, Lr, mrow, a->m_col);
+      inv[r] = 1.0f / alma__softmax_exp_row(sr, Lr, mrow, a->m_col);
       if (a->zero_masked && mrow && inv[r] != inv[r]) { /* NaN: maybe every visible key masked */
         int closed = 1;
         for (int64_t c = 0; closed && c < (a->m_col ? Lr : 1); c++) closed = mrow[c] == -INFINITY;

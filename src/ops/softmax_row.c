@@ -1,0 +1,73 @@
+/* The softmax's exponentials over one row of scores (see softmax_row.h), with an AVX2+FMA clone. */
+#include <math.h>
+
+#include "ops/sgemm.h"
+#include "ops/softmax_row.h"
+
+typedef float sr_v8f __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int sr_v8i __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* Lanes of a where m is all ones, of b elsewhere (C has no vector ?:). Macros and pointers rather
+ * than vector arguments: those would change the ABI of the baseline (non-AVX) clone. */
+#define SR_SEL8(m, a, b) ((sr_v8f)(((sr_v8i)(a) & (m)) | ((sr_v8i)(b) & ~(m))))
+
+/* expf on 8 lanes: Cephes' expf (reduction by ln 2 in two parts, degree-6 polynomial, relative error
+ * about 2e-7), as libm's expf does not vectorise. Below -87.33 it gives 0 where expf gives
+ * subnormals (an absolute difference under 1.2e-38); NaN stays NaN. */
+static inline __attribute__((always_inline)) void exp8(sr_v8f *px) {
+  const sr_v8f zero = {0}, lo = zero - 87.3365f, hi = zero + 88.0f;
+  sr_v8f x = *px;
+  sr_v8i nan = x != x, tiny = x < lo;
+  sr_v8f x0 = x;
+  x = SR_SEL8(nan | tiny, zero, x);
+  x = SR_SEL8(x > hi, hi, x);
+  sr_v8f fx = x * 1.44269504088896341f + 0.5f;
+  sr_v8i n = __builtin_convertvector(fx, sr_v8i); /* truncates: one less where that rounded up */
+  sr_v8f nf = __builtin_convertvector(n, sr_v8f);
+  n += (sr_v8i)(nf > fx);
+  nf = __builtin_convertvector(n, sr_v8f);
+  x = x - nf * 0.693359375f;
+  x = x - nf * -2.12194440e-4f;
+  sr_v8f y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+  y = y * x + 8.3334519073e-3f;
+  y = y * x + 4.1665795894e-2f;
+  y = y * x + 1.6666665459e-1f;
+  y = y * x + 5.0000001201e-1f;
+  y = y * (x * x) + x + 1.0f;
+  sr_v8i e = (n + 127) << 23; /* n in [-126, 127]: a normal power of two */
+  y = y * (sr_v8f)e;
+  y = SR_SEL8(tiny, zero, y);
+  *px = SR_SEL8(nan, x0, y);
+}
+
+/* One row of scores (already scaled): s[j] += mask[j * m_col] (mask may be NULL), then
+ * s[j] = exp(s[j] - max) in place; returns the sum. The maximum skips NaN, as the reference's. */
+ALMA_MULTIVERSION float alma__softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_col) {
+  if (mask && m_col)
+    for (int64_t j = 0; j < n; j++) s[j] += mask[j];
+  else if (mask)
+    for (int64_t j = 0; j < n; j++) s[j] += mask[0];
+  const sr_v8f zero = {0};
+  float mx = -INFINITY;
+  int64_t j = 0;
+  if (n >= 8) {
+    sr_v8f vm = zero - INFINITY;
+    for (; j + 8 <= n; j += 8) {
+      sr_v8f v = *(const sr_v8f *)(s + j);
+      vm = SR_SEL8((sr_v8i)(v > vm), v, vm);
+    }
+    for (int l = 0; l < 8; l++) mx = vm[l] > mx ? vm[l] : mx;
+  }
+  for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+  sr_v8f acc = zero, vmx = zero + mx;
+  for (j = 0; j + 8 <= n; j += 8) {
+    sr_v8f e = *(const sr_v8f *)(s + j) - vmx;
+    exp8(&e);
+    *(sr_v8f *)(s + j) = e;
+    acc += e;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < 8; l++) sum += acc[l];
+  for (; j < n; j++) sum += (s[j] = expf(s[j] - mx));
+  return sum;
+}
