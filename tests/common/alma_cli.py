@@ -11,6 +11,12 @@ import subprocess
 import numpy as np
 
 
+def available(alma, conversions):
+    """The conversions (preset names as `alma list` prints them) this build can run here."""
+    rows = [ln.split() for ln in subprocess.run([alma, "list"], capture_output=True, text=True).stdout.splitlines()]
+    return [c for c in conversions if any(r[1:3] == [c, "yes"] for r in rows if len(r) >= 3)]
+
+
 def alma_run(alma, model, conv, feeds, work, *extra, check=True, timeout=None):
     """Runs `alma run MODEL -c CONV --output-dir WORK [extra...]` with feeds {name: array}; returns
     the CompletedProcess. check: a non-zero exit raises RuntimeError with alma's message."""

@@ -18,7 +18,6 @@ usage: check_llm.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime)
 6. Malformed nodes fail at load with a message naming the node.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -32,16 +31,14 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from alma_cli import alma_run, read_outputs  # noqa: E402
+from alma_cli import alma_run, available, read_outputs  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
 rng = np.random.default_rng(11)
 failures = []
 count = [0]
-HAVE_DNNL = any(ln.split()[1:3] == ["FOLD+FUSE+DNNL", "yes"]
-                for ln in subprocess.run([ALMA, "list"], capture_output=True, text=True).stdout.splitlines()
-                if len(ln.split()) >= 3)
+HAVE_DNNL = bool(available(ALMA, ("FOLD+FUSE+DNNL",)))
 F32, F16 = TP.FLOAT, TP.FLOAT16
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.INT32: np.int32, TP.INT64: np.int64}
 

@@ -19,7 +19,6 @@ usage: check_nbits.py ALMA WORKDIR   (python with onnx, numpy, onnxruntime and i
 4. Malformed nodes fail at load with a message naming the node and the cause.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -34,16 +33,13 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from alma_cli import alma_run  # noqa: E402
+from alma_cli import alma_run, available  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
 rng = np.random.default_rng(5)
 failures = []
-OTHERS = [c for c in ("FOLD+FUSE+DNNL", "FOLD+XNNPACK", "FOLD+BLAS")
-          if any(ln.split()[1:3] == [c, "yes"] for ln in subprocess.run([ALMA, "list"], capture_output=True,
-                                                                          text=True).stdout.splitlines()
-                 if len(ln.split()) >= 3)]
+OTHERS = available(ALMA, ("FOLD+FUSE+DNNL", "FOLD+XNNPACK", "FOLD+BLAS"))
 measured_acc4 = []
 measured_i8 = []
 
