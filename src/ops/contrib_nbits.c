@@ -738,6 +738,18 @@ typedef struct {
   int64_t zl;     /* zero point bytes per line */
 } gbq_geom;
 
+/* Checks both GatherBlockQuantized forms share: index type, output rank, scale type. */
+static alma_status gbq_check_common(const alma_node *n, const alma_tensor *I, const alma_tensor *S, int r) {
+  if (I->dtype != ALMA_DTYPE_INT32 && I->dtype != ALMA_DTYPE_INT64)
+    return alma__op_error(n, ALMA_ERR_TYPE, "indices of dtype %s (int32 or int64 expected)", alma_dtype_name(I->dtype));
+  if (I->rank + r - 1 > ALMA_MAX_RANK)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output of rank %d (at most %d)", I->rank + r - 1, ALMA_MAX_RANK);
+  if (!f_or_h(S->dtype))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s (float32 or float16; the output takes it)",
+                          alma_dtype_name(S->dtype));
+  return ALMA_OK;
+}
+
 static alma_status gbq_check(const alma_node *n, const alma_tensor *const *in, int nin, gbq_geom *g) {
   char s1[128], s2[128];
   const alma_tensor *D = in[0], *I = in[1], *S = in[2], *Z = alma__nn_in(in, nin, 3);
@@ -764,13 +776,7 @@ static alma_status gbq_check(const alma_node *n, const alma_tensor *const *in, i
                           "gather_axis=%lld, quantize_axis=%lld on rank %d: uint8 data gathers along axis 0 and is "
                           "quantized along its last axis (ONNX Runtime's kernel)",
                           (long long)ga, (long long)qa, r);
-  if (I->dtype != ALMA_DTYPE_INT32 && I->dtype != ALMA_DTYPE_INT64)
-    return alma__op_error(n, ALMA_ERR_TYPE, "indices of dtype %s (int32 or int64 expected)", alma_dtype_name(I->dtype));
-  if (I->rank + r - 1 > ALMA_MAX_RANK)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output of rank %d (at most %d)", I->rank + r - 1, ALMA_MAX_RANK);
-  if (!f_or_h(S->dtype))
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s (float32 or float16; the output takes it)",
-                          alma_dtype_name(S->dtype));
+  ALMA_TRY(gbq_check_common(n, I, S, r));
   int comp = 8 / (int)g->bits;
   g->rank = r;
   g->L = D->dims[r - 1] * comp;
@@ -827,13 +833,7 @@ static alma_status gbq4_check(const alma_node *n, const alma_tensor *const *in, 
                           (long long)ga, (long long)qa, r);
   g->ga = (int)(ga < 0 ? ga + r : ga);
   g->qa = (int)(qa < 0 ? qa + r : qa);
-  if (I->dtype != ALMA_DTYPE_INT32 && I->dtype != ALMA_DTYPE_INT64)
-    return alma__op_error(n, ALMA_ERR_TYPE, "indices of dtype %s (int32 or int64 expected)", alma_dtype_name(I->dtype));
-  if (I->rank + r - 1 > ALMA_MAX_RANK)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output of rank %d (at most %d)", I->rank + r - 1, ALMA_MAX_RANK);
-  if (!f_or_h(S->dtype))
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "scales of dtype %s (float32 or float16; the output takes it)",
-                          alma_dtype_name(S->dtype));
+  ALMA_TRY(gbq_check_common(n, I, S, r));
   g->qdim = D->dims[g->qa];
   g->qsdim = (g->qdim + g->bs - 1) / g->bs;
   int ok = S->rank == r;
