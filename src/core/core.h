@@ -79,6 +79,41 @@ const char *alma__shape_str(int rank, const int64_t *dims, char *buf, size_t n);
 /* Normalizes a possibly negative axis into [0, rank). ALMA_ERR_INVALID_ARG if out of range. */
 alma_status alma__norm_axis(int64_t axis, int rank, int *out);
 
+
+/* ---- sequences and optionals (ONNX seq(tensor(T)), optional(tensor(T)), optional(seq(...));
+ * src/core/seq.c) ---------------------------------------------------------------------------------
+ * They travel wherever tensors do (executor environments, If/Loop results, graph outputs) as an
+ * alma_tensor of an internal dtype outside the public enum, so the tensor paths need no new
+ * branch: rank 0, dims[0] the element dtype T (UNDEFINED while unknown), dims[1] 1 when the
+ * elements are themselves sequences (optional(seq(T))), else 0. The same encoding types graph
+ * values (alma_value dtype/rank/dims). At run time `data` points to an alma__seq that owns its
+ * items; alma_tensor_free_data frees it deeply and alma__tensor_copy copies it deeply. Kernels that
+ * test dtype (float, int, ...) refuse these dtypes; the sequence ops (src/ops/sequence.c) and
+ * Identity/If/Loop handle them. */
+#define ALMA__DTYPE_SEQUENCE ((alma_dtype)64)
+#define ALMA__DTYPE_OPTIONAL ((alma_dtype)65)
+static inline int alma__dtype_is_container(alma_dtype t) {
+  return t == ALMA__DTYPE_SEQUENCE || t == ALMA__DTYPE_OPTIONAL;
+}
+typedef struct alma__seq {
+  int n, cap;            /* an optional holds 0 (empty) or 1 item */
+  alma_tensor *items;    /* owned: each a tensor, or (optional(seq)) a sequence */
+} alma__seq;
+/* Sets t's type to a container kind (SEQUENCE/OPTIONAL) of element dtype elem, elem_is_seq for
+ * optional(seq(elem)); data untouched. */
+void alma__set_container_type(alma_tensor *t, alma_dtype kind, alma_dtype elem, int elem_is_seq);
+static inline alma_dtype alma__container_elem(const alma_tensor *t) { return (alma_dtype)t->dims[0]; }
+static inline int alma__container_elem_is_seq(const alma_tensor *t) { return t->dims[1] != 0; }
+/* Allocates an empty container of that type (owned). */
+alma_status alma__container_alloc(alma_tensor *t, alma_dtype kind, alma_dtype elem, int elem_is_seq);
+/* Appends (pos < 0 or == n) or inserts at pos an item, taking ownership of *item's data (a view
+ * is copied deeply first). */
+alma_status alma__container_insert(alma_tensor *t, int64_t pos, alma_tensor *item);
+static inline alma__seq *alma__container(const alma_tensor *t) { return (alma__seq *)t->data; }
+/* "seq(tensor(float32))", "optional(seq(tensor(int64)))" into buf */
+const char *alma__container_type_str(const alma_tensor *t, char *buf, size_t n);
+void alma__container_free(alma__seq *s);
+
 int alma__dtype_is_float(alma_dtype t);   /* f16, bf16, f32, f64 */
 /* Name of an ONNX TensorProto element type number, also the ones alma does not hold (complex64,
  * float8e4m3fn, int4, ...: for messages); "unknown" for a number ONNX does not define. */

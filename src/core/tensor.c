@@ -5,6 +5,8 @@
 #include "core/core.h"
 
 const char *alma_dtype_name(alma_dtype t) {
+  if (t == ALMA__DTYPE_SEQUENCE) return "sequence"; /* internal kinds (core.h), for messages */
+  if (t == ALMA__DTYPE_OPTIONAL) return "optional";
   switch (t) {
     case ALMA_DTYPE_FLOAT32: return "float32";
     case ALMA_DTYPE_UINT8: return "uint8";
@@ -95,7 +97,10 @@ int64_t alma_tensor_numel(const alma_tensor *t) { return alma__numel(t->rank, t-
 
 void alma_tensor_free_data(alma_tensor *t) {
   if (!t) return;
-  if (t->owns_data) free(t->data);
+  if (t->owns_data) {
+    if (alma__dtype_is_container(t->dtype)) alma__container_free(t->data);
+    else free(t->data);
+  }
   t->data = NULL;
   t->nbytes = 0;
   t->owns_data = 0;
@@ -139,6 +144,20 @@ alma_status alma__tensor_alloc_like(alma_tensor *t, const alma_tensor *src) {
 }
 
 alma_status alma__tensor_copy(alma_tensor *dst, const alma_tensor *src) {
+  if (alma__dtype_is_container(src->dtype)) { /* deep: the items are owned by the container */
+    const alma__seq *s = src->data;
+    ALMA_TRY(alma__container_alloc(dst, src->dtype, alma__container_elem(src), alma__container_elem_is_seq(src)));
+    for (int i = 0; s && i < s->n; i++) {
+      alma_tensor item;
+      alma_status st = alma__tensor_copy(&item, &s->items[i]);
+      if (st == ALMA_OK && (st = alma__container_insert(dst, -1, &item)) != ALMA_OK) alma_tensor_free_data(&item);
+      if (st != ALMA_OK) {
+        alma_tensor_free_data(dst);
+        return st;
+      }
+    }
+    return ALMA_OK;
+  }
   ALMA_TRY(alma__tensor_alloc_like(dst, src));
   if (src->data && dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
   return ALMA_OK;

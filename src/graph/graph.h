@@ -21,7 +21,10 @@ typedef enum {
   ALMA_ATTR_INTS = 7,
   ALMA_ATTR_STRINGS = 8,
   ALMA_ATTR_TENSORS = 9,
-  ALMA_ATTR_GRAPHS = 10
+  ALMA_ATTR_GRAPHS = 10,
+  /* Optional's `type`: ints[0..2] = dtype (a tensor dtype or ALMA__DTYPE_SEQUENCE/OPTIONAL), element
+   * dtype, element-is-sequence (the container encoding of core.h); n = 3. */
+  ALMA_ATTR_TYPE_PROTO = 13
 } alma_attr_type;
 
 typedef struct alma_attr {
@@ -43,6 +46,8 @@ typedef struct alma_attr {
 
 #define ALMA_DIM_UNKNOWN (-1)
 
+/* A sequence or optional value has dtype ALMA__DTYPE_SEQUENCE/OPTIONAL, rank 0 and its element
+ * type in dims[0..1] (core.h's container encoding). */
 typedef struct alma_value {
   const char *name;
   alma_dtype dtype;                       /* UNDEFINED while unknown */

@@ -243,15 +243,141 @@ alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char
   return ALMA_OK;
 }
 
+/* ---- SequenceProto / OptionalProto (onnx-data.proto; test data files) -------------------------
+ * The generated protobuf-c code covers onnx.proto only, and these two messages are small: read
+ * their wire format here and hand the embedded TensorProtos to protobuf-c. */
+typedef struct wire {
+  const uint8_t *p, *end;
+} wire;
+
+static int wire_varint(wire *w, uint64_t *v) {
+  *v = 0;
+  for (int sh = 0; sh < 64 && w->p < w->end; sh += 7) {
+    uint8_t b = *w->p++;
+    *v |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80)) return 1;
+  }
+  return 0;
+}
+
+/* Next field: number, wire type, and for length-delimited ones the bytes. 0 at the end, -1 on a
+ * malformed message. */
+static int wire_field(wire *w, uint32_t *field, int *wt, const uint8_t **data, size_t *len) {
+  uint64_t key, v;
+  if (w->p >= w->end) return 0;
+  if (!wire_varint(w, &key)) return -1;
+  *field = (uint32_t)(key >> 3);
+  *wt = (int)(key & 7);
+  switch (*wt) {
+    case 0: return wire_varint(w, &v) ? 1 : -1;
+    case 1: if (w->end - w->p < 8) return -1; w->p += 8; return 1;
+    case 5: if (w->end - w->p < 4) return -1; w->p += 4; return 1;
+    case 2:
+      if (!wire_varint(w, &v) || v > (uint64_t)(w->end - w->p)) return -1;
+      *data = w->p;
+      *len = (size_t)v;
+      w->p += v;
+      return 1;
+    default: return -1;
+  }
+}
+
+static alma_status container_from_wire(const uint8_t *bytes, size_t n, alma_dtype kind, int depth, alma_tensor *out) {
+  if (depth > 8) return alma__errorf(ALMA_ERR_UNSUPPORTED, "sequences nested too deeply");
+  ALMA_TRY(alma__container_alloc(out, kind, ALMA_DTYPE_UNDEFINED, 0));
+  wire w = {bytes, bytes + n};
+  uint32_t field;
+  int wt, r;
+  const uint8_t *data = NULL;
+  size_t len = 0;
+  alma_status st = ALMA_OK;
+  while (st == ALMA_OK && (r = wire_field(&w, &field, &wt, &data, &len)) > 0) {
+    if (wt != 2 || (field != 3 && field != 5)) {
+      if (wt == 2 && (field == 4 || field == 6 || field == 7))
+        st = alma__errorf(ALMA_ERR_UNSUPPORTED, "sparse tensors, maps and optionals inside a %s are not supported",
+                          kind == ALMA__DTYPE_SEQUENCE ? "sequence" : "optional");
+      continue; /* name, elem_type */
+    }
+    alma_tensor item;
+    memset(&item, 0, sizeof item);
+    if (field == 3) {
+      Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, data);
+      if (!tp) {
+        st = alma__errorf(ALMA_ERR_PARSE, "an element is not a valid TensorProto");
+        break;
+      }
+      st = tensor_from_proto(tp, NULL, NULL, &item);
+      onnx__tensor_proto__free_unpacked(tp, NULL);
+      if (st == ALMA_OK) out->dims[0] = item.dtype;
+    } else {
+      if (kind == ALMA__DTYPE_SEQUENCE) {
+        st = alma__errorf(ALMA_ERR_UNSUPPORTED, "sequences of sequences are not supported");
+        break;
+      }
+      st = container_from_wire(data, len, ALMA__DTYPE_SEQUENCE, depth + 1, &item);
+      if (st == ALMA_OK) out->dims[0] = item.dims[0], out->dims[1] = 1;
+    }
+    if (st == ALMA_OK && (st = alma__container_insert(out, -1, &item)) != ALMA_OK) alma_tensor_free_data(&item);
+  }
+  if (st == ALMA_OK && r < 0) st = alma__errorf(ALMA_ERR_PARSE, "malformed %s message", kind == ALMA__DTYPE_SEQUENCE ? "SequenceProto" : "OptionalProto");
+  if (st != ALMA_OK) alma_tensor_free_data(out);
+  return st;
+}
+
+alma_status alma__onnx_load_container_file(const char *path, alma_dtype kind, alma_tensor *out) {
+  uint8_t *bytes;
+  size_t n;
+  memset(out, 0, sizeof *out);
+  if (!alma__dtype_is_container(kind)) return alma__errorf(ALMA_ERR_INVALID_ARG, "not a sequence or optional kind");
+  ALMA_TRY(alma__read_file(path, &bytes, &n));
+  alma_status st = container_from_wire(bytes, n, kind, 0, out);
+  free(bytes);
+  if (st != ALMA_OK) return alma__error_prefix(st, "'%s': ", path);
+  return ALMA_OK;
+}
+
 /* ---- graphs ------------------------------------------------------------------------------------ */
 
 static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
 
+/* seq(tensor(T)), optional(tensor(T)) and optional(seq(tensor(T))): the value gets the container
+ * encoding of core.h (element shapes are not kept: they may differ between elements). */
+static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) {
+  alma_dtype kind = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? ALMA__DTYPE_SEQUENCE : ALMA__DTYPE_OPTIONAL;
+  const Onnx__TypeProto *el = kind == ALMA__DTYPE_SEQUENCE ? (tp->sequence_type ? tp->sequence_type->elem_type : NULL)
+                                                           : (tp->optional_type ? tp->optional_type->elem_type : NULL);
+  int elem_is_seq = 0;
+  if (kind == ALMA__DTYPE_OPTIONAL && el && el->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
+    elem_is_seq = 1;
+    el = el->sequence_type ? el->sequence_type->elem_type : NULL;
+  }
+  if (el && el->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "value '%s': only sequences and optionals of tensors (and optionals of sequences of tensors) are "
+                        "supported, not of maps, sparse tensors or nested sequences", v->name);
+  alma_dtype elem = ALMA_DTYPE_UNDEFINED;
+  if (el && el->tensor_type && el->tensor_type->has_elem_type) {
+    if (!dtype_supported(el->tensor_type->elem_type))
+      return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': element dtype %s is not supported by alma", v->name,
+                          alma__onnx_type_name(el->tensor_type->elem_type));
+    elem = (alma_dtype)el->tensor_type->elem_type;
+  }
+  v->dtype = kind;
+  v->rank = 0;
+  memset(v->dims, 0, sizeof v->dims);
+  v->dims[0] = elem;
+  v->dims[1] = elem_is_seq;
+  return ALMA_OK;
+}
+
 static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *vi, alma_arena *a) {
   if (!vi->type) return ALMA_OK;
+  if (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
+      vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)
+    return set_container_type(v, vi->type);
   if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-    return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor types are supported (sequence, map, optional are not)",
-                        v->name);
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor, sequence and optional types are supported (maps "
+                        "and sparse tensors are not)", v->name);
   const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
   if (!tt) return ALMA_OK;
   if (tt->has_elem_type) {
@@ -369,6 +495,30 @@ static alma_status parse_attr(load_ctx *c, alma_graph *g, const Onnx__AttributeP
         ALMA_TRY(parse_graph(c, ap->graphs[i], at->graphs[i]));
       }
       break;
+    case ALMA_ATTR_TYPE_PROTO: {
+      if (!ap->tp) return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s': type attribute '%s' has no type", node_name, at->name);
+      alma_value tmp = {.name = at->name};
+      if (ap->tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+        const Onnx__TypeProto__Tensor *tt = ap->tp->tensor_type;
+        if (tt && tt->has_elem_type && !dtype_supported(tt->elem_type))
+          return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': type attribute '%s': dtype %s is not supported by alma",
+                              node_name, at->name, alma__onnx_type_name(tt->elem_type));
+        tmp.dtype = tt && tt->has_elem_type ? (alma_dtype)tt->elem_type : ALMA_DTYPE_UNDEFINED;
+      } else if (ap->tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
+                 ap->tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) {
+        ALMA_TRY(set_container_type(&tmp, ap->tp));
+      } else {
+        return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': type attribute '%s' is a map or sparse tensor type",
+                            node_name, at->name);
+      }
+      at->n = 3;
+      at->ints = alma__arena_alloc(a, 3 * sizeof(int64_t));
+      if (!at->ints) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      at->ints[0] = tmp.dtype;
+      at->ints[1] = tmp.dtype == ALMA__DTYPE_SEQUENCE || tmp.dtype == ALMA__DTYPE_OPTIONAL ? tmp.dims[0] : 0;
+      at->ints[2] = tmp.dtype == ALMA__DTYPE_SEQUENCE || tmp.dtype == ALMA__DTYPE_OPTIONAL ? tmp.dims[1] : 0;
+      break;
+    }
     default:
       return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': attribute '%s' has unsupported type %d", node_name, at->name,
                           (int)at->type);

@@ -19,6 +19,9 @@ alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *b
 /* Reads a serialized TensorProto file (the ONNX backend tests' input_0.pb...) into an owned tensor.
  * name_out (optional) receives a malloc'd copy of the tensor's name. */
 alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char **name_out);
+/* Reads a serialized SequenceProto (kind ALMA__DTYPE_SEQUENCE) or OptionalProto (ALMA__DTYPE_OPTIONAL)
+ * of tensors (an OptionalProto may hold a sequence) into a container (core.h; owned). */
+alma_status alma__onnx_load_container_file(const char *path, alma_dtype kind, alma_tensor *out);
 
 /* Writes g as a serialized ModelProto (save.c): malloc'd bytes. meta (may be NULL) gives the IR
  * version to keep (raised to what the graph's opset needs) and the model domain. */

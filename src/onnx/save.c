@@ -67,8 +67,46 @@ static Onnx__TensorProto *tensor_proto(save_ctx *c, const alma_tensor *t, const 
   return tp;
 }
 
+/* TypeProto of a tensor of dtype dt (no shape), or of a sequence/optional (core.h's container
+ * encoding: kind dt, element dtype elem, elem_is_seq for optional(seq)). */
+static Onnx__TypeProto *type_proto(save_ctx *c, alma_dtype dt, alma_dtype elem, int elem_is_seq) {
+  Onnx__TypeProto *tp = salloc(c, sizeof *tp);
+  if (!tp) return NULL;
+  *tp = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  if (dt == ALMA__DTYPE_SEQUENCE || dt == ALMA__DTYPE_OPTIONAL) {
+    Onnx__TypeProto *inner = elem_is_seq ? type_proto(c, ALMA__DTYPE_SEQUENCE, elem, 0) : type_proto(c, elem, 0, 0);
+    if (!inner) return NULL;
+    if (dt == ALMA__DTYPE_SEQUENCE) {
+      Onnx__TypeProto__Sequence *sq = salloc(c, sizeof *sq);
+      if (!sq) return NULL;
+      *sq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+      sq->elem_type = inner;
+      tp->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+      tp->sequence_type = sq;
+    } else {
+      Onnx__TypeProto__Optional *op = salloc(c, sizeof *op);
+      if (!op) return NULL;
+      *op = (Onnx__TypeProto__Optional)ONNX__TYPE_PROTO__OPTIONAL__INIT;
+      op->elem_type = inner;
+      tp->value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+      tp->optional_type = op;
+    }
+    return tp;
+  }
+  Onnx__TypeProto__Tensor *tt = salloc(c, sizeof *tt);
+  if (!tt) return NULL;
+  *tt = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  if (dt != ALMA_DTYPE_UNDEFINED) {
+    tt->has_elem_type = 1;
+    tt->elem_type = (int32_t)dt;
+  }
+  return tp;
+}
+
 /* Tensor type with the declared (or given) dtype and, when the rank is known, the shape with its
- * symbolic names. */
+ * symbolic names; a sequence/optional type for those. */
 static Onnx__ValueInfoProto *value_info(save_ctx *c, const alma_value *v, alma_dtype dt_fallback) {
   Onnx__ValueInfoProto *vi = salloc(c, sizeof *vi);
   Onnx__TypeProto *tp = salloc(c, sizeof *tp);
@@ -78,7 +116,15 @@ static Onnx__ValueInfoProto *value_info(save_ctx *c, const alma_value *v, alma_d
   *tp = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
   *tt = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
   vi->name = sstr(v->name);
+  if (v->dtype == ALMA__DTYPE_SEQUENCE || v->dtype == ALMA__DTYPE_OPTIONAL) {
+    vi->type = type_proto(c, v->dtype, (alma_dtype)v->dims[0], v->dims[1] != 0);
+    return vi->type ? vi : NULL;
+  }
   alma_dtype dt = v->dtype != ALMA_DTYPE_UNDEFINED ? v->dtype : dt_fallback;
+  if (alma__dtype_is_container(dt)) { /* inferred only: the element type is not at hand */
+    vi->type = type_proto(c, dt, ALMA_DTYPE_UNDEFINED, 0);
+    return vi->type ? vi : NULL;
+  }
   if (dt == ALMA_DTYPE_UNDEFINED && v->rank < 0) return vi; /* nothing known: no type */
   vi->type = tp;
   tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
@@ -165,6 +211,10 @@ static Onnx__AttributeProto *attr_proto(save_ctx *c, const alma_attr *at) {
       if (!ap->graphs) return NULL;
       for (int k = 0; k < at->n; k++)
         if (!(ap->graphs[k] = graph_proto(c, at->graphs[k], NULL))) return NULL;
+      break;
+    case ALMA_ATTR_TYPE_PROTO:
+      if (at->n != 3 || !(ap->tp = type_proto(c, (alma_dtype)at->ints[0], (alma_dtype)at->ints[1], at->ints[2] != 0)))
+        return NULL;
       break;
     default:
       c->st = alma__errorf(ALMA_ERR_UNSUPPORTED, "attribute '%s' of type %d cannot be written", at->name, (int)at->type);

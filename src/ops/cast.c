@@ -320,16 +320,27 @@ const alma_op_def alma__op_BitCast = {.name = "BitCast", .domain = "", .versions
 
 /* ---- Identity ------------------------------------------------------------------------------ */
 static alma_status identity_infer(INFER_ARGS) {
+  if (alma__dtype_is_container(in[0]->dtype)) {
+    if (n->since_version < 14 || (in[0]->dtype == ALMA__DTYPE_OPTIONAL && n->since_version < 16))
+      return alma__op_error(n, ALMA_ERR_TYPE, "Identity-%d takes tensors only (sequences from 14, optionals from 16)",
+                            n->since_version);
+    out[0] = *in[0];
+    out[0].data = NULL;
+    out[0].nbytes = 0;
+    out[0].owns_data = 0;
+    return ALMA_OK;
+  }
   if (!holdable(in[0]->dtype))
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(in[0]->dtype));
   alma__set_shape(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
 static alma_status identity_exec(EXEC_ARGS) {
+  if (alma__dtype_is_container(in[0]->dtype)) return alma__tensor_copy(&out[0], in[0]); /* unallocated: registry.c */
   if (out[0].nbytes) memcpy(out[0].data, in[0]->data, out[0].nbytes);
   return ALMA_OK;
 }
-/* 14 added optional/sequence types, which alma does not hold (a tensor input is required). */
+/* 14 added sequences, 16 optionals: deep-copied (core.h's containers). */
 const alma_op_def alma__op_Identity = {.name = "Identity", .domain = "", .versions = {1, 13, 14, 16, 19, 21},
                                        .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                        .infer = identity_infer, .exec = identity_exec};

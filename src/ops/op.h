@@ -41,6 +41,7 @@ enum {
   ALMA_OP_ALLOCS_OUTPUTS = 1 << 0, /* exec allocates its outputs (If, Loop) */
   ALMA_OP_HAS_SUBGRAPH = 1 << 1,   /* has graph attributes */
   ALMA_OP_EMPTY_INPUTS_OK = 1 << 2, /* inputs below min_inputs may be empty names (Loop's M, cond) */
+  ALMA_OP_CONTAINERS = 1 << 3,      /* takes or gives sequences/optionals (sequence.c) */
 };
 
 #define ALMA_OP_MAX_VERSIONS 16
@@ -111,6 +112,11 @@ int64_t alma__broadcast_index(int64_t i, int rank_out, const int64_t *dims_out, 
  * outputs are allocated (owned) by the callee, one per subgraph output. */
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs,
                                 int n_inputs, alma_tensor *outputs, int n_outputs);
+
+/* 1 when g holds sequences or optionals: a declared input/output of that type or a node of an
+ * ALMA_OP_CONTAINERS op. Runtimes with their own value stores then run g through the shared
+ * executor (alma__exec_graph with a hook), which keeps those values on EAGER. */
+int alma__graph_has_containers(const alma_graph *g);
 
 /* Runs one node standalone with EAGER kernels (infer, allocate, exec): for tests, constant folding
  * and runtimes' fallbacks. outputs are allocated (owned). Subgraph ops need `ctx` (may be NULL

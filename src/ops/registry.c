@@ -125,6 +125,7 @@ alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma
   if (!(n->op->flags & ALMA_OP_ALLOCS_OUTPUTS)) {
     for (int i = 0; i < nout; i++) {
       if (n->outputs && i < n->n_outputs && n->outputs[i] < 0) continue; /* omitted optional output */
+      if (alma__dtype_is_container(out[i].dtype)) continue;                /* exec builds it (Identity) */
       alma_tensor shape = out[i];
       if ((st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims)) != ALMA_OK) {
         for (int k = 0; k < i; k++) alma_tensor_free_data(&out[k]);
@@ -172,4 +173,14 @@ alma_status alma__node_prepared(const alma_node *n, alma_prepare_fn build, const
     return alma__op_error(n, ALMA_ERR_INTERNAL, "prepared state replaced by a stale one (node edited while running)");
   *out = cur;
   return ALMA_OK;
+}
+
+int alma__graph_has_containers(const alma_graph *g) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (alma__dtype_is_container(g->values[g->inputs[i]].dtype)) return 1;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (alma__dtype_is_container(g->values[g->outputs[i]].dtype)) return 1;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op && (g->nodes[i].op->flags & ALMA_OP_CONTAINERS)) return 1;
+  return 0;
 }

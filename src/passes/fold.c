@@ -20,7 +20,8 @@
 #define FOLD_MAX_ELEMS ((int64_t)1 << 26) /* don't materialize constants above 256 MB of float */
 
 static int same_tensor(const alma_tensor *a, const alma_tensor *b) {
-  return a->data && b->data && a->dtype == b->dtype && alma__same_shape(a, b) && a->nbytes == b->nbytes &&
+  /* a sequence/optional is never folded: an initializer holds a tensor */
+  return a->data && b->data && a->dtype == b->dtype && !alma__dtype_is_container(a->dtype) && alma__same_shape(a, b) && a->nbytes == b->nbytes &&
          !memcmp(a->data, b->data, a->nbytes);
 }
 

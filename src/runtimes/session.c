@@ -106,6 +106,19 @@ static alma_status check_inputs(const alma_graph *g, const alma_tensor *inputs, 
     if (v->dtype != ALMA_DTYPE_UNDEFINED && t->dtype != v->dtype)
       return alma__errorf(ALMA_ERR_TYPE, "input '%s' must be %s, got %s", v->name, alma_dtype_name(v->dtype),
                           alma_dtype_name(t->dtype));
+    if (alma__dtype_is_container(t->dtype) || alma__dtype_is_container(v->dtype)) {
+      char want[64], got[64];
+      if (!alma__dtype_is_container(t->dtype) || !t->data)
+        return alma__errorf(ALMA_ERR_TYPE, "input '%s' must be a %s, got %s", v->name,
+                            alma__container_type_str(&(alma_tensor){.dtype = v->dtype, .dims = {v->dims[0], v->dims[1]}}, want, sizeof want),
+                            t->data ? "a tensor" : "no data");
+      /* an empty container read from a file may not know its element type */
+      if (v->dtype != ALMA_DTYPE_UNDEFINED && (v->dims[0] && t->dims[0] && (v->dims[0] != t->dims[0] || v->dims[1] != t->dims[1])))
+        return alma__errorf(ALMA_ERR_TYPE, "input '%s' must be a %s, got a %s", v->name,
+                            alma__container_type_str(&(alma_tensor){.dtype = v->dtype, .dims = {v->dims[0], v->dims[1]}}, want, sizeof want),
+                            alma__container_type_str(t, got, sizeof got));
+      continue;
+    }
     if (t->rank < 0 || t->rank > ALMA_MAX_RANK)
       return alma__errorf(ALMA_ERR_SHAPE, "input '%s': invalid rank %d", v->name, t->rank);
     int64_t numel = 1;

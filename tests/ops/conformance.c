@@ -98,15 +98,49 @@ static int compare(const alma_tensor *got, const alma_tensor *want, const opts_t
   return 1;
 }
 
-/* Loads files prefix_0.pb, prefix_1.pb ... from dir. Returns count (or -1 on error). */
-static int load_pbs(const char *dir, const char *prefix, alma_tensor *out, int max, char *why, size_t nwhy) {
+/* Sequences and optionals: the same kind, length and element types, then each element as above. */
+static int compare_value(const alma_tensor *got, const alma_tensor *want, const opts_t *o, char *why, size_t nwhy) {
+  if (!alma__dtype_is_container(want->dtype) && !alma__dtype_is_container(got->dtype)) return compare(got, want, o, why, nwhy);
+  char s1[64], s2[64];
+  if (got->dtype != want->dtype) {
+    snprintf(why, nwhy, "a %s, expected a %s", alma_dtype_name(got->dtype), alma_dtype_name(want->dtype));
+    return 0;
+  }
+  const alma__seq *g = alma__container(got), *w = alma__container(want);
+  if (g->n != w->n) {
+    snprintf(why, nwhy, "%s holds %d elements, expected %d", alma__container_type_str(got, s1, sizeof s1), g->n, w->n);
+    return 0;
+  }
+  if (w->n == 0 && alma__container_elem(want) && alma__container_elem(got) != alma__container_elem(want)) {
+    snprintf(why, nwhy, "empty %s, expected %s", alma__container_type_str(got, s1, sizeof s1),
+             alma__container_type_str(want, s2, sizeof s2));
+    return 0;
+  }
+  for (int i = 0; i < w->n; i++) {
+    char sub[400];
+    if (!compare_value(&g->items[i], &w->items[i], o, sub, sizeof sub)) {
+      snprintf(why, nwhy, "element %d: %.380s", i, sub);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Loads files prefix_0.pb, prefix_1.pb ... from dir. Returns count (or -1 on error). kinds[k] is
+ * the model's declared dtype for that input/output: a sequence or optional is read as a
+ * SequenceProto/OptionalProto (the files do not say which message they hold). */
+static int load_pbs(const char *dir, const char *prefix, alma_tensor *out, int max, const alma_dtype *kinds, int n_kinds,
+                    char *why, size_t nwhy) {
   int n = 0;
   for (; n < max; n++) {
     char path[4400];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, n);
     if (stat(path, &sb) != 0) break;
-    if (alma__onnx_load_tensor_file(path, &out[n], NULL) != ALMA_OK) {
+    alma_dtype kind = n < n_kinds ? kinds[n] : ALMA_DTYPE_UNDEFINED;
+    alma_status st = alma__dtype_is_container(kind) ? alma__onnx_load_container_file(path, kind, &out[n])
+                                                    : alma__onnx_load_tensor_file(path, &out[n], NULL);
+    if (st != ALMA_OK) {
       snprintf(why, nwhy, "%s", alma_last_error());
       for (int k = 0; k < n; k++) alma_tensor_free_data(&out[k]);
       return -1;
@@ -142,12 +176,17 @@ static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_
     if (stat(dir, &sb) != 0) break;
     n_sets++;
     alma_tensor ins[64], wants[64], outs[64];
-    int nin = load_pbs(dir, "input", ins, 64, why, nwhy);
+    alma_dtype in_kinds[64], out_kinds[64];
+    int n_in_kinds = alma_model_num_inputs(m) < 64 ? alma_model_num_inputs(m) : 64;
+    int n_out_kinds = alma_model_num_outputs(m) < 64 ? alma_model_num_outputs(m) : 64;
+    for (int k = 0; k < n_in_kinds; k++) in_kinds[k] = alma_model_input_dtype(m, k);
+    for (int k = 0; k < n_out_kinds; k++) out_kinds[k] = alma_model_output_dtype(m, k);
+    int nin = load_pbs(dir, "input", ins, 64, in_kinds, n_in_kinds, why, nwhy);
     if (nin < 0) {
       res = R_FAIL;
       break;
     }
-    int nout = load_pbs(dir, "output", wants, 64, why, nwhy);
+    int nout = load_pbs(dir, "output", wants, 64, out_kinds, n_out_kinds, why, nwhy);
     if (nout < 0) {
       for (int k = 0; k < nin; k++) alma_tensor_free_data(&ins[k]);
       res = R_FAIL;
@@ -174,7 +213,7 @@ static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_
       } else {
         for (int k = 0; k < nout && res == R_PASS; k++) {
           char w[512];
-          if (!compare(&outs[k], &wants[k], o, w, sizeof w)) {
+          if (!compare_value(&outs[k], &wants[k], o, w, sizeof w)) {
             snprintf(why, nwhy, "data set %d, output %d ('%s'): %s", set, k, alma_model_output_name(m, k), w);
             res = R_FAIL;
           }

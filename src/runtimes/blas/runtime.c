@@ -328,6 +328,7 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
     for (int k = 0; k < n->n_implicit; k++) p->uses0[n->implicit_inputs[k]]++;
     if ((n->op && (n->op->flags & ALMA_OP_HAS_SUBGRAPH)) || n->n_implicit) p->hooked = 1;
   }
+  if (alma__graph_has_containers(g)) p->hooked = 1; /* sequences and optionals stay on EAGER */
   for (int i = 0; i < g->n_outputs; i++) p->uses0[g->outputs[i]] += 1 << 20;
   for (int i = 0; i < nn; i++) p->group_of[i] = -1;
   for (int i = 0; i < nn; i++) {

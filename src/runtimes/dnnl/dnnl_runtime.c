@@ -923,6 +923,7 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
       if (n->inputs[k] >= 0) p->static_uses[n->inputs[k]]++;
     for (int k = 0; k < n->n_implicit; k++) p->static_uses[n->implicit_inputs[k]]++;
   }
+  if (alma__graph_has_containers(g)) p->hook_mode = 1; /* sequences and optionals stay on EAGER */
   for (int i = 0; i < g->n_outputs; i++) p->static_uses[g->outputs[i]] += 1 << 20;
   for (int i = 0; i < g->n_nodes; i++) {
     dn_node *d = &p->nodes[i];

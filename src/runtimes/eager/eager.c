@@ -40,6 +40,9 @@ static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user,
                             const alma_tensor *const *in, alma_tensor *out) {
   if (!hook || (n->op->flags & ALMA_OP_ALLOCS_OUTPUTS))
     return alma__op_run_node(ctx, n, in, n->n_inputs, out, n->n_outputs);
+  /* Sequences and optionals never reach a runtime's kernels (Identity of one would be a "view"). */
+  for (int k = 0; k < n->n_inputs; k++)
+    if (in[k] && alma__dtype_is_container(in[k]->dtype)) return alma__op_run_node(ctx, n, in, n->n_inputs, out, n->n_outputs);
   for (int i = 0; i < n->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
   alma_status st = n->op->infer(n, in, n->n_inputs, out, n->n_outputs);
   if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
