@@ -350,8 +350,11 @@ const alma_op_def alma__op_InstanceNormalization = {
     .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
     .infer = in_infer, .exec = in_exec, .cost = norm_cost};
 
+/* Version 1 is ONNX Runtime's: it registers its LayerNormalization kernel in the ONNX domain from
+ * version 1, and its transformer optimizer writes the node into opset < 17 models (GPT-2's first
+ * LayerNorm). Same attributes and meaning as 17. */
 const alma_op_def alma__op_LayerNormalization = {
-    .name = "LayerNormalization", .domain = "", .versions = {17},
+    .name = "LayerNormalization", .domain = "", .versions = {1, 17},
     .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 3,
     .infer = ln_infer, .exec = ln_exec, .cost = norm_cost};
 
