@@ -7,14 +7,14 @@
  * with identical contents does not depend on them and is folded. Binding every symbol to the same
  * value hides what depends on their differences: an LLM decode graph slices positions
  * [past : total] of its attention_mask, total - past = 0 in both runs, and a dim that is 1 at run
- * time was folded to 0. Two more runs bind distinct symbol names to distinct values (2, 3, ... in
- * order of appearance, and reversed, so a clamped difference is positive in one of them); a value
- * one of them computes differently is not folded. Where those runs stop early (symbols that must be
- * equal made unequal), they say nothing and the first two decide. */
+ * time was folded to 0. Two more runs bind the symbols as graph/symbind.h says (distinct values
+ * for unrelated symbols, in two orders, and the relations the graph needs, such as total = past
+ * + 1); a value one of them computes differently is not folded. Where those runs stop early, they
+ * say nothing and the first two decide. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/infer.h"
+#include "graph/symbind.h"
 #include "passes/pass.h"
 
 #define FOLD_MAX_ELEMS ((int64_t)1 << 26) /* don't materialize constants above 256 MB of float */
@@ -66,51 +66,7 @@ static int remove_identities(alma_graph *g) {
   return changed;
 }
 
-/* Static inference with each distinct symbolic input dim (by name; an unnamed one is its own) bound
- * to 2 + its order of first appearance, or with `reverse` to 2 + the reversed order. Returns 0
- * (and *r unset) when there are fewer than two symbols or inference fails. */
-static int distinct_probe(const alma_graph *g, int reverse, alma_infer_result *r) {
-  enum { MAXSYM = 256 };
-  const char *names[MAXSYM];
-  int nsym = 0;
-  alma_tensor *shapes = calloc((size_t)g->n_inputs + 1, sizeof *shapes);
-  const alma_tensor **given = calloc((size_t)g->n_inputs + 1, sizeof *given);
-  int *sym = calloc(((size_t)g->n_inputs + 1) * ALMA_MAX_RANK, sizeof *sym), ok = shapes && given && sym;
-  for (int pass = 0; pass < 2 && ok; pass++) /* pass 0 numbers the symbols, pass 1 binds them */
-    for (int i = 0, j = 0; i < g->n_inputs && ok; i++) {
-      const alma_value *val = &g->values[g->inputs[i]];
-      if (val->rank < 0 || val->dtype == ALMA_DTYPE_UNDEFINED) continue;
-      for (int d = 0; d < val->rank; d++) {
-        if (val->dims[d] >= 0) {
-          shapes[i].dims[d] = val->dims[d];
-          continue;
-        }
-        if (pass == 0) {
-          int s = -1;
-          for (int k = 0; k < nsym && val->dim_params[d]; k++)
-            if (names[k] && !strcmp(names[k], val->dim_params[d])) s = k;
-          if (s < 0 && nsym == MAXSYM) ok = 0;
-          else if (s < 0) names[s = nsym++] = val->dim_params[d];
-          sym[j++] = s;
-        } else {
-          int s = sym[j++];
-          shapes[i].dims[d] = 2 + (reverse ? nsym - 1 - s : s);
-        }
-      }
-      if (pass == 1) {
-        shapes[i].dtype = val->dtype;
-        shapes[i].rank = val->rank;
-        given[i] = &shapes[i];
-      }
-    }
-  ok = ok && nsym >= 2 && alma__graph_infer(g, given, 2, FOLD_MAX_ELEMS, r) == ALMA_OK;
-  free(sym);
-  free(shapes);
-  free(given);
-  return ok;
-}
-
-static alma_status fold_constants(alma_graph *g, int *changed) {
+static alma_status fold_constants(alma_graph *g, const alma_symbind *sb, int *changed) {
   alma_infer_result r2, r3, rd[2];
   ALMA_TRY(alma__graph_infer(g, NULL, 2, FOLD_MAX_ELEMS, &r2));
   alma_status st = alma__graph_infer(g, NULL, 3, FOLD_MAX_ELEMS, &r3);
@@ -119,7 +75,7 @@ static alma_status fold_constants(alma_graph *g, int *changed) {
     return st;
   }
   int have[2];
-  for (int p = 0; p < 2; p++) have[p] = distinct_probe(g, p, &rd[p]);
+  for (int p = 0; p < 2; p++) have[p] = alma__symbind_infer(g, sb, p, FOLD_MAX_ELEMS, &rd[p]);
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead || n->n_implicit) continue;
@@ -174,13 +130,17 @@ static int remove_dead(alma_graph *g) {
 
 static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
   int before = g->n_nodes;
-  for (int iter = 0; iter < 8; iter++) {
+  alma_symbind sb;
+  alma_status st = alma__symbind_discover(g, FOLD_MAX_ELEMS, &sb);
+  for (int iter = 0; iter < 8 && st == ALMA_OK; iter++) {
     int changed = remove_identities(g);
-    ALMA_TRY(fold_constants(g, &changed));
+    st = fold_constants(g, &sb, &changed);
     changed |= remove_dead(g);
-    ALMA_TRY(alma__graph_compact(g));
+    if (st == ALMA_OK) st = alma__graph_compact(g);
     if (!changed) break;
   }
+  alma__symbind_free(&sb);
+  ALMA_TRY(st);
   if (opts && opts->verbose) fprintf(stderr, "FOLD: %d -> %d nodes\n", before, g->n_nodes);
   return ALMA_OK;
 }

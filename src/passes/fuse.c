@@ -7,6 +7,7 @@
  * so nothing they see is fused away. */
 #include <math.h>
 
+#include "graph/symbind.h"
 #include "passes/fuse.h"
 
 /* Constant subgraphs up to this size are evaluated by inference so rules see their values (weights
@@ -327,10 +328,32 @@ static const struct {
     [ALMA__FUSE_ACT] = {"activation", alma__fuse_rule_activation},
 };
 
-static alma_status fuse_iteration(alma__fuse_ctx *c) {
+/* The two inferences the rules read: the symbols bound under the relations the graph needs
+ * (graph/symbind.h; a decode graph's attention_mask is one longer than its past) when that knows
+ * more values than binding all of them to 2 and to 3, else those two. */
+static alma_status fuse_infer(alma__fuse_ctx *c, const alma_symbind *sb) {
   alma_graph *g = c->g;
-  ALMA_TRY(alma__graph_infer(g, NULL, 2, FUSE_MAX_FOLD_ELEMS, &c->r[0]));
-  alma_status st = alma__graph_infer(g, NULL, 3, FUSE_MAX_FOLD_ELEMS, &c->r[1]);
+  alma_infer_result p[2];
+  int have = alma__symbind_infer(g, sb, 0, FUSE_MAX_FOLD_ELEMS, &p[0]);
+  if (have && !(have = alma__symbind_infer(g, sb, 1, FUSE_MAX_FOLD_ELEMS, &p[1]))) alma__infer_result_free(&p[0]);
+  alma_status st = alma__graph_infer(g, NULL, 2, FUSE_MAX_FOLD_ELEMS, &c->r[0]);
+  if (st == ALMA_OK && (st = alma__graph_infer(g, NULL, 3, FUSE_MAX_FOLD_ELEMS, &c->r[1])) != ALMA_OK)
+    alma__infer_result_free(&c->r[0]);
+  if (have && (st != ALMA_OK || p[0].n_unknown + p[1].n_unknown < c->r[0].n_unknown + c->r[1].n_unknown)) {
+    if (st == ALMA_OK)
+      for (int b = 0; b < 2; b++) alma__infer_result_free(&c->r[b]);
+    c->r[0] = p[0], c->r[1] = p[1];
+    return ALMA_OK;
+  }
+  if (have)
+    for (int b = 0; b < 2; b++) alma__infer_result_free(&p[b]);
+  return st;
+}
+
+static alma_status fuse_iteration(alma__fuse_ctx *c, const alma_symbind *sb) {
+  alma_graph *g = c->g;
+  alma_status st = fuse_infer(c, sb);
+  if (st != ALMA_OK) return st;
   /* Rules edit in place and keep every surviving value's shape, so one inference serves them all. */
   for (int r = 0; st == ALMA_OK && r < ALMA__FUSE_NRULES; r++)
     for (int i = 0; st == ALMA_OK && i < g->n_nodes; i++)
@@ -346,13 +369,18 @@ static alma_status fuse_run(alma_graph *g, const alma_pass_opts *opts) {
   memset(&c, 0, sizeof c);
   c.g = g;
   int before = g->n_nodes;
+  alma_symbind sb;
+  ALMA_TRY(alma__symbind_discover(g, FUSE_MAX_FOLD_ELEMS, &sb));
   /* A rewrite can enable another (Conv + BN + BN, MatMul + Add -> Gemm + activation): repeat until
    * nothing changes. */
-  for (int iter = 0; iter < 4; iter++) {
+  alma_status st = ALMA_OK;
+  for (int iter = 0; iter < 4 && st == ALMA_OK; iter++) {
     c.changed = 0;
-    ALMA_TRY(fuse_iteration(&c));
+    st = fuse_iteration(&c, &sb);
     if (!c.changed) break;
   }
+  alma__symbind_free(&sb);
+  ALMA_TRY(st);
   if (opts && opts->verbose) {
     fprintf(stderr, "FUSE: %d -> %d nodes (", before, g->n_nodes);
     for (int r = 0; r < ALMA__FUSE_NRULES; r++) fprintf(stderr, "%s%s %d", r ? ", " : "", rules[r].name, c.stats[r]);

@@ -6,8 +6,10 @@
  * single consumer (subgraph reads count) and is not a graph output, and edits nodes in place: the
  * anchor (or the producer it fuses into) is re-typed and takes over the final value, so every
  * value that survives keeps its index, name and shape, and the static inference results computed
- * before the rules stay valid for them. Shape conditions are checked with the graph's symbolic
- * dims bound to 2 and to 3 (as FOLD does), so a fusion never depends on one particular batch size. */
+ * before the rules stay valid for them. Shape conditions are checked under two bindings of the
+ * graph's symbolic dims (graph/symbind.h: unrelated symbols at distinct values, different in the
+ * two, related ones such as a decode graph's total = past + 1 kept so; or, where that knows less,
+ * all of them bound to 2 and to 3), so a fusion never depends on one particular batch size. */
 #ifndef ALMA_PASSES_FUSE_H
 #define ALMA_PASSES_FUSE_H
 
@@ -29,7 +31,7 @@ enum {
 
 typedef struct alma__fuse_ctx {
   alma_graph *g;
-  alma_infer_result r[2]; /* static inference with symbolic dims bound to 2 and to 3 */
+  alma_infer_result r[2]; /* static inference under the two bindings */
   int stats[ALMA__FUSE_NRULES];
   int changed;
   int serial; /* for unique names of new constants */
