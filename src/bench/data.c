@@ -361,6 +361,11 @@ static const override_t *find_override(const alma_data *d, const char *name) {
 static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in, int64_t batch, alma_tensor *t) {
   memset(t, 0, sizeof *t);
   const override_t *o = find_override(d, in->name);
+  if (alma__dtype_is_container(in->dtype))
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "input '%s' is a %s: alma bench makes and reads tensors only, so it cannot feed a model whose "
+                        "graph input is a sequence or optional (sequences inside the graph and as outputs are fine)",
+                        in->name, alma_dtype_name(in->dtype));
   t->dtype = o && o->dtype ? o->dtype : in->dtype;
   if (t->dtype == ALMA_DTYPE_UNDEFINED) t->dtype = ALMA_DTYPE_FLOAT32;
   if (o && o->has_shape) {

@@ -91,18 +91,31 @@ static int input_descs(const alma_model *m, alma__input_desc **out) {
 
 /* ---- reference outputs file: "ALMAREF1", u32 count, then per tensor: i32 dtype, i32 rank,
  * i64 dims[rank], u64 nbytes, bytes. Private to one sweep (a temporary directory). */
+/* A sequence/optional output (core.h's container) is written as i32 dtype, i32 rank 2, dims
+ * {element dtype, element-is-sequence}, u64 item count, then its items in this same format. */
+static int ref_write_one(FILE *f, const alma_tensor *t) {
+  int32_t dt = t->dtype, rank = t->rank;
+  if (alma__dtype_is_container(t->dtype)) {
+    const alma__seq *s = alma__container(t);
+    uint64_t cnt = s ? (uint64_t)s->n : 0;
+    int32_t two = 2;
+    int ok = fwrite(&dt, 4, 1, f) == 1 && fwrite(&two, 4, 1, f) == 1 && fwrite(t->dims, 8, 2, f) == 2 &&
+             fwrite(&cnt, 8, 1, f) == 1;
+    for (uint64_t i = 0; ok && i < cnt; i++) ok = ref_write_one(f, &s->items[i]);
+    return ok;
+  }
+  uint64_t nb = t->nbytes;
+  return fwrite(&dt, 4, 1, f) == 1 && fwrite(&rank, 4, 1, f) == 1 &&
+         (rank == 0 || fwrite(t->dims, 8, (size_t)rank, f) == (size_t)rank) && fwrite(&nb, 8, 1, f) == 1 &&
+         (nb == 0 || fwrite(t->data, 1, nb, f) == nb);
+}
+
 static alma_status ref_save(const char *path, const alma_tensor *t, int n) {
   FILE *f = fopen(path, "wb");
   if (!f) return alma__errorf(ALMA_ERR_IO, "cannot write reference outputs '%s': %s", path, strerror(errno));
   uint32_t cnt = (uint32_t)n;
   int ok = fwrite("ALMAREF1", 1, 8, f) == 8 && fwrite(&cnt, 4, 1, f) == 1;
-  for (int i = 0; ok && i < n; i++) {
-    int32_t dt = t[i].dtype, rank = t[i].rank;
-    uint64_t nb = t[i].nbytes;
-    ok = fwrite(&dt, 4, 1, f) == 1 && fwrite(&rank, 4, 1, f) == 1 &&
-         (rank == 0 || fwrite(t[i].dims, 8, (size_t)rank, f) == (size_t)rank) && fwrite(&nb, 8, 1, f) == 1 &&
-         (nb == 0 || fwrite(t[i].data, 1, nb, f) == nb);
-  }
+  for (int i = 0; ok && i < n; i++) ok = ref_write_one(f, &t[i]);
   ok &= fclose(f) == 0;
   return ok ? ALMA_OK : alma__errorf(ALMA_ERR_IO, "error writing reference outputs '%s'", path);
 }
@@ -111,6 +124,50 @@ static void free_outputs(alma_tensor *t, int n) {
   if (!t) return;
   for (int i = 0; i < n; i++) alma_tensor_free_data(&t[i]);
   free(t);
+}
+
+/* One value of ref_save's format at *off; 0 if the file is truncated or malformed. */
+static int ref_read_one(const uint8_t *buf, size_t n, size_t *off, alma_tensor *t, int depth) {
+  int32_t dt, rank;
+  uint64_t nb;
+  memset(t, 0, sizeof *t);
+  if (depth > 8 || *off + 8 > n) return 0;
+  memcpy(&dt, buf + *off, 4);
+  memcpy(&rank, buf + *off + 4, 4);
+  *off += 8;
+  if (rank < 0 || rank > ALMA_MAX_RANK || *off + 8 * (size_t)rank + 8 > n) return 0;
+  if (alma__dtype_is_container((alma_dtype)dt)) {
+    int64_t d[2];
+    uint64_t cnt;
+    if (rank != 2) return 0;
+    memcpy(d, buf + *off, 16);
+    memcpy(&cnt, buf + *off + 16, 8);
+    *off += 24;
+    if (cnt > n || alma__container_alloc(t, (alma_dtype)dt, (alma_dtype)d[0], d[1] != 0) != ALMA_OK) return 0;
+    for (uint64_t i = 0; i < cnt; i++) {
+      alma_tensor item;
+      if (!ref_read_one(buf, n, off, &item, depth + 1) || alma__container_insert(t, -1, &item) != ALMA_OK) {
+        alma_tensor_free_data(&item);
+        alma_tensor_free_data(t);
+        return 0;
+      }
+    }
+    return 1;
+  }
+  t->dtype = (alma_dtype)dt;
+  t->rank = rank;
+  memcpy(t->dims, buf + *off, 8 * (size_t)rank);
+  *off += 8 * (size_t)rank;
+  memcpy(&nb, buf + *off, 8);
+  *off += 8;
+  if (nb > n - *off) return 0;
+  t->data = malloc(nb ? nb : 1);
+  if (!t->data) return 0;
+  memcpy(t->data, buf + *off, nb);
+  t->nbytes = nb;
+  t->owns_data = 1;
+  *off += nb;
+  return 1;
 }
 
 static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
@@ -126,34 +183,8 @@ static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
   else memcpy(&cnt, buf + 8, 4);
   alma_tensor *t = st == ALMA_OK ? calloc(cnt ? cnt : 1, sizeof *t) : NULL;
   if (st == ALMA_OK && !t) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  for (uint32_t i = 0; st == ALMA_OK && i < cnt; i++) {
-    int32_t dt, rank;
-    uint64_t nb;
-    if (off + 8 > n) goto bad;
-    memcpy(&dt, buf + off, 4);
-    memcpy(&rank, buf + off + 4, 4);
-    off += 8;
-    if (rank < 0 || rank > ALMA_MAX_RANK || off + 8 * (size_t)rank + 8 > n) goto bad;
-    t[i].dtype = (alma_dtype)dt;
-    t[i].rank = rank;
-    memcpy(t[i].dims, buf + off, 8 * (size_t)rank);
-    off += 8 * (size_t)rank;
-    memcpy(&nb, buf + off, 8);
-    off += 8;
-    if (nb > n - off) goto bad;
-    t[i].data = malloc(nb ? nb : 1);
-    if (!t[i].data) {
-      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-      break;
-    }
-    memcpy(t[i].data, buf + off, nb);
-    t[i].nbytes = nb;
-    t[i].owns_data = 1;
-    off += nb;
-    continue;
-  bad:
-    st = alma__errorf(ALMA_ERR_PARSE, "reference file '%s' is truncated", path);
-  }
+  for (uint32_t i = 0; st == ALMA_OK && i < cnt; i++)
+    if (!ref_read_one(buf, n, &off, &t[i], 0)) st = alma__errorf(ALMA_ERR_PARSE, "reference file '%s' is truncated", path);
   free(buf);
   if (st != ALMA_OK) {
     free_outputs(t, (int)cnt);
@@ -171,8 +202,100 @@ static alma_status ref_load(const char *path, alma_tensor **out, int *n_out) {
 #define ALMA__LOSSY_MIN_ARGMAX 0.99
 static int numeric(alma_dtype t) { return alma__dtype_is_float(t) || alma__dtype_is_int(t) || t == ALMA_DTYPE_BOOL; }
 
+/* Sequence/optional outputs are compared element by element: flattened into their tensors (named
+ * "S[0]", "S[1]", ... and "S[0][1]" inside an optional of a sequence) once their kinds and lengths
+ * agree. */
+typedef struct flat_outs {
+  alma_tensor *t;
+  char (*name)[96];
+  int n, cap;
+} flat_outs;
+
+static int flat_add(flat_outs *f, const alma_tensor *t, const char *name) {
+  if (alma__dtype_is_container(t->dtype)) {
+    const alma__seq *s = alma__container(t);
+    for (int i = 0; s && i < s->n; i++) {
+      char sub[96];
+      snprintf(sub, sizeof sub, "%.80s[%d]", name, i);
+      if (!flat_add(f, &s->items[i], sub)) return 0;
+    }
+    return 1;
+  }
+  if (f->n == f->cap) {
+    int cap = f->cap ? 2 * f->cap : 16;
+    alma_tensor *nt = realloc(f->t, sizeof *nt * (size_t)cap);
+    if (nt) f->t = nt;
+    char(*nn)[96] = realloc(f->name, sizeof *nn * (size_t)cap);
+    if (nn) f->name = nn;
+    if (!nt || !nn) return 0;
+    f->cap = cap;
+  }
+  f->t[f->n] = alma__tensor_view(t);
+  snprintf(f->name[f->n], sizeof f->name[f->n], "%s", name);
+  f->n++;
+  return 1;
+}
+
+/* The same container structure (kinds and lengths, recursively); else a detail naming where. */
+static int same_structure(const alma_tensor *r, const alma_tensor *x, const char *name, char *detail, size_t dn) {
+  int rc = alma__dtype_is_container(r->dtype), xc = alma__dtype_is_container(x->dtype);
+  if (!rc && !xc) return 1;
+  if (r->dtype != x->dtype) {
+    snprintf(detail, dn, "output '%s' is a %s, the reference a %s", name, alma_dtype_name(x->dtype), alma_dtype_name(r->dtype));
+    return 0;
+  }
+  const alma__seq *a = alma__container(r), *b = alma__container(x);
+  if (a->n != b->n) {
+    snprintf(detail, dn, "output '%s' holds %d tensors, the reference %d", name, b->n, a->n);
+    return 0;
+  }
+  for (int i = 0; i < a->n; i++) {
+    char sub[96];
+    snprintf(sub, sizeof sub, "%.80s[%d]", name, i);
+    if (!same_structure(&a->items[i], &b->items[i], sub, detail, dn)) return 0;
+  }
+  return 1;
+}
+
+static void compare_flat(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                         char (*names)[96], double rtol, double atol, alma_output_check *c, char *detail, size_t dn);
+
 void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
-                            double rtol, double atol, alma_output_check *c, char *detail, size_t dn) {
+                           double rtol, double atol, alma_output_check *c, char *detail, size_t dn) {
+  int any = 0;
+  for (int k = 0; k < n_ref && k < n_out; k++)
+    any |= alma__dtype_is_container(ref[k].dtype) || alma__dtype_is_container(out[k].dtype);
+  if (!any || n_ref != n_out) {
+    compare_flat(ref, n_ref, out, n_out, m, NULL, rtol, atol, c, detail, dn);
+    return;
+  }
+  for (int k = 0; k < n_ref; k++)
+    if (!same_structure(&ref[k], &out[k], m ? alma_model_output_name(m, k) : "?", detail, dn)) {
+      memset(c, 0, sizeof *c);
+      c->performed = 1;
+      c->max_abs_err = c->max_rel_err = c->argmax_agreement = c->cosine_similarity = NAN;
+      return;
+    }
+  flat_outs fr = {0}, fo = {0};
+  int ok = 1;
+  for (int k = 0; ok && k < n_ref; k++) {
+    const char *name = m ? alma_model_output_name(m, k) : "?";
+    ok = flat_add(&fr, &ref[k], name) && flat_add(&fo, &out[k], name);
+  }
+  if (ok) {
+    compare_flat(fr.t, fr.n, fo.t, fo.n, m, fr.name, rtol, atol, c, detail, dn);
+  } else {
+    memset(c, 0, sizeof *c);
+    snprintf(detail, dn, "out of memory comparing sequence outputs");
+  }
+  free(fr.t);
+  free(fr.name);
+  free(fo.t);
+  free(fo.name);
+}
+
+static void compare_flat(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                         char (*names)[96], double rtol, double atol, alma_output_check *c, char *detail, size_t dn) {
   memset(c, 0, sizeof *c);
   c->performed = 1;
   c->passed = 1;
@@ -186,7 +309,7 @@ void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor 
   double rel_floor = atol > 0 ? atol : DBL_MIN;
   for (int k = 0; k < n_ref && k < n_out; k++) {
     const alma_tensor *r = &ref[k], *x = &out[k];
-    const char *name = m ? alma_model_output_name(m, k) : "?";
+    const char *name = names ? names[k] : m ? alma_model_output_name(m, k) : "?";
     if (!numeric(r->dtype) || !numeric(x->dtype)) continue;
     if (!alma__same_shape(r, x)) {
       char a[96], b[96];

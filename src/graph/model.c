@@ -76,8 +76,10 @@ const char *alma_model_input_name(const alma_model *m, int i) { return in_val(m,
 const char *alma_model_output_name(const alma_model *m, int i) { return out_val(m, i) ? out_val(m, i)->name : NULL; }
 alma_dtype alma_model_input_dtype(const alma_model *m, int i) { return in_val(m, i) ? in_val(m, i)->dtype : ALMA_DTYPE_UNDEFINED; }
 alma_dtype alma_model_output_dtype(const alma_model *m, int i) { return out_val(m, i) ? out_val(m, i)->dtype : ALMA_DTYPE_UNDEFINED; }
-int alma_model_input_rank(const alma_model *m, int i) { return in_val(m, i) ? in_val(m, i)->rank : -1; }
-int alma_model_output_rank(const alma_model *m, int i) { return out_val(m, i) ? out_val(m, i)->rank : -1; }
+/* A sequence/optional (dtype "sequence"/"optional") has no one shape: -1. */
+static int api_rank(const alma_value *v) { return !v || alma__dtype_is_container(v->dtype) ? -1 : v->rank; }
+int alma_model_input_rank(const alma_model *m, int i) { return api_rank(in_val(m, i)); }
+int alma_model_output_rank(const alma_model *m, int i) { return api_rank(out_val(m, i)); }
 int64_t alma_model_input_dim(const alma_model *m, int i, int axis) {
   const alma_value *v = in_val(m, i);
   return v && axis >= 0 && axis < v->rank ? v->dims[axis] : -1;

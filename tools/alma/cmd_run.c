@@ -1,6 +1,7 @@
 /* `alma run MODEL [--input NAME=FILE.npy]... [--output-dir DIR] [--conversion C] [--seed N]
  * [--batch-size N]`: one inference. Inputs not given are seeded random data; each output's shape,
- * dtype and a short summary are printed, and with --output-dir written to DIR/<output name>.npy. */
+ * dtype and a short summary are printed, and with --output-dir written to DIR/<output name>.npy
+ * (a sequence or optional output: one file per element, DIR/<name>_<i>.npy). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -188,6 +189,39 @@ static void print_summary(const char *name, const alma_tensor *t) {
     else printf(" %" PRId64, alma__get_i64(t->data, t->dtype, k));
   }
   printf(n > 8 ? " ...\n" : "\n");
+}
+
+/* A sequence/optional output: its length, then each element as NAME[i]. */
+static void print_container(const char *name, const alma_tensor *t) {
+  const alma__seq *sq = alma__container(t);
+  int n = sq ? sq->n : 0;
+  printf("%s: %s of %d %s\n", name, alma_dtype_name(t->dtype), n,
+         alma__container_elem_is_seq(t) ? "sequence" : n == 1 ? "tensor" : "tensors");
+  for (int e = 0; e < n; e++) {
+    char sub[300];
+    snprintf(sub, sizeof sub, "%.250s[%d]", name, e);
+    if (alma__dtype_is_container(sq->items[e].dtype)) print_container(sub, &sq->items[e]);
+    else print_summary(sub, &sq->items[e]);
+  }
+}
+
+/* Writes t to fpath (bfloat16 widened to float32: .npy has no bfloat16); ALMA_EXIT_OK or the exit
+ * code of the failure. */
+static int write_npy(const char *fpath, const alma_tensor *t, const char *name) {
+  alma_tensor f;
+  const alma_tensor *w = t;
+  alma_status st;
+  if (t->dtype == ALMA_DTYPE_BFLOAT16) {
+    if ((st = alma__tensor_alloc(&f, ALMA_DTYPE_FLOAT32, t->rank, t->dims)) != ALMA_OK) return alma_cli_fail(st, name);
+    for (int64_t k = 0; k < alma_tensor_numel(&f); k++) ((float *)f.data)[k] = alma__bf16_to_f32(((const uint16_t *)t->data)[k]);
+    w = &f;
+    printf("  (bfloat16 saved as float32)\n");
+  }
+  st = alma_npy_save(fpath, w);
+  if (w == &f) alma_tensor_free_data(&f);
+  if (st != ALMA_OK) return alma_cli_fail(st, name);
+  printf("  wrote %s\n", fpath);
+  return ALMA_EXIT_OK;
 }
 
 /* mkdir -p */
@@ -452,7 +486,8 @@ int alma_cmd_run(int argc, char **argv) {
   printf("ran %s in %.3f ms\n", conversion, dt * 1e3);
   for (int j = 0; j < n_out; j++) {
     const char *name = alma_model_output_name(m, j);
-    print_summary(name, &out[j]);
+    if (alma__dtype_is_container(out[j].dtype)) print_container(name, &out[j]);
+    else print_summary(name, &out[j]);
     if (!out_dir) continue;
     char fname[512], fpath[4700];
     sanitize(name, fname, sizeof fname - 16);
@@ -465,24 +500,25 @@ int alma_cmd_run(int argc, char **argv) {
         break;
       }
     }
-    snprintf(fpath, sizeof fpath, "%s/%s.npy", out_dir, fname);
-    if (out[j].dtype == ALMA_DTYPE_BFLOAT16) { /* .npy has no bfloat16: widen, exactly */
-      alma_tensor f;
-      if ((st = alma__tensor_alloc(&f, ALMA_DTYPE_FLOAT32, out[j].rank, out[j].dims)) != ALMA_OK) {
-        rc = alma_cli_fail(st, name);
-        goto done;
+    if (alma__dtype_is_container(out[j].dtype)) { /* one file per element: NAME_0.npy, NAME_1.npy ... */
+      const alma__seq *sq = alma__container(&out[j]);
+      for (int e = 0; sq && e < sq->n && rc == ALMA_EXIT_OK; e++) {
+        if (alma__dtype_is_container(sq->items[e].dtype)) { /* optional(seq): NAME_0_0.npy ... */
+          const alma__seq *in2 = alma__container(&sq->items[e]);
+          for (int e2 = 0; in2 && e2 < in2->n && rc == ALMA_EXIT_OK; e2++) {
+            snprintf(fpath, sizeof fpath, "%s/%s_%d_%d.npy", out_dir, fname, e, e2);
+            rc = write_npy(fpath, &in2->items[e2], name);
+          }
+          continue;
+        }
+        snprintf(fpath, sizeof fpath, "%s/%s_%d.npy", out_dir, fname, e);
+        rc = write_npy(fpath, &sq->items[e], name);
       }
-      for (int64_t k = 0; k < alma_tensor_numel(&f); k++)
-        ((float *)f.data)[k] = alma__bf16_to_f32(((const uint16_t *)out[j].data)[k]);
-      alma_tensor_free_data(&out[j]);
-      out[j] = f;
-      printf("  (bfloat16 saved as float32)\n");
+      if (rc != ALMA_EXIT_OK) goto done;
+      continue;
     }
-    if ((st = alma_npy_save(fpath, &out[j])) != ALMA_OK) {
-      rc = alma_cli_fail(st, name);
-      goto done;
-    }
-    printf("  wrote %s\n", fpath);
+    snprintf(fpath, sizeof fpath, "%s/%s.npy", out_dir, fname);
+    if ((rc = write_npy(fpath, &out[j], name)) != ALMA_EXIT_OK) goto done;
   }
   if (profile > 0 && (st = run_profile(s, conversion, in, n_in, n_out, profile)) != ALMA_OK) {
     rc = alma_cli_fail(st, "--profile");
