@@ -6,8 +6,8 @@
  * one value for all, the Concat of past and new keys fails and inference stops at the first layer,
  * so nothing after it has a shape (FUSE matched its LayerNorms in the first layer only); under
  * distinct values the same happens. alma__symbind_discover learns such relations: starting from
- * distinct values, it greedily ties one symbol to another (equal, or one more or one less) while
- * that lets inference know more values. alma__symbind_infer then infers under the relations with
+ * distinct values, it greedily ties one symbol to another (equal, or one more or one less) or to
+ * the sum of two others (total = past + seq) while that lets inference know more values. alma__symbind_infer then infers under the relations with
  * the free symbols at distinct values, in one of two variants: in order of appearance and reversed
  * (so a clamped difference of two free symbols is positive in one of them), and every free symbol
  * different between the variants (so a dim the same in both does not depend on them). */
@@ -19,9 +19,11 @@
 typedef struct alma_symbind {
   int n_sym;      /* distinct symbols (by name; an unnamed dim is its own) */
   int *sym;       /* per graph input and dim (input * ALMA_MAX_RANK + d): symbol, or -1 if fixed */
-  int *root;      /* per symbol: the free symbol it is tied to (itself when free) */
-  int *off;       /* per symbol: its value is the root's plus off */
-  int n_tied;     /* symbols tied to another */
+  int *coef;      /* per symbol s, per symbol r: coef[s * n_sym + r]; a symbol's value is the sum
+                   * of coef times the free symbols' values, plus off (free: its own value) */
+  int *off;
+  int *free_;     /* per symbol: 1 when free */
+  int n_tied;     /* symbols tied to others */
 } alma_symbind;
 
 /* Learns relations between g's symbolic input dims (see above). Zero symbols is not an error

@@ -32,11 +32,20 @@ static int used_by_subgraph(const alma_graph *g, int v) {
   return 0;
 }
 
-static int remove_identities(alma_graph *g) {
+static int remove_identities(alma_graph *g, const alma_symbind *sb) {
   int changed = 0;
-  /* dtypes of intermediate values come from inference: a model need not declare them */
-  alma_infer_result r;
+  /* dtypes of intermediate values come from inference: a model need not declare them (under the
+   * symbols' relations when that knows more: past a decode graph's first KV Concat) */
+  alma_infer_result r, rs;
   int have_r = alma__graph_infer(g, NULL, 2, 1 << 16, &r) == ALMA_OK;
+  if (alma__symbind_infer(g, sb, 0, 1 << 16, &rs)) {
+    if (!have_r || rs.n_unknown < r.n_unknown) {
+      if (have_r) alma__infer_result_free(&r);
+      r = rs, have_r = 1;
+    } else {
+      alma__infer_result_free(&rs);
+    }
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead || n->n_inputs < 1 || n->inputs[0] < 0) continue;
@@ -133,7 +142,7 @@ static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
   alma_symbind sb;
   alma_status st = alma__symbind_discover(g, FOLD_MAX_ELEMS, &sb);
   for (int iter = 0; iter < 8 && st == ALMA_OK; iter++) {
-    int changed = remove_identities(g);
+    int changed = remove_identities(g, &sb);
     st = fold_constants(g, &sb, &changed);
     changed |= remove_dead(g);
     if (st == ALMA_OK) st = alma__graph_compact(g);

@@ -9,6 +9,7 @@
  *              scale possibly applied to Q or Kᵀ instead     -> alma.Attention
  * The ONNX ops created are bound at the version whose semantics they have, even when the model
  * imports an older opset (alma's kernels do not care about the import). */
+#include <float.h>
 #include <math.h>
 
 #include "passes/fuse.h"
@@ -503,6 +504,103 @@ static alma_status onnx_attention(alma__fuse_ctx *c, int ai) {
   return ALMA_OK;
 }
 
+
+/* The mask chain of an attention's scores: the ops between the scores (MatMul, possibly scaled) and
+ * the Softmax, nearest the Softmax first, each reading the running scores in one input:
+ *   Add(x, m)             an additive mask or bias (float, e.g. ALiBi, a padding mask);
+ *   Where(b, x, c), Where(b, c, x)   the causal or padding mask as transformers applies it, c the
+ *                         dtype's lowest value (finfo.min) or -inf;
+ *   Max(x, c)             the clamp OPT and LLaMA (4.30) apply after adding their mask, same c.
+ * Each is f(x) = x + f(0) for the scores x: exactly for Add, and for the others because x + c is c
+ * once rounded (float32's lowest is -3.4e38, whose ulp is 2^104; scores below 1e31 in magnitude
+ * vanish in it), and exp(c - max) = exp(-inf - max) = 0 in a row with any score above c. A row whose
+ * every score is masked is where the forms differ, and there x + c = c still holds: the original
+ * gives the same (uniform) softmax over the same values. Float16's lowest (-65504) does not absorb
+ * scores, so only float32 and double chains are taken beyond plain Adds. */
+typedef struct attn_chain {
+  int n, node[8], slot[8]; /* nodes (nearest the Softmax first) and the input holding the scores */
+  int scores;               /* the value entering the chain */
+} attn_chain;
+
+/* c is -inf or the lowest finite value of float type dt. */
+static int absorbing(const alma__fuse_ctx *c, int v, alma_dtype dt) {
+  double k;
+  if (!alma__fuse_scalar(c, v, &k) || alma__fuse_dtype(c, v) != dt) return 0;
+  return k == -INFINITY || (dt == ALMA_DTYPE_FLOAT32 && k == -(double)FLT_MAX) ||
+         (dt == ALMA_DTYPE_FLOAT64 && k == -DBL_MAX);
+}
+
+/* Whether v comes (through scales and chain ops, single consumers) from a MatMul: the scores side. */
+static int from_scores(const alma__fuse_ctx *c, int v, int depth) {
+  int p = alma__fuse_producer(c, v, "", NULL);
+  if (p < 0 || depth > 10) return 0;
+  if (alma__fuse_is(c, p, "", "MatMul")) return 1;
+  static const char *const through[] = {"Add", "Where", "Max", "Div", "Mul"};
+  int ok = 0;
+  for (int k = 0; k < 5; k++) ok |= alma__fuse_is(c, p, "", through[k]);
+  if (!ok) return 0;
+  const alma_node *n = &c->g->nodes[p];
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] >= 0 && alma__fuse_only_consumer(c, n->inputs[i]) == p && from_scores(c, n->inputs[i], depth + 1))
+      return 1;
+  return 0;
+}
+
+static int mask_chain(const alma__fuse_ctx *c, int cur, int user, alma_dtype dt, attn_chain *ch) {
+  memset(ch, 0, sizeof *ch);
+  int absorb_ok = dt == ALMA_DTYPE_FLOAT32 || dt == ALMA_DTYPE_FLOAT64, out = cur;
+  for (;;) {
+    if (alma__fuse_only_consumer(c, cur) != user) return 0;
+    int p = alma__fuse_producer(c, cur, "", NULL), slot = -1;
+    if (p < 0 || ch->n == 8) break;
+    const alma_node *n = &c->g->nodes[p];
+    if (alma__fuse_is(c, p, "", "Add") && n->n_inputs == 2) {
+      for (int side = 0; side < 2; side++) {
+        int t = n->inputs[side], m = n->inputs[1 - side];
+        if (t < 0 || m < 0 || t == m || alma__fuse_only_consumer(c, t) != p || !from_scores(c, t, 0)) continue;
+        if (alma__fuse_dtype(c, m) != dt || slot >= 0) return 0; /* both sides look like scores */
+        slot = side;
+      }
+    } else if (absorb_ok && alma__fuse_is(c, p, "", "Where") && n->n_inputs == 3) {
+      if (alma__fuse_dtype(c, n->inputs[0]) != ALMA_DTYPE_BOOL) return 0;
+      if (absorbing(c, n->inputs[2], dt)) slot = 1;
+      else if (absorbing(c, n->inputs[1], dt)) slot = 2;
+      else return 0; /* a mask value that does not absorb the scores */
+    } else if (absorb_ok && alma__fuse_is(c, p, "", "Max") && n->n_inputs == 2) {
+      if (absorbing(c, n->inputs[1], dt)) slot = 0;
+      else if (absorbing(c, n->inputs[0], dt)) slot = 1;
+      else return 0;
+    }
+    if (slot < 0) break;
+    ch->node[ch->n] = p, ch->slot[ch->n++] = slot;
+    user = p, cur = n->inputs[slot];
+  }
+  ch->scores = cur;
+  /* the chain keeps the scores' shape (a mask does not broadcast them up) and dtype */
+  return !ch->n || (alma__fuse_same_shape(c, cur, out) && alma__fuse_dtype(c, cur) == dt);
+}
+
+/* Whether a one-node chain is Where(b, x, c) (or Where(!b, c, x)) with b, in both bindings, known
+ * and exactly the causal pattern: query i of Sq sees key j of Sk iff j <= i + Sk - Sq (what
+ * transformers slices out of its lower-triangular buffer, at [past : past + Sq, : past + Sq]),
+ * with Sk >= Sq so that no row is fully masked. alma.Attention's causal mode is then the same. */
+static int chain_causal(const alma__fuse_ctx *c, const attn_chain *ch, int s) {
+  const alma_node *n = &c->g->nodes[ch->node[0]];
+  if (!alma__fuse_is(c, ch->node[0], "", "Where")) return 0;
+  int keep = ch->slot[0] == 1; /* true keeps the score */
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *m = alma__fuse_info(c, n->inputs[0], b), *st = alma__fuse_info(c, s, b);
+    if (!m || !st || !m->data || m->dtype != ALMA_DTYPE_BOOL || m->rank < 2 || st->rank < 2) return 0;
+    int64_t Sq = st->dims[st->rank - 2], Sk = st->dims[st->rank - 1];
+    if (Sk < Sq || m->dims[m->rank - 2] != Sq || m->dims[m->rank - 1] != Sk || alma_tensor_numel(m) != Sq * Sk) return 0;
+    const uint8_t *d = m->data;
+    for (int64_t i = 0; i < Sq; i++)
+      for (int64_t j = 0; j < Sk; j++)
+        if ((d[i * Sk + j] != 0) != (keep == (j <= i + Sk - Sq))) return 0;
+  }
+  return 1;
+}
+
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (alma__fuse_is(c, smi, "", "Attention")) return onnx_attention(c, smi);
   if (!alma__fuse_is(c, smi, "", "Softmax")) return ALMA_OK;
@@ -516,22 +614,12 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (m2 < 0 || c->g->nodes[m2].inputs[0] != p || c->g->nodes[m2].inputs[1] == p) return ALMA_OK;
   int v = c->g->nodes[m2].inputs[1];
   double scale = 1.0;
-  int cur = s, user = smi, mask = -1, ad = -1, sc = -1, qs = -1, ks = -1, tp = -1;
+  int cur = s, user = smi, mask = -1, sc = -1, qs = -1, ks = -1, tp = -1, causal = 0;
   if (alma__fuse_only_consumer(c, cur) != user) return ALMA_OK;
-  /* [Add mask]: the scores side is the one coming from the MatMul (possibly through a scale) */
-  int a = alma__fuse_producer(c, cur, "", "Add");
-  if (a >= 0) {
-    for (int side = 0; side < 2 && ad < 0; side++) {
-      int t = c->g->nodes[a].inputs[side], m = c->g->nodes[a].inputs[1 - side], dummy;
-      double sdummy = 1;
-      if (t < 0 || m < 0 || t == m || alma__fuse_only_consumer(c, t) != a) continue;
-      int inner = strip_scale(c, t, a, &sdummy, &dummy);
-      if (alma__fuse_producer(c, inner, "", "MatMul") < 0) continue;
-      if (!alma__fuse_same_shape(c, t, cur) || alma__fuse_dtype(c, m) != dt) continue;
-      ad = a, mask = m, user = a, cur = t;
-    }
-    if (ad < 0) return ALMA_OK;
-  }
+  /* The mask chain between the scores and the Softmax (mask_chain says which forms). */
+  attn_chain ch;
+  if (!mask_chain(c, cur, user, dt, &ch)) return ALMA_OK;
+  if (ch.n) cur = ch.scores, user = ch.node[ch.n - 1];
   int next = strip_scale(c, cur, user, &scale, &sc);
   if (sc >= 0) user = sc, cur = next;
   int m1 = alma__fuse_producer(c, cur, "", "MatMul");
@@ -551,11 +639,34 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   }
   if (alma__fuse_rank(c, q) < 2 || alma__fuse_rank(c, key) < 2 || alma__fuse_rank(c, v) < 2) return ALMA_OK;
   if (alma__fuse_dtype(c, q) != dt || alma__fuse_dtype(c, key) != dt || alma__fuse_dtype(c, v) != dt) return ALMA_OK;
-  int y = out0(c, m2);
+  int y = out0(c, m2), ad = -1;
+  if (ch.n == 1 && alma__fuse_is(c, ch.node[0], "", "Add")) {
+    mask = alma__fuse_other_input(c, ch.node[0], ch.scores), ad = ch.node[0]; /* the mask as it is */
+  } else if (ch.n == 1 && chain_causal(c, &ch, s)) {
+    causal = 1, ad = ch.node[0];
+  } else if (ch.n) {
+    /* f(s) = s + f(0) (see mask_chain): the chain now computes f(0), at the mask's size */
+    alma_tensor *z;
+    int zero = alma__fuse_new_const(c, c->g->values[y].name, dt, 0, NULL, &z);
+    if (zero < 0) return ALMA_ERR_NOMEM;
+    int prev = zero;
+    for (int k = ch.n - 1; k >= 0; k--) {
+      alma_node *nk = &c->g->nodes[ch.node[k]];
+      int in[3];
+      for (int i = 0; i < nk->n_inputs && i < 3; i++) in[i] = i == ch.slot[k] ? prev : nk->inputs[i];
+      int nv = alma__fuse_new_value(c, c->g->values[y].name);
+      if (nv < 0) return ALMA_ERR_NOMEM;
+      ALMA_TRY(alma__fuse_set_inputs(c, ch.node[k], in, nk->n_inputs));
+      ALMA_TRY(alma__fuse_set_output(c, ch.node[k], nv));
+      prev = nv;
+    }
+    mask = prev;
+  }
   ALMA_TRY(alma__fuse_retype(c, smi, "alma", "Attention", 1));
   ALMA_TRY(alma__fuse_attr_clear(c, smi));
   ALMA_TRY(alma__fuse_attr_f(c, smi, "scale", (float)scale));
   ALMA_TRY(alma__fuse_attr_i(c, smi, "k_transposed", k_transposed));
+  if (causal) ALMA_TRY(alma__fuse_attr_i(c, smi, "causal", 1));
   int in[4] = {q, key, v, mask};
   ALMA_TRY(alma__fuse_set_inputs(c, smi, in, 4));
   ALMA_TRY(alma__fuse_set_output(c, smi, y));

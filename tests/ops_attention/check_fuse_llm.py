@@ -1,0 +1,230 @@
+"""FUSE on decoder blocks shaped like transformers' (4.30) ONNX exports, built with onnx.helper:
+symbolic batch, sequence, total and past dims; a KV cache (past keys and values concatenated before
+attention, present outputs); LayerNorm written out (ReduceMean, Sub, Pow, ...) in each of two layers;
+and the attention scores masked the ways the exports mask them:
+  where_causal_ext   Where(causal slice of a tril buffer, s, finfo.min) + (1 - mask) * finfo.min (GPT-2)
+  where_causal       the causal Where alone: alma.Attention's causal mode
+  max_combined       Max(s + (causal + padding mask), finfo.min) (OPT, LLaMA 4.30)
+  alibi              an additive per-head bias, the causal Where and the padding mask (BLOOM-like)
+  where_inverted     Where(not causal, finfo.min, s): true masks
+  where_noncausal    Where(an upper-triangular slice, s, min): fused as a mask, not as causal mode
+and forms that must not fuse: a Where or Max whose value does not absorb the scores (-1e4, -100), a
+mask that broadcasts the scores up. Each graph runs in prefill (past 0), decode (1 token after 5) and
+chunk (3 after 4) shapes through FOLD+FUSE+EAGER, FOLD+FUSE+DNNL and FOLD+FUSE+BLAS against ONNX
+Runtime, checking FUSE's attention and layernorm counts (every layer's LayerNorm: the symbols'
+relations total = past + seq let inference past the first KV Concat) and, for DNNL, whether the
+fused node runs its causal kernel.
+
+usage: check_fuse_llm.py ALMA WORKDIR      (python with onnx, onnxruntime and numpy)"""
+import os
+import re
+import sys
+
+import numpy as np
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto as TP, helper, numpy_helper
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from alma_cli import alma_run, available  # noqa: E402
+
+ALMA, WORK = sys.argv[1], sys.argv[2]
+os.makedirs(WORK, exist_ok=True)
+rng = np.random.default_rng(5)
+E, H, L, NPOS = 32, 4, 2, 64
+DH = E // H
+FMIN = float(np.finfo(np.float32).min)
+
+
+class G:
+    def __init__(self):
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def name(self, base):
+        self.n += 1
+        return f"{base}_{self.n}"
+
+    def op(self, op, ins, **attrs):
+        out = self.name(op)
+        self.nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    def const(self, value, dtype=np.float32):
+        nm = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), nm))
+        return nm
+
+    def ints(self, *v):
+        return self.const(list(v), np.int64)
+
+
+def layer_norm(g, x):
+    mu = g.op("ReduceMean", [x], axes=[-1])
+    d = g.op("Sub", [x, mu])
+    var = g.op("ReduceMean", [g.op("Pow", [d, g.const(2.0)])], axes=[-1])
+    y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [var, g.const(1e-5)])])])
+    return g.op("Add", [g.op("Mul", [y, g.const(rng.uniform(0.5, 1.5, E))]), g.const(rng.uniform(-.1, .1, E))])
+
+
+def dim(g, x, axis):  # Shape(x)[axis] as a 1-D int64
+    return g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", [x]), g.const(axis, np.int64)], axis=0),
+                              g.ints(0)])
+
+
+def causal_slice(g, S, T, upper=False):
+    """bias[:, :, T - S : T, :T] of a [1, 1, NPOS, NPOS] bool buffer (lower triangle, or upper)."""
+    tri = np.triu(np.ones((NPOS, NPOS), bool), 1) if upper else np.tril(np.ones((NPOS, NPOS), bool))
+    buf = g.const(tri.reshape(1, 1, NPOS, NPOS), bool)
+    a = g.op("Slice", [buf, g.op("Sub", [T, S]), T, g.ints(2)])
+    return g.op("Slice", [a, g.ints(0), T, g.ints(3)])
+
+
+def padding(g, mask, value=FMIN):  # (1 - mask) * value, [B, 1, 1, T]
+    m = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TP.FLOAT), g.ints(1, 2)])
+    return g.op("Mul", [g.op("Sub", [g.const(1.0), m]), g.const(value)])
+
+
+def attention(g, form, s, S, T):
+    """The scores s [B, H, S, T] masked as `form` says."""
+    if form in ("where_causal_ext", "where_causal", "where_min_1e4", "where_noncausal"):
+        c = causal_slice(g, S, T, upper=form == "where_noncausal")
+        y = g.op("Where", [c, s, g.const(-1e4 if form == "where_min_1e4" else FMIN)])
+        return y if form in ("where_causal", "where_noncausal") else g.op("Add", [y, padding(g, "attention_mask")])
+    if form == "where_inverted":
+        c = g.op("Not", [causal_slice(g, S, T)])
+        return g.op("Add", [g.op("Where", [c, g.const(FMIN), s]), padding(g, "attention_mask")])
+    if form in ("max_combined", "max_small"):
+        causal = g.op("Where", [causal_slice(g, S, T), g.const(0.0), g.const(FMIN)])
+        m = g.op("Add", [causal, padding(g, "attention_mask")])
+        return g.op("Max", [g.op("Add", [s, m]), g.const(-100.0 if form == "max_small" else FMIN)])
+    if form == "alibi":
+        slopes = g.const((2.0 ** -np.arange(1, H + 1)).reshape(1, H, 1, 1))
+        pos = g.op("Unsqueeze", [g.op("Cast", [g.op("CumSum", [g.op("Cast", ["attention_mask"], to=TP.INT64),
+                                                                  g.const(1, np.int64)])], to=TP.FLOAT), g.ints(1, 2)])
+        y = g.op("Add", [s, g.op("Mul", [slopes, pos])])
+        y = g.op("Where", [causal_slice(g, S, T), y, g.const(FMIN)])
+        return g.op("Add", [y, padding(g, "attention_mask")])
+    if form == "broadcast_up":  # a rank-5 mask [2, B, 1, 1, T]: the scores grow, the mask is no mask
+        p = g.op("Unsqueeze", [padding(g, "attention_mask"), g.ints(0)])
+        return g.op("Add", [s, g.op("Concat", [p, g.op("Mul", [p, g.const(0.5)])], axis=0)])
+    raise ValueError(form)
+
+
+def build(form, scale_q=False):
+    g = G()
+    x = "x"
+    outs = []
+    for layer in range(L):
+        h = layer_norm(g, x)
+
+        def heads(w):
+            y = g.op("MatMul", [h, g.const(rng.standard_normal((E, E)) / np.sqrt(E))])
+            return g.op("Transpose", [g.op("Reshape", [y, g.ints(0, 0, H, DH)])], perm=[0, 2, 1, 3])
+        q, k, v = heads("q"), heads("k"), heads("v")
+        K = g.op("Concat", [f"past_key.{layer}", k], axis=2)
+        V = g.op("Concat", [f"past_value.{layer}", v], axis=2)
+        outs += [(K, f"present_key.{layer}"), (V, f"present_value.{layer}")]
+        if scale_q:
+            q = g.op("Mul", [q, g.const(1 / np.sqrt(DH))])
+        s = g.op("MatMul", [q, g.op("Transpose", [K], perm=[0, 1, 3, 2])])
+        if not scale_q:
+            s = g.op("Div", [s, g.const(np.sqrt(DH))])
+        S, T = dim(g, q, 2), dim(g, K, 2)
+        p = g.op("Softmax", [attention(g, form, s, S, T)], axis=-1)
+        pv = g.op("MatMul", [p, V])
+        if form == "broadcast_up":  # back to rank 4
+            pv = g.op("ReduceMean", [pv], axes=[0], keepdims=0)
+        a = g.op("Reshape", [g.op("Transpose", [pv], perm=[0, 2, 1, 3]), g.ints(0, 0, E)])
+        x = g.op("Add", [x, g.op("MatMul", [a, g.const(rng.standard_normal((E, E)) / np.sqrt(E))])])
+        x = g.op("Add", [x, layer_norm(g, x)])  # a second LayerNorm per layer (as an MLP's input would be)
+    for src, nm in outs:
+        g.nodes.append(helper.make_node("Identity", [src], [nm]))
+    g.nodes.append(helper.make_node("Identity", [x], ["y"]))
+    ins = [helper.make_tensor_value_info("x", TP.FLOAT, ["batch", "seq", E]),
+           helper.make_tensor_value_info("attention_mask", TP.INT64, ["batch", "total"])]
+    for layer in range(L):
+        for kind in ("key", "value"):
+            ins.append(helper.make_tensor_value_info(f"past_{kind}.{layer}", TP.FLOAT, ["batch", H, "past", DH]))
+    outputs = [helper.make_tensor_value_info("y", TP.FLOAT, None)] + \
+        [helper.make_tensor_value_info(nm, TP.FLOAT, None) for _, nm in outs]
+    m = helper.make_model(helper.make_graph(g.nodes, form, ins, outputs, g.inits),
+                          opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+
+    return m
+
+
+def feeds(B, S, P):
+    f = {"x": rng.standard_normal((B, S, E)).astype(np.float32)}
+    mask = np.ones((B, P + S), np.int64)
+    if S > 1:
+        mask[1, -1:] = 0  # right padding: every query row keeps a key
+    if P > 1:
+        mask[1, 1] = 0  # a padded position inside the past
+    f["attention_mask"] = mask
+    for layer in range(L):
+        for kind in ("key", "value"):
+            f[f"past_{kind}.{layer}"] = rng.standard_normal((B, H, P, DH)).astype(np.float32)
+    return f
+
+
+# form -> (fused attention nodes expected, the causal kernel expected on DNNL)
+CASES = {
+    "where_causal_ext": (L, False),
+    "where_causal": (L, True),
+    "max_combined": (L, False),
+    "alibi": (L, False),
+    "where_inverted": (L, False),
+    "where_noncausal": (L, False),
+    "where_min_1e4": (0, False),
+    "max_small": (0, False),
+    "broadcast_up": (0, False),
+}
+SHAPES = {"prefill": (2, 7, 0), "decode": (2, 1, 5), "chunk": (2, 3, 4)}
+CONVS = available(ALMA, ["FOLD+FUSE+EAGER", "FOLD+FUSE+DNNL", "FOLD+FUSE+BLAS"])
+failures = []
+for form, (want_attn, want_causal) in CASES.items():
+    for scale_q in (False, True):
+        name = form + ("_scale_q" if scale_q else "")
+        m = build(form, scale_q)
+        path = os.path.join(WORK, name + ".onnx")
+        onnx.save(m, path)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        for shape, (B, S, P) in SHAPES.items():
+            f = feeds(B, S, P)
+            want = sess.run(None, f)
+            for conv in CONVS:
+                tag = f"{name} {shape} {conv}"
+                d = os.path.join(WORK, name, shape, conv.replace("+", "_"))
+                r = alma_run(ALMA, path, conv, f, d, "-v", check=False, timeout=120)
+                log = r.stdout + r.stderr
+                if r.returncode != 0:
+                    failures.append(f"{tag}: alma failed: {r.stderr.strip()[-300:]}")
+                    continue
+                ma = re.search(r"FUSE: .*layernorm (\d+), rmsnorm \d+, attention (\d+)", log)
+                if not ma or int(ma.group(1)) != 2 * L or int(ma.group(2)) != want_attn:
+                    failures.append(f"{tag}: expected layernorm {2 * L}, attention {want_attn}; FUSE said "
+                                    f"{ma.group(0) if ma else 'nothing'}")
+                line = next((ln for ln in log.splitlines() if re.match(r"\s+\S+\s+Attention\s", ln)), "")
+                if conv.endswith("DNNL") and want_attn and ("DNNL" not in line or "on EAGER" in line):
+                    failures.append(f"{tag}: Attention not on DNNL: {line.strip()!r}")
+                # decoding one token needs no causal frontier, so only prefill and chunk tell
+                if conv.endswith("DNNL") and want_attn and S > 1 and ("causal" in line) != want_causal:
+                    failures.append(f"{tag}: expected {'the' if want_causal else 'no'} causal kernel: {line.strip()!r}")
+                for i, o in enumerate(m.graph.output):
+                    got = np.load(os.path.join(d, o.name + ".npy"))
+                    w = np.asarray(want[i])
+                    err = float(np.abs(got - w).max(initial=0)) / max(float(np.abs(w).max(initial=0)), 1)
+                    if got.shape != w.shape or not err <= 2e-5:
+                        failures.append(f"{tag} {o.name}: max error {err:.3g} (shape {got.shape} vs {w.shape})")
+        print(f"ok {name}", flush=True)
+
+if failures:
+    print("\n".join(["FAILED:"] + failures))
+    sys.exit(1)
+print("all cases passed")
