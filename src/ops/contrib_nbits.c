@@ -387,13 +387,15 @@ static void dequant_panel_generic(const mnb_job *j, int64_t n0, int64_t nb, floa
  * 32 codes or more with packed or default zero points: each block of a row of A is rounded to int8
  * with its own scale max|a| / 127 (qa = round-half-even(a / scale), NaN as 0), each block's dot
  * product sum qa * (q - zp) is exact in int32, and the blocks add up in float as
- * dot * scale_a * scale_b. Only the float additions' order differs from ONNX Runtime's. The products
- * take one instruction per 32 codes and row (AVX2's vpmaddubsw + vpmaddwd, or VNNI's vpdpbusd)
- * against about 21 for the float GEMV's 32 FMAs, unpacking and conversions. */
+ * dot * scale_a * scale_b. Only the float additions' order differs from ONNX Runtime's (and the zero
+ * points' term, which the vector tiles add in float: see i8_tile). The products take one or two
+ * instructions per 32 codes and row (AVX2's vpmaddubsw + vpmaddwd, or VNNI's vpdpbusd) against about
+ * 21 for the float GEMV's 32 FMAs, unpacking and conversions. */
 typedef struct {
   int8_t *qa;  /* [rows, kpad]: each chunk of 32 elements as [16 even | 16 odd], B's low and high nibbles */
   float *sa;   /* [rows, kb] */
   int32_t *qs; /* [rows, kb]: sum of the block's qa, for the zero point's term */
+  float *qsa;  /* [rows, kb]: qs * sa, the zero point's term in float (the AVX2 and VNNI tiles) */
 } mnb_i8;
 
 static int i8_usable(const mnb_job *j) {
@@ -422,6 +424,7 @@ static void a_quant_i8(const mnb_attrs *a, const float *A, int64_t rows, mnb_i8 
         }
       q->sa[m * a->kb + b] = sc;
       q->qs[m * a->kb + b] = sum;
+      q->qsa[m * a->kb + b] = (float)sum * sc;
     }
   }
 }
@@ -464,65 +467,150 @@ enum { I8_MADDUBS, I8_VNNI_EVEX, I8_VNNI_VEX };
 /* dot: I8_MADDUBS (AVX2: u8 x s8 pairs to int16, no saturation with codes <= 15 and |qa| <= 127,
  * then pairs to int32), or vpdpbusd, the same sums in one instruction: EVEX-encoded (AVX512-VNNI
  * with VL) or VEX-encoded (AVX-VNNI). The VNNI forms are written as assembly so the function needs
- * no AVX-512 target, and compilers without AVX-VNNI support still build it. */
-static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_job *j, const mnb_i8 *q, const int mr,
-                                                                    const int dot, int64_t m0, int64_t n0, int64_t n1,
-                                                                    float *y) {
-  const mnb_attrs *a = j->a;
-  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
-  const __m128i low = _mm_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t *qa[4];
-  const float *sa[4];
-  const int32_t *qs[4];
-  for (int m = 0; m < mr; m++)
-    qa[m] = q->qa + (m0 + m) * kpad, sa[m] = q->sa + (m0 + m) * kb, qs[m] = q->qs + (m0 + m) * kb;
-  for (int64_t n = n0; n < n1; n++) {
-    const uint8_t *bp = j->b + n * kb * blob;
-    const float *s = j->s + n * kb;
-    const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
-    __m256 accf[4];
-    for (int m = 0; m < mr; m++) accf[m] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < kb; b++) {
-      __m256i acc[4];
-      for (int m = 0; m < mr; m++) acc[m] = _mm256_setzero_si256();
-      for (int64_t c = 0; c < blob; c += 16, bp += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)bp);
-        __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-        const int64_t ko = b * bs + 2 * c;
-        for (int m = 0; m < mr; m++) {
-          __m256i av = _mm256_loadu_si256((const __m256i *)(qa[m] + ko));
-          if (dot == I8_MADDUBS) acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(_mm256_maddubs_epi16(codes, av), ones));
-          else if (dot == I8_VNNI_EVEX) __asm__("vpdpbusd %2, %1, %0" : "+x"(acc[m]) : "x"(codes), "x"(av));
-          else __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc[m]) : "x"(codes), "x"(av));
-        }
-      }
-      const int zp = zp_int(zrow, b);
-      for (int m = 0; m < mr; m++) {
-        /* the zero point's term in lane 0, in integers: the block's sum stays exact */
-        __m256i d = _mm256_sub_epi32(acc[m], _mm256_setr_epi32(zp * qs[m][b], 0, 0, 0, 0, 0, 0, 0));
-        accf[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s[b] * sa[m][b]), accf[m]);
-      }
-    }
-    for (int m = 0; m < mr; m++) {
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(accf[m]), _mm256_extractf128_ps(accf[m], 1));
-      h = _mm_hadd_ps(h, h);
-      h = _mm_hadd_ps(h, h);
-      y[(m0 + m) * N + n] = _mm_cvtss_f32(h) + (j->bias ? j->bias[n] : 0.0f);
-    }
-  }
+ * no AVX-512 target, and compilers without AVX-VNNI support still build it.
+ *
+ * A register tile of R rows x C columns: each unpacked chunk of B serves R rows and each chunk of A
+ * C columns. The zero points stay out of the inner loop: sum qa * (q - zp) * sa * s is
+ * sum qa * q * sa * s - sum (zp * s) * (sum(qa) * sa), the second term one short float dot per row
+ * and column over the blocks (zdot). With AVX2, up to 8 chunks' vpmaddubsw sums add up in int16
+ * (8 * 2 * 127 * 15 < 2^15) before one vpmaddwd; each block's int32 sum is converted and added in
+ * float times sa * s. Every output element is computed by the same operations whatever R, C and
+ * the column split, so results do not depend on the tile or the thread count. */
+__attribute__((noinline)) I8_TARGET static float zdot(const float *zs, const float *qsa, int64_t kb) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= kb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(zs + b), _mm256_loadu_ps(qsa + b), acc);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_hadd_ps(h, h);
+  h = _mm_hadd_ps(h, h);
+  float t = _mm_cvtss_f32(h);
+  for (; b < kb; b++) t = fmaf(zs[b], qsa[b], t);
+  return t;
 }
 
+static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_job *j, const mnb_i8 *q, const int R,
+                                                                    const int C, const int dot, const int one_chunk,
+                                                                    int64_t m0, int64_t n, const float *zs, float *y) {
+  const mnb_attrs *a = j->a;
+  const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
+  const int64_t nch = one_chunk ? 1 : blob / 16;
+  const __m128i low = _mm_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t *qa[8];
+  const float *sa[8];
+  const uint8_t *bp[2];
+  const float *s[2];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; r++) qa[r] = q->qa + (m0 + r) * kpad, sa[r] = q->sa + (m0 + r) * kb;
+  #pragma GCC unroll 8
+  for (int c = 0; c < C; c++) bp[c] = j->b + (n + c) * kb * blob, s[c] = j->s + (n + c) * kb;
+  __m256 accf[8][2];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; c++) accf[r][c] = _mm256_setzero_ps();
+  int64_t b0 = 0;
+  if (one_chunk && dot == I8_MADDUBS) {
+    /* blocks of 32, two at a time: vphaddw puts block b's pair sums and block b+1's side by side
+     * (below 2^15: 2 * 2 * 127 * 15), one vpmaddwd, conversion and FMA serve both blocks, scaled by
+     * [p_b, p_b, p_b+1, p_b+1] in each 128-bit lane */
+    for (; b0 + 2 <= kb; b0 += 2) {
+      __m256i codes[2][2];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; c++)
+        for (int h = 0; h < 2; h++) {
+          __m128i v = _mm_loadu_si128((const __m128i *)(bp[c] + (b0 + h) * 16));
+          codes[c][h] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+        }
+      __m256 sc[2];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; c++)
+        sc[c] = _mm256_permute_ps(_mm256_castpd_ps(_mm256_broadcast_sd((const double *)(s[c] + b0))), 0x50);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32));
+        __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32 + 32));
+        __m256 sar = _mm256_permute_ps(_mm256_castpd_ps(_mm256_broadcast_sd((const double *)(sa[r] + b0))), 0x50);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+          __m256i h = _mm256_hadd_epi16(_mm256_maddubs_epi16(codes[c][0], a0), _mm256_maddubs_epi16(codes[c][1], a1));
+          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(h, ones)), _mm256_mul_ps(sar, sc[c]),
+                                       accf[r][c]);
+        }
+      }
+    }
+  }
+  for (int64_t b = b0; b < kb; b++) {
+    for (int64_t g0 = 0; g0 < nch; g0 += 8) {
+      const int64_t g1 = one_chunk ? 1 : g0 + 8 < nch ? g0 + 8 : nch;
+      __m256i isum[8][2];
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) isum[r][c] = _mm256_setzero_si256(); /* folded away in the first add */
+      for (int64_t ch = g0; ch < g1; ch++) {
+        __m256i codes[2];
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+          __m128i v = _mm_loadu_si128((const __m128i *)(bp[c] + b * blob + ch * 16));
+          codes[c] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+          __m256i av = _mm256_loadu_si256((const __m256i *)(qa[r] + b * bs + 32 * ch));
+          #pragma GCC unroll 8
+          for (int c = 0; c < C; c++) {
+            if (dot == I8_MADDUBS) {
+              isum[r][c] = _mm256_add_epi16(isum[r][c], _mm256_maddubs_epi16(codes[c], av));
+            } else {
+              if (dot == I8_VNNI_EVEX) __asm__("vpdpbusd %2, %1, %0" : "+x"(isum[r][c]) : "x"(codes[c]), "x"(av));
+              else __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(isum[r][c]) : "x"(codes[c]), "x"(av));
+            }
+          }
+        }
+      }
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; r++) {
+        const __m256 sar = _mm256_broadcast_ss(sa[r] + b);
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+          __m256i d = dot == I8_MADDUBS ? _mm256_madd_epi16(isum[r][c], ones) : isum[r][c];
+          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sar, _mm256_broadcast_ss(s[c] + b)),
+                                       accf[r][c]);
+        }
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(accf[r][c]), _mm256_extractf128_ps(accf[r][c], 1));
+      h = _mm_hadd_ps(h, h);
+      h = _mm_hadd_ps(h, h);
+      float v = _mm_cvtss_f32(h) - zdot(zs + c * kb, q->qsa + (m0 + r) * kb, kb);
+      y[(m0 + r) * N + n + c] = v + (j->bias ? j->bias[n + c] : 0.0f);
+    }
+}
+
+/* Rows m0 .. m0+mr-1 (mr <= I8_ROWS), columns n0 .. n1-1 (zs: their zp * scale, [n1 - n0, kb]). */
+#define I8_ROWS 4
 I8_TARGET static void i8_rows_x86(const mnb_job *j, const mnb_i8 *q, int dot, int64_t m0, int mr, int64_t n0,
-                                  int64_t n1, float *y) {
-  switch (dot * 8 + mr) {
-#define I8_CASE(d, r) \
-  case (d) * 8 + (r): i8_tile(j, q, r, d, m0, n0, n1, y); break;
-    I8_CASE(0, 1) I8_CASE(0, 2) I8_CASE(0, 3) I8_CASE(0, 4)
-    I8_CASE(1, 1) I8_CASE(1, 2) I8_CASE(1, 3) I8_CASE(1, 4)
-    I8_CASE(2, 1) I8_CASE(2, 2) I8_CASE(2, 3) I8_CASE(2, 4)
+                                  int64_t n1, const float *zs, float *y) {
+  const int one = j->a->blob == 16;
+  for (int64_t n = n0, nc = 2; n < n1; n += nc) {
+    nc = n1 - n < 2 ? 1 : 2;
+    const float *z = zs + (n - n0) * j->a->kb;
+    switch (((dot * 2 + one) * 8 + mr) * 2 + nc - 1) {
+#define I8_CASE(d, o, r)                                                                     \
+  case (((d) * 2 + (o)) * 8 + (r)) * 2: i8_tile(j, q, r, 1, d, o, m0, n, z, y); break;     \
+  case (((d) * 2 + (o)) * 8 + (r)) * 2 + 1: i8_tile(j, q, r, 2, d, o, m0, n, z, y); break;
+#define I8_CASES(d, o) I8_CASE(d, o, 1) I8_CASE(d, o, 2) I8_CASE(d, o, 3) I8_CASE(d, o, 4)
+      I8_CASES(0, 0) I8_CASES(0, 1) I8_CASES(1, 0) I8_CASES(1, 1) I8_CASES(2, 0) I8_CASES(2, 1)
+#undef I8_CASES
 #undef I8_CASE
-    default: break;
+      default: break;
+    }
   }
 }
 #else
@@ -549,23 +637,44 @@ static int i8_isa(void) {
 #endif
 }
 
-static void i8_rows(const mnb_job *j, const mnb_i8 *q, int isa, int64_t m0, int mr, int64_t n0, int64_t n1, float *y) {
+/* Columns n0 .. n1-1, all rows. The vector tiles take a panel of B's columns (about 64 KiB, kept in
+ * L2) through every row tile (its rows of A in L1), so B is not streamed from memory once per tile
+ * of rows; zs is scratch for the panel's zp * scale ([panel columns, kb]). */
+static int64_t i8_panel(const mnb_attrs *a) {
+  int64_t cols = ((int64_t)1 << 16) / (a->kb * a->blob) / 2 * 2;
+  return cols < 2 ? 2 : cols;
+}
+
+static void i8_cols(const mnb_job *j, const mnb_i8 *q, int isa, int64_t n0, int64_t n1, float *zs, float *y) {
+  const mnb_attrs *a = j->a;
 #if I8_X86
   if (isa != I8_ISA_C) {
-    i8_rows_x86(j, q, isa == I8_ISA_AVX2 ? I8_MADDUBS : isa == I8_ISA_VNNI512 ? I8_VNNI_EVEX : I8_VNNI_VEX, m0, mr, n0,
-                n1, y);
+    const int dot = isa == I8_ISA_AVX2 ? I8_MADDUBS : isa == I8_ISA_VNNI512 ? I8_VNNI_EVEX : I8_VNNI_VEX;
+    const int64_t panel = i8_panel(a);
+    for (int64_t p0 = n0; p0 < n1; p0 += panel) {
+      int64_t p1 = p0 + panel < n1 ? p0 + panel : n1;
+      for (int64_t n = p0; n < p1; n++) {
+        const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
+        for (int64_t b = 0; b < a->kb; b++) zs[(n - p0) * a->kb + b] = (float)zp_int(zrow, b) * j->s[n * a->kb + b];
+      }
+      for (int64_t m0 = 0; m0 < j->rows; m0 += I8_ROWS) {
+        int mr = j->rows - m0 < I8_ROWS ? (int)(j->rows - m0) : I8_ROWS;
+        i8_rows_x86(j, q, dot, m0, mr, p0, p1, zs, y);
+      }
+    }
     return;
   }
 #endif
   (void)isa;
-  i8_rows_c(j, q, m0, mr, n0, n1, y);
+  (void)zs;
+  for (int64_t m0 = 0; m0 < j->rows; m0 += 4) i8_rows_c(j, q, m0, j->rows - m0 < 4 ? (int)(j->rows - m0) : 4, n0, n1, y);
 }
 
 /* ---- running it, on one thread or a runtime's ------------------------------------------------- */
 
 /* Up to this many rows of A go through the GEMV (reading and unpacking B once per 4 rows); more
  * through panels, whose dequantization and sgemm packing cost as much as about 40 GEMV rows (measured
- * for K = N = 4096: the GEMV is ahead up to about 64 rows). The int8 GEMV serves any number of rows
+ * for K = N = 4096: the GEMV is ahead up to about 64 rows). The int8 tiles serve any number of rows
  * (its products are cheaper than a float GEMM's). */
 #define MNB_GEMV_ROWS 48
 
@@ -587,11 +696,17 @@ static void mnb_item(void *arg, int64_t item) {
   const mnb_job *j = p->j;
   const mnb_attrs *a = j->a;
   int64_t n0 = item * p->chunk, n1 = n0 + p->chunk < a->N ? n0 + p->chunk : a->N;
-  if (p->mode == MODE_GEMV || p->mode == MODE_I8) {
+  if (p->mode == MODE_I8) {
+    float *zs = malloc((size_t)(i8_panel(a) * a->kb) * sizeof *zs);
+    if (zs) i8_cols(j, p->q, p->isa, n0, n1, zs, p->y);
+    else atomic_store(&p->failed, 1);
+    free(zs);
+    return;
+  }
+  if (p->mode == MODE_GEMV) {
     for (int64_t m0 = 0; m0 < j->rows; m0 += 4) {
       int mr = j->rows - m0 < 4 ? (int)(j->rows - m0) : 4;
-      if (p->mode == MODE_GEMV) gemv_rows(j, p->ar, p->asum, m0, mr, n0, n1, p->y);
-      else i8_rows(j, p->q, p->isa, m0, mr, n0, n1, p->y);
+      gemv_rows(j, p->ar, p->asum, m0, mr, n0, n1, p->y);
     }
     return;
   }
@@ -656,7 +771,8 @@ alma_status alma__mnb_exec_par(const alma_node *n, const alma_tensor *const *in,
     q.qa = alma__nn_alloc(n, (size_t)(rows * kpad), sizeof *q.qa);
     q.sa = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.sa);
     q.qs = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.qs);
-    if (!q.qa || !q.sa || !q.qs) goto done;
+    q.qsa = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.qsa);
+    if (!q.qa || !q.sa || !q.qs || !q.qsa) goto done;
     a_quant_i8(&a, af, rows, &q);
     p.q = &q;
   } else if (j.g || a.blob % 16) {
@@ -700,6 +816,7 @@ done:
   free(q.qa);
   free(q.sa);
   free(q.qs);
+  free(q.qsa);
   return st;
 }
 
