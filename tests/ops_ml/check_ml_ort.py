@@ -612,7 +612,7 @@ def refusal_cases(alma, work):
                           [helper.make_value_info("Z", helper.make_sequence_type_proto(
                               helper.make_map_type_proto(TP.INT64, helper.make_tensor_type_proto(F, []))))])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
-    must_fail(alma, work, "refuse_zipmap", m, {"X": x}, "sequence, map")
+    must_fail(alma, work, "refuse_zipmap", m, {"X": x}, "not of maps")
     m = one_node("SVMClassifier", {"X": x}, CLS_OUTS, {"coefficients": [1.0] * 8, "rho": [0.0], "classlabels_ints": [0, 1],
                                                       "vectors_per_class": [1, 1], "support_vectors": [1.0] * 3})
     must_fail(alma, work, "bad_svm_vectors", m, {"X": x}, "support_vectors values")
