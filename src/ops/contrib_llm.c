@@ -20,10 +20,15 @@
  *  - GroupQueryAttention: see the section below.
  * Inputs of float16 or bfloat16 are computed through float32 copies; EAGER is single-threaded. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "ops/contrib_llm.h"
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
+#include "ops/sgemm.h"
+#include "ops/softmax_row.h"
 
 static int llm_float(alma_dtype t) {
   return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_FLOAT16 || t == ALMA_DTYPE_BFLOAT16;
@@ -575,8 +580,139 @@ static void gqa_put(const gqa_geom *g, const float *x, int64_t heads, int64_t h0
       }
 }
 
-static alma_status gqa_exec(EXEC_ARGS) {
-  (void)ctx;
+/* ---- the attention itself: one item per (batch, KV head), query rows in tiles of GQA_R ---------- */
+/* The query rows of an item are its group's heads for every token, token-major, so a tile is usually
+ * the heads that share one KV head at one token: each K and V row read once serves GQA_R rows. */
+#define GQA_R 4
+
+typedef struct {
+  const gqa_geom *g;
+  const float *qb, *kb, *vb; /* Q [B, N, S, D] (rotated); present K, V [B, Nkv, L, D] */
+  const int64_t *past, *total;
+  const float *biasf;
+  const alma_tensor *bias, *sinkt;
+  float *ob, *qk; /* [B, S, N, D]; output_qk [B, N, S, T] or NULL */
+  atomic_int failed;
+} gqa_job;
+
+/* out[r][j] = q_r . K_j for j in [lo, hi), R query rows (R a constant where inlined). Vector lanes
+ * over D, its tail scalar; the order of the additions depends on D alone. */
+static inline __attribute__((always_inline)) void gqa_dots_r(const int R, const float *const *q, const float *K,
+                                                            int64_t lo, int64_t hi, int64_t D, float *const *out) {
+  const int64_t D8 = D / 8 * 8;
+  for (int64_t j = lo; j < hi; j++) {
+    const float *kr = K + j * D;
+    alma__v8f acc[GQA_R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = (alma__v8f){0};
+    for (int64_t c = 0; c < D8; c += 8) {
+      alma__v8f kv = ALMA_LD8(kr + c);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) acc[r] += ALMA_LD8(q[r] + c) * kv;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      alma__v8f a = acc[r];
+      float d = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+      for (int64_t c = D8; c < D; c++) d += q[r][c] * kr[c];
+      out[r][j] = d;
+    }
+  }
+}
+
+ALMA_MULTIVERSION
+static void gqa_dots(int R, const float *const *q, const float *K, int64_t lo, int64_t hi, int64_t D,
+                     float *const *out) {
+  switch (R) {
+    case 1: gqa_dots_r(1, q, K, lo, hi, D, out); break;
+    case 2: gqa_dots_r(2, q, K, lo, hi, D, out); break;
+    case 3: gqa_dots_r(3, q, K, lo, hi, D, out); break;
+    default: gqa_dots_r(4, q, K, lo, hi, D, out); break;
+  }
+}
+
+/* o_r += sum over j in [st_r, en_r) of p_r[j] * V_j, R rows over the union of their ranges. */
+ALMA_MULTIVERSION
+static void gqa_pv(int R, float *const *p, const int64_t *st, const int64_t *en, const float *V, int64_t lo,
+                   int64_t hi, int64_t D, float *const *o) {
+  const int64_t D8 = D / 8 * 8;
+  for (int64_t j = lo; j < hi; j++) {
+    const float *vr = V + j * D;
+    for (int r = 0; r < R; r++) {
+      if (j < st[r] || j >= en[r]) continue;
+      const float pj = p[r][j];
+      float *orow = o[r];
+      for (int64_t c = 0; c < D8; c += 8) ALMA_ST8(orow + c, ALMA_LD8(orow + c) + pj * ALMA_LD8(vr + c));
+      for (int64_t c = D8; c < D; c++) orow[c] += pj * vr[c];
+    }
+  }
+}
+
+static void gqa_item(void *arg, int64_t item) {
+  gqa_job *J = arg;
+  const gqa_geom *g = J->g;
+  const int64_t S = g->S, D = g->D, N = g->N, L = g->present, grp = N / g->Nkv;
+  const int64_t b = item / g->Nkv, kvh = item % g->Nkv, rows = S * grp;
+  const float *K = J->kb + (b * g->Nkv + kvh) * L * D, *V = J->vb + (b * g->Nkv + kvh) * L * D;
+  float *buf = malloc((size_t)(GQA_R * (L + 1)) * sizeof *buf); /* a score row per tile row, + the sink */
+  if (!buf) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  int use_sink = g->smooth || J->sinkt;
+  for (int64_t r0 = 0; r0 < rows; r0 += GQA_R) {
+    int R = rows - r0 < GQA_R ? (int)(rows - r0) : GQA_R;
+    const float *qr[GQA_R];
+    float *sr[GQA_R], *orow[GQA_R];
+    int64_t st[GQA_R], en[GQA_R], lo = INT64_MAX, hi = 0;
+    for (int r = 0; r < R; r++) {
+      int64_t s = (r0 + r) / grp, h = kvh * grp + (r0 + r) % grp;
+      int64_t end = g->causal ? J->past[b] + s + 1 : J->total[b];
+      if (end > J->total[b]) end = J->total[b]; /* a padding token of the first prompt */
+      st[r] = g->window > 0 && end > g->window ? end - g->window : 0;
+      en[r] = end;
+      lo = st[r] < lo ? st[r] : lo;
+      hi = end > hi ? end : hi;
+      qr[r] = J->qb + ((b * N + h) * S + s) * D;
+      sr[r] = buf + r * (L + 1);
+      orow[r] = J->ob + ((b * S + s) * N + h) * D;
+    }
+    gqa_dots(R, qr, K, lo, hi, D, sr);
+    for (int r = 0; r < R; r++) {
+      int64_t s = (r0 + r) / grp, h = kvh * grp + (r0 + r) % grp;
+      float *row = sr[r];
+      const alma_tensor *bias = J->bias;
+      const float *brow = bias ? J->biasf + (((bias->dims[0] == 1 ? 0 : b) * bias->dims[1] +
+                                              (bias->dims[1] == 1 ? 0 : h)) * S + s) * g->T
+                               : NULL;
+      for (int64_t j = st[r]; j < en[r]; j++) {
+        float d = row[j] * g->scale;
+        if (g->softcap > 0.0f) d = g->softcap * tanhf(d / g->softcap);
+        if (brow) d += brow[j];
+        row[j] = d;
+      }
+      float *qrow = J->qk ? J->qk + ((b * N + h) * S + s) * g->T : NULL;
+      if (qrow && g->qk_mode == 1) memcpy(qrow + st[r], row + st[r], (size_t)(en[r] - st[r]) * sizeof *row);
+      /* the sink as one more score: the maximum covers it and the sum takes exp(sink - max) */
+      int64_t cnt = en[r] - st[r];
+      if (use_sink) row[en[r]] = J->sinkt ? (float)alma__get_f64(J->sinkt->data, J->sinkt->dtype, h) : 0.0f;
+      float sum = alma__softmax_exp_row(row + st[r], cnt + use_sink, NULL, 0);
+      float inv = 1.0f / sum;
+      for (int64_t j = st[r]; j < en[r]; j++) row[j] *= inv;
+      if (qrow && g->qk_mode == 2) memcpy(qrow + st[r], row + st[r], (size_t)cnt * sizeof *row);
+      memset(orow[r], 0, (size_t)D * sizeof *orow[r]);
+    }
+    gqa_pv(R, sr, st, en, V, lo, hi, D, orow);
+  }
+  free(buf);
+}
+
+int alma__is_gqa(const alma_node *n) {
+  return n->domain && !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "GroupQueryAttention");
+}
+
+alma_status alma__gqa_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out, int nout,
+                               int threads, alma__nbits_parfor pf, void *pctx) {
   gqa_geom g;
   ALMA_TRY(gqa_setup(n, in, nin, nout, &g));
   const alma_tensor *q = in[0], *k = alma__nn_in(in, nin, 1), *v = alma__nn_in(in, nin, 2),
@@ -626,34 +762,36 @@ static alma_status gqa_exec(EXEC_ARGS) {
               *snf = g.rotary ? alma__nn_as_f32(in[8], &own[6]) : NULL,
               *biasf = bias ? alma__nn_as_f32(bias, &own[7]) : NULL;
   int64_t kvsz = B * Nkv * L * D;
+  /* float32 outputs are written in place: present_* get the past rows once, output the attention */
+  int f32 = q->dtype == ALMA_DTYPE_FLOAT32;
+  int want_k = alma__nn_out_wanted(n, nout, 1), want_v = alma__nn_out_wanted(n, nout, 2);
   float *qb = alma__nn_alloc(n, (size_t)(B * N * S * D), sizeof *qb);
-  float *kb = alma__nn_alloc(n, (size_t)kvsz * 2, sizeof *kb);
-  float *ob = alma__nn_alloc(n, (size_t)(B * S * N * D), sizeof *ob);
-  float *row = alma__nn_alloc(n, (size_t)L + 1, sizeof *row);
+  float *kb = f32 && want_k ? out[1].data : alma__nn_alloc(n, (size_t)kvsz, sizeof *kb);
+  float *vb = f32 && want_v ? out[2].data : alma__nn_alloc(n, (size_t)kvsz, sizeof *vb);
+  float *ob = f32 ? out[0].data : alma__nn_alloc(n, (size_t)(B * S * N * D), sizeof *ob);
   float *qk = g.qk_mode && alma__nn_out_wanted(n, nout, 3) ? alma__nn_alloc(n, (size_t)(B * N * S * g.T), sizeof *qk)
                                                           : NULL;
+  int64_t *qat = alma__nn_alloc(n, (size_t)B, sizeof *qat); /* Q rows start at 0 */
   if (!qf || (k && !kf) || (v && !vf) || (pk && (!pkf || !pvf)) || (g.rotary && (!csf || !snf)) || (bias && !biasf) ||
-      !qb || !kb || !ob || !row || (g.qk_mode && alma__nn_out_wanted(n, nout, 3) && !qk)) {
+      !qb || !kb || !vb || !ob || !qat || (g.qk_mode && alma__nn_out_wanted(n, nout, 3) && !qk)) {
     st = ALMA_ERR_NOMEM;
     goto done;
   }
-  float *vb = kb + kvsz;
-  memset(kb, 0, (size_t)kvsz * 2 * sizeof *kb);
   if (qk) memset(qk, 0, (size_t)(B * N * S * g.T) * sizeof *qk);
-  /* present = past rows [0, past[b]) then the new tokens (K rotated) */
+  /* present = past rows [0, past[b]) (not copied when the model shares the buffer: past_present_share_buffer,
+   * the same memory), then the new tokens (K rotated), then zeros */
   for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < Nkv && pk; h++) {
-      size_t bytes = (size_t)(past[b] * D) * sizeof(float);
-      memcpy(kb + (b * Nkv + h) * L * D, pkf + (b * Nkv + h) * g.P * D, bytes);
-      memcpy(vb + (b * Nkv + h) * L * D, pvf + (b * Nkv + h) * g.P * D, bytes);
+    for (int64_t h = 0; h < Nkv; h++) {
+      int64_t o = (b * Nkv + h) * L * D, used = past[b] + S < L ? past[b] + S : L;
+      if (pk && (const float *)kb + o != pkf + (b * Nkv + h) * g.P * D)
+        memcpy(kb + o, pkf + (b * Nkv + h) * g.P * D, (size_t)(past[b] * D) * sizeof(float));
+      if (pk && (const float *)vb + o != pvf + (b * Nkv + h) * g.P * D)
+        memcpy(vb + o, pvf + (b * Nkv + h) * g.P * D, (size_t)(past[b] * D) * sizeof(float));
+      memset(kb + o + used * D, 0, (size_t)((L - used) * D) * sizeof(float));
+      memset(vb + o + used * D, 0, (size_t)((L - used) * D) * sizeof(float));
     }
   {
     int64_t heads = g.packed ? N + 2 * Nkv : N;
-    int64_t *qat = alma__nn_alloc(n, (size_t)B, sizeof *qat); /* Q rows start at 0 */
-    if (!qat) {
-      st = ALMA_ERR_NOMEM;
-      goto done;
-    }
     memset(qat, 0, (size_t)B * sizeof *qat);
     gqa_put(&g, qf, heads, 0, N, qb, S, qat, csf, snf, pos);
     if (g.packed) {
@@ -663,56 +801,20 @@ static alma_status gqa_exec(EXEC_ARGS) {
       gqa_put(&g, kf, Nkv, 0, Nkv, kb, L, past, csf, snf, pos);
       gqa_put(&g, vf, Nkv, 0, Nkv, vb, L, past, NULL, NULL, pos);
     }
-    free(qat);
   }
-  int64_t grp = N / Nkv;
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < N; h++) {
-      const float *K = kb + (b * Nkv + h / grp) * L * D, *V = vb + (b * Nkv + h / grp) * L * D;
-      float sink = sinkt ? (float)alma__get_f64(sinkt->data, sinkt->dtype, h) : 0.0f;
-      int use_sink = g.smooth || sinkt;
-      for (int64_t s = 0; s < S; s++) {
-        const float *qv = qb + ((b * N + h) * S + s) * D;
-        float *o = ob + ((b * S + s) * N + h) * D;
-        int64_t end = g.causal ? past[b] + s + 1 : total[b];
-        if (end > total[b]) end = total[b]; /* a padding token of the first prompt */
-        int64_t start = g.window > 0 && end > g.window ? end - g.window : 0;
-        const float *brow = bias ? biasf + (((bias->dims[0] == 1 ? 0 : b) * bias->dims[1] + (bias->dims[1] == 1 ? 0 : h)) *
-                                                S + s) * g.T
-                                 : NULL;
-        float mx = -INFINITY;
-        for (int64_t j = start; j < end; j++) {
-          const float *kr = K + j * D;
-          float d = 0.0f;
-          for (int64_t c = 0; c < D; c++) d += qv[c] * kr[c];
-          d *= g.scale;
-          if (g.softcap > 0.0f) d = g.softcap * tanhf(d / g.softcap);
-          if (brow) d += brow[j];
-          row[j] = d;
-          if (d > mx) mx = d;
-        }
-        float *qrow = qk ? qk + ((b * N + h) * S + s) * g.T : NULL;
-        if (qrow && g.qk_mode == 1)
-          for (int64_t j = start; j < end; j++) qrow[j] = row[j];
-        if (use_sink && sink > mx) mx = sink;
-        double sum = use_sink ? exp((double)(sink - mx)) : 0.0;
-        for (int64_t j = start; j < end; j++) {
-          row[j] = expf(row[j] - mx);
-          sum += row[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t c = 0; c < D; c++) o[c] = 0.0f;
-        for (int64_t j = start; j < end; j++) {
-          float p = row[j] * inv;
-          if (qrow && g.qk_mode == 2) qrow[j] = p;
-          const float *vr = V + j * D;
-          for (int64_t c = 0; c < D; c++) o[c] += p * vr[c];
-        }
-      }
-    }
-  alma__nn_store_f32(&out[0], ob);
-  if (alma__nn_out_wanted(n, nout, 1)) alma__nn_store_f32(&out[1], kb);
-  if (alma__nn_out_wanted(n, nout, 2)) alma__nn_store_f32(&out[2], vb);
+  gqa_job J = {.g = &g, .qb = qb, .kb = kb, .vb = vb, .past = past, .total = total, .biasf = biasf, .bias = bias,
+               .sinkt = sinkt, .ob = ob, .qk = qk};
+  atomic_init(&J.failed, 0);
+  if (pf && threads > 1 && B * Nkv > 1) pf(pctx, B * Nkv, gqa_item, &J);
+  else
+    for (int64_t i = 0; i < B * Nkv; i++) gqa_item(&J, i);
+  if (atomic_load(&J.failed)) {
+    st = alma__op_error(n, ALMA_ERR_NOMEM, "out of memory for a row of attention scores");
+    goto done;
+  }
+  if (ob != out[0].data) alma__nn_store_f32(&out[0], ob);
+  if (want_k && kb != out[1].data) alma__nn_store_f32(&out[1], kb);
+  if (want_v && vb != out[2].data) alma__nn_store_f32(&out[2], vb);
   if (qk) alma__nn_store_f32(&out[3], qk);
 done:
   for (int i = 0; i < 8; i++) {
@@ -720,12 +822,18 @@ done:
     if (own[i]) free((void *)ps[i]);
   }
   free(qb);
-  free(kb);
-  free(ob);
-  free(row);
+  if (!want_k || kb != out[1].data) free(kb);
+  if (!want_v || vb != out[2].data) free(vb);
+  if (ob != out[0].data) free(ob);
   free(qk);
+  free(qat);
   free(past);
   return st;
+}
+
+static alma_status gqa_exec(EXEC_ARGS) {
+  (void)ctx;
+  return alma__gqa_exec_par(n, in, nin, out, nout, 1, NULL, NULL);
 }
 
 static void gqa_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
