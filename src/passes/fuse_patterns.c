@@ -5,8 +5,10 @@
  *                                                           -> LayerNormalization (opset 17)
  *   RMSNorm    Pow 2 | Mul(x, x), ReduceMean, Add eps, Sqrt, Div(x, ·) | Reciprocal + Mul(x, ·)
  *              [, Mul gamma]                                 -> RMSNormalization (opset 23)
- *   attention  MatMul(Q, Kᵀ) [Div|Mul scale] [Add mask] Softmax(last axis) MatMul(·, V), with the
- *              scale possibly applied to Q or Kᵀ instead     -> alma.Attention
+ *   attention  MatMul(Q, Kᵀ) [Div|Mul scale] [mask chain] Softmax(last axis) MatMul(·, V), with the
+ *              scale possibly applied to Q or Kᵀ instead; the mask chain as transformers writes it
+ *              (Add, Where and Max with finfo.min: mask_chain); the scores possibly of [B*H, S, D]
+ *              views of Q and K plus zeros, viewed back (GPT-NeoX's baddbmm) -> alma.Attention
  * The ONNX ops created are bound at the version whose semantics they have, even when the model
  * imports an older opset (alma's kernels do not care about the import). */
 #include <float.h>
@@ -530,14 +532,14 @@ static int absorbing(const alma__fuse_ctx *c, int v, alma_dtype dt) {
          (dt == ALMA_DTYPE_FLOAT64 && k == -DBL_MAX);
 }
 
-/* Whether v comes (through scales and chain ops, single consumers) from a MatMul: the scores side. */
+/* Whether v comes (through scales, chain ops and views, single consumers) from a MatMul: the scores side. */
 static int from_scores(const alma__fuse_ctx *c, int v, int depth) {
   int p = alma__fuse_producer(c, v, "", NULL);
   if (p < 0 || depth > 10) return 0;
   if (alma__fuse_is(c, p, "", "MatMul")) return 1;
-  static const char *const through[] = {"Add", "Where", "Max", "Div", "Mul"};
+  static const char *const through[] = {"Add", "Where", "Max", "Div", "Mul", "Reshape"};
   int ok = 0;
-  for (int k = 0; k < 5; k++) ok |= alma__fuse_is(c, p, "", through[k]);
+  for (int k = 0; k < 6; k++) ok |= alma__fuse_is(c, p, "", through[k]);
   if (!ok) return 0;
   const alma_node *n = &c->g->nodes[p];
   for (int i = 0; i < n->n_inputs; i++)
@@ -601,6 +603,38 @@ static int chain_causal(const alma__fuse_ctx *c, const attn_chain *ch, int s) {
   return 1;
 }
 
+
+/* x [B*H, S, E] is y [B, H, S, E] with its first two dims merged, in both bindings. */
+static int splits_heads(const alma__fuse_ctx *c, int x, int y) {
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *a = alma__fuse_info(c, x, b), *t = alma__fuse_info(c, y, b);
+    if (!a || !t || a->rank != 3 || t->rank != 4 || a->dims[0] != t->dims[0] * t->dims[1] || a->dims[1] != t->dims[2] ||
+        a->dims[2] != t->dims[3])
+      return 0;
+  }
+  return 1;
+}
+
+/* x's first two dims are y's, in both bindings. */
+static int same_batch(const alma__fuse_ctx *c, int x, int y) {
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *a = alma__fuse_info(c, x, b), *t = alma__fuse_info(c, y, b);
+    if (!a || !t || a->rank < 2 || t->rank < 2 || a->dims[0] != t->dims[0] || a->dims[1] != t->dims[1]) return 0;
+  }
+  return 1;
+}
+
+/* v is known, in both bindings, to be float zeros (baddbmm's zero input, whatever its shape). */
+static int all_zero(const alma__fuse_ctx *c, int v) {
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *t = alma__fuse_info(c, v, b);
+    if (!t || !t->data || !alma__dtype_is_float(t->dtype)) return 0;
+    for (int64_t i = 0, n = alma_tensor_numel(t); i < n; i++)
+      if (alma__get_f64(t->data, t->dtype, i) != 0.0) return 0;
+  }
+  return 1;
+}
+
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (alma__fuse_is(c, smi, "", "Attention")) return onnx_attention(c, smi);
   if (!alma__fuse_is(c, smi, "", "Softmax")) return ALMA_OK;
@@ -620,6 +654,19 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   attn_chain ch;
   if (!mask_chain(c, cur, user, dt, &ch)) return ALMA_OK;
   if (ch.n) cur = ch.scores, user = ch.node[ch.n - 1];
+  /* GPT-NeoX's baddbmm: the scores of Q, K viewed as [B*H, S, D], plus zeros (baddbmm's input),
+   * viewed back as [B, H, S, T]: attention over the 4-D Q and K (see below) */
+  int view = -1, zadd = -1, zterm = -1;
+  int rv = alma__fuse_producer(c, cur, "", "Reshape");
+  if (rv >= 0 && alma__fuse_only_consumer(c, cur) == user && splits_heads(c, c->g->nodes[rv].inputs[0], cur)) {
+    view = rv, user = rv, cur = c->g->nodes[rv].inputs[0];
+    int za = alma__fuse_producer(c, cur, "", "Add");
+    for (int side = 0; za >= 0 && zadd < 0 && side < 2 && alma__fuse_only_consumer(c, cur) == user; side++) {
+      int x = c->g->nodes[za].inputs[side], z = c->g->nodes[za].inputs[1 - side];
+      if (x >= 0 && z >= 0 && x != z && all_zero(c, z) && alma__fuse_same_shape(c, x, cur))
+        zadd = za, zterm = z, user = za, cur = x;
+    }
+  }
   int next = strip_scale(c, cur, user, &scale, &sc);
   if (sc >= 0) user = sc, cur = next;
   int m1 = alma__fuse_producer(c, cur, "", "MatMul");
@@ -636,6 +683,19 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     int np = alma__attr_ints(&c->g->nodes[t], "perm", &perm), swap = rk >= 2 && np == rk;
     for (int i = 0; swap && i < rk; i++) swap = perm[i] == (i < rk - 2 ? i : i == rk - 2 ? rk - 1 : rk - 2);
     if (swap) key = src, k_transposed = 0, tp = t;
+  }
+  int qv = -1, kv = -1;
+  if (view >= 0) { /* Q, K back to [B, H, S, D], whose batch dims are the 4-D scores' */
+    qv = alma__fuse_producer(c, q, "", "Reshape"), kv = alma__fuse_producer(c, key, "", "Reshape");
+    if (k_transposed || qv < 0 || kv < 0) return ALMA_OK;
+    int q4 = c->g->nodes[qv].inputs[0], k4 = c->g->nodes[kv].inputs[0];
+    if (!splits_heads(c, q, q4) || !splits_heads(c, key, k4) ||
+        alma__fuse_dim(c, q4, 0) != alma__fuse_dim(c, s, 0) || alma__fuse_dim(c, q4, 1) != alma__fuse_dim(c, s, 1) ||
+        !same_batch(c, q4, s) || !same_batch(c, k4, s))
+      return ALMA_OK;
+    if (alma__fuse_only_consumer(c, q) != (qs >= 0 ? qs : m1)) qv = -1; /* still read elsewhere: kept */
+    if (alma__fuse_only_consumer(c, key) != tp) kv = -1;
+    q = q4, key = k4;
   }
   if (alma__fuse_rank(c, q) < 2 || alma__fuse_rank(c, key) < 2 || alma__fuse_rank(c, v) < 2) return ALMA_OK;
   if (alma__fuse_dtype(c, q) != dt || alma__fuse_dtype(c, key) != dt || alma__fuse_dtype(c, v) != dt) return ALMA_OK;
@@ -670,7 +730,19 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   int in[4] = {q, key, v, mask};
   ALMA_TRY(alma__fuse_set_inputs(c, smi, in, 4));
   ALMA_TRY(alma__fuse_set_output(c, smi, y));
-  int dead[] = {m1, m2, ad, sc, qs, ks, tp};
+  int dead[] = {m1, m2, ad, sc, qs, ks, tp, view, zadd, qv, kv};
+  /* the zeros added (ConstantOfShape, Mul by beta) when nothing else reads them */
+  for (int z = zterm, k = 0; z >= 0 && k < 4 && alma__fuse_uses(c, z) == (k ? 0 : 1); k++) { /* the killed reader aside */
+    int pz = alma__fuse_producer(c, z, "", NULL);
+    if (pz < 0 || c->g->nodes[pz].n_outputs != 1) break;
+    alma__fuse_kill(c, pz);
+    int nz = -1;
+    for (int i = 0; i < c->g->nodes[pz].n_inputs; i++) {
+      int in = c->g->nodes[pz].inputs[i];
+      if (in >= 0 && !alma__fuse_const(c, in) && alma__fuse_producer(c, in, "", NULL) >= 0) nz = nz < 0 ? in : -2;
+    }
+    z = nz; /* the one computed input, if one */
+  }
   for (int i = 0; i < (int)(sizeof dead / sizeof dead[0]); i++) alma__fuse_kill(c, dead[i]);
   alma__fuse_done(c, ALMA__FUSE_ATTN);
   return ALMA_OK;

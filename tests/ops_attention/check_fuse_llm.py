@@ -8,8 +8,10 @@ and the attention scores masked the ways the exports mask them:
   alibi              an additive per-head bias, the causal Where and the padding mask (BLOOM-like)
   where_inverted     Where(not causal, finfo.min, s): true masks
   where_noncausal    Where(an upper-triangular slice, s, min): fused as a mask, not as causal mode
+  view               GPT-NeoX's baddbmm: scores of [B*H, S, D] views of Q and K, plus zeros, viewed
+                     back as [B, H, S, T], then where_causal_ext's chain
 and forms that must not fuse: a Where or Max whose value does not absorb the scores (-1e4, -100), a
-mask that broadcasts the scores up. Each graph runs in prefill (past 0), decode (1 token after 5) and
+mask that broadcasts the scores up, a baddbmm whose added tensor is not zeros (view_nonzero). Each graph runs in prefill (past 0), decode (1 token after 5) and
 chunk (3 after 4) shapes through FOLD+FUSE+EAGER, FOLD+FUSE+DNNL and FOLD+FUSE+BLAS against ONNX
 Runtime, checking FUSE's attention and layernorm counts (every layer's LayerNorm: the symbols'
 relations total = past + seq let inference past the first KV Concat) and, for DNNL, whether the
@@ -91,7 +93,7 @@ def padding(g, mask, value=FMIN):  # (1 - mask) * value, [B, 1, 1, T]
 
 def attention(g, form, s, S, T):
     """The scores s [B, H, S, T] masked as `form` says."""
-    if form in ("where_causal_ext", "where_causal", "where_min_1e4", "where_noncausal"):
+    if form in ("where_causal_ext", "where_causal", "where_min_1e4", "where_noncausal", "view", "view_nonzero"):
         c = causal_slice(g, S, T, upper=form == "where_noncausal")
         y = g.op("Where", [c, s, g.const(-1e4 if form == "where_min_1e4" else FMIN)])
         return y if form in ("where_causal", "where_noncausal") else g.op("Add", [y, padding(g, "attention_mask")])
@@ -131,10 +133,23 @@ def build(form, scale_q=False):
         outs += [(K, f"present_key.{layer}"), (V, f"present_value.{layer}")]
         if scale_q:
             q = g.op("Mul", [q, g.const(1 / np.sqrt(DH))])
-        s = g.op("MatMul", [q, g.op("Transpose", [K], perm=[0, 1, 3, 2])])
-        if not scale_q:
-            s = g.op("Div", [s, g.const(np.sqrt(DH))])
         S, T = dim(g, q, 2), dim(g, K, 2)
+        if form.startswith("view"):  # GPT-NeoX's baddbmm: [B*H, S, D] views, zeros added, viewed back
+            sq, sk = g.op("Shape", [q]), g.op("Shape", [K])
+            q3 = g.op("Reshape", [q, g.op("Concat", [g.ints(-1), g.op("Slice", [sq, g.ints(2), g.ints(4)])], axis=0)])
+            k3 = g.op("Reshape", [K, g.op("Concat", [g.ints(-1), g.op("Slice", [sk, g.ints(2), g.ints(4)])], axis=0)])
+            s3 = g.op("MatMul", [q3, g.op("Transpose", [k3], perm=[0, 2, 1])])
+            if not scale_q:
+                s3 = g.op("Mul", [s3, g.const(1 / np.sqrt(DH))])
+            n = g.op("ReduceProd", [g.op("Slice", [sq, g.ints(0), g.ints(2)])], keepdims=1)
+            zeros = g.op("ConstantOfShape", [g.op("Concat", [n, S, T], axis=0)],
+                         value=numpy_helper.from_array(np.array([0.5 if form == "view_nonzero" else 0.0], np.float32)))
+            s3 = g.op("Add", [s3, g.op("Mul", [zeros, g.const(1.0)])])
+            s = g.op("Reshape", [s3, g.op("Concat", [g.op("Slice", [sq, g.ints(0), g.ints(2)]), S, T], axis=0)])
+        else:
+            s = g.op("MatMul", [q, g.op("Transpose", [K], perm=[0, 1, 3, 2])])
+            if not scale_q:
+                s = g.op("Div", [s, g.const(np.sqrt(DH))])
         p = g.op("Softmax", [attention(g, form, s, S, T)], axis=-1)
         pv = g.op("MatMul", [p, V])
         if form == "broadcast_up":  # back to rank 4
@@ -181,7 +196,9 @@ CASES = {
     "alibi": (L, False),
     "where_inverted": (L, False),
     "where_noncausal": (L, False),
+    "view": (L, False),
     "where_min_1e4": (0, False),
+    "view_nonzero": (0, False),
     "max_small": (0, False),
     "broadcast_up": (0, False),
 }
