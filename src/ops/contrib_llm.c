@@ -648,18 +648,92 @@ static void gqa_pv(int R, float *const *p, const int64_t *st, const int64_t *en,
   }
 }
 
+/* Scores -> probabilities of query row (b, h, s) over its keys [st, en): row[j - off] holds q . K_j
+ * (and row[en - off] must exist: the sink goes there). Scale, softcap and bias, output_qk, the
+ * softmax (the sink as one more score: the maximum covers it, the sum takes exp(sink - max)). */
+static void gqa_row(gqa_job *J, int64_t b, int64_t h, int64_t s, float *row, int64_t off, int64_t st, int64_t en) {
+  const gqa_geom *g = J->g;
+  const alma_tensor *bias = J->bias;
+  const float *brow = bias ? J->biasf + (((bias->dims[0] == 1 ? 0 : b) * bias->dims[1] + (bias->dims[1] == 1 ? 0 : h)) *
+                                             g->S + s) * g->T
+                           : NULL;
+  float *r = row - off + st; /* keys st .. en-1 */
+  const int64_t cnt = en - st;
+  for (int64_t j = 0; j < cnt; j++) {
+    float d = r[j] * g->scale;
+    if (g->softcap > 0.0f) d = g->softcap * tanhf(d / g->softcap);
+    if (brow) d += brow[st + j];
+    r[j] = d;
+  }
+  float *qrow = J->qk ? J->qk + ((b * g->N + h) * g->S + s) * g->T : NULL;
+  if (qrow && g->qk_mode == 1) memcpy(qrow + st, r, (size_t)cnt * sizeof *r);
+  int use_sink = g->smooth || J->sinkt;
+  if (use_sink) r[cnt] = J->sinkt ? (float)alma__get_f64(J->sinkt->data, J->sinkt->dtype, h) : 0.0f;
+  float inv = 1.0f / alma__softmax_exp_row(r, cnt + use_sink, NULL, 0);
+  for (int64_t j = 0; j < cnt; j++) r[j] *= inv;
+  if (qrow && g->qk_mode == 2) memcpy(qrow + st, r, (size_t)cnt * sizeof *r);
+}
+
+/* Keys [st, en) that token s of batch row b sees. */
+static void gqa_range(const gqa_job *J, int64_t b, int64_t s, int64_t *st, int64_t *en) {
+  const gqa_geom *g = J->g;
+  int64_t end = g->causal ? J->past[b] + s + 1 : J->total[b];
+  if (end > J->total[b]) end = J->total[b]; /* a padding token of the first prompt */
+  *st = g->window > 0 && end > g->window ? end - g->window : 0;
+  *en = end;
+}
+
+/* Prompts and chunks of at least this many tokens take the GEMM form: per query head, blocks of
+ * GQA_BLK tokens through alma__sgemm (Q.K^T, then P.V), rather than dot products row by row. */
+#define GQA_GEMM_TOKENS 16
+#define GQA_BLK 64
+
 static void gqa_item(void *arg, int64_t item) {
   gqa_job *J = arg;
   const gqa_geom *g = J->g;
   const int64_t S = g->S, D = g->D, N = g->N, L = g->present, grp = N / g->Nkv;
   const int64_t b = item / g->Nkv, kvh = item % g->Nkv, rows = S * grp;
   const float *K = J->kb + (b * g->Nkv + kvh) * L * D, *V = J->vb + (b * g->Nkv + kvh) * L * D;
-  float *buf = malloc((size_t)(GQA_R * (L + 1)) * sizeof *buf); /* a score row per tile row, + the sink */
+  const int gemm = S >= GQA_GEMM_TOKENS;
+  /* a score row per tile row (or per token of a GEMM block), + the sink */
+  float *buf = malloc((size_t)((gemm ? GQA_BLK : GQA_R) * (L + 1)) * sizeof *buf);
   if (!buf) {
     atomic_store(&J->failed, 1);
     return;
   }
-  int use_sink = g->smooth || J->sinkt;
+  if (gemm) {
+    for (int64_t hh = 0; hh < grp; hh++) {
+      const int64_t h = kvh * grp + hh;
+      const float *Q = J->qb + (b * N + h) * S * D;
+      for (int64_t s0 = 0; s0 < S; s0 += GQA_BLK) {
+        const int64_t sb = S - s0 < GQA_BLK ? S - s0 : GQA_BLK;
+        int64_t st[GQA_BLK], en[GQA_BLK], lo = INT64_MAX, hi = 0;
+        for (int64_t i = 0; i < sb; i++) {
+          gqa_range(J, b, s0 + i, &st[i], &en[i]);
+          lo = st[i] < lo ? st[i] : lo;
+          hi = en[i] > hi ? en[i] : hi;
+        }
+        if (alma__sgemm(0, 1, sb, hi - lo, D, 1.0f, Q + s0 * D, D, K + lo * D, D, 0.0f, buf, L + 1) != ALMA_OK) {
+          atomic_store(&J->failed, 1);
+          break;
+        }
+        for (int64_t i = 0; i < sb; i++) {
+          float *row = buf + i * (L + 1);
+          gqa_row(J, b, h, s0 + i, row, lo, st[i], en[i]);
+          /* keys of the block this token does not see weigh 0 in P.V */
+          memset(row, 0, (size_t)(st[i] - lo) * sizeof *row);
+          memset(row + (en[i] - lo), 0, (size_t)(hi - en[i]) * sizeof *row);
+        }
+        if (alma__sgemm(0, 0, sb, D, hi - lo, 1.0f, buf, L + 1, V + lo * D, D, 0.0f, J->ob + ((b * S + s0) * N + h) * D,
+                        N * D) != ALMA_OK) {
+          atomic_store(&J->failed, 1);
+          break;
+        }
+      }
+    }
+    free(buf);
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += GQA_R) {
     int R = rows - r0 < GQA_R ? (int)(rows - r0) : GQA_R;
     const float *qr[GQA_R];
@@ -667,39 +741,16 @@ static void gqa_item(void *arg, int64_t item) {
     int64_t st[GQA_R], en[GQA_R], lo = INT64_MAX, hi = 0;
     for (int r = 0; r < R; r++) {
       int64_t s = (r0 + r) / grp, h = kvh * grp + (r0 + r) % grp;
-      int64_t end = g->causal ? J->past[b] + s + 1 : J->total[b];
-      if (end > J->total[b]) end = J->total[b]; /* a padding token of the first prompt */
-      st[r] = g->window > 0 && end > g->window ? end - g->window : 0;
-      en[r] = end;
+      gqa_range(J, b, s, &st[r], &en[r]);
       lo = st[r] < lo ? st[r] : lo;
-      hi = end > hi ? end : hi;
+      hi = en[r] > hi ? en[r] : hi;
       qr[r] = J->qb + ((b * N + h) * S + s) * D;
       sr[r] = buf + r * (L + 1);
       orow[r] = J->ob + ((b * S + s) * N + h) * D;
     }
     gqa_dots(R, qr, K, lo, hi, D, sr);
     for (int r = 0; r < R; r++) {
-      int64_t s = (r0 + r) / grp, h = kvh * grp + (r0 + r) % grp;
-      float *row = sr[r];
-      const alma_tensor *bias = J->bias;
-      const float *brow = bias ? J->biasf + (((bias->dims[0] == 1 ? 0 : b) * bias->dims[1] +
-                                              (bias->dims[1] == 1 ? 0 : h)) * S + s) * g->T
-                               : NULL;
-      for (int64_t j = st[r]; j < en[r]; j++) {
-        float d = row[j] * g->scale;
-        if (g->softcap > 0.0f) d = g->softcap * tanhf(d / g->softcap);
-        if (brow) d += brow[j];
-        row[j] = d;
-      }
-      float *qrow = J->qk ? J->qk + ((b * N + h) * S + s) * g->T : NULL;
-      if (qrow && g->qk_mode == 1) memcpy(qrow + st[r], row + st[r], (size_t)(en[r] - st[r]) * sizeof *row);
-      /* the sink as one more score: the maximum covers it and the sum takes exp(sink - max) */
-      int64_t cnt = en[r] - st[r];
-      if (use_sink) row[en[r]] = J->sinkt ? (float)alma__get_f64(J->sinkt->data, J->sinkt->dtype, h) : 0.0f;
-      float sum = alma__softmax_exp_row(row + st[r], cnt + use_sink, NULL, 0);
-      float inv = 1.0f / sum;
-      for (int64_t j = st[r]; j < en[r]; j++) row[j] *= inv;
-      if (qrow && g->qk_mode == 2) memcpy(qrow + st[r], row + st[r], (size_t)cnt * sizeof *row);
+      gqa_row(J, b, kvh * grp + (r0 + r) % grp, (r0 + r) / grp, sr[r], 0, st[r], en[r]);
       memset(orow[r], 0, (size_t)D * sizeof *orow[r]);
     }
     gqa_pv(R, sr, st, en, V, lo, hi, D, orow);

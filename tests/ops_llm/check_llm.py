@@ -39,6 +39,7 @@ rng = np.random.default_rng(11)
 failures = []
 count = [0]
 HAVE_DNNL = bool(available(ALMA, ("FOLD+FUSE+DNNL",)))
+GQA_CONVS = ("EAGER",) + tuple(available(ALMA, ("FOLD+BLAS",)))
 F32, F16 = TP.FLOAT, TP.FLOAT16
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.INT32: np.int32, TP.INT64: np.int64}
 
@@ -73,7 +74,8 @@ def alma_outputs(m, feeds, name, conv="EAGER"):
     p = os.path.join(d, "model.onnx")
     onnx.save(m, p)
     out = os.path.join(d, "out-" + conv.replace("+", "_"))
-    alma_run(ALMA, p, conv, feeds, out)
+    # the BLAS runtime runs GroupQueryAttention's (batch, KV head) pairs on its threads: 2 of them
+    alma_run(ALMA, p, conv, feeds, out, "--threads", "1" if conv == "EAGER" else "2")
     return read_outputs(out, [o.name for o in m.graph.output])
 
 
@@ -91,7 +93,7 @@ def close(name, got, ref, tol, mask=None):
         fail(f"{name}: max rel err {err:.3g} > {tol}")
 
 
-def check(name, m, feeds, numpy_ref=None, tol=2e-5, masks=None, convs=("EAGER",), ort_ok=True):
+def check(name, m, feeds, numpy_ref=None, tol=2e-5, masks=None, convs=("EAGER",), ort_ok=True, same_as_eager=False):
     """alma (each conversion) against ORT (unless ort_ok is False: numpy_ref only) and, when given,
     against numpy_ref outputs."""
     try:
@@ -99,12 +101,19 @@ def check(name, m, feeds, numpy_ref=None, tol=2e-5, masks=None, convs=("EAGER",)
     except Exception as e:  # noqa: BLE001
         fail(f"{name}: ONNX Runtime refused the test model: {e}")
         return
+    eager = None
     for conv in convs:
         try:
             got = alma_outputs(m, feeds, name, conv)
         except Exception as e:  # noqa: BLE001
             fail(f"{name} [{conv}]: {e}")
             continue
+        if conv == "EAGER":
+            eager = got
+        elif same_as_eager and eager is not None:  # the same kernel, its items on other threads
+            for i, o in enumerate(m.graph.output):
+                if not np.array_equal(got[i], eager[i], equal_nan=True):
+                    fail(f"{name} [{conv}] {o.name}: not identical to EAGER's")
         for i, o in enumerate(m.graph.output):
             mk = masks[i] if masks else None
             if ref is not None:
@@ -381,7 +390,7 @@ def gqa_case(name, B, S, N, Nkv, D, P=0, past_lens=None, packed=0, rotary=0, il=
         masks[3] = np.zeros((B, N, S, T), bool)
         for b in range(B):
             masks[3][b, :, :(seqlens[b] + 1) if first else S, :seqlens[b] + 1] = True
-    check(name, m, feeds, numpy_ref, tol, masks, ort_ok=ort_ok)
+    check(name, m, feeds, numpy_ref, tol, masks, convs=GQA_CONVS, ort_ok=ort_ok, same_as_eager=True)
 
 
 gqa_case("gqa_prompt", 2, 5, 4, 2, 8)
@@ -414,6 +423,12 @@ gqa_case("gqa_h24_grp5_kv1_prompt", 2, 7, 5, 1, 24)
 gqa_case("gqa_h40_decode_past0_and_100", 2, 1, 8, 2, 40, P=100, past_lens=[0, 100])
 gqa_case("gqa_h16_grp3_chunk_window", 1, 6, 6, 2, 16, P=9, past_lens=[9], window=5)
 gqa_case("gqa_h32_packed_rot_decode_long", 1, 1, 6, 2, 32, P=60, past_lens=[50], packed=1, rotary=1)
+# 16 tokens or more: the GEMM form (blocks of 64 tokens per query head): two blocks and right padding,
+# a window across blocks, a chunk after a past, softcap with a sink, rotary, qk_output
+gqa_case("gqa_gemm_prompt_s70_padded", 2, 70, 4, 2, 16)
+gqa_case("gqa_gemm_window_s80", 1, 80, 4, 1, 32, window=37, qk_output=1)
+gqa_case("gqa_gemm_chunk_s20_past40", 1, 20, 6, 3, 16, P=40, past_lens=[40], rotary=1)
+gqa_case("gqa_gemm_softcap_sink_s33", 1, 33, 4, 2, 8, softcap=3.0, sink=1, scale=0.3)
 # ONNX Runtime 1.32 refuses head sizes not multiples of 8 (16 with rotary); alma runs them: numpy only
 gqa_case("gqa_h9_grp7_sink_window_decode", 2, 1, 7, 1, 9, P=30, past_lens=[30, 12], sink=1, window=8, ort_ok=False)
 gqa_case("gqa_h12_grp5_kv1_prompt", 2, 7, 5, 1, 12, ort_ok=False)

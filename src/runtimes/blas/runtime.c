@@ -28,6 +28,7 @@
 #include <math.h>
 #include <strings.h>
 
+#include "ops/contrib_llm.h"
 #include "ops/contrib_nbits.h"
 #include "ops/fused.h"
 #include "ops/nn_util.h"
@@ -748,7 +749,9 @@ static alma_status eager_exec(blas_plan *p, const alma_node *n, const alma_tenso
       return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
     }
   }
-  st = n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
+  /* GroupQueryAttention: EAGER's kernel with its (batch, KV head) pairs over the pool */
+  st = alma__is_gqa(n) ? alma__gqa_exec_par(n, in, n->n_inputs, out, n->n_outputs, p->ctx.threads, nbits_parfor, p)
+                       : n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
   if (st != ALMA_OK)
     for (int k = 0; k < n->n_outputs; k++) val_free(p, &out[k]);
   return st;
