@@ -18,7 +18,8 @@
  *    Runtime's CPU kernel ignores scale and is_packed_batching (they only matter to its GPU kernels
  *    when the caches must be extended); alma accepts and ignores them too.
  *  - GroupQueryAttention: see the section below.
- * Inputs of float16 or bfloat16 are computed through float32 copies; EAGER is single-threaded. */
+ * Inputs of float16 or bfloat16 are computed through float32 copies; EAGER is single-threaded (the BLAS
+ * runtime runs GroupQueryAttention on its threads, see contrib_llm.h). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -417,8 +418,14 @@ const alma_op_def alma__op_MsRotaryEmbedding = {.name = "RotaryEmbedding", .doma
  * Not supported (refused at load, naming the node): quantized KV caches (k_quant_type, v_quant_type,
  * kv_cache_bit_width, k_scale, v_scale), sliding_window_cache, query_seqlens, q_norm_weight and
  * k_norm_weight (ONNX Runtime's CPU kernel does not take them either).
- * Speed: one score row per (batch, head, token) at a time; Q.K and P.V as dot products and axpys
- * over contiguous BNSH rows. */
+ * Speed: the work is split into (batch, KV head) items (alma__gqa_exec_par: EAGER runs them in order,
+ * the BLAS runtime on its threads). Decode steps and chunks under 16 tokens take tiles of 4 query rows
+ * of a KV head's group (usually its heads at one token), so each K and V row is read once per tile:
+ * vectorised dot products, the shared row softmax (softmax_row.c), then P.V as axpys. Longer prompts
+ * go per query head in blocks of 64 tokens through alma__sgemm (Q.K^T into a 64 x total block, the
+ * softmax per row, P.V), keys outside a token's causal or local window weighted 0. float32 outputs
+ * are written in place: present_* receive the past rows once (none when past and present are the
+ * same memory, ONNX Runtime's past_present_share_buffer). */
 
 typedef struct {
   int64_t B, S, N, Nkv, D, P, T, present; /* T: total_sequence_length */
@@ -587,7 +594,9 @@ static void gqa_put(const gqa_geom *g, const float *x, int64_t heads, int64_t h0
 
 typedef struct {
   const gqa_geom *g;
-  const float *qb, *kb, *vb; /* Q [B, N, S, D] (rotated); present K, V [B, Nkv, L, D] */
+  float *kb, *vb;            /* present K, V [B, Nkv, L, D] */
+  const float *qb;           /* Q [B, N, S, D] (rotated) */
+  const float *pkf, *pvf;    /* past K, V [B, Nkv, P, D] or NULL */
   const int64_t *past, *total;
   const float *biasf;
   const alma_tensor *bias, *sinkt;
@@ -693,7 +702,19 @@ static void gqa_item(void *arg, int64_t item) {
   const gqa_geom *g = J->g;
   const int64_t S = g->S, D = g->D, N = g->N, L = g->present, grp = N / g->Nkv;
   const int64_t b = item / g->Nkv, kvh = item % g->Nkv, rows = S * grp;
-  const float *K = J->kb + (b * g->Nkv + kvh) * L * D, *V = J->vb + (b * g->Nkv + kvh) * L * D;
+  float *Kp = J->kb + (b * g->Nkv + kvh) * L * D, *Vp = J->vb + (b * g->Nkv + kvh) * L * D;
+  const float *K = Kp, *V = Vp;
+  /* this item's past rows into present, on the thread that reads them next (still in its cache);
+   * none when the model shares the buffer (past_present_share_buffer: the same memory); zeros after
+   * the new tokens */
+  if (J->pkf) {
+    const float *pk = J->pkf + (b * g->Nkv + kvh) * g->P * D, *pv = J->pvf + (b * g->Nkv + kvh) * g->P * D;
+    if (pk != Kp) memcpy(Kp, pk, (size_t)(J->past[b] * D) * sizeof *Kp);
+    if (pv != Vp) memcpy(Vp, pv, (size_t)(J->past[b] * D) * sizeof *Vp);
+  }
+  const int64_t used = J->past[b] + S < L ? J->past[b] + S : L;
+  memset(Kp + used * D, 0, (size_t)((L - used) * D) * sizeof *Kp);
+  memset(Vp + used * D, 0, (size_t)((L - used) * D) * sizeof *Vp);
   const int gemm = S >= GQA_GEMM_TOKENS;
   /* a score row per tile row (or per token of a GEMM block), + the sink */
   float *buf = malloc((size_t)((gemm ? GQA_BLK : GQA_R) * (L + 1)) * sizeof *buf);
@@ -829,18 +850,8 @@ alma_status alma__gqa_exec_par(const alma_node *n, const alma_tensor *const *in,
     goto done;
   }
   if (qk) memset(qk, 0, (size_t)(B * N * S * g.T) * sizeof *qk);
-  /* present = past rows [0, past[b]) (not copied when the model shares the buffer: past_present_share_buffer,
-   * the same memory), then the new tokens (K rotated), then zeros */
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < Nkv; h++) {
-      int64_t o = (b * Nkv + h) * L * D, used = past[b] + S < L ? past[b] + S : L;
-      if (pk && (const float *)kb + o != pkf + (b * Nkv + h) * g.P * D)
-        memcpy(kb + o, pkf + (b * Nkv + h) * g.P * D, (size_t)(past[b] * D) * sizeof(float));
-      if (pk && (const float *)vb + o != pvf + (b * Nkv + h) * g.P * D)
-        memcpy(vb + o, pvf + (b * Nkv + h) * g.P * D, (size_t)(past[b] * D) * sizeof(float));
-      memset(kb + o + used * D, 0, (size_t)((L - used) * D) * sizeof(float));
-      memset(vb + o + used * D, 0, (size_t)((L - used) * D) * sizeof(float));
-    }
+  /* present = past rows [0, past[b]) (each item copies its own, see gqa_item), then the new tokens
+   * (K rotated), then zeros */
   {
     int64_t heads = g.packed ? N + 2 * Nkv : N;
     memset(qat, 0, (size_t)B * sizeof *qat);
@@ -853,8 +864,8 @@ alma_status alma__gqa_exec_par(const alma_node *n, const alma_tensor *const *in,
       gqa_put(&g, vf, Nkv, 0, Nkv, vb, L, past, NULL, NULL, pos);
     }
   }
-  gqa_job J = {.g = &g, .qb = qb, .kb = kb, .vb = vb, .past = past, .total = total, .biasf = biasf, .bias = bias,
-               .sinkt = sinkt, .ob = ob, .qk = qk};
+  gqa_job J = {.g = &g, .qb = qb, .kb = kb, .vb = vb, .pkf = pkf, .pvf = pvf, .past = past, .total = total,
+               .biasf = biasf, .bias = bias, .sinkt = sinkt, .ob = ob, .qk = qk};
   atomic_init(&J.failed, 0);
   if (pf && threads > 1 && B * Nkv > 1) pf(pctx, B * Nkv, gqa_item, &J);
   else
