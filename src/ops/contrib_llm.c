@@ -19,7 +19,7 @@
  *    when the caches must be extended); alma accepts and ignores them too.
  *  - GroupQueryAttention: see the section below.
  * Inputs of float16 or bfloat16 are computed through float32 copies; EAGER is single-threaded (the BLAS
- * runtime runs GroupQueryAttention on its threads, see contrib_llm.h). */
+ * and DNNL runtimes run GroupQueryAttention on their threads, see contrib_llm.h). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -419,7 +419,7 @@ const alma_op_def alma__op_MsRotaryEmbedding = {.name = "RotaryEmbedding", .doma
  * kv_cache_bit_width, k_scale, v_scale), sliding_window_cache, query_seqlens, q_norm_weight and
  * k_norm_weight (ONNX Runtime's CPU kernel does not take them either).
  * Speed: the work is split into (batch, KV head) items (alma__gqa_exec_par: EAGER runs them in order,
- * the BLAS runtime on its threads). Decode steps and chunks under 16 tokens take tiles of 4 query rows
+ * the BLAS and DNNL runtimes on their threads). Decode steps and chunks under 16 tokens take tiles of 4 query rows
  * of a KV head's group (usually its heads at one token), so each K and V row is read once per tile:
  * vectorised dot products, the shared row softmax (softmax_row.c), then P.V as axpys. Longer prompts
  * go per query head in blocks of 64 tokens through alma__sgemm (Q.K^T into a 64 x total block, the

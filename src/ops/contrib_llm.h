@@ -1,6 +1,6 @@
 /* com.microsoft GroupQueryAttention for runtimes that bring their own threads (contrib_llm.c). EAGER
- * runs it on one thread; the BLAS and DNNL runtimes claim the node and split its (batch, KV head)
- * pairs over their thread pools through this entry point. */
+ * runs it on one thread; the BLAS and DNNL runtimes run it (on EAGER's kernel, in their fallback
+ * path) with its (batch, KV head) pairs split over their thread pools through this entry point. */
 #ifndef ALMA_OPS_CONTRIB_LLM_H
 #define ALMA_OPS_CONTRIB_LLM_H
 

@@ -39,7 +39,7 @@ rng = np.random.default_rng(11)
 failures = []
 count = [0]
 HAVE_DNNL = bool(available(ALMA, ("FOLD+FUSE+DNNL",)))
-GQA_CONVS = ("EAGER",) + tuple(available(ALMA, ("FOLD+BLAS",)))
+GQA_CONVS = ("EAGER",) + tuple(available(ALMA, ("FOLD+BLAS", "FOLD+FUSE+DNNL")))
 F32, F16 = TP.FLOAT, TP.FLOAT16
 NP = {TP.FLOAT: np.float32, TP.FLOAT16: np.float16, TP.INT32: np.int32, TP.INT64: np.int64}
 
@@ -74,7 +74,7 @@ def alma_outputs(m, feeds, name, conv="EAGER"):
     p = os.path.join(d, "model.onnx")
     onnx.save(m, p)
     out = os.path.join(d, "out-" + conv.replace("+", "_"))
-    # the BLAS runtime runs GroupQueryAttention's (batch, KV head) pairs on its threads: 2 of them
+    # the BLAS and DNNL runtimes run GroupQueryAttention's (batch, KV head) pairs on their threads: 2
     alma_run(ALMA, p, conv, feeds, out, "--threads", "1" if conv == "EAGER" else "2")
     return read_outputs(out, [o.name for o in m.graph.output])
 

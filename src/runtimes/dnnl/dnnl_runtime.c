@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <math.h>
 
+#include "ops/contrib_llm.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 #include "runtimes/exec.h"
 
@@ -363,7 +364,8 @@ static alma_status run_eager(dn_plan *p, int idx) {
     if (!is_shape_only(n)) ALMA_TRY(alma__dn_val_plain(p, x, n));
     in[k] = &x->t;
   }
-  ALMA_TRY(alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
+  /* GroupQueryAttention on EAGER's kernel, its (batch, KV head) pairs over the plan's threads */
+  ALMA_TRY(alma__is_gqa(n) ? alma__dn_run_gqa(p, n, in, out) : alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
   for (int k = 0; k < n->n_outputs; k++) {
     int v = n->outputs[k];
     if (v < 0) {
