@@ -10,6 +10,8 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libcjson-dev libssl-dev
   # optional runtimes (switch on when found)
   libdnnl-dev libxnnpack-dev libpthreadpool-dev libopenblas-dev libblis-dev
+  # optional: PCRE2 for RegexFullMatch (refused as unsupported without it)
+  libpcre2-dev
   # tests: unit framework, sanitizers and libFuzzer (clang), model export and references
   libcmocka-dev clang libclang-rt-14-dev
   python3 python3-pip python3-venv python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn

@@ -79,6 +79,12 @@ typedef struct alma_tensor {
 
 int64_t alma_tensor_numel(const alma_tensor *t);
 void alma_tensor_free_data(alma_tensor *t);
+/* String tensors (ALMA_DTYPE_STRING): data holds one opaque handle per element, valid only in this
+ * process. Element i's bytes (may contain NUL; NUL-terminated too) and length; NULL when t is not
+ * a string tensor or i is out of range. */
+const char *alma_tensor_string(const alma_tensor *t, int64_t i, size_t *len_out);
+/* Sets element i of a string tensor (allocated by alma, e.g. zeroed = all "") to a copy of bytes. */
+alma_status alma_tensor_set_string(alma_tensor *t, int64_t i, const char *bytes, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
  * Models

@@ -366,6 +366,11 @@ static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in,
                         "input '%s' is a %s: alma bench makes and reads tensors only, so it cannot feed a model whose "
                         "graph input is a sequence or optional (sequences inside the graph and as outputs are fine)",
                         in->name, alma_dtype_name(in->dtype));
+  if (in->dtype == ALMA_DTYPE_STRING)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "input '%s' is a string tensor: alma bench makes random numbers and reads numeric .npy/IDX "
+                        "files, so it cannot feed a string graph input (string values inside the graph and as "
+                        "outputs are fine)", in->name);
   t->dtype = o && o->dtype ? o->dtype : in->dtype;
   if (t->dtype == ALMA_DTYPE_UNDEFINED) t->dtype = ALMA_DTYPE_FLOAT32;
   if (o && o->has_shape) {

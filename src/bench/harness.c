@@ -104,6 +104,19 @@ static int ref_write_one(FILE *f, const alma_tensor *t) {
     for (uint64_t i = 0; ok && i < cnt; i++) ok = ref_write_one(f, &s->items[i]);
     return ok;
   }
+  if (t->dtype == ALMA_DTYPE_STRING) {
+    /* handles are process-local (core.h): the payload is each element's u64 length and bytes */
+    int64_t ne = alma_tensor_numel(t);
+    uint64_t nb = 0;
+    for (int64_t i = 0; i < ne; i++) nb += 8 + alma__str_len(alma__strs(t)[i]);
+    int ok = fwrite(&dt, 4, 1, f) == 1 && fwrite(&rank, 4, 1, f) == 1 &&
+             (rank == 0 || fwrite(t->dims, 8, (size_t)rank, f) == (size_t)rank) && fwrite(&nb, 8, 1, f) == 1;
+    for (int64_t i = 0; ok && i < ne; i++) {
+      uint64_t len = alma__str_len(alma__strs(t)[i]);
+      ok = fwrite(&len, 8, 1, f) == 1 && (len == 0 || fwrite(alma__str_ptr(alma__strs(t)[i]), 1, len, f) == len);
+    }
+    return ok;
+  }
   uint64_t nb = t->nbytes;
   return fwrite(&dt, 4, 1, f) == 1 && fwrite(&rank, 4, 1, f) == 1 &&
          (rank == 0 || fwrite(t->dims, 8, (size_t)rank, f) == (size_t)rank) && fwrite(&nb, 8, 1, f) == 1 &&
@@ -161,6 +174,27 @@ static int ref_read_one(const uint8_t *buf, size_t n, size_t *off, alma_tensor *
   memcpy(&nb, buf + *off, 8);
   *off += 8;
   if (nb > n - *off) return 0;
+  if (t->dtype == ALMA_DTYPE_STRING) {
+    int64_t ne = alma__numel(rank, t->dims);
+    size_t end = *off + nb;
+    if (ne < 0 || (uint64_t)ne > nb / 8 || alma__tensor_alloc(t, ALMA_DTYPE_STRING, rank, t->dims) != ALMA_OK) return 0;
+    for (int64_t i = 0; i < ne; i++) {
+      uint64_t len;
+      if (*off + 8 > end) break;
+      memcpy(&len, buf + *off, 8);
+      *off += 8;
+      if (len > end - *off || alma__str_make((const char *)buf + *off, len, alma__strs(t) + i) != ALMA_OK) {
+        alma_tensor_free_data(t);
+        return 0;
+      }
+      *off += len;
+    }
+    if (*off != end) {
+      alma_tensor_free_data(t);
+      return 0;
+    }
+    return 1;
+  }
   t->data = malloc(nb ? nb : 1);
   if (!t->data) return 0;
   memcpy(t->data, buf + *off, nb);
@@ -310,6 +344,26 @@ static void compare_flat(const alma_tensor *ref, int n_ref, const alma_tensor *o
   for (int k = 0; k < n_ref && k < n_out; k++) {
     const alma_tensor *r = &ref[k], *x = &out[k];
     const char *name = names ? names[k] : m ? alma_model_output_name(m, k) : "?";
+    if (r->dtype == ALMA_DTYPE_STRING || x->dtype == ALMA_DTYPE_STRING) { /* exact, byte for byte */
+      char a[96], b[96];
+      int64_t ne = alma_tensor_numel(r), first = -1, nbad = 0;
+      if (r->dtype != x->dtype || !alma__same_shape(r, x)) {
+        c->passed = 0;
+        if (!detail[0])
+          snprintf(detail, dn, "output '%s' is %s %s, the reference %s %s", name, alma_dtype_name(x->dtype),
+                   alma__shape_str(x->rank, x->dims, a, sizeof a), alma_dtype_name(r->dtype),
+                   alma__shape_str(r->rank, r->dims, b, sizeof b));
+        continue;
+      }
+      for (int64_t i = 0; i < ne; i++)
+        if (alma__str_cmp(alma__strs(r)[i], alma__strs(x)[i]) && nbad++ == 0) first = i;
+      total += ne;
+      bad += nbad;
+      if (first >= 0 && !detail[0])
+        snprintf(detail, dn, "output '%s' element %lld is \"%.60s\", the reference \"%.60s\"", name, (long long)first,
+                 alma__str_ptr(alma__strs(x)[first]), alma__str_ptr(alma__strs(r)[first]));
+      continue;
+    }
     if (!numeric(r->dtype) || !numeric(x->dtype)) continue;
     if (!alma__same_shape(r, x)) {
       char a[96], b[96];

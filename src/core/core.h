@@ -114,6 +114,28 @@ static inline alma__seq *alma__container(const alma_tensor *t) { return (alma__s
 const char *alma__container_type_str(const alma_tensor *t, char *buf, size_t n);
 void alma__container_free(alma__seq *s);
 
+/* ---- strings (ONNX tensor(string); src/core/str.c) -------------------------------------------
+ * A string tensor's elements are `const alma__str *` handles (alma_dtype_size(STRING) is a
+ * pointer's size): immutable byte strings (may hold NUL) interned in a process-wide table, NULL
+ * meaning "". Copying element bytes copies the value (no ownership), so data movement needs no
+ * string-specific code and freeing a tensor frees only its handle array. Handles are only valid in
+ * the process that made them: anything that crosses a process or a file writes the bytes
+ * (harness reference files, .npy, save.c). Kernels must refuse ALMA_DTYPE_STRING unless the op
+ * declares ALMA_OP_STRINGS (graph/infer.c and registry.c check this for every node). */
+typedef struct alma__str {
+  size_t len;
+  uint64_t hash;
+  struct alma__str *next; /* table chain */
+  char bytes[];           /* len bytes and a NUL */
+} alma__str;
+/* The handle for bytes p[0..len) (NULL for len 0). */
+alma_status alma__str_make(const char *p, size_t len, const alma__str **out);
+static inline const char *alma__str_ptr(const alma__str *s) { return s ? s->bytes : ""; }
+static inline size_t alma__str_len(const alma__str *s) { return s ? s->len : 0; }
+/* Byte-wise order (shorter first on a common prefix), as numpy/ONNX sort strings. */
+int alma__str_cmp(const alma__str *a, const alma__str *b);
+static inline const alma__str **alma__strs(const alma_tensor *t) { return (const alma__str **)t->data; }
+
 int alma__dtype_is_float(alma_dtype t);   /* f16, bf16, f32, f64 */
 /* Name of an ONNX TensorProto element type number, also the ones alma does not hold (complex64,
  * float8e4m3fn, int4, ...: for messages); "unknown" for a number ONNX does not define. */

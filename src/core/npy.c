@@ -379,16 +379,45 @@ static const char *descr_of(alma_dtype t) {
   }
 }
 
+static alma_status npy_save_as(const char *path, const alma_tensor *t, const char *descr, size_t esz);
+
+/* String tensors as numpy bytes ('|S<longest>', NUL-padded: numpy drops trailing NULs, so a string
+ * ending in NUL reads back shorter). */
+static alma_status npy_save_strings(const char *path, const alma_tensor *t) {
+  int64_t n = alma_tensor_numel(t);
+  size_t w = 1;
+  for (int64_t i = 0; i < n; i++)
+    if (alma__str_len(alma__strs(t)[i]) > w) w = alma__str_len(alma__strs(t)[i]);
+  uint8_t *buf = n > 0 ? calloc((size_t)n, w) : malloc(1);
+  if (!buf) return alma__errorf(ALMA_ERR_NOMEM, "cannot save '%s': out of memory", path);
+  for (int64_t i = 0; i < n; i++)
+    memcpy(buf + (size_t)i * w, alma__str_ptr(alma__strs(t)[i]), alma__str_len(alma__strs(t)[i]));
+  alma_tensor b = *t;
+  b.data = buf;
+  b.nbytes = (size_t)n * w;
+  char descr[32];
+  snprintf(descr, sizeof descr, "|S%zu", w);
+  alma_status st = npy_save_as(path, &b, descr, w);
+  free(buf);
+  return st;
+}
+
 alma_status alma_npy_save(const char *path, const alma_tensor *t) {
   if (!path || !t) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_npy_save: NULL argument");
+  if (t->dtype == ALMA_DTYPE_STRING && t->rank >= 0 && t->rank <= ALMA_MAX_RANK && (t->data || !alma_tensor_numel(t)))
+    return npy_save_strings(path, t);
   const char *descr = descr_of(t->dtype);
   if (!descr)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "cannot save '%s': dtype %s has no .npy equivalent%s", path,
                         alma_dtype_name(t->dtype),
                         t->dtype == ALMA_DTYPE_BFLOAT16 || alma__dtype_is_lowfloat(t->dtype) ? " (cast to float32 first)" : "");
+  return npy_save_as(path, t, descr, alma_dtype_size(t->dtype));
+}
+
+/* esz: bytes per element (swapped on a big-endian host unless a byte string) */
+static alma_status npy_save_as(const char *path, const alma_tensor *t, const char *descr, size_t esz) {
   if (t->rank < 0 || t->rank > ALMA_MAX_RANK)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "cannot save '%s': invalid rank %d", path, t->rank);
-  size_t esz = alma_dtype_size(t->dtype);
   int64_t n = 1, bytes;
   for (int i = 0; i < t->rank; i++) {
     if (t->dims[i] < 0) return alma__errorf(ALMA_ERR_INVALID_ARG, "cannot save '%s': negative dimension", path);
@@ -423,7 +452,7 @@ alma_status alma_npy_save(const char *path, const alma_tensor *t) {
   if (!f) return alma__errorf(ALMA_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
   int ok = fwrite(head, 1, total, f) == total;
   if (ok && bytes > 0) {
-    if (host_is_le() || esz == 1) {
+    if (host_is_le() || esz == 1 || descr[1] == 'S') {
       ok = fwrite(t->data, 1, (size_t)bytes, f) == (size_t)bytes;
     } else { /* swap through a small buffer so the caller's tensor is untouched */
       uint8_t buf[4096];

@@ -56,6 +56,7 @@ size_t alma_dtype_size(alma_dtype t) {
     case ALMA_DTYPE_UINT16: case ALMA_DTYPE_INT16: case ALMA_DTYPE_FLOAT16: case ALMA_DTYPE_BFLOAT16: return 2;
     case ALMA_DTYPE_FLOAT32: case ALMA_DTYPE_INT32: case ALMA_DTYPE_UINT32: return 4;
     case ALMA_DTYPE_FLOAT64: case ALMA_DTYPE_INT64: case ALMA_DTYPE_UINT64: return 8;
+    case ALMA_DTYPE_STRING: return sizeof(const alma__str *); /* interned handles (core.h) */
     default: return 0;
   }
 }

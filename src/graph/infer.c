@@ -106,6 +106,7 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
     if (!n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size")) && known) all_data = 1;
     if (n->n_implicit) all_data = 0; /* subgraph ops are not evaluated statically */
     memset(outs, 0, sizeof outs);
+    ALMA_TRY(alma__op_check_strings(n, in, n->n_inputs, NULL, 0));
     alma_status st = known ? n->op->infer(n, in, n->n_inputs, outs, n->n_outputs) : ALMA_ERR_DYNAMIC;
     if (st != ALMA_OK && st != ALMA_ERR_DYNAMIC) {
       if (symbolic && is_bound_error(st)) {
@@ -126,6 +127,7 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
       if (n->op->cost) out->macs = out->flops = -1;
       continue;
     }
+    ALMA_TRY(alma__op_check_strings(n, NULL, 0, outs, n->n_outputs));
     for (int k = 0; k < n->n_outputs; k++)
       if (!plausible_shape(&outs[k]))
         return alma__op_error(n, ALMA_ERR_SHAPE, "output %d too large (more than 2^40 elements)", k);

@@ -21,7 +21,7 @@ static int dtype_supported(int32_t t) {
     case ALMA_DTYPE_FLOAT32: case ALMA_DTYPE_UINT8: case ALMA_DTYPE_INT8: case ALMA_DTYPE_UINT16:
     case ALMA_DTYPE_INT16: case ALMA_DTYPE_INT32: case ALMA_DTYPE_INT64: case ALMA_DTYPE_BOOL:
     case ALMA_DTYPE_FLOAT16: case ALMA_DTYPE_FLOAT64: case ALMA_DTYPE_UINT32: case ALMA_DTYPE_UINT64:
-    case ALMA_DTYPE_BFLOAT16:
+    case ALMA_DTYPE_BFLOAT16: case ALMA_DTYPE_STRING:
       return 1;
     default:
       return alma__dtype_is_lowbit((alma_dtype)t);
@@ -96,6 +96,36 @@ static alma_status open_external(const Onnx__TensorProto *tp, const char *tname,
   return st;
 }
 
+/* A string TensorProto: string_data only (ONNX keeps strings out of raw_data and external files);
+ * each element becomes an interned handle (core.h). */
+static alma_status string_tensor_from_proto(const Onnx__TensorProto *tp, const char *tname, int64_t numel,
+                                            alma_arena *arena, alma_tensor *out) {
+  if (tp->has_raw_data || (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': string tensors keep their data in string_data, not %s", tname,
+                        tp->has_raw_data ? "raw_data" : "external files");
+  if ((int64_t)tp->n_string_data != numel)
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': string_data has %zu elements, its shape needs %lld", tname,
+                        tp->n_string_data, (long long)numel);
+  out->dtype = ALMA_DTYPE_STRING;
+  out->rank = (int)tp->n_dims;
+  for (size_t i = 0; i < tp->n_dims; i++) out->dims[i] = tp->dims[i];
+  size_t nbytes = (size_t)numel * alma_dtype_size(ALMA_DTYPE_STRING);
+  void *data = arena ? alma__arena_alloc(arena, nbytes ? nbytes : 1) : calloc(nbytes ? nbytes : 1, 1);
+  if (!data) return alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': out of memory for %zu bytes", tname, nbytes);
+  out->data = data;
+  out->nbytes = nbytes;
+  out->owns_data = arena ? 0 : 1;
+  for (int64_t i = 0; i < numel; i++) {
+    alma_status st = alma__str_make((const char *)tp->string_data[i].data, tp->string_data[i].len, &((const alma__str **)data)[i]);
+    if (st != ALMA_OK) {
+      if (!arena) free(data);
+      out->data = NULL;
+      return st;
+    }
+  }
+  return ALMA_OK;
+}
+
 /* Converts a TensorProto into `out`. Data goes into the arena when one is given (owned by the
  * graph), otherwise into a malloc'd buffer owned by the tensor. */
 static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir, alma_arena *arena,
@@ -117,6 +147,7 @@ static alma_status tensor_from_proto(const Onnx__TensorProto *tp, const char *ba
     if (alma__mul_overflow_i64(numel, tp->dims[i], &numel) || numel > ((int64_t)1 << 40))
       return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': implausibly large shape", tname);
   }
+  if (dt == ALMA_DTYPE_STRING) return string_tensor_from_proto(tp, tname, numel, arena, out);
   size_t esz = alma_dtype_size((alma_dtype)dt);
   size_t nbytes = (size_t)numel * esz;
   /* int4/uint4/float4e2m1 and int2/uint2 are packed in the file (two or four a byte, low bits first,

@@ -51,6 +51,18 @@ static Onnx__TensorProto *tensor_proto(save_ctx *c, const alma_tensor *t, const 
                          nbytes);
     return NULL;
   }
+  if (t->dtype == ALMA_DTYPE_STRING) { /* string_data (core.h's handles are process-local) */
+    size_t ne = (size_t)alma_tensor_numel(t);
+    tp->n_string_data = ne;
+    tp->string_data = salloc(c, sizeof(ProtobufCBinaryData) * (ne + 1));
+    if (!tp->string_data) return NULL;
+    for (size_t i = 0; i < ne; i++) {
+      const alma__str *e = t->data ? ((const alma__str *const *)t->data)[i] : NULL;
+      tp->string_data[i].len = alma__str_len(e);
+      tp->string_data[i].data = (uint8_t *)alma__str_ptr(e);
+    }
+    return tp;
+  }
   tp->has_raw_data = 1;
   if (alma__dtype_packed_bits(t->dtype) < 8) {
     /* int4/uint4/float4e2m1/int2/uint2: one a byte in memory, packed in the file (load.c undoes it) */

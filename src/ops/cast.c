@@ -330,7 +330,7 @@ static alma_status identity_infer(INFER_ARGS) {
     out[0].owns_data = 0;
     return ALMA_OK;
   }
-  if (!holdable(in[0]->dtype))
+  if (!holdable(in[0]->dtype) && in[0]->dtype != ALMA_DTYPE_STRING) /* string handles copy as values (core.h) */
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input dtype %s", alma_dtype_name(in[0]->dtype));
   alma__set_shape(&out[0], in[0]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
@@ -341,7 +341,7 @@ static alma_status identity_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 /* 14 added sequences, 16 optionals: deep-copied (core.h's containers). */
-const alma_op_def alma__op_Identity = {.name = "Identity", .domain = "", .versions = {1, 13, 14, 16, 19, 21},
+const alma_op_def alma__op_Identity = {.name = "Identity", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 13, 14, 16, 19, 21},
                                        .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                        .infer = identity_infer, .exec = identity_exec};
 

@@ -7,8 +7,9 @@
 
 /* The one value attribute of a Constant node, or an error naming what is wrong. */
 static alma_status constant_attr(const alma_node *n, const alma_attr **out) {
-  static const char *const unsupported[] = {"sparse_value", "value_string", "value_strings"};
-  static const char *const names[] = {"value", "value_float", "value_floats", "value_int", "value_ints"};
+  static const char *const unsupported[] = {"sparse_value"};
+  static const char *const names[] = {"value", "value_float", "value_floats", "value_int", "value_ints",
+                                      "value_string", "value_strings"};
   for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
     if (alma__node_attr(n, unsupported[i]))
       return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "attribute '%s' is not supported", unsupported[i]);
@@ -22,7 +23,7 @@ static alma_status constant_attr(const alma_node *n, const alma_attr **out) {
   }
   if (!found) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "no value attribute");
   static const alma_attr_type types[] = {ALMA_ATTR_TENSOR, ALMA_ATTR_FLOAT, ALMA_ATTR_FLOATS, ALMA_ATTR_INT,
-                                         ALMA_ATTR_INTS};
+                                         ALMA_ATTR_INTS, ALMA_ATTR_STRING, ALMA_ATTR_STRINGS};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(found->name, names[i]) && found->type != types[i])
       return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute '%s' has the wrong type (%d)", found->name,
@@ -50,6 +51,8 @@ static alma_status constant_infer(const alma_node *n, const alma_tensor *const *
   else if (!strcmp(a->name, "value_float")) alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, 0, NULL);
   else if (!strcmp(a->name, "value_floats")) alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, 1, &len);
   else if (!strcmp(a->name, "value_int")) alma__set_shape(&out[0], ALMA_DTYPE_INT64, 0, NULL);
+  else if (!strcmp(a->name, "value_string")) alma__set_shape(&out[0], ALMA_DTYPE_STRING, 0, NULL);
+  else if (!strcmp(a->name, "value_strings")) alma__set_shape(&out[0], ALMA_DTYPE_STRING, 1, &len);
   else alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, &len);
   return ALMA_OK;
 }
@@ -68,13 +71,17 @@ static alma_status constant_exec(alma_exec_ctx *ctx, const alma_node *n, const a
     if (a->n) memcpy(out[0].data, a->floats, sizeof(float) * (size_t)a->n);
   } else if (!strcmp(a->name, "value_int")) {
     *(int64_t *)out[0].data = a->i;
+  } else if (!strcmp(a->name, "value_string")) {
+    ALMA_TRY(alma__str_make(a->s ? a->s : "", a->s ? a->s_len : 0, alma__strs(&out[0])));
+  } else if (!strcmp(a->name, "value_strings")) {
+    for (int i = 0; i < a->n; i++) ALMA_TRY(alma__str_make(a->strings[i], strlen(a->strings[i]), alma__strs(&out[0]) + i));
   } else {
     if (a->n) memcpy(out[0].data, a->ints, sizeof(int64_t) * (size_t)a->n);
   }
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Constant = {.name = "Constant", .domain = "", .versions = {1, 9, 11, 12, 13, 19, 21},
+const alma_op_def alma__op_Constant = {.name = "Constant", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 9, 11, 12, 13, 19, 21},
                                        .min_inputs = 0, .max_inputs = 0, .min_outputs = 1, .max_outputs = 1,
                                        .infer = constant_infer, .exec = constant_exec};
 

@@ -48,7 +48,7 @@ static alma_status if_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_te
 
 const alma_op_def alma__op_If = {.name = "If", .domain = "", .versions = {1, 11, 13, 16, 19, 21},
                                   .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = -1,
-                                  .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH,
+                                  .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH | ALMA_OP_STRINGS,
                                   .infer = if_infer, .exec = if_exec};
 
 /* ---- Loop -------------------------------------------------------------------------------------- */
@@ -183,5 +183,5 @@ out:
 
 const alma_op_def alma__op_Loop = {.name = "Loop", .domain = "", .versions = {1, 11, 13, 16, 19, 21},
                                     .min_inputs = 2, .max_inputs = -1, .min_outputs = 0, .max_outputs = -1,
-                                    .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH | ALMA_OP_EMPTY_INPUTS_OK,
+                                    .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH | ALMA_OP_EMPTY_INPUTS_OK | ALMA_OP_STRINGS,
                                     .infer = loop_infer, .exec = loop_exec};

@@ -386,7 +386,9 @@ static alma_status bin_infer(const alma_node *n, const alma_tensor *const *in, a
   int ok;
   switch (kind) {
     case BK_POW: ok = alma__ew_is_numeric(ta) && alma__ew_is_numeric(tb); break;
-    case BK_EQ: ok = ta == tb && (alma__ew_is_numeric(ta) || ta == ALMA_DTYPE_BOOL); break;
+    case BK_EQ: /* strings from Equal-19 */
+      ok = ta == tb && (alma__ew_is_numeric(ta) || ta == ALMA_DTYPE_BOOL || (ta == ALMA_DTYPE_STRING && n->since_version >= 19));
+      break;
     case BK_LOGIC: ok = ta == ALMA_DTYPE_BOOL && tb == ALMA_DTYPE_BOOL; break;
     default: ok = ta == tb && alma__ew_is_numeric(ta); break;
   }
@@ -409,6 +411,16 @@ static alma_status bin_exec(const alma_node *n, const alma_tensor *const *in, al
   int brank, orank;
   int64_t bdims[ALMA_MAX_RANK], odims[ALMA_MAX_RANK];
   ALMA_TRY(bin_shapes(n, in[0], in[1], &brank, bdims, &orank, odims));
+  if (in[0]->dtype == ALMA_DTYPE_STRING) { /* Equal only (bin_infer): byte-wise, broadcast */
+    int64_t total = alma_tensor_numel(&out[0]);
+    uint8_t *y = out[0].data;
+    for (int64_t i = 0; i < total; i++) {
+      const alma__str *x0 = alma__strs(in[0])[alma__broadcast_index(i, orank, odims, in[0]->rank, in[0]->dims)];
+      const alma__str *x1 = alma__strs(in[1])[alma__broadcast_index(i, orank, odims, in[1]->rank, in[1]->dims)];
+      y[i] = alma__str_cmp(x0, x1) == 0;
+    }
+    return ALMA_OK;
+  }
   bctx c = {in[0]->dtype, in[1]->dtype, (int)alma__attr_i(n, "fmod", 0)};
   alma__ew_binary(in[0], brank, bdims, in[1]->data, in[1]->dtype, &out[0], run, &c);
   return ALMA_OK;
@@ -437,7 +449,12 @@ BINARY_OP(Mod, BK_MOD, run_mod, 10, 13, 28)
 BINARY_OP(And, BK_LOGIC, run_and, 1, 7)
 BINARY_OP(Or, BK_LOGIC, run_or, 1, 7)
 BINARY_OP(Xor, BK_LOGIC, run_xor, 1, 7)
-BINARY_OP(Equal, BK_EQ, run_eq, 1, 7, 11, 13, 19)
+static alma_status Equal_infer(INFER_ARGS) { return bin_infer(n, in, out, BK_EQ); }
+static alma_status Equal_exec(EXEC_ARGS) { return bin_exec(n, in, out, run_eq); }
+const alma_op_def alma__op_Equal = {.name = "Equal", .domain = "", .versions = {1, 7, 11, 13, 19},
+                                    .flags = ALMA_OP_STRINGS, /* string inputs from 19 (bin_infer) */
+                                    .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+                                    .infer = Equal_infer, .exec = Equal_exec, .cost = alma__ew_cost};
 BINARY_OP(Greater, BK_CMP, run_gt, 1, 7, 9, 13)
 BINARY_OP(GreaterOrEqual, BK_CMP, run_ge, 12, 16)
 BINARY_OP(Less, BK_CMP, run_lt, 1, 7, 9, 13)
@@ -568,7 +585,7 @@ static alma_status where_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Where = {.name = "Where", .domain = "", .versions = {9, 16}, .min_inputs = 3,
+const alma_op_def alma__op_Where = {.name = "Where", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {9, 16}, .min_inputs = 3,
                                     .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = where_infer,
                                     .exec = where_exec, .cost = alma__ew_cost};
 

@@ -328,7 +328,7 @@ static alma_status compress_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Compress = {.name = "Compress", .domain = "", .versions = {9, 11}, .min_inputs = 2,
+const alma_op_def alma__op_Compress = {.name = "Compress", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {9, 11}, .min_inputs = 2,
                                        .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, .infer = compress_infer,
                                        .exec = compress_exec};
 
@@ -606,7 +606,7 @@ static alma_status revseq_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_ReverseSequence = {.name = "ReverseSequence", .domain = "", .versions = {10},
+const alma_op_def alma__op_ReverseSequence = {.name = "ReverseSequence", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {10},
                                               .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                               .infer = revseq_infer, .exec = revseq_exec};
 

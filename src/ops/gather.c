@@ -75,7 +75,7 @@ static alma_status gather_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Gather = {.name = "Gather", .domain = "", .versions = {1, 11, 13}, .min_inputs = 2,
+const alma_op_def alma__op_Gather = {.name = "Gather", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 11, 13}, .min_inputs = 2,
                                      .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                      .infer = gather_infer, .exec = gather_exec};
 
@@ -154,7 +154,7 @@ static alma_status gather_elements_exec(alma_exec_ctx *ctx, const alma_node *n, 
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_GatherElements = {.name = "GatherElements", .domain = "", .versions = {11, 13},
+const alma_op_def alma__op_GatherElements = {.name = "GatherElements", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {11, 13},
                                              .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                              .infer = gather_elements_infer, .exec = gather_elements_exec};
 
@@ -226,7 +226,7 @@ static alma_status gather_nd_exec(alma_exec_ctx *ctx, const alma_node *n, const 
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_GatherND = {.name = "GatherND", .domain = "", .versions = {11, 12, 13},
+const alma_op_def alma__op_GatherND = {.name = "GatherND", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {11, 12, 13},
                                        .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                        .infer = gather_nd_infer, .exec = gather_nd_exec};
 
@@ -296,7 +296,10 @@ static alma_status check_scatter_common(const alma_node *n, const alma_tensor *c
     return alma__op_error(n, ALMA_ERR_TYPE, "updates are %s, data is %s", alma_dtype_name(in[2]->dtype),
                           alma_dtype_name(in[0]->dtype));
   reduction r;
-  return get_reduction(n, &r);
+  ALMA_TRY(get_reduction(n, &r));
+  if (r != RED_NONE && in[0]->dtype == ALMA_DTYPE_STRING)
+    return alma__op_error(n, ALMA_ERR_TYPE, "a reduction over string data");
+  return ALMA_OK;
 }
 
 /* ---- ScatterElements ---------------------------------------------------------------------- */
@@ -344,7 +347,7 @@ static alma_status scatter_elements_exec(alma_exec_ctx *ctx, const alma_node *n,
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_ScatterElements = {.name = "ScatterElements", .domain = "", .versions = {11, 13, 16, 18},
+const alma_op_def alma__op_ScatterElements = {.name = "ScatterElements", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {11, 13, 16, 18},
                                               .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                               .infer = scatter_elements_infer, .exec = scatter_elements_exec};
 
@@ -396,12 +399,12 @@ static alma_status scatter_nd_exec(alma_exec_ctx *ctx, const alma_node *n, const
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_ScatterND = {.name = "ScatterND", .domain = "", .versions = {11, 13, 16, 18},
+const alma_op_def alma__op_ScatterND = {.name = "ScatterND", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {11, 13, 16, 18},
                                         .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                         .infer = scatter_nd_infer, .exec = scatter_nd_exec};
 
 /* Scatter (opsets 9 and 11, deprecated in favour of ScatterElements): the same op without
  * reduction. */
-const alma_op_def alma__op_Scatter = {.name = "Scatter", .domain = "", .versions = {9, 11}, .min_inputs = 3,
+const alma_op_def alma__op_Scatter = {.name = "Scatter", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {9, 11}, .min_inputs = 3,
                                       .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                       .infer = scatter_elements_infer, .exec = scatter_elements_exec};

@@ -363,35 +363,50 @@ const alma_op_def alma__op_MlOneHotEncoder = {.name = "OneHotEncoder", .domain =
                                               .infer = ohe_infer, .exec = ohe_exec};
 
 /* ---- LabelEncoder (1, 2, 4): Y = values[position of X in keys], else the default ---------------
- * Version 1 maps strings to int64 and back: always string tensors, refused. Versions 2 and 4:
- * numeric keys (keys_int64s, keys_floats, 4: keys_tensor) and values (values_int64s,
- * values_floats, 4: values_tensor with default_tensor); any string side is refused. */
+ * Version 1 maps strings to int64 (the position in classes_strings, else default_int64) or int64 to
+ * strings (classes_strings[X], else default_string). Versions 2 and 4: keys from keys_int64s,
+ * keys_floats, keys_strings (4: keys_tensor) and values likewise, with default_int64 /
+ * default_float / default_string (4: default_tensor). String keys are looked up by their interned
+ * handle (core.h: equal strings share one), so the int64 table serves them. */
 typedef struct le_args {
   alma_dtype kt, vt;    /* key (= input) and value (= output) dtypes */
   int64_t nk;
   const int64_t *ki;    /* keys_int64s */
-  alma_ml_list kl;      /* keys_floats / keys_tensor */
+  alma_ml_list kl;      /* keys_floats / keys_tensor (numbers or strings) */
+  const char *const *ks; /* keys_strings */
   const int64_t *vi;    /* values_int64s */
   alma_ml_list vl;      /* values_floats / values_tensor */
+  const char *const *vs; /* values_strings */
   double dflt;
   int64_t dflt_i;
+  const char *dflt_s;   /* string default (default_string), or */
+  const alma_tensor *dflt_st; /* default_tensor of one string */
 } le_args;
 
 static int le_dtype_ok(alma_dtype t) {
   return t == ALMA_DTYPE_INT64 || t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_INT32 || t == ALMA_DTYPE_INT16 ||
-         t == ALMA_DTYPE_FLOAT64;
+         t == ALMA_DTYPE_FLOAT64 || t == ALMA_DTYPE_STRING;
 }
 
 /* One of the keys_* (or values_*) forms: exactly one must be given. */
 static alma_status le_side(const alma_node *n, const char *side, const int64_t **ints, alma_ml_list *list,
-                           alma_dtype *dt, int64_t *count) {
+                           const char *const **strs, alma_dtype *dt, int64_t *count) {
   char nm[64];
   int given = 0;
+  *strs = NULL;
   snprintf(nm, sizeof nm, "%s_strings", side);
-  ALMA_TRY(alma__ml_refuse_strings(n, nm, side));
+  const alma_attr *sa = alma__node_attr(n, nm);
+  if (sa) {
+    if (sa->type != ALMA_ATTR_STRINGS)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute %s must be a list of strings", nm);
+    given++, *dt = ALMA_DTYPE_STRING, *strs = sa->strings, *count = sa->n;
+  }
   snprintf(nm, sizeof nm, "%s_int64s", side);
-  ALMA_TRY(alma__ml_ints(n, nm, ints, count));
-  if (*ints) given++, *dt = ALMA_DTYPE_INT64;
+  const int64_t *iv;
+  int64_t ic;
+  ALMA_TRY(alma__ml_ints(n, nm, &iv, &ic));
+  *ints = iv;
+  if (iv) given++, *dt = ALMA_DTYPE_INT64, *count = ic;
   snprintf(nm, sizeof nm, "%s_floats", side);
   memset(list, 0, sizeof *list);
   const alma_attr *fa = alma__node_attr(n, nm);
@@ -401,14 +416,15 @@ static alma_status le_side(const alma_node *n, const char *side, const int64_t *
     given++, *dt = ALMA_DTYPE_FLOAT32, list->f = fa->floats, list->n = fa->n, *count = fa->n;
   }
   if (n->since_version >= 4) {
-    alma_ml_list tl;
     snprintf(nm, sizeof nm, "%s_tensor", side);
-    ALMA_TRY(alma__ml_tensor_attr(n, nm, &tl));
-    if (tl.t) {
-      if (!le_dtype_ok(tl.t->dtype))
-        return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: %s of dtype %s (int64, float, int32, int16 or double expected)", nm,
-                              alma_dtype_name(tl.t->dtype));
-      given++, *dt = tl.t->dtype, *list = tl, *count = tl.n;
+    const alma_attr *ta = alma__node_attr(n, nm);
+    if (ta) {
+      if (ta->type != ALMA_ATTR_TENSOR || !ta->t)
+        return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute %s must be a tensor", nm);
+      if (!le_dtype_ok(ta->t->dtype))
+        return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: %s of dtype %s (int64, float, int32, int16, double or string expected)", nm,
+                              alma_dtype_name(ta->t->dtype));
+      given++, *dt = ta->t->dtype, list->t = ta->t, list->n = alma_tensor_numel(ta->t), *count = list->n;
     }
   }
   if (given != 1)
@@ -417,40 +433,54 @@ static alma_status le_side(const alma_node *n, const char *side, const int64_t *
 }
 
 static alma_status le_setup(const alma_node *n, const alma_tensor *x, le_args *a) {
-  if (n->since_version < 2)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED,
-                          "unsupported: LabelEncoder-1 maps strings to int64 or back (classes_strings), and alma has no "
-                          "string tensors");
   memset(a, 0, sizeof *a);
+  if (n->since_version < 2) {
+    /* classes_strings: string -> its position (int64), or int64 -> the string at that position */
+    const alma_attr *cs = alma__node_attr(n, "classes_strings");
+    if (!cs || cs->type != ALMA_ATTR_STRINGS)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "LabelEncoder-1 needs the list of strings classes_strings");
+    a->nk = cs->n;
+    if (x->dtype == ALMA_DTYPE_STRING) {
+      a->kt = ALMA_DTYPE_STRING, a->ks = cs->strings, a->vt = ALMA_DTYPE_INT64;
+      a->dflt_i = alma__attr_i(n, "default_int64", -1);
+    } else if (x->dtype == ALMA_DTYPE_INT64) {
+      a->kt = ALMA_DTYPE_INT64, a->vt = ALMA_DTYPE_STRING, a->vs = cs->strings;
+      a->dflt_s = alma__attr_s(n, "default_string", "_Unused");
+    } else {
+      return alma__op_error(n, ALMA_ERR_TYPE, "LabelEncoder-1 takes string or int64 input, got %s", alma_dtype_name(x->dtype));
+    }
+    return ALMA_OK;
+  }
   int64_t nv;
-  ALMA_TRY(le_side(n, "keys", &a->ki, &a->kl, &a->kt, &a->nk));
-  ALMA_TRY(le_side(n, "values", &a->vi, &a->vl, &a->vt, &nv));
+  ALMA_TRY(le_side(n, "keys", &a->ki, &a->kl, &a->ks, &a->kt, &a->nk));
+  ALMA_TRY(le_side(n, "values", &a->vi, &a->vl, &a->vs, &a->vt, &nv));
   if (nv != a->nk)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld keys and %lld values (the same number expected)",
                           (long long)a->nk, (long long)nv);
-  if (x->dtype == ALMA_DTYPE_STRING)
-    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: string input (alma has no string tensors)");
   if (x->dtype != a->kt)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "input dtype %s differs from the keys' dtype %s",
                           alma_dtype_name(x->dtype), alma_dtype_name(a->kt));
-  /* defaults: default_tensor (4) for values_tensor, else default_int64 / default_float; the spec's
-   * defaults are -1 for integers and -0.0 for floats */
+  /* defaults: default_tensor (4) for values_tensor, else default_int64 / default_float /
+   * default_string; the spec's defaults are -1 for integers, -0.0 for floats, "_Unused" */
   const alma_attr *dt = alma__node_attr(n, "default_tensor");
   if (a->vl.t) {
     if (dt) {
-      alma_ml_list d;
-      ALMA_TRY(alma__ml_tensor_attr(n, "default_tensor", &d));
-      if (d.n != 1 || d.t->dtype != a->vt)
-        return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "default_tensor must hold one %s value (has %lld of %s)",
-                              alma_dtype_name(a->vt), (long long)d.n, alma_dtype_name(d.t->dtype));
-      a->dflt = alma__ml_at(&d, 0);
-      a->dflt_i = alma__dtype_is_float(a->vt) ? 0 : alma__get_i64(d.t->data, d.t->dtype, 0);
+      if (dt->type != ALMA_ATTR_TENSOR || !dt->t || alma_tensor_numel(dt->t) != 1 || dt->t->dtype != a->vt)
+        return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "default_tensor must hold one %s value", alma_dtype_name(a->vt));
+      if (a->vt == ALMA_DTYPE_STRING) a->dflt_st = dt->t;
+      else {
+        a->dflt = alma__get_f64(dt->t->data, dt->t->dtype, 0);
+        a->dflt_i = alma__dtype_is_float(a->vt) ? 0 : alma__get_i64(dt->t->data, dt->t->dtype, 0);
+      }
     } else {
       a->dflt = alma__dtype_is_float(a->vt) ? -0.0 : -1.0;
       a->dflt_i = -1;
+      a->dflt_s = "_Unused";
     }
   } else if (a->vt == ALMA_DTYPE_INT64) {
     a->dflt_i = alma__attr_i(n, "default_int64", -1);
+  } else if (a->vt == ALMA_DTYPE_STRING) {
+    a->dflt_s = alma__attr_s(n, "default_string", "_Unused");
   } else {
     a->dflt = alma__attr_f(n, "default_float", -0.0f);
   }
@@ -464,31 +494,73 @@ static alma_status le_infer(INFER_ARGS) {
   return ALMA_OK;
 }
 
+static int64_t le_handle_key(const alma__str *h) { return (int64_t)(intptr_t)h; }
+
 static alma_status le_exec(EXEC_ARGS) {
   const alma_tensor *x = in[0];
   le_args a;
   ALMA_TRY(le_setup(n, x, &a));
   int kf = alma__dtype_is_float(a.kt), vf = alma__dtype_is_float(a.vt);
+  int ks = a.kt == ALMA_DTYPE_STRING, vs = a.vt == ALMA_DTYPE_STRING;
+  int64_t *hk = NULL; /* string keys as handle values */
+  const alma__str *dflt_h = NULL;
+  alma_status st = ALMA_OK;
+  if (ks) {
+    hk = alma__nn_alloc(n, (size_t)(a.nk ? a.nk : 1), sizeof *hk);
+    if (!hk) return ALMA_ERR_NOMEM;
+    for (int64_t k = 0; k < a.nk && st == ALMA_OK; k++) {
+      const alma__str *h = NULL;
+      if (a.ks) st = alma__str_make(a.ks[k], strlen(a.ks[k]), &h);
+      else h = alma__strs(a.kl.t)[k];
+      hk[k] = le_handle_key(h);
+    }
+  }
+  if (vs && st == ALMA_OK) {
+    if (a.dflt_st) dflt_h = alma__strs(a.dflt_st)[0];
+    else st = alma__str_make(a.dflt_s, strlen(a.dflt_s), &dflt_h);
+  }
   ml_table t;
-  ALMA_TRY(table_build(n, a.ki, &a.kl, a.nk, kf, &t));
+  /* LabelEncoder-1 from int64 indexes classes_strings directly: no table */
+  int64_t nkt = n->since_version < 2 && !ks ? 0 : a.nk;
+  if (st == ALMA_OK) st = table_build(n, ks ? hk : a.ki, &a.kl, nkt, kf, &t);
+  free(hk);
+  if (st != ALMA_OK) return st;
   int64_t total = alma_tensor_numel(x);
-  for (int64_t i = 0; i < total; i++) {
-    int64_t k = kf ? table_find_f(&t, alma__get_f64(x->data, x->dtype, i))
-                   : table_find_i(&t, alma__get_i64(x->data, x->dtype, i));
-    if (vf) alma__set_f64(out[0].data, a.vt, i, k >= 0 ? alma__ml_at(&a.vl, k) : a.dflt);
-    else {
+  for (int64_t i = 0; i < total && st == ALMA_OK; i++) {
+    int64_t k;
+    if (ks) k = table_find_i(&t, le_handle_key(alma__strs(x)[i]));
+    else if (kf) k = table_find_f(&t, alma__get_f64(x->data, x->dtype, i));
+    else k = table_find_i(&t, alma__get_i64(x->data, x->dtype, i));
+    if (n->since_version < 2 && !ks) { /* LabelEncoder-1, int64 -> classes_strings[x] */
+      int64_t v = alma__get_i64(x->data, x->dtype, i);
+      k = v >= 0 && v < a.nk ? v : -1;
+    }
+    if (n->since_version < 2 && ks) { /* LabelEncoder-1, string -> position */
+      ((int64_t *)out[0].data)[i] = k >= 0 ? k : a.dflt_i;
+      continue;
+    }
+    if (vs) {
+      const alma__str *h = dflt_h;
+      if (k >= 0) {
+        if (a.vs) st = alma__str_make(a.vs[k], strlen(a.vs[k]), &h);
+        else h = alma__strs(a.vl.t)[k];
+      }
+      alma__strs(&out[0])[i] = h;
+    } else if (vf) {
+      alma__set_f64(out[0].data, a.vt, i, k >= 0 ? alma__ml_at(&a.vl, k) : a.dflt);
+    } else {
       int64_t v = a.dflt_i;
       if (k >= 0) v = a.vi ? a.vi[k] : alma__get_i64(a.vl.t->data, a.vl.t->dtype, k);
       alma__set_i64(out[0].data, a.vt, i, v);
     }
   }
   free(t.keys);
-  return ALMA_OK;
+  return st;
 }
 
 const alma_op_def alma__op_MlLabelEncoder = {.name = "LabelEncoder", .domain = ALMA_ML_DOMAIN, .versions = {1, 2, 4},
-                                             .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                             .infer = le_infer, .exec = le_exec};
+                                             .flags = ALMA_OP_STRINGS, .min_inputs = 1, .max_inputs = 1,
+                                             .min_outputs = 1, .max_outputs = 1, .infer = le_infer, .exec = le_exec};
 
 /* ---- FeatureVectorizer: inputs side by side as float columns -----------------------------------
  * Input i is [N, C_i] (more dims flatten into C_i; 1-D is [1, C], spec), cut or zero-padded to

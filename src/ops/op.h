@@ -42,6 +42,7 @@ enum {
   ALMA_OP_HAS_SUBGRAPH = 1 << 1,   /* has graph attributes */
   ALMA_OP_EMPTY_INPUTS_OK = 1 << 2, /* inputs below min_inputs may be empty names (Loop's M, cond) */
   ALMA_OP_CONTAINERS = 1 << 3,      /* takes or gives sequences/optionals (sequence.c) */
+  ALMA_OP_STRINGS = 1 << 4,         /* handles string tensors (core.h's handles); others refuse them */
 };
 
 #define ALMA_OP_MAX_VERSIONS 16
@@ -112,6 +113,12 @@ int64_t alma__broadcast_index(int64_t i, int rank_out, const int64_t *dims_out, 
  * outputs are allocated (owned) by the callee, one per subgraph output. */
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs,
                                 int n_inputs, alma_tensor *outputs, int n_outputs);
+
+/* ALMA_ERR_UNSUPPORTED naming the node when a string tensor reaches an op without ALMA_OP_STRINGS
+ * (in or out may hold NULLs; nout 0 checks only inputs). Called by static inference and before
+ * every EAGER kernel, so no numeric kernel ever reads string handles as numbers. */
+alma_status alma__op_check_strings(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out,
+                                   int nout);
 
 /* 1 when g holds sequences or optionals: a declared input/output of that type or a node of an
  * ALMA_OP_CONTAINERS op. Runtimes with their own value stores then run g through the shared

@@ -158,6 +158,6 @@ static alma_status pad_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_t
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Pad = {.name = "Pad", .domain = "", .versions = {1, 2, 11, 13, 18, 19, 21},
+const alma_op_def alma__op_Pad = {.name = "Pad", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 2, 11, 13, 18, 19, 21},
                                   .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
                                   .infer = pad_infer, .exec = pad_exec};

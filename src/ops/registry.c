@@ -117,11 +117,13 @@ alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma
                               alma_tensor *out, int nout) {
   if (!n->op) return alma__op_error(n, ALMA_ERR_INTERNAL, "operator not resolved");
   for (int i = 0; i < nout; i++) memset(&out[i], 0, sizeof out[i]);
+  ALMA_TRY(alma__op_check_strings(n, in, nin, NULL, 0));
   alma_status st = n->op->infer(n, in, nin, out, nout);
   if (st != ALMA_OK) {
     if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
     return st;
   }
+  if ((st = alma__op_check_strings(n, NULL, 0, out, nout)) != ALMA_OK) return st;
   if (!(n->op->flags & ALMA_OP_ALLOCS_OUTPUTS)) {
     for (int i = 0; i < nout; i++) {
       if (n->outputs && i < n->n_outputs && n->outputs[i] < 0) continue; /* omitted optional output */
@@ -183,4 +185,18 @@ int alma__graph_has_containers(const alma_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op && (g->nodes[i].op->flags & ALMA_OP_CONTAINERS)) return 1;
   return 0;
+}
+
+alma_status alma__op_check_strings(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out,
+                                   int nout) {
+  if (!n->op || (n->op->flags & ALMA_OP_STRINGS)) return ALMA_OK;
+  for (int k = 0; k < nin; k++)
+    if (in && in[k] && in[k]->dtype == ALMA_DTYPE_STRING)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "input %d is a string tensor, which alma's %s does not take", k,
+                            n->op_type);
+  for (int k = 0; k < nout; k++)
+    if (out && out[k].dtype == ALMA_DTYPE_STRING)
+      return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "output %d would be a string tensor, which alma's %s does not make", k,
+                            n->op_type);
+  return ALMA_OK;
 }

@@ -73,7 +73,7 @@ static alma_status seq_empty_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceEmpty = {.name = "SequenceEmpty", .domain = "", .versions = {11}, .min_inputs = 0,
                                             .max_inputs = 0, .min_outputs = 1, .max_outputs = 1,
-                                            .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_empty_infer,
+                                            .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_empty_infer,
                                             .exec = seq_empty_exec};
 
 /* ---- SequenceConstruct ------------------------------------------------------------------------ */
@@ -97,7 +97,7 @@ static alma_status seq_construct_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceConstruct = {.name = "SequenceConstruct", .domain = "", .versions = {11},
                                                 .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
-                                                .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_construct_infer,
+                                                .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_construct_infer,
                                                 .exec = seq_construct_exec};
 
 /* ---- SequenceInsert: position in [-n, n], default the end ------------------------------------- */
@@ -128,7 +128,7 @@ static alma_status seq_insert_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceInsert = {.name = "SequenceInsert", .domain = "", .versions = {11}, .min_inputs = 2,
                                              .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-                                             .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_insert_infer,
+                                             .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_insert_infer,
                                              .exec = seq_insert_exec};
 
 /* ---- SequenceAt: position in [-n, n-1] -------------------------------------------------------- */
@@ -153,7 +153,7 @@ static alma_status seq_at_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceAt = {.name = "SequenceAt", .domain = "", .versions = {11}, .min_inputs = 2,
                                          .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                                         .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_at_infer, .exec = seq_at_exec};
+                                         .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_at_infer, .exec = seq_at_exec};
 
 /* ---- SequenceErase: position in [-n, n-1], default the last ----------------------------------- */
 static alma_status seq_erase_infer(INFER_ARGS) {
@@ -183,7 +183,7 @@ static alma_status seq_erase_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceErase = {.name = "SequenceErase", .domain = "", .versions = {11}, .min_inputs = 1,
                                             .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                                            .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_erase_infer,
+                                            .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_erase_infer,
                                             .exec = seq_erase_exec};
 
 /* ---- SequenceLength --------------------------------------------------------------------------- */
@@ -199,7 +199,7 @@ static alma_status seq_length_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceLength = {.name = "SequenceLength", .domain = "", .versions = {11}, .min_inputs = 1,
                                              .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                             .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = seq_length_infer,
+                                             .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = seq_length_infer,
                                              .exec = seq_length_exec};
 
 /* ---- SplitToSequence ---------------------------------------------------------------------------
@@ -291,7 +291,7 @@ static alma_status split_seq_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SplitToSequence = {.name = "SplitToSequence", .domain = "", .versions = {11, 24},
                                               .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-                                              .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = split_seq_infer,
+                                              .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = split_seq_infer,
                                               .exec = split_seq_exec};
 
 /* ---- ConcatFromSequence: Concat of the items along axis, or (new_axis = 1) Stack -------------- */
@@ -367,7 +367,7 @@ static alma_status concat_seq_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_ConcatFromSequence = {.name = "ConcatFromSequence", .domain = "", .versions = {11},
                                                  .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = concat_seq_infer,
+                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = concat_seq_infer,
                                                  .exec = concat_seq_exec};
 
 /* ---- SequenceMap: runs body once per position of the input sequences ------------------------- */
@@ -427,7 +427,7 @@ static alma_status seq_map_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_SequenceMap = {.name = "SequenceMap", .domain = "", .versions = {17}, .min_inputs = 1,
                                           .max_inputs = -1, .min_outputs = 1, .max_outputs = -1,
-                                          .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH | ALMA_OP_CONTAINERS,
+                                          .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_HAS_SUBGRAPH | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS,
                                           .infer = seq_map_infer, .exec = seq_map_exec};
 
 /* ---- Optional: wraps its input, or (no input) is empty of the `type` attribute's type ---------- */
@@ -467,7 +467,7 @@ static alma_status optional_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_Optional = {.name = "Optional", .domain = "", .versions = {15}, .min_inputs = 0,
                                        .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                       .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = optional_infer, .exec = optional_exec};
+                                       .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = optional_infer, .exec = optional_exec};
 
 /* ---- OptionalHasElement: 15 takes an optional; 18 also a tensor or sequence (true) or nothing
  * (false). A tensor or sequence reaching version 15 is taken as 18 takes it, as ONNX's reference
@@ -494,7 +494,7 @@ static alma_status has_elem_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_OptionalHasElement = {.name = "OptionalHasElement", .domain = "", .versions = {15, 18},
                                                  .min_inputs = 0, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = has_elem_infer,
+                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = has_elem_infer,
                                                  .exec = has_elem_exec};
 
 /* ---- OptionalGetElement: 15 takes an optional; 18 also a tensor or sequence (passed through;
@@ -527,5 +527,5 @@ static alma_status get_elem_exec(EXEC_ARGS) {
 }
 const alma_op_def alma__op_OptionalGetElement = {.name = "OptionalGetElement", .domain = "", .versions = {15, 18},
                                                  .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS, .infer = get_elem_infer,
+                                                 .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS, .infer = get_elem_infer,
                                                  .exec = get_elem_exec};

@@ -71,7 +71,13 @@ static int compare(const alma_tensor *got, const alma_tensor *want, const opts_t
     atol = fmax(atol, 1e-3);
   }
   for (int64_t i = 0; i < n; i++) {
-    if (alma__dtype_is_lowbit(want->dtype)) {
+    if (want->dtype == ALMA_DTYPE_STRING) { /* byte for byte (handles are interned, core.h) */
+      if (alma__str_cmp(alma__strs(got)[i], alma__strs(want)[i])) {
+        snprintf(why, nwhy, "element %lld: got \"%.60s\", expected \"%.60s\"", (long long)i,
+                 alma__str_ptr(alma__strs(got)[i]), alma__str_ptr(alma__strs(want)[i]));
+        return 0;
+      }
+    } else if (alma__dtype_is_lowbit(want->dtype)) {
       /* float8/float4/int4/int2: the codes bit for bit (one byte each in memory), any NaN for NaN */
       uint8_t a = ((const uint8_t *)got->data)[i], b = ((const uint8_t *)want->data)[i];
       if (a != b && !(isnan(alma__get_f64(got->data, got->dtype, i)) && isnan(alma__get_f64(want->data, want->dtype, i)))) {

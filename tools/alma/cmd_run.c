@@ -155,6 +155,22 @@ static void print_summary(const char *name, const alma_tensor *t) {
     printf(" (empty)\n");
     return;
   }
+  if (t->dtype == ALMA_DTYPE_STRING) { /* the first few, quoted, bytes outside printable ASCII as \xNN */
+    printf("\n  first:");
+    for (int64_t k = 0; k < n && k < 8; k++) {
+      size_t len;
+      const char *p = alma_tensor_string(t, k, &len);
+      printf(" \"");
+      for (size_t i = 0; i < len && i < 64; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 32 && ch < 127 && ch != '"' && ch != '\\') putchar(ch);
+        else printf("\\x%02x", ch);
+      }
+      printf(len > 64 ? "...\"" : "\"");
+    }
+    printf(n > 8 ? " ...\n" : "\n");
+    return;
+  }
   int is_float = alma__dtype_is_float(t->dtype);
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   int64_t nan = 0, inf = 0, finite = 0;

@@ -44,6 +44,7 @@ static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user,
   for (int k = 0; k < n->n_inputs; k++)
     if (in[k] && alma__dtype_is_container(in[k]->dtype)) return alma__op_run_node(ctx, n, in, n->n_inputs, out, n->n_outputs);
   for (int i = 0; i < n->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+  ALMA_TRY(alma__op_check_strings(n, in, n->n_inputs, NULL, 0));
   alma_status st = n->op->infer(n, in, n->n_inputs, out, n->n_outputs);
   if (st == ALMA_ERR_DYNAMIC) return alma__op_error(n, ALMA_ERR_INTERNAL, "shape unknown with all inputs given");
   if (st != ALMA_OK) return st;
