@@ -177,7 +177,9 @@ static int ref_read_one(const uint8_t *buf, size_t n, size_t *off, alma_tensor *
   if (t->dtype == ALMA_DTYPE_STRING) {
     int64_t ne = alma__numel(rank, t->dims);
     size_t end = *off + nb;
-    if (ne < 0 || (uint64_t)ne > nb / 8 || alma__tensor_alloc(t, ALMA_DTYPE_STRING, rank, t->dims) != ALMA_OK) return 0;
+    int64_t dims[ALMA_MAX_RANK];
+    memcpy(dims, t->dims, sizeof dims); /* alma__tensor_alloc clears t first */
+    if (ne < 0 || (uint64_t)ne > nb / 8 || alma__tensor_alloc(t, ALMA_DTYPE_STRING, rank, dims) != ALMA_OK) return 0;
     for (int64_t i = 0; i < ne; i++) {
       uint64_t len;
       if (*off + 8 > end) break;

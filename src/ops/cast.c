@@ -1,4 +1,6 @@
 /* Cast, CastLike, Identity and Dropout: ops that convert or pass data through. */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 
 #include "ops/ew.h"
@@ -74,6 +76,7 @@ static int cast_type_since(alma_dtype t) {
     case ALMA_DTYPE_FLOAT4E2M1: return 23;
     case ALMA_DTYPE_FLOAT8E8M0: return 24;
     case ALMA_DTYPE_INT2: case ALMA_DTYPE_UINT2: return 25;
+    case ALMA_DTYPE_STRING: return 9;
     default: return 1;
   }
 }
@@ -82,12 +85,17 @@ static alma_status cast_infer(INFER_ARGS) {
   const alma_attr *a = alma__node_attr(n, "to");
   if (!a || a->type != ALMA_ATTR_INT) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute 'to' (int) is required");
   alma_dtype to = (alma_dtype)a->i;
-  if (a->i <= 0 || a->i > ALMA_DTYPE_INT2 || !holdable(to)) {
+  /* strings: to and from the non-low-bit numeric types and bool (string_cast) */
+  int str = to == ALMA_DTYPE_STRING || in[0]->dtype == ALMA_DTYPE_STRING;
+  if (str && (alma__dtype_is_lowbit(to) || alma__dtype_is_lowbit(in[0]->dtype)))
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast between %s and %s", alma_dtype_name(in[0]->dtype),
+                          alma_dtype_name(to));
+  if (a->i <= 0 || a->i > ALMA_DTYPE_INT2 || (!holdable(to) && to != ALMA_DTYPE_STRING)) {
     const char *nm = alma__onnx_type_name(a->i);
     if (strcmp(nm, "unknown")) return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast to %s", nm);
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute to=%lld is not a tensor element type", (long long)a->i);
   }
-  if (!holdable(in[0]->dtype))
+  if (!holdable(in[0]->dtype) && in[0]->dtype != ALMA_DTYPE_STRING)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "cast from %s", alma_dtype_name(in[0]->dtype));
   if (n->since_version < cast_type_since(to) || n->since_version < cast_type_since(in[0]->dtype))
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "cast from %s to %s: opset %d's Cast does not have %s",
@@ -243,7 +251,61 @@ static void do_cast(const alma_tensor *x, alma_tensor *y, const cast_mode *cm) {
   }
 }
 
+/* Casts to and from strings, as ONNX Runtime writes and reads them (the spec fixes neither format
+ * exactly): floats "%.8g" with "INF", "-INF" and "NaN" (onnx.reference instead writes numpy's
+ * shortest repr, "1.0", "inf"), integers in decimal, bool "1"/"0". Reading: floats by strtod (so
+ * "+INF", "inf", "NaN" and "1e-5" in any case), integers by strtoll or, for "100.5", the float
+ * truncated (clamped to the type), bool as a number != 0. A string that is no number is an error
+ * naming the element (the spec leaves it undefined). */
+static alma_status string_cast(const alma_node *n, const alma_tensor *x, alma_tensor *y) {
+  int64_t total = alma_tensor_numel(x);
+  if (x->dtype == ALMA_DTYPE_STRING && y->dtype == ALMA_DTYPE_STRING) {
+    if (total) memcpy(y->data, x->data, (size_t)total * sizeof(const alma__str *));
+    return ALMA_OK;
+  }
+  if (y->dtype == ALMA_DTYPE_STRING) {
+    char buf[64];
+    for (int64_t i = 0; i < total; i++) {
+      int len;
+      if (alma__dtype_is_float(x->dtype)) {
+        double v = alma__get_f64(x->data, x->dtype, i);
+        len = isnan(v) ? snprintf(buf, sizeof buf, "NaN")
+              : isinf(v) ? snprintf(buf, sizeof buf, v > 0 ? "INF" : "-INF")
+                         : snprintf(buf, sizeof buf, "%.8g", v);
+      } else if (x->dtype == ALMA_DTYPE_UINT64) {
+        len = snprintf(buf, sizeof buf, "%llu", (unsigned long long)((const uint64_t *)x->data)[i]);
+      } else {
+        len = snprintf(buf, sizeof buf, "%lld", (long long)alma__get_i64(x->data, x->dtype, i));
+      }
+      ALMA_TRY(alma__str_make(buf, (size_t)len, &alma__strs(y)[i]));
+    }
+    return ALMA_OK;
+  }
+  for (int64_t i = 0; i < total; i++) {
+    const char *s = alma__str_ptr(alma__strs(x)[i]);
+    char *end;
+    errno = 0;
+    if (!alma__dtype_is_float(y->dtype) && y->dtype != ALMA_DTYPE_BOOL) {
+      long long v = strtoll(s, &end, 10);
+      if (end != s && !*end && errno != ERANGE) {
+        if (y->dtype == ALMA_DTYPE_INT64) ((int64_t *)y->data)[i] = v; /* exact beyond 2^53 */
+        else if (y->dtype == ALMA_DTYPE_UINT64) ((uint64_t *)y->data)[i] = v < 0 ? 0 : (uint64_t)v;
+        else alma__set_f64(y->data, y->dtype, i, (double)v); /* clamped to the narrower type */
+        continue;
+      }
+    }
+    double v = strtod(s, &end);
+    while (end != s && isspace((unsigned char)*end)) end++;
+    if (end == s || *end)
+      return alma__op_error(n, ALMA_ERR_INVALID_ARG, "element %lld, \"%.60s\", is not a number to cast to %s",
+                            (long long)i, s, alma_dtype_name(y->dtype));
+    alma__set_f64(y->data, y->dtype, i, v);
+  }
+  return ALMA_OK;
+}
+
 static alma_status cast_exec(EXEC_ARGS) {
+  if (in[0]->dtype == ALMA_DTYPE_STRING || out[0].dtype == ALMA_DTYPE_STRING) return string_cast(n, in[0], &out[0]);
   cast_mode m;
   ALMA_TRY(cast_mode_of(n, &m));
   do_cast(in[0], &out[0], &m);
@@ -252,7 +314,7 @@ static alma_status cast_exec(EXEC_ARGS) {
 
 /* 19 added the float8 types and `saturate`, 21 int4/uint4, 23 float4e2m1, 24 float8e8m0 with
  * `round_mode` (only for that type), 25 int2/uint2. */
-const alma_op_def alma__op_Cast = {.name = "Cast", .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
+const alma_op_def alma__op_Cast = {.name = "Cast", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
                                    .exec = cast_exec, .cost = alma__ew_cost};
 
@@ -271,7 +333,7 @@ static alma_status castlike_infer(INFER_ARGS) {
   alma__set_shape(&out[0], in[1]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
-const alma_op_def alma__op_CastLike = {.name = "CastLike", .domain = "", .versions = {15, 19, 21, 23, 24, 25}, .min_inputs = 2,
+const alma_op_def alma__op_CastLike = {.name = "CastLike", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {15, 19, 21, 23, 24, 25}, .min_inputs = 2,
                                        .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                        .infer = castlike_infer, .exec = cast_exec, .cost = alma__ew_cost};
 

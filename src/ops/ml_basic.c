@@ -2,8 +2,8 @@
  * Binarizer, Normalizer, Scaler, Imputer, OneHotEncoder, LabelEncoder (1, 2, 4) and
  * FeatureVectorizer. Behaviour follows the ONNX-ML spec, and onnx.reference (onnx 1.23,
  * reference/ops/aionnxml) where the spec leaves it open; where the two disagree the spec wins and
- * the comment says so. String forms (string inputs, string categories, string keys or values) are
- * refused: alma holds no string tensors. */
+ * the comment says so. LabelEncoder takes string keys and values (core.h's string handles);
+ * OneHotEncoder's string categories are refused. */
 #include <math.h>
 
 #include "ops/ml_common.h"
