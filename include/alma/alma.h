@@ -58,7 +58,8 @@ typedef enum {
 
 /* "float32", "int64", ... ; "undefined" for unknown values. */
 const char *alma_dtype_name(alma_dtype t);
-/* Bytes per element; 0 for types alma cannot hold. */
+/* Bytes per element; 0 for types alma cannot hold. ALMA_DTYPE_STRING: one opaque handle (a
+ * pointer's size; see alma_tensor_string). */
 size_t alma_dtype_size(alma_dtype t);
 /* Parses "float32"/"f32"/"float", "int64", "float8e4m3fn", "int4", ...; ALMA_ERR_INVALID_ARG naming the
  * string otherwise. */
@@ -83,7 +84,8 @@ void alma_tensor_free_data(alma_tensor *t);
  * process. Element i's bytes (may contain NUL; NUL-terminated too) and length; NULL when t is not
  * a string tensor or i is out of range. */
 const char *alma_tensor_string(const alma_tensor *t, int64_t i, size_t *len_out);
-/* Sets element i of a string tensor (allocated by alma, e.g. zeroed = all "") to a copy of bytes. */
+/* Sets element i of a string tensor to a copy of bytes. data must hold numel *
+ * alma_dtype_size(ALMA_DTYPE_STRING) bytes, zeroed or set by this function (zero bytes read as ""). */
 alma_status alma_tensor_set_string(alma_tensor *t, int64_t i, const char *bytes, size_t len);
 
 /* ---------------------------------------------------------------------------------------------

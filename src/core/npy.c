@@ -126,6 +126,8 @@ typedef struct {
   int fortran;
   int rank;
   int64_t dims[ALMA_MAX_RANK];
+  char str_kind; /* strings: 'S' (bytes) or 'U' (UTF-32 code points), else 0 */
+  size_t str_w;  /* strings: bytes per element in the file */
 } npy_header;
 
 static alma_status parse_descr(hparser *p, const char *d, npy_header *h) {
@@ -145,10 +147,21 @@ static alma_status parse_descr(hparser *p, const char *d, npy_header *h) {
   else if (!strcmp(k, "u4")) t = ALMA_DTYPE_UINT32;
   else if (!strcmp(k, "i8")) t = ALMA_DTYPE_INT64;
   else if (!strcmp(k, "u8")) t = ALMA_DTYPE_UINT64;
+  else if ((k[0] == 'S' || k[0] == 'U') && k[1] >= '1' && k[1] <= '9' && strlen(k) < 10) {
+    /* numpy bytes ('|S8') and unicode ('<U8') arrays: string tensors (alma_npy_load converts) */
+    char *e;
+    unsigned long w = strtoul(k + 1, &e, 10);
+    if (*e) return perr(p, "malformed string dtype");
+    h->dtype = ALMA_DTYPE_STRING;
+    h->str_kind = k[0];
+    h->str_w = k[0] == 'S' ? w : 4 * w;
+    h->swap = k[0] == 'U' && (order == '>' ? host_is_le() : order == '<' ? !host_is_le() : 0);
+    return ALMA_OK;
+  }
   if (t == ALMA_DTYPE_UNDEFINED)
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
                         "'%s': .npy dtype '%s' is not supported (expected one of f2 f4 f8 i1 u1 i2 u2 i4 u4 "
-                        "i8 u8 b1)", p->path, d);
+                        "i8 u8 b1, or strings Sn/Un)", p->path, d);
   size_t esz = alma_dtype_size(t);
   if (order == '|' && esz > 1) return perr(p, "multi-byte dtype with '|' (no) byte order");
   int file_le = order == '<' || (order == '=' && host_is_le());
@@ -244,6 +257,54 @@ static alma_status read_exact(FILE *f, void *buf, size_t n, size_t *got) {
   return *got == n ? ALMA_OK : ALMA_ERR_PARSE;
 }
 
+/* t holds n fixed-width elements of h's string kind: replaced by a string tensor of h's shape.
+ * Trailing NULs are padding (numpy drops them); 'U' code points are written as UTF-8. */
+static alma_status npy_strings(const char *path, const npy_header *h, int64_t n, alma_tensor *t) {
+  alma_tensor s;
+  ALMA_TRY(alma__tensor_alloc(&s, ALMA_DTYPE_STRING, h->rank, h->dims));
+  char *buf = malloc(h->str_w + 1);
+  alma_status st = buf ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory reading '%s'", path);
+  for (int64_t i = 0; i < n && st == ALMA_OK; i++) {
+    const uint8_t *e = (const uint8_t *)t->data + (size_t)i * h->str_w;
+    size_t len = 0;
+    if (h->str_kind == 'S') {
+      len = h->str_w;
+      while (len && !e[len - 1]) len--;
+      memcpy(buf, e, len);
+    } else {
+      size_t m = h->str_w / 4;
+      while (m && !memcmp(e + 4 * (m - 1), "\0\0\0\0", 4)) m--;
+      for (size_t k = 0; k < m && st == ALMA_OK; k++) {
+        uint32_t c;
+        memcpy(&c, e + 4 * k, 4);
+        if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+          st = alma__errorf(ALMA_ERR_PARSE, "'%s': element %lld holds U+%X, not a Unicode code point", path,
+                            (long long)i, (unsigned)c);
+        } else if (c < 0x80) {
+          buf[len++] = (char)c;
+        } else if (c < 0x800) {
+          buf[len++] = (char)(0xc0 | (c >> 6)), buf[len++] = (char)(0x80 | (c & 0x3f));
+        } else if (c < 0x10000) {
+          buf[len++] = (char)(0xe0 | (c >> 12)), buf[len++] = (char)(0x80 | ((c >> 6) & 0x3f));
+          buf[len++] = (char)(0x80 | (c & 0x3f));
+        } else {
+          buf[len++] = (char)(0xf0 | (c >> 18)), buf[len++] = (char)(0x80 | ((c >> 12) & 0x3f));
+          buf[len++] = (char)(0x80 | ((c >> 6) & 0x3f)), buf[len++] = (char)(0x80 | (c & 0x3f));
+        }
+      }
+    }
+    if (st == ALMA_OK) st = alma__str_make(buf, len, &alma__strs(&s)[i]);
+  }
+  free(buf);
+  if (st != ALMA_OK) {
+    alma_tensor_free_data(&s);
+    return st;
+  }
+  alma_tensor_free_data(t);
+  *t = s;
+  return ALMA_OK;
+}
+
 alma_status alma_npy_load(const char *path, alma_tensor *out) {
   if (!path || !out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_npy_load: NULL argument");
   memset(out, 0, sizeof *out);
@@ -305,7 +366,7 @@ alma_status alma_npy_load(const char *path, alma_tensor *out) {
   npy_header h;
   if ((st = parse_header(path, hdr, hlen, &h)) != ALMA_OK) goto done;
 
-  size_t esz = alma_dtype_size(h.dtype);
+  size_t esz = h.str_kind ? h.str_w : alma_dtype_size(h.dtype);
   int64_t n = 1, need;
   for (int i = 0; i < h.rank; i++)
     if (alma__mul_overflow_i64(n, h.dims[i], &n)) n = -1;
@@ -322,7 +383,14 @@ alma_status alma_npy_load(const char *path, alma_tensor *out) {
                       have < (uint64_t)need ? " (truncated)" : " (trailing bytes)");
     goto done;
   }
-  if ((st = alma__tensor_alloc(&t, h.dtype, h.rank, h.dims)) != ALMA_OK) {
+  if (h.str_kind) { /* raw fixed-width elements first; converted to string handles below */
+    t.data = malloc(need > 0 ? (size_t)need : 1);
+    if (!t.data) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory reading '%s'", path);
+    t.owns_data = 1, t.nbytes = (size_t)need, t.dtype = ALMA_DTYPE_UINT8;
+  } else {
+    st = alma__tensor_alloc(&t, h.dtype, h.rank, h.dims);
+  }
+  if (st != ALMA_OK) {
     alma__error_prefix(st, "'%s': ", path);
     goto done;
   }
@@ -331,7 +399,7 @@ alma_status alma_npy_load(const char *path, alma_tensor *out) {
                       (long long)need);
     goto done;
   }
-  if (h.swap) swap_bytes(t.data, (size_t)n, esz);
+  if (h.swap) swap_bytes(t.data, h.str_kind ? (size_t)n * esz / 4 : (size_t)n, h.str_kind ? 4 : esz);
   if (h.fortran && h.rank > 1 && n > 0) {
     void *c = malloc((size_t)need);
     if (!c) {
@@ -342,6 +410,7 @@ alma_status alma_npy_load(const char *path, alma_tensor *out) {
     free(t.data);
     t.data = c;
   }
+  if (h.str_kind && (st = npy_strings(path, &h, n, &t)) != ALMA_OK) goto done;
   if (h.dtype == ALMA_DTYPE_BOOL) /* any nonzero byte is True, as numpy reads it */
     for (int64_t i = 0; i < n; i++) ((uint8_t *)t.data)[i] = ((uint8_t *)t.data)[i] != 0;
   *out = t;

@@ -2,8 +2,8 @@
  * Binarizer, Normalizer, Scaler, Imputer, OneHotEncoder, LabelEncoder (1, 2, 4) and
  * FeatureVectorizer. Behaviour follows the ONNX-ML spec, and onnx.reference (onnx 1.23,
  * reference/ops/aionnxml) where the spec leaves it open; where the two disagree the spec wins and
- * the comment says so. LabelEncoder takes string keys and values (core.h's string handles);
- * OneHotEncoder's string categories are refused. */
+ * the comment says so. LabelEncoder (keys and values), OneHotEncoder (cats_strings) and
+ * ArrayFeatureExtractor take string tensors (core.h's string handles). */
 #include <math.h>
 
 #include "ops/ml_common.h"
@@ -93,7 +93,7 @@ static alma_status need_numeric(const alma_node *n, const alma_tensor *x, const 
  * replaced by the number of indices. */
 static alma_status afe_infer(INFER_ARGS) {
   const alma_tensor *x = in[0], *y = in[1];
-  ALMA_TRY(need_numeric(n, x, "input X"));
+  if (x->dtype != ALMA_DTYPE_STRING) ALMA_TRY(need_numeric(n, x, "input X")); /* strings: handles copy as bytes */
   if (y->dtype != ALMA_DTYPE_INT64)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "Y dtype %s (int64 expected)", alma_dtype_name(y->dtype));
   if (x->rank < 1) return alma__op_error(n, ALMA_ERR_SHAPE, "X must have rank >= 1, got a scalar");
@@ -124,7 +124,7 @@ static alma_status afe_exec(EXEC_ARGS) {
 }
 
 const alma_op_def alma__op_MlArrayFeatureExtractor = {
-    .name = "ArrayFeatureExtractor", .domain = ALMA_ML_DOMAIN, .versions = {1}, .min_inputs = 2, .max_inputs = 2,
+    .name = "ArrayFeatureExtractor", .domain = ALMA_ML_DOMAIN, .versions = {1}, .flags = ALMA_OP_STRINGS, .min_inputs = 2, .max_inputs = 2,
     .min_outputs = 1, .max_outputs = 1, .infer = afe_infer, .exec = afe_exec};
 
 /* ---- Binarizer: Y = X > threshold ? 1 : 0, in X's type (NaN gives 0) --------------------------- */
@@ -303,24 +303,39 @@ const alma_op_def alma__op_MlImputer = {.name = "Imputer", .domain = ALMA_ML_DOM
                                         .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                         .infer = imputer_infer, .exec = imputer_exec};
 
-/* ---- OneHotEncoder: Y[..., k] = 1 where X == cats_int64s[k]; float inputs are cast to integers
- * first (spec). A value in no category gives a row of zeros when zeros = 1 (default), else an
- * error naming it. */
-static alma_status ohe_setup(const alma_node *n, const alma_tensor *x, const int64_t **cats, int64_t *ncat) {
-  ALMA_TRY(alma__ml_refuse_strings(n, "cats_strings", "categories"));
-  ALMA_TRY(need_numeric(n, x, "input X"));
-  ALMA_TRY(alma__ml_ints(n, "cats_int64s", cats, ncat));
-  if (!*ncat) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute cats_int64s is required");
+/* ---- OneHotEncoder: Y[..., k] = 1 where X == cats_int64s[k] (float inputs cast to integers
+ * first, spec) or, for a string X, X == cats_strings[k]. A value in no category gives a row of
+ * zeros when zeros = 1 (default), else an error naming it. String categories are looked up by
+ * their interned handles (core.h), so the int64 table serves them. */
+typedef struct ohe_args {
+  const int64_t *cats;   /* cats_int64s */
+  const char *const *scats; /* cats_strings */
+  int64_t ncat;
+} ohe_args;
+
+static alma_status ohe_setup(const alma_node *n, const alma_tensor *x, ohe_args *a) {
+  memset(a, 0, sizeof *a);
   if (x->rank + 1 > ALMA_MAX_RANK)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: output rank %d exceeds alma's maximum of %d",
                           x->rank + 1, ALMA_MAX_RANK);
+  if (x->dtype == ALMA_DTYPE_STRING) {
+    const alma_attr *cs = alma__node_attr(n, "cats_strings");
+    if (!cs || cs->type != ALMA_ATTR_STRINGS || !cs->n)
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "a string input needs the attribute cats_strings");
+    a->scats = cs->strings, a->ncat = cs->n;
+    return ALMA_OK;
+  }
+  ALMA_TRY(need_numeric(n, x, "input X"));
+  ALMA_TRY(alma__ml_ints(n, "cats_int64s", &a->cats, &a->ncat));
+  if (!a->ncat) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute cats_int64s is required");
   return ALMA_OK;
 }
 
 static alma_status ohe_infer(INFER_ARGS) {
-  const int64_t *cats;
-  int64_t ncat, dims[ALMA_MAX_RANK];
-  ALMA_TRY(ohe_setup(n, in[0], &cats, &ncat));
+  ohe_args a;
+  int64_t dims[ALMA_MAX_RANK];
+  ALMA_TRY(ohe_setup(n, in[0], &a));
+  int64_t ncat = a.ncat;
   for (int i = 0; i < in[0]->rank; i++) dims[i] = in[0]->dims[i];
   dims[in[0]->rank] = ncat;
   alma__set_shape(&out[0], ALMA_DTYPE_FLOAT32, in[0]->rank + 1, dims);
@@ -329,18 +344,37 @@ static alma_status ohe_infer(INFER_ARGS) {
 
 static alma_status ohe_exec(EXEC_ARGS) {
   const alma_tensor *x = in[0];
-  const int64_t *cats;
-  int64_t ncat;
-  ALMA_TRY(ohe_setup(n, x, &cats, &ncat));
+  ohe_args a;
+  ALMA_TRY(ohe_setup(n, x, &a));
+  int64_t ncat = a.ncat;
   int zeros = alma__attr_i(n, "zeros", 1) != 0;
+  int strs = x->dtype == ALMA_DTYPE_STRING;
+  int64_t *hk = NULL;
+  if (strs) {
+    hk = alma__nn_alloc(n, (size_t)ncat, sizeof *hk);
+    if (!hk) return ALMA_ERR_NOMEM;
+    for (int64_t k = 0; k < ncat; k++) {
+      const alma__str *h;
+      alma_status st = alma__str_make(a.scats[k], strlen(a.scats[k]), &h);
+      if (st != ALMA_OK) {
+        free(hk);
+        return st;
+      }
+      hk[k] = (int64_t)(intptr_t)h;
+    }
+  }
   ml_table t;
-  ALMA_TRY(table_build(n, cats, NULL, ncat, 0, &t));
+  alma_status bst = table_build(n, strs ? hk : a.cats, NULL, ncat, 0, &t);
+  free(hk);
+  if (bst != ALMA_OK) return bst;
   int64_t total = alma_tensor_numel(x);
   float *y = out[0].data;
   int is_float = alma__dtype_is_float(x->dtype);
   for (int64_t i = 0; i < total; i++) {
     int64_t k = -1;
-    if (is_float) {
+    if (strs) {
+      k = table_find_i(&t, (int64_t)(intptr_t)alma__strs(x)[i]);
+    } else if (is_float) {
       double v = alma__get_f64(x->data, x->dtype, i);
       /* a value with no int64 (NaN, beyond +-2^63) can match no category */
       if (v > -9.2e18 && v < 9.2e18) k = table_find_i(&t, (int64_t)v);
@@ -350,6 +384,9 @@ static alma_status ohe_exec(EXEC_ARGS) {
     if (k >= 0) y[i * ncat + k] = 1.0f;
     else if (!zeros) {
       free(t.keys);
+      if (strs)
+        return alma__op_error(n, ALMA_ERR_INVALID_ARG, "X[%lld] = \"%.60s\" is in no category and zeros is 0",
+                              (long long)i, alma__str_ptr(alma__strs(x)[i]));
       return alma__op_error(n, ALMA_ERR_INVALID_ARG, "X[%lld] = %g is in no category and zeros is 0", (long long)i,
                             alma__get_f64(x->data, x->dtype, i));
     }
@@ -359,6 +396,7 @@ static alma_status ohe_exec(EXEC_ARGS) {
 }
 
 const alma_op_def alma__op_MlOneHotEncoder = {.name = "OneHotEncoder", .domain = ALMA_ML_DOMAIN, .versions = {1},
+                                              .flags = ALMA_OP_STRINGS,
                                               .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                               .infer = ohe_infer, .exec = ohe_exec};
 

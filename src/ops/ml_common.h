@@ -2,9 +2,9 @@
  * post-transforms, the [N, F] view of a feature tensor, and attribute readers for the list forms
  * these ops carry (floats or a double *_as_tensor twin, strings that alma refuses).
  *
- * alma holds no maps, and string class labels (classifiers) and string categories (OneHotEncoder)
- * are not implemented: those forms are refused with ALMA_ERR_UNSUPPORTED ("unsupported: ...") at
- * load. LabelEncoder and CategoryMapper take strings (core.h's string handles). */
+ * alma holds no maps, and string class labels (classifiers) are not implemented: those forms are
+ * refused with ALMA_ERR_UNSUPPORTED ("unsupported: ...") at load. LabelEncoder, CategoryMapper,
+ * OneHotEncoder (cats_strings) and ArrayFeatureExtractor take strings (core.h's string handles). */
 #ifndef ALMA_OPS_ML_COMMON_H
 #define ALMA_OPS_ML_COMMON_H
 

@@ -61,6 +61,12 @@ def compare(name, got, want, out_names):
     global checked
     for nm, g, w in zip(out_names, got, want):
         w = np.asarray(w)
+        if w.dtype == object or w.dtype.kind == "U":  # strings: alma writes |S bytes
+            gs = [b.decode("utf-8") for b in g.ravel()] if g.dtype.kind == "S" else None
+            if g.shape != w.shape or gs != [str(v) for v in w.ravel()]:
+                failures.append(f"{name}: output {nm} {g.dtype}{g.shape} {g.ravel()[:8]} differs from the reference "
+                                f"{w.ravel()[:8]}")
+            continue
         if g.shape != w.shape:
             failures.append(f"{name}: output {nm} shape {g.shape}, reference {w.shape}")
             continue
@@ -601,12 +607,18 @@ def refusal_cases(alma, work):
     m = one_node("LinearClassifier", {"X": x}, [("Y", TP.STRING), ("Z", F)],
                  {"coefficients": [1.0] * 8, "classlabels_strings": ["a", "b"]})
     must_fail(alma, work, "refuse_string_labels", m, {"X": x}, "string")
+    # a float input with only string categories: cats_int64s is what it needs
     m = one_node("OneHotEncoder", {"X": x}, [("Y", F)], {"cats_strings": ["a", "b"]})
-    must_fail(alma, work, "refuse_string_cats", m, {"X": x}, "unsupported")
-    m = one_node("LabelEncoder", {"X": x}, [("Y", TP.STRING)], {"keys_floats": [1.0], "values_strings": ["a"]}, ml=2)
-    must_fail(alma, work, "refuse_string_values", m, {"X": x}, "string")
-    m = one_node("LabelEncoder", {"X": x.astype(np.int64)}, [("Y", L)], {"classes_strings": ["a"]}, ml=1)
-    must_fail(alma, work, "refuse_labelencoder_1", m, {"X": x.astype(np.int64)}, "unsupported")
+    must_fail(alma, work, "refuse_string_cats", m, {"X": x}, "cats_int64s")
+    # string values and LabelEncoder-1 run now (string tensors): against ONNX Runtime
+    xk = np.array([[1.0, 2.0], [1.0, np.nan]], np.float32)
+    m = one_node("LabelEncoder", {"X": xk}, [("Y", TP.STRING)], {"keys_floats": [1.0, 2.0], "values_strings": ["a", "b"],
+                                                                  "default_string": "zz"}, ml=2)
+    case(alma, work, "label_encoder_float_to_string", m, {"X": xk})
+    xi = np.array([[0, 1], [2, 5]], np.int64)
+    m = one_node("LabelEncoder", {"X": xi}, [("Y", TP.STRING)], {"classes_strings": ["a", "b", "c"],
+                                                                  "default_string": "?"}, ml=1)
+    case(alma, work, "label_encoder_1_int_to_string", m, {"X": xi})
     node = helper.make_node("ZipMap", ["X"], ["Z"], domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2, 3])
     g = helper.make_graph([node], "zm", [helper.make_tensor_value_info("X", F, [None, 4])],
                           [helper.make_value_info("Z", helper.make_sequence_type_proto(

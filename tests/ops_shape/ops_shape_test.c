@@ -528,7 +528,11 @@ static void test_constants(void **s) {
   alma_tensor_free_data(&out);
   tn_make(&t, "Constant", 13, 0, 1);
   attr_s(&t, "value_string", "hi");
-  assert_int_equal(tn_exec(&t, NULL, 0, &out, 1), ALMA_ERR_UNSUPPORTED);
+  assert_int_equal(tn_exec(&t, NULL, 0, &out, 1), ALMA_OK); /* a string scalar */
+  assert_int_equal(out.dtype, ALMA_DTYPE_STRING);
+  assert_int_equal(out.rank, 0);
+  assert_string_equal(alma_tensor_string(&out, 0, NULL), "hi");
+  alma_tensor_free_data(&out);
 
   /* ConstantOfShape: default float 0; int32 value; empty shape gives a scalar */
   int64_t shp[2] = {2, 3}, sd[1] = {2}, ed[1] = {0};

@@ -5,7 +5,8 @@ usage: check_string.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime)
 1. text_mix, tfidf_gemm and cast_roundtrip (make_models.py): string ops mixed with data movement
    (Gather, Reshape, Transpose, Slice, Expand, Where, Concat) and numeric ops (MatMul, Gemm), through
    `alma run` under every conversion this build has; every output against ONNX Runtime (string
-   outputs, written as |S .npy, byte for byte).
+   outputs, written as |S .npy, byte for byte). Two scikit-learn pipelines with string features
+   (OrdinalEncoder and OneHotEncoder before LogisticRegression) fed numpy unicode and bytes .npy.
 2. `alma bench` on cast_roundtrip with several conversions and --save-converted: every row ok, its
    output check (string outputs compared exactly against EAGER) passed, and the saved FOLD graph
    (string initializers folded by FOLD) runs in ONNX Runtime with the same outputs.
@@ -86,6 +87,25 @@ for name, build, feeds in CASES:
             continue
         for nm, want in zip(names, ref):
             same(np.load(os.path.join(out, nm + ".npy")), want, f"{name} {conv} {nm}")
+    print(f"ok   {name}: run on {len(CONVS)} conversions")
+
+# 1b. scikit-learn pipelines with string features (models/, make_skl_models.py), fed string .npy
+# files (numpy unicode, as scikit-learn users hold them, and bytes)
+Xs = np.array([["red", "s"], ["über", "l"], ["blue", "m"], ["purple", "xl"], ["green", "l"]])
+for name in ("skl_ordinal", "skl_onehot"):
+    path = os.path.join(HERE, "models", name + ".onnx")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {"X": Xs[:4] if name == "skl_ordinal" else Xs}  # OrdinalEncoder has no unknown category
+    ref = sess.run(None, feeds)
+    for conv in CONVS:
+        for kind, arr in (("U", feeds["X"]), ("S", np.char.encode(feeds["X"], "utf-8"))):
+            out = os.path.join(WORK, f"{name}_{kind}_{conv.replace('+', '_')}")
+            r = alma_run(ALMA, path, conv, {"X": arr}, out, check=False)
+            if r.returncode:
+                fail(f"{name} ({kind} input) alma run {conv}: {r.stderr.strip()[-400:]}")
+                continue
+            for o, want in zip(sess.get_outputs(), ref):
+                same(np.load(os.path.join(out, o.name + ".npy")), want, f"{name} {kind} {conv} {o.name}")
     print(f"ok   {name}: run on {len(CONVS)} conversions")
 
 # 2. alma bench with string outputs, and the saved FOLD graph in ORT
