@@ -12,7 +12,8 @@ tfidf_gemm(): X[2,6] int64 token ids -> TfIdfVectorizer(TFIDF, 1-2 grams, skip 1
   -> Y; and the same on strings: token ids -> Gather from a string vocabulary -> TfIdfVectorizer
   (pool_strings, TF) -> Gemm -> Z.
 cast_roundtrip(): X float32[N] -> Cast(string) S -> Cast(float) R, -> Cast(double) D, and int64
-  K -> Cast(string) -> Cast(int32) I; plus a CategoryMapper int64 -> string -> LabelEncoder back.
+  K -> Cast(string) -> Cast(int32) I; a CategoryMapper int64 -> string -> CategoryMapper back;
+  RegexFullMatch over the numbers' text and the category names (opset 21: RegexFullMatch-20).
 """
 import numpy as np
 import onnx
@@ -118,10 +119,13 @@ def cast_roundtrip():
                     cats_int64s=[1, 2, 3], default_string="?"),
         h.make_node("CategoryMapper", ["CM"], ["CB"], domain="ai.onnx.ml", cats_strings=["cat", "dog", "emu"],
                     cats_int64s=[1, 2, 3], default_int64=-9),
+        h.make_node("RegexFullMatch", ["S"], ["RX"], pattern=r"-?\d+(\.\d+)?(e[+-]\d+)?"),
+        h.make_node("RegexFullMatch", ["CM"], ["RC"], pattern=r"[a-d][a-z]{2}|\?"),
     ]
     ins = [h.make_tensor_value_info("X", TP.FLOAT, [8]), h.make_tensor_value_info("K", TP.INT64, [5])]
     outs = [h.make_tensor_value_info("S", TP.STRING, None), h.make_tensor_value_info("R", TP.FLOAT, None),
             h.make_tensor_value_info("D", TP.DOUBLE, None), h.make_tensor_value_info("KS", TP.STRING, None),
             h.make_tensor_value_info("I", TP.INT32, None), h.make_tensor_value_info("CM", TP.STRING, None),
-            h.make_tensor_value_info("CB", TP.INT64, None)]
+            h.make_tensor_value_info("CB", TP.INT64, None), h.make_tensor_value_info("RX", TP.BOOL, None),
+            h.make_tensor_value_info("RC", TP.BOOL, None)]
     return _model(nodes, "cast_roundtrip", ins, outs, [], ml=True, opset=21)
