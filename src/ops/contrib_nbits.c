@@ -29,6 +29,7 @@
  * contrib_nbits.h), every column computed by the same code, so their outputs are EAGER's bit for bit. */
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "ops/contrib_nbits.h"
 #include "ops/nn_util.h"
@@ -488,6 +489,14 @@ __attribute__((noinline)) I8_TARGET static float zdot(const float *zs, const flo
   return t;
 }
 
+/* [p0, p0, p1, p1] in each 128-bit lane from two consecutive floats at any alignment (a scale row's
+ * pair starts at an odd index when the block count is odd); memcpy keeps it one vbroadcastsd */
+static inline __attribute__((always_inline)) I8_TARGET __m256 bcast_pair(const float *p) {
+  double d;
+  memcpy(&d, p, sizeof d);
+  return _mm256_permute_ps(_mm256_castpd_ps(_mm256_set1_pd(d)), 0x50);
+}
+
 static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_job *j, const mnb_i8 *q, const int R,
                                                                     const int C, const int dot, const int one_chunk,
                                                                     int64_t m0, int64_t n, const float *zs, float *y) {
@@ -525,12 +534,12 @@ static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_jo
       __m256 sc[2];
 #pragma GCC unroll 8
       for (int c = 0; c < C; c++)
-        sc[c] = _mm256_permute_ps(_mm256_castpd_ps(_mm256_broadcast_sd((const double *)(s[c] + b0))), 0x50);
+        sc[c] = bcast_pair(s[c] + b0);
 #pragma GCC unroll 8
       for (int r = 0; r < R; r++) {
         __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32));
         __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32 + 32));
-        __m256 sar = _mm256_permute_ps(_mm256_castpd_ps(_mm256_broadcast_sd((const double *)(sa[r] + b0))), 0x50);
+        __m256 sar = bcast_pair(sa[r] + b0);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
           __m256i h = _mm256_hadd_epi16(_mm256_maddubs_epi16(codes[c][0], a0), _mm256_maddubs_epi16(codes[c][1], a1));
