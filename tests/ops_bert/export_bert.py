@@ -1,8 +1,9 @@
-"""Exports small random-weight BERT and GPT-2 models (transformers 4.30.2, torch 1.13 torch.onnx.export,
+"""Exports tiny random-weight BERT and GPT-2 models (transformers 4.30.2, torch 1.13 torch.onnx.export,
 opset 14; nothing downloaded) for check_models.py, which optimizes them with ONNX Runtime's transformer
-optimizer and runs them through alma.
+optimizer and runs them through alma. The outputs are committed in tests/ops_bert/models/ (about 300 KB
+together) so the test needs no torch; rerun this to regenerate them.
 
-usage: export_bert.py OUTDIR    (.venv-hf's python: transformers + torch)
+usage: export_bert.py OUTDIR    (.venv-hf's python: transformers + torch; OUTDIR: tests/ops_bert/models)
 Writes OUTDIR/bert.onnx (input_ids, attention_mask, token_type_ids -> last_hidden_state, pooler_output)
 and OUTDIR/gpt2.onnx (input_ids, attention_mask -> logits), batch and sequence dynamic.
 Exit 77 (skip) without torch/transformers."""
@@ -20,9 +21,9 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 torch.manual_seed(0)
 
-bert = T.BertModel(T.BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=256, max_position_embeddings=64)).eval()
-ids = torch.randint(0, 1000, (2, 7))
+bert = T.BertModel(T.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=16)).eval()
+ids = torch.randint(0, 100, (2, 7))
 am = torch.ones(2, 7, dtype=torch.int64)
 tt = torch.zeros(2, 7, dtype=torch.int64)
 dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
@@ -44,7 +45,7 @@ class Gpt2(torch.nn.Module):
         return s.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
 
-gpt2 = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=1000, n_embd=128, n_layer=2, n_head=4, n_positions=64)).eval()
+gpt2 = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=16)).eval()
 with torch.no_grad():
     torch.onnx.export(Gpt2(gpt2), (ids, am), os.path.join(out, "gpt2.onnx"), opset_version=14,
                       input_names=["input_ids", "attention_mask"], output_names=["logits"],
