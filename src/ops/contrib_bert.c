@@ -17,11 +17,16 @@
  *    two as well): Attention's 4-D Megatron mask, do_rotary, past_present_share_buffer; float16
  *    and bfloat16 attention (ONNX Runtime's CPU kernels are float32 only).
  * The attention core multiplies Q.K^T and P.V for one (batch, head) at a time with the shared sgemm,
- * the projections likewise; everything here runs on the calling thread. */
+ * the projections likewise. EAGER runs everything on the calling thread; the BLAS and DNNL runtimes
+ * run the activations, BiasAdd, Attention and MultiHeadAttention (and SkipLayerNormalization,
+ * contrib_llm.c) on their threads through alma__contrib_exec_par (contrib_bert.h), the same code
+ * split into items: blocks of rows, blocks of the projection's columns, (batch, head) pairs. */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
+#include "ops/contrib_bert.h"
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
 #include "ops/sgemm.h"
@@ -58,13 +63,14 @@ static inline float act_f(int kind, float x, float alpha) {
 /* y = act(x + bias) (+ skip), bias [C] along the last dim (may be NULL), skip x's shape (may be NULL).
  * float32 in float, float64 in double; float16/bfloat16 in float rounded once (as ONNX Runtime's
  * CUDA kernels, its CPU kernels have none for them). */
-static void act_run(int kind, float alpha, const alma_tensor *x, const alma_tensor *bias, const alma_tensor *skip,
-                    alma_tensor *y) {
-  int64_t cnt = alma_tensor_numel(x), C = bias ? bias->dims[0] : 1;
+/* elements [i0, i1) */
+static void act_range(int kind, float alpha, const alma_tensor *x, const alma_tensor *bias, const alma_tensor *skip,
+                      alma_tensor *y, int64_t i0, int64_t i1) {
+  int64_t C = bias ? bias->dims[0] : 1;
   if (x->dtype == ALMA_DTYPE_FLOAT32) {
     const float *xs = x->data, *b = bias ? bias->data : NULL, *sk = skip ? skip->data : NULL;
     float *ys = y->data;
-    for (int64_t i = 0; i < cnt; i++) {
+    for (int64_t i = i0; i < i1; i++) {
       float v = xs[i] + (b ? b[i % C] : 0.0f);
       v = act_f(kind, v, alpha);
       ys[i] = sk ? v + sk[i] : v;
@@ -72,13 +78,40 @@ static void act_run(int kind, float alpha, const alma_tensor *x, const alma_tens
     return;
   }
   int dbl = x->dtype == ALMA_DTYPE_FLOAT64;
-  for (int64_t i = 0; i < cnt; i++) {
+  for (int64_t i = i0; i < i1; i++) {
     double v = alma__get_f64(x->data, x->dtype, i) + (bias ? alma__get_f64(bias->data, bias->dtype, i % C) : 0.0);
     if (!dbl) v = (float)v;
     v = dbl ? act_d(kind, v, alpha) : act_f(kind, (float)v, alpha);
     if (skip) v = dbl ? v + alma__get_f64(skip->data, skip->dtype, i) : (float)v + (float)alma__get_f64(skip->data, skip->dtype, i);
     alma__set_f64(y->data, y->dtype, i, v);
   }
+}
+
+/* Elements per item of the parallel activations: a fixed size, so the split does not depend on the
+ * thread count (it does not change the results either: every element is computed alone). */
+#define ACT_BLK 4096
+
+typedef struct {
+  int kind;
+  float alpha;
+  const alma_tensor *x, *bias, *skip;
+  alma_tensor *y;
+  int64_t cnt;
+} act_job;
+
+static void act_item(void *arg, int64_t item) {
+  const act_job *j = arg;
+  int64_t i0 = item * ACT_BLK, i1 = i0 + ACT_BLK < j->cnt ? i0 + ACT_BLK : j->cnt;
+  act_range(j->kind, j->alpha, j->x, j->bias, j->skip, j->y, i0, i1);
+}
+
+/* y = act(x + bias) (+ skip) over the whole tensor, in items run by pf when it is given */
+static void act_run_par(int kind, float alpha, const alma_tensor *x, const alma_tensor *bias, const alma_tensor *skip,
+                        alma_tensor *y, int threads, alma__nbits_parfor pf, void *pctx) {
+  act_job j = {.kind = kind, .alpha = alpha, .x = x, .bias = bias, .skip = skip, .y = y, .cnt = alma_tensor_numel(x)};
+  int64_t items = (j.cnt + ACT_BLK - 1) / ACT_BLK;
+  if (pf && threads > 1 && items > 1) pf(pctx, items, act_item, &j);
+  else act_range(kind, alpha, x, bias, skip, y, 0, j.cnt);
 }
 
 static alma_status check_float(const alma_node *n, const alma_tensor *t, const char *what) {
@@ -121,12 +154,16 @@ static int act_kind(const alma_node *n) {
   return ACT_GELU; /* Gelu, BiasGelu */
 }
 
-static alma_status act_exec(EXEC_ARGS) {
-  (void)ctx, (void)nout;
+static alma_status act_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                int threads, alma__nbits_parfor pf, void *pctx) {
   const alma_tensor *b;
   ALMA_TRY(act_setup(n, in, nin, &b));
-  act_run(act_kind(n), alma__attr_f(n, "alpha", 1.702f), in[0], b, NULL, &out[0]);
+  act_run_par(act_kind(n), alma__attr_f(n, "alpha", 1.702f), in[0], b, NULL, &out[0], threads, pf, pctx);
   return ALMA_OK;
+}
+static alma_status act_exec(EXEC_ARGS) {
+  (void)ctx, (void)nout;
+  return act_exec_par(n, in, nin, out, 1, NULL, NULL);
 }
 
 static void act_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
@@ -171,11 +208,15 @@ static alma_status biasadd_infer(INFER_ARGS) {
   alma__set_shape(&out[0], in[0]->dtype, 3, in[0]->dims);
   return ALMA_OK;
 }
+static alma_status biasadd_exec_par(const alma_node *n, const alma_tensor *const *in, alma_tensor *out, int threads,
+                                    alma__nbits_parfor pf, void *pctx) {
+  ALMA_TRY(biasadd_setup(n, in));
+  act_run_par(ACT_ID, 0.0f, in[0], in[1], in[2], &out[0], threads, pf, pctx);
+  return ALMA_OK;
+}
 static alma_status biasadd_exec(EXEC_ARGS) {
   (void)ctx, (void)nin, (void)nout;
-  ALMA_TRY(biasadd_setup(n, in));
-  act_run(ACT_ID, 0.0f, in[0], in[1], in[2], &out[0]);
-  return ALMA_OK;
+  return biasadd_exec_par(n, in, out, 1, NULL, NULL);
 }
 const alma_op_def alma__op_MsBiasAdd = {.name = "BiasAdd", .domain = "com.microsoft", .versions = {1},
   .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = biasadd_infer,
@@ -538,34 +579,88 @@ typedef struct {
   float *qk;              /* [B, N, S, T] scores before the softmax, or NULL */
 } att_core;
 
-static alma_status att_core_run(const alma_node *n, const att_core *c) {
+/* one (batch b, head h) pair, sc a scratch of S * T floats */
+static alma_status att_head(const att_core *c, int64_t b, int64_t h, float *sc) {
   int64_t S = c->S, T = c->T;
-  float *sc = alma__nn_alloc(n, cnt1(S * T), sizeof *sc);
+  if (c->mask) memcpy(sc, c->mask + b * S * T, (size_t)(S * T) * sizeof *sc);
+  const float *K = c->k + (b * c->N + h) * T * c->Dk, *V = c->v + (b * c->N + h) * T * c->Dv;
+  ALMA_TRY(alma__sgemm(0, 1, S, T, c->Dk, c->scale, c->q + b * S * c->q_ld + h * c->q_hs, c->q_ld, K, c->Dk,
+                       c->mask ? 1.0f : 0.0f, sc, T));
+  if (c->bias) {
+    const float *br = c->bias + ((c->bias_b == 1 ? 0 : b) * c->bias_n + (c->bias_n == 1 ? 0 : h)) * S * T;
+    for (int64_t i = 0; i < S * T; i++) sc[i] += br[i];
+  }
+  if (c->qk) memcpy(c->qk + (b * c->N + h) * S * T, sc, (size_t)(S * T) * sizeof *sc);
+  for (int64_t s = 0; s < S; s++) {
+    float *row = sc + s * T;
+    float inv = 1.0f / alma__softmax_exp_row(row, T, NULL, 0);
+    for (int64_t j = 0; j < T; j++) row[j] *= inv;
+  }
+  return alma__sgemm(0, 0, S, c->Dv, T, 1.0f, sc, T, V, c->Dv, 0.0f, c->out + b * S * c->N * c->Dv + h * c->Dv,
+                     c->N * c->Dv);
+}
+
+typedef struct {
+  const att_core *c;
+  atomic_int failed;
+} att_job;
+
+static void att_item(void *arg, int64_t item) {
+  att_job *J = arg;
+  const att_core *c = J->c;
+  float *sc = malloc(cnt1(c->S * c->T) * sizeof *sc);
+  if (!sc || att_head(c, item / c->N, item % c->N, sc) != ALMA_OK) atomic_store(&J->failed, 1);
+  free(sc);
+}
+
+/* every (batch, head) pair: in order on the calling thread, or as items run by pf */
+static alma_status att_core_run(const alma_node *n, const att_core *c, int threads, alma__nbits_parfor pf,
+                                void *pctx) {
+  if (pf && threads > 1 && c->B * c->N > 1) {
+    att_job J = {.c = c};
+    atomic_init(&J.failed, 0);
+    pf(pctx, c->B * c->N, att_item, &J);
+    if (atomic_load(&J.failed)) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory for a head's attention scores");
+    return ALMA_OK;
+  }
+  float *sc = alma__nn_alloc(n, cnt1(c->S * c->T), sizeof *sc);
   if (!sc) return ALMA_ERR_NOMEM;
   alma_status st = ALMA_OK;
-  for (int64_t b = 0; b < c->B && st == ALMA_OK; b++)
-    for (int64_t h = 0; h < c->N; h++) {
-      if (c->mask) memcpy(sc, c->mask + b * S * T, (size_t)(S * T) * sizeof *sc);
-      const float *K = c->k + (b * c->N + h) * T * c->Dk, *V = c->v + (b * c->N + h) * T * c->Dv;
-      st = alma__sgemm(0, 1, S, T, c->Dk, c->scale, c->q + b * S * c->q_ld + h * c->q_hs, c->q_ld, K, c->Dk,
-                       c->mask ? 1.0f : 0.0f, sc, T);
-      if (st != ALMA_OK) break;
-      if (c->bias) {
-        const float *br = c->bias + ((c->bias_b == 1 ? 0 : b) * c->bias_n + (c->bias_n == 1 ? 0 : h)) * S * T;
-        for (int64_t i = 0; i < S * T; i++) sc[i] += br[i];
-      }
-      if (c->qk) memcpy(c->qk + (b * c->N + h) * S * T, sc, (size_t)(S * T) * sizeof *sc);
-      for (int64_t s = 0; s < S; s++) {
-        float *row = sc + s * T;
-        float inv = 1.0f / alma__softmax_exp_row(row, T, NULL, 0);
-        for (int64_t j = 0; j < T; j++) row[j] *= inv;
-      }
-      st = alma__sgemm(0, 0, S, c->Dv, T, 1.0f, sc, T, V, c->Dv, 0.0f, c->out + b * S * c->N * c->Dv + h * c->Dv,
-                       c->N * c->Dv);
-      if (st != ALMA_OK) break;
-    }
+  for (int64_t i = 0; i < c->B * c->N && st == ALMA_OK; i++) st = att_head(c, i / c->N, i % c->N, sc);
   free(sc);
   return st;
+}
+
+/* The input projection y [M, N] = x [M, K] w [K, N] + bias [N]: one call on the calling thread, or
+ * blocks of PROJ_BLK columns (the last takes the remainder) run by pf. alma__sgemm_bias packs and sums
+ * every element of a 16-column panel the same way whatever the columns around it, so the blocks give
+ * the single call's result bit for bit (M >= 4 and blocks of at least 4 columns: its packed path). */
+#define PROJ_BLK 64
+
+typedef struct {
+  int64_t M, N, K, blocks;
+  const float *x, *w, *bias;
+  float *y;
+  atomic_int failed;
+} proj_job;
+
+static void proj_item(void *arg, int64_t item) {
+  proj_job *J = arg;
+  int64_t j0 = item * PROJ_BLK, j1 = item == J->blocks - 1 ? J->N : j0 + PROJ_BLK;
+  if (alma__sgemm_bias(0, 0, J->M, j1 - j0, J->K, 1.0f, J->x, J->K, J->w + j0, J->N, 0.0f, J->y + j0, J->N, NULL,
+                       J->bias ? J->bias + j0 : NULL) != ALMA_OK)
+    atomic_store(&J->failed, 1);
+}
+
+static alma_status att_project(const alma_node *n, int64_t M, int64_t N, int64_t K, const float *x, const float *w,
+                               const float *bias, float *y, int threads, alma__nbits_parfor pf, void *pctx) {
+  proj_job J = {.M = M, .N = N, .K = K, .blocks = N / PROJ_BLK, .x = x, .w = w, .bias = bias, .y = y};
+  if (!pf || threads <= 1 || J.blocks < 2)
+    return alma__sgemm_bias(0, 0, M, N, K, 1.0f, x, K, w, N, 0.0f, y, N, NULL, bias);
+  atomic_init(&J.failed, 0);
+  pf(pctx, J.blocks, proj_item, &J);
+  if (atomic_load(&J.failed)) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory in the QKV projection");
+  return ALMA_OK;
 }
 
 /* ONNX Runtime's mask kinds (AttentionMaskType) */
@@ -754,8 +849,8 @@ static alma_status attn_infer(INFER_ARGS) {
   return ALMA_OK;
 }
 
-static alma_status attn_exec(EXEC_ARGS) {
-  (void)ctx;
+static alma_status attn_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                 int nout, int threads, alma__nbits_parfor pf, void *pctx) {
   attn_geom g;
   ALMA_TRY(attn_setup(n, in, nin, nout, &g));
   const alma_tensor *bias = alma__nn_in(in, nin, 2), *past = alma__nn_in(in, nin, 4), *ab = alma__nn_in(in, nin, 5);
@@ -769,8 +864,7 @@ static alma_status attn_exec(EXEC_ARGS) {
     goto done;
   }
   /* one GEMM for the three projections, the bias folded into its store */
-  st = alma__sgemm_bias(0, 0, B * S, Ht, g.Hin, 1.0f, in[0]->data, g.Hin, in[1]->data, Ht, 0.0f, qkv, Ht, NULL,
-                        bias ? bias->data : NULL);
+  st = att_project(n, B * S, Ht, g.Hin, in[0]->data, in[1]->data, bias ? bias->data : NULL, qkv, threads, pf, pctx);
   if (st != ALMA_OK) goto done;
   float *kb = kv, *vb = kv + B * N * T * Dk;
   const float *pk = past ? past->data : NULL;
@@ -781,13 +875,18 @@ static alma_status attn_exec(EXEC_ARGS) {
   att_core c = {.B = B, .N = N, .S = S, .T = T, .P = P, .Dk = Dk, .Dv = Dv, .scale = g.scale, .q = qkv, .q_ld = Ht,
                 .q_hs = Dk, .k = kb, .v = vb, .mask = mask, .bias = ab ? ab->data : NULL,
                 .bias_b = ab ? ab->dims[0] : 1, .bias_n = ab ? ab->dims[1] : 1, .out = out[0].data};
-  st = att_core_run(n, &c);
+  st = att_core_run(n, &c, threads, pf, pctx);
   if (st == ALMA_OK && alma__nn_out_wanted(n, nout, 1)) memcpy(out[1].data, kv, (size_t)(2 * B * N * T * Dk) * sizeof *kv);
 done:
   free(qkv);
   free(kv);
   free(mask);
   return st;
+}
+
+static alma_status attn_exec(EXEC_ARGS) {
+  (void)ctx;
+  return attn_exec_par(n, in, nin, out, nout, 1, NULL, NULL);
 }
 
 static void attn_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
@@ -923,8 +1022,8 @@ static alma_status mha_infer(INFER_ARGS) {
   return ALMA_OK;
 }
 
-static alma_status mha_exec(EXEC_ARGS) {
-  (void)ctx;
+static alma_status mha_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                int nout, int threads, alma__nbits_parfor pf, void *pctx) {
   mha_geom g;
   ALMA_TRY(mha_setup(n, in, nin, &g));
   const alma_tensor *q = in[0], *k = alma__nn_in(in, nin, 1), *v = alma__nn_in(in, nin, 2),
@@ -976,7 +1075,7 @@ static alma_status mha_exec(EXEC_ARGS) {
                   .q_ld = q_ld, .q_hs = q_hs, .k = kb, .v = vb, .mask = mask, .bias = ab ? ab->data : NULL,
                   .bias_b = ab ? ab->dims[0] : 1, .bias_n = ab ? ab->dims[1] : 1, .out = out[0].data,
                   .qk = alma__nn_out_wanted(n, nout, 3) ? out[3].data : NULL};
-    st = att_core_run(n, &c);
+    st = att_core_run(n, &c, threads, pf, pctx);
   }
   if (st == ALMA_OK && alma__nn_out_wanted(n, nout, 1)) memcpy(out[1].data, kb, (size_t)(B * N * T * Dk) * sizeof *kb);
   if (st == ALMA_OK && alma__nn_out_wanted(n, nout, 2)) memcpy(out[2].data, vb, (size_t)(B * N * T * Dv) * sizeof *vb);
@@ -988,6 +1087,11 @@ done:
   }
   free(mask);
   return st;
+}
+
+static alma_status mha_exec(EXEC_ARGS) {
+  (void)ctx;
+  return mha_exec_par(n, in, nin, out, nout, 1, NULL, NULL);
 }
 
 static void mha_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
@@ -1003,3 +1107,28 @@ static void mha_cost(const alma_node *n, const alma_tensor *const *in, int nin, 
 const alma_op_def alma__op_MsMultiHeadAttention = {.name = "MultiHeadAttention", .domain = "com.microsoft",
   .versions = {1}, .min_inputs = 1, .max_inputs = 10, .min_outputs = 1, .max_outputs = 4,
   .infer = mha_infer, .exec = mha_exec, .cost = mha_cost};
+
+/* ==== the runtimes' entry point (contrib_bert.h) ============================================== */
+
+static const char *const par_ops[] = {"Attention", "MultiHeadAttention", "Gelu", "BiasGelu", "FastGelu",
+                                      "QuickGelu", "BiasAdd", "SkipLayerNormalization",
+                                      "SkipSimplifiedLayerNormalization", "GroupQueryAttention"};
+
+int alma__contrib_par(const alma_node *n) {
+  if (!n->domain || strcmp(n->domain, "com.microsoft")) return 0;
+  for (size_t i = 0; i < sizeof par_ops / sizeof par_ops[0]; i++)
+    if (!strcmp(n->op_type, par_ops[i])) return 1;
+  return 0;
+}
+
+alma_status alma__contrib_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                   int nout, int threads, alma__nbits_parfor pf, void *pctx) {
+  const char *t = n->op_type;
+  if (!strcmp(t, "GroupQueryAttention")) return alma__gqa_exec_par(n, in, nin, out, nout, threads, pf, pctx);
+  if (!strcmp(t, "SkipLayerNormalization") || !strcmp(t, "SkipSimplifiedLayerNormalization"))
+    return alma__skip_norm_exec_par(n, in, nin, out, nout, t[4] == 'S', threads, pf, pctx);
+  if (!strcmp(t, "Attention")) return attn_exec_par(n, in, nin, out, nout, threads, pf, pctx);
+  if (!strcmp(t, "MultiHeadAttention")) return mha_exec_par(n, in, nin, out, nout, threads, pf, pctx);
+  if (!strcmp(t, "BiasAdd")) return biasadd_exec_par(n, in, out, threads, pf, pctx);
+  return act_exec_par(n, in, nin, out, threads, pf, pctx); /* the Gelu family */
+}

@@ -19,12 +19,14 @@
  *    when the caches must be extended); alma accepts and ignores them too.
  *  - GroupQueryAttention: see the section below.
  * Inputs of float16 or bfloat16 are computed through float32 copies; EAGER is single-threaded (the BLAS
- * and DNNL runtimes run GroupQueryAttention on their threads, see contrib_llm.h). */
+ * and DNNL runtimes run GroupQueryAttention and the Skip normalizations on their threads, see
+ * contrib_llm.h and contrib_bert.h). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "ops/contrib_bert.h" /* alma__skip_norm_exec_par */
 #include "ops/contrib_llm.h"
 #include "ops/nn_util.h"
 #include "ops/op_args.h"
@@ -66,16 +68,15 @@ typedef struct {
 /* y = (v - mean) / sqrt(var + eps) * gamma + beta, v = x + skip + bias; or, simplified,
  * y = v / sqrt(mean(v^2) + eps) * gamma. out[1], out[2] (mean, inv_std_var) get one value a row
  * where wanted, out[3] (the sum v) likewise; outk < 0 means not produced by this op. */
-static alma_status norm_run(const alma_node *n, const norm_job *j, alma_tensor *y, alma_tensor *mean_out,
-                            alma_tensor *inv_out, alma_tensor *sum_out) {
+/* rows [r0, r1), v a scratch of 4 * cols doubles */
+static void norm_rows(const norm_job *j, int64_t r0, int64_t r1, alma_tensor *y, alma_tensor *mean_out,
+                      alma_tensor *inv_out, alma_tensor *sum_out, double *v) {
   int64_t C = j->cols;
-  double *v = alma__nn_alloc(n, (size_t)C * 4, sizeof *v);
-  if (!v) return ALMA_ERR_NOMEM;
   double *t = v + C, *g = v + 2 * C, *b = v + 3 * C;
   load_row(j->gamma, 0, C, g);
   if (j->beta) load_row(j->beta, 0, C, b);
   else memset(b, 0, (size_t)C * sizeof *b);
-  for (int64_t r = 0; r < j->rows; r++) {
+  for (int64_t r = r0; r < r1; r++) {
     load_row(j->x, r * C, C, v);
     if (j->skip) {
       load_row(j->skip, (r % j->skip_rows) * C, C, t);
@@ -103,8 +104,51 @@ static alma_status norm_run(const alma_node *n, const norm_job *j, alma_tensor *
     if (mean_out) alma__set_f64(mean_out->data, mean_out->dtype, r, mean);
     if (inv_out) alma__set_f64(inv_out->data, inv_out->dtype, r, inv);
   }
+}
+
+/* Rows per item of the parallel normalizations (fixed: every row is computed alone, so the split
+ * changes nothing in the results). */
+#define NORM_ROWS 16
+
+typedef struct {
+  const norm_job *j;
+  alma_tensor *y, *mean_out, *inv_out, *sum_out;
+  atomic_int failed;
+} norm_par;
+
+static void norm_item(void *arg, int64_t item) {
+  norm_par *P = arg;
+  int64_t r0 = item * NORM_ROWS, r1 = r0 + NORM_ROWS < P->j->rows ? r0 + NORM_ROWS : P->j->rows;
+  double *v = malloc((size_t)P->j->cols * 4 * sizeof *v);
+  if (!v) {
+    atomic_store(&P->failed, 1);
+    return;
+  }
+  norm_rows(P->j, r0, r1, P->y, P->mean_out, P->inv_out, P->sum_out, v);
+  free(v);
+}
+
+/* every row: in order on the calling thread, or in items run by pf */
+static alma_status norm_run_par(const alma_node *n, const norm_job *j, alma_tensor *y, alma_tensor *mean_out,
+                                alma_tensor *inv_out, alma_tensor *sum_out, int threads, alma__nbits_parfor pf,
+                                void *pctx) {
+  int64_t items = (j->rows + NORM_ROWS - 1) / NORM_ROWS;
+  if (pf && threads > 1 && items > 1) {
+    norm_par P = {.j = j, .y = y, .mean_out = mean_out, .inv_out = inv_out, .sum_out = sum_out};
+    atomic_init(&P.failed, 0);
+    pf(pctx, items, norm_item, &P);
+    return atomic_load(&P.failed) ? alma__op_error(n, ALMA_ERR_NOMEM, "out of memory for a row") : ALMA_OK;
+  }
+  double *v = alma__nn_alloc(n, (size_t)j->cols * 4, sizeof *v);
+  if (!v) return ALMA_ERR_NOMEM;
+  norm_rows(j, 0, j->rows, y, mean_out, inv_out, sum_out, v);
   free(v);
   return ALMA_OK;
+}
+
+static alma_status norm_run(const alma_node *n, const norm_job *j, alma_tensor *y, alma_tensor *mean_out,
+                            alma_tensor *inv_out, alma_tensor *sum_out) {
+  return norm_run_par(n, j, y, mean_out, inv_out, sum_out, 1, NULL, NULL);
 }
 
 static alma_status check_vec(const alma_node *n, const alma_tensor *t, const char *what, const alma_tensor *x,
@@ -247,13 +291,19 @@ static alma_status skip_infer_common(const alma_node *n, const alma_tensor *cons
   return ALMA_OK;
 }
 
-static alma_status skip_exec_common(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
-                                    int nout, int simplified) {
+alma_status alma__skip_norm_exec_par(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                     int nout, int simplified, int threads, alma__nbits_parfor pf, void *pctx) {
   norm_job j;
   ALMA_TRY(skip_setup(n, in, nin, simplified, &j));
   if (j.rows == 0 || j.cols == 0) return ALMA_OK;
-  return norm_run(n, &j, &out[0], alma__nn_out_wanted(n, nout, 1) ? &out[1] : NULL,
-                  alma__nn_out_wanted(n, nout, 2) ? &out[2] : NULL, alma__nn_out_wanted(n, nout, 3) ? &out[3] : NULL);
+  return norm_run_par(n, &j, &out[0], alma__nn_out_wanted(n, nout, 1) ? &out[1] : NULL,
+                      alma__nn_out_wanted(n, nout, 2) ? &out[2] : NULL,
+                      alma__nn_out_wanted(n, nout, 3) ? &out[3] : NULL, threads, pf, pctx);
+}
+
+static alma_status skip_exec_common(const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                                    int nout, int simplified) {
+  return alma__skip_norm_exec_par(n, in, nin, out, nout, simplified, 1, NULL, NULL);
 }
 
 static alma_status sln_skip_infer(INFER_ARGS) { return skip_infer_common(n, in, nin, out, nout, 0); }

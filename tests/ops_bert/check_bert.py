@@ -16,6 +16,12 @@ usage: check_bert.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime)
    present, attention_bias, unidirectional, the qk output, a V head size unlike K's; packed QKV and
    packed KV (ONNX Runtime's CPU kernel refuses them) against ONNX Runtime on the unpacked inputs.
 7. What alma does not implement (Attention's 4-D mask, do_rotary) fails with a message naming it.
+8. The threaded paths (contrib_bert.h: the BLAS and DNNL runtimes run these nodes on their threads):
+   Attention, MultiHeadAttention, the Gelu family, BiasAdd, SkipLayerNormalization and
+   SkipSimplifiedLayerNormalization with shapes of several items (row blocks, 64-column projection
+   blocks, batch x heads) on FOLD+DNNL and FOLD+BLAS with --threads 2: their outputs must equal EAGER's
+   bit for bit (the same code per item; the projection's column blocks sum each element as one call
+   does) and ONNX Runtime's within the tolerances above.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
 import os
 import sys
@@ -31,7 +37,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from alma_cli import alma_run, read_outputs  # noqa: E402
+from alma_cli import alma_run, available, read_outputs  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -70,13 +76,13 @@ def ort_run(m, feeds):
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-def alma_outputs(m, feeds, name, conv="EAGER"):
+def alma_outputs(m, feeds, name, conv="EAGER", *extra):
     d = os.path.join(WORK, name)
     os.makedirs(d, exist_ok=True)
     p = os.path.join(d, "model.onnx")
     onnx.save(m, p)
     out = os.path.join(d, "out-" + conv.replace("+", "_"))
-    alma_run(ALMA, p, conv, feeds, out)
+    alma_run(ALMA, p, conv, feeds, out, *extra)
     return read_outputs(out, [o.name for o in m.graph.output])
 
 
@@ -283,6 +289,78 @@ ids_bad = np.array([[0, 60]], np.int32)
 refused("eln_range", node_model("EmbedLayerNormalization", [("ids", ids_bad), ("seg", None), ("we", we), ("pe", pe),
                                                              ("se", None), ("g", gm), ("bt", bt)], ["y"], {}),
         {"ids": ids_bad, "we": we, "pe": pe, "g": gm, "bt": bt}, ["EmbedLayerNormalization", "60"])
+
+
+# ---- 8. the threaded paths: FOLD+DNNL and FOLD+BLAS with 2 threads against EAGER and ONNX Runtime ---------
+PAR_CONVS = available(ALMA, ("FOLD+DNNL", "FOLD+BLAS"))
+
+
+def threaded(name, op, inputs, outputs, attrs=None, tol=1e-4, ref=True):
+    m = node_model(op, inputs, outputs, attrs or {})
+    feeds = {n: a for n, a in inputs if a is not None}
+    try:
+        eager = alma_outputs(m, feeds, name, "EAGER", "--threads", "2")
+    except RuntimeError as e:
+        return fail(f"{name}: {e}")
+    if ref:
+        for o, g, r in zip([o for o in outputs if o], eager, ort_run(m, feeds)):
+            close(f"{name}:{o}:EAGER", g, r, tol)
+    for conv in PAR_CONVS:
+        try:
+            got = alma_outputs(m, feeds, name, conv, "--threads", "2")
+        except RuntimeError as e:
+            fail(f"{name} {conv}: {e}")
+            continue
+        for o, g, e in zip([o for o in outputs if o], got, eager):
+            count[0] += 1
+            if g.shape != e.shape or not np.array_equal(g, e):
+                d = np.max(np.abs(g.astype(np.float64) - e)) if g.shape == e.shape else "shape"
+                fail(f"{name}:{o} {conv} --threads 2 differs from EAGER (max abs diff {d})")
+
+
+if PAR_CONVS:
+    # BERT-base-like slices: 3 x 40 rows of 1536 (45 activation blocks of 4096 elements)
+    xa, ba = f32(3, 40, 1536) * 2, f32(1536)
+    threaded("par_bias_gelu", "BiasGelu", [("x", xa), ("b", ba)], ["y"])
+    threaded("par_fast_gelu", "FastGelu", [("x", xa), ("b", ba)], ["y"])
+    threaded("par_gelu", "Gelu", [("x", xa)], ["y"])
+    threaded("par_quick_gelu", "QuickGelu", [("x", xa)], ["y"], {"alpha": 1.5})
+    threaded("par_bias_add", "BiasAdd", [("x", xa), ("b", ba), ("s", f32(3, 40, 1536))], ["y"], ref=False)
+    # 120 rows (> 1 block of 16), every output
+    xs, ss, gs, bs, cs = f32(3, 40, 96), f32(3, 40, 96), f32(96), f32(96), f32(96)
+    threaded("par_skip_ln", "SkipLayerNormalization", [("x", xs), ("s", ss), ("g", gs), ("b", bs), ("c", cs)],
+             ["y", "mean", "inv", "sum"], {"epsilon": 1e-5}, tol=2e-5, ref=False)
+    threaded("par_skip_ln_y", "SkipLayerNormalization", [("x", xs), ("s", ss), ("g", gs), ("b", bs), ("c", cs)],
+             ["y", "", "", "sum"], {"epsilon": 1e-5}, tol=2e-5)
+    threaded("par_skip_sln", "SkipSimplifiedLayerNormalization", [("x", xs), ("s", ss[0]), ("g", gs)], ["y"],
+             {"epsilon": 1e-5}, tol=2e-5)
+    # Attention: 2 x 4 (batch, head) items, a projection of 3 * 96 = 288 columns (4 blocks, the last of
+    # 96), a padding mask; then a Q/K/V size split that leaves no full 64-column block for V alone
+    B, S, Hin, N = 2, 33, 48, 4
+    xq = f32(B, S, Hin)
+    lens = np.array([33, 20], np.int32)
+    threaded("par_att", "Attention", [("x", xq), ("w", f32(Hin, 288) * 0.3), ("b", f32(288)), ("m", lens)], ["y"],
+             {"num_heads": N}, tol=2e-4)
+    threaded("par_att_qkv_sizes", "Attention", [("x", xq), ("w", f32(Hin, 200) * 0.3), ("b", f32(200))], ["y"],
+             {"num_heads": N, "qkv_hidden_sizes": [64, 64, 72]}, tol=2e-4)
+    threaded("par_att_causal_present", "Attention", [("x", xq), ("w", f32(Hin, 288) * 0.3), ("b", f32(288))],
+             ["y", "present"], {"num_heads": N, "unidirectional": 1}, tol=2e-4)
+    raw2 = np.ones((B, S), np.int32)
+    raw2[1, 25:] = 0
+    threaded("par_att_raw_bias", "Attention", [("x", xq), ("w", f32(Hin, 288) * 0.3), ("b", f32(288)), ("m", raw2),
+                                               ("past", None), ("ab", f32(1, N, S, S))], ["y"], {"num_heads": N},
+             tol=2e-4)
+    # one row (B * S < 4): the projection's few-rows path, 2 column blocks
+    threaded("par_att_one_row", "Attention", [("x", f32(1, 1, Hin)), ("w", f32(Hin, 192) * 0.3), ("b", f32(192))],
+             ["y"], {"num_heads": N}, tol=2e-4)
+    qm, km_, vm = f32(B, S, N * 16), f32(B, 21, N * 16), f32(B, 21, N * 16)
+    threaded("par_mha", "MultiHeadAttention", [("q", qm), ("k", km_), ("v", vm), ("bias", f32(3 * N * 16)),
+                                               ("m", np.array([21, 9], np.int32))], ["y"], {"num_heads": N}, tol=2e-4)
+    threaded("par_mha_qk", "MultiHeadAttention", [("q", qm), ("k", km_), ("v", vm), ("bias", None), ("m", None),
+                                                  ("ab", f32(B, N, S, 21))], ["y", "", "", "qk"], {"num_heads": N},
+             tol=2e-4)
+else:
+    print("section 8 skipped: this build has neither FOLD+DNNL nor FOLD+BLAS")
 
 print(f"{count[0]} checks, {len(failures)} failures")
 sys.exit(1 if failures else 0)

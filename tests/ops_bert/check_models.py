@@ -12,7 +12,9 @@ for (BERT: EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu;
 here: SkipLayerNormalization, FastGelu and LayerNormalization in the ONNX domain at opset 14 - the
 optimizer does not fuse this GPT-2's attention). alma runs them on EAGER, FOLD+DNNL, FOLD+BLAS and
 FOLD+XNNPACK (those this build has) with batch 2, 7 tokens, the second row right-padded and mixed
-token types, and each output is compared with ONNX Runtime's on the same optimized model.
+token types, and each output is compared with ONNX Runtime's on the same optimized model. Then FOLD+DNNL
+and FOLD+BLAS run again with --threads 2 on a wider batch (8 rows of 16 tokens, padded to lengths
+16..3: several items for each threaded contrib node, contrib_bert.h) against ONNX Runtime.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
 import collections
 import os
@@ -68,6 +70,11 @@ feeds_bert = {
 feeds_gpt2 = {k: feeds_bert[k] for k in ("input_ids", "attention_mask")}
 CASES = [("bert", "bert", feeds_bert, {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"}),
          ("gpt2", "gpt2", feeds_gpt2, {"SkipLayerNormalization", "FastGelu", "LayerNormalization"})]
+# the threaded runs: 8 x 16 tokens (the models' position limit), row r padded after 16 - 2r tokens
+_wm = np.array([[1] * (16 - 2 * r) + [0] * (2 * r) for r in range(8)], np.int64)
+WIDE = {"input_ids": np.random.default_rng(2).integers(0, 100, (8, 16)).astype(np.int64), "attention_mask": _wm,
+        "token_type_ids": (np.arange(16)[None, :] >= 8).astype(np.int64).repeat(8, 0)}
+RUNS = [(c, (), "") for c in CONVS] + [(c, ("--threads", "2"), "wide") for c in CONVS if c in ("FOLD+DNNL", "FOLD+BLAS")]
 
 for name, mt, feeds, want in CASES:
     for basic in (False, True):
@@ -81,15 +88,20 @@ for name, mt, feeds, want in CASES:
             fail(f"{tag}: optimized graph lacks {sorted(want - set(ops))} (has {dict(ops)})")
         so = ort.SessionOptions()
         so.log_severity_level = 3
-        ref = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        wide = {k: WIDE[k] for k in feeds}
+        refs = {"": sess.run(None, feeds), "wide": sess.run(None, wide)}
         names = [o.name for o in m.graph.output]
-        for conv in CONVS:
-            out = os.path.join(WORK, "out", tag, conv.replace("+", "_"))
+        for conv, extra, fset in RUNS:
+            label = f"{conv}{' ' + ' '.join(extra) if extra else ''}{' ' + fset if fset else ''}"
+            out = os.path.join(WORK, "out", tag, conv.replace("+", "_") + (f"_{fset}" if fset else ""))
             try:
-                alma_run(ALMA, path, conv, feeds, out)
+                alma_run(ALMA, path, conv, wide if fset else feeds, out, *extra)
             except RuntimeError as e:
-                fail(f"{tag} {conv}: {e}")
+                fail(f"{tag} {label}: {e}")
                 continue
+            ref = refs[fset]
+            conv = label
             for nm, got, rf in zip(names, read_outputs(out, names), ref):
                 count[0] += 1
                 err = float(np.max(np.abs(got.astype(np.float64) - rf))) if got.shape == rf.shape else float("inf")

@@ -28,6 +28,7 @@
 #include <math.h>
 #include <strings.h>
 
+#include "ops/contrib_bert.h"
 #include "ops/contrib_llm.h"
 #include "ops/contrib_nbits.h"
 #include "ops/fused.h"
@@ -749,9 +750,10 @@ static alma_status eager_exec(blas_plan *p, const alma_node *n, const alma_tenso
       return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
     }
   }
-  /* GroupQueryAttention: EAGER's kernel with its (batch, KV head) pairs over the pool */
-  st = alma__is_gqa(n) ? alma__gqa_exec_par(n, in, n->n_inputs, out, n->n_outputs, p->ctx.threads, nbits_parfor, p)
-                       : n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
+  /* GroupQueryAttention, Attention, the Gelus, SkipLayerNormalization...: EAGER's kernels with their
+   * items ((batch, head) pairs, projection column blocks, row blocks) over the pool (contrib_bert.h) */
+  st = alma__contrib_par(n) ? alma__contrib_exec_par(n, in, n->n_inputs, out, n->n_outputs, p->ctx.threads, nbits_parfor, p)
+                            : n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
   if (st != ALMA_OK)
     for (int k = 0; k < n->n_outputs; k++) val_free(p, &out[k]);
   return st;

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdatomic.h>
 
+#include "ops/contrib_bert.h"
 #include "ops/contrib_llm.h"
 #include "ops/contrib_nbits.h"
 #include "ops/fused.h"
@@ -3081,7 +3082,7 @@ static alma_status run_nbits(dn_plan *p, int idx, dn_val **in, int nin, const al
   return alma__dn_finish(p, st, db, out[0], &os[0], &ymd, done);
 }
 
-alma_status alma__dn_run_gqa(dn_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out) {
+alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out) {
   int nout = n->n_outputs;
   for (int i = 0; i < nout; i++) memset(&out[i], 0, sizeof out[i]);
   ALMA_TRY(n->op->infer(n, in, n->n_inputs, out, nout));
@@ -3090,7 +3091,7 @@ alma_status alma__dn_run_gqa(dn_plan *p, const alma_node *n, const alma_tensor *
     alma_tensor shape = out[i];
     if (n->outputs[i] >= 0) st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims);
   }
-  if (st == ALMA_OK) st = alma__gqa_exec_par(n, in, n->n_inputs, out, nout, p->threads, nbits_parfor, &p->threads);
+  if (st == ALMA_OK) st = alma__contrib_exec_par(n, in, n->n_inputs, out, nout, p->threads, nbits_parfor, &p->threads);
   if (st != ALMA_OK)
     for (int i = 0; i < nout; i++) alma_tensor_free_data(&out[i]);
   return st;

@@ -252,9 +252,10 @@ int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *elt)
  * then); errors are real failures. outshape: the inferred output shapes. */
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape,
                          dn_val **out, int nout, int *done);
-/* A GroupQueryAttention node on EAGER's kernel with its (batch, KV head) pairs over the plan's
- * threads (alma__op_run_node's contract: outputs allocated, owned). */
-alma_status alma__dn_run_gqa(dn_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out);
+/* A contrib node of alma__contrib_par (GroupQueryAttention, Attention, the Gelus, SkipLayerNormalization...)
+ * on EAGER's kernel with its items over the plan's threads (alma__op_run_node's contract: outputs
+ * allocated, owned). */
+alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out);
 void alma__dn_prim_free(dn_prim *pr);
 /* Creates a primitive from an op descriptor with the plan's attributes and fills impl. */
 dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_attr_t attr,

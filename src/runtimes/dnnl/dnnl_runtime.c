@@ -20,7 +20,7 @@
 #include <dlfcn.h>
 #include <math.h>
 
-#include "ops/contrib_llm.h"
+#include "ops/contrib_bert.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 #include "runtimes/exec.h"
 
@@ -364,8 +364,10 @@ static alma_status run_eager(dn_plan *p, int idx) {
     if (!is_shape_only(n)) ALMA_TRY(alma__dn_val_plain(p, x, n));
     in[k] = &x->t;
   }
-  /* GroupQueryAttention on EAGER's kernel, its (batch, KV head) pairs over the plan's threads */
-  ALMA_TRY(alma__is_gqa(n) ? alma__dn_run_gqa(p, n, in, out) : alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
+  /* GroupQueryAttention, Attention, the Gelus, SkipLayerNormalization...: EAGER's kernels with their
+   * items over the plan's threads (contrib_bert.h) */
+  ALMA_TRY(alma__contrib_par(n) ? alma__dn_run_contrib(p, n, in, out)
+                                : alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
   for (int k = 0; k < n->n_outputs; k++) {
     int v = n->outputs[k];
     if (v < 0) {
