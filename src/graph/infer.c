@@ -45,8 +45,79 @@ static void add_cost(int64_t *acc, int64_t v) {
   if (v < 0 || __builtin_add_overflow(*acc, v, acc)) *acc = -1;
 }
 
+static alma_status infer_scoped(const alma_graph *g, const alma_tensor *const *input_shapes, int64_t default_dim,
+                                int64_t max_fold_elems, const alma_graph *outer, const alma_tensor *outer_info,
+                                alma_infer_result *out);
+
+static int is_if(const alma_node *n) { return !n->domain[0] && !strcmp(n->op_type, "If"); }
+
+/* If, as ONNX infers it: each branch is inferred with the outer scope's values (shapes, and data
+ * where known: a branch reading a constant computes it). A known condition (constant under this
+ * binding) takes its branch's results, data included; otherwise both branches are inferred and an
+ * output is known when they agree on dtype, rank and every dim. ONNX keeps the rank and makes a
+ * differing dim unknown; static inference here binds every dim to a number, so such an output is
+ * unknown as a whole. A branch that fails to infer (the branch not taken may be invalid for these
+ * shapes: LLaMA's Squeeze of a dim that is not 1) leaves the outputs unknown, never an error.
+ * outs (if_infer's: rank -1) get owned data when the taken branch computed it. */
+static alma_status infer_if(const alma_graph *g, const alma_node *n, const alma_tensor *info, const alma_tensor *cond,
+                            int64_t default_dim, int64_t max_fold, alma_tensor *outs, int nout) {
+  const alma_attr *at = alma__node_attr(n, "then_branch"), *ae = alma__node_attr(n, "else_branch");
+  const alma_graph *br[2] = {at ? at->g : NULL, ae ? ae->g : NULL};
+  if (!br[0] || !br[1] || br[0]->n_outputs != nout || br[1]->n_outputs != nout) return ALMA_OK;
+  int take = -1;
+  if (cond && cond->data && alma_tensor_numel(cond) == 1) take = alma__get_f64(cond->data, cond->dtype, 0) != 0.0 ? 0 : 1;
+  alma_infer_result r[2];
+  int have[2] = {0, 0};
+  alma_status st = ALMA_OK;
+  for (int b = 0; b < 2; b++) {
+    if (take >= 0 && b != take) continue;
+    st = infer_scoped(br[b], NULL, default_dim, max_fold, g, info, &r[b]);
+    if (st != ALMA_OK) {
+      alma__infer_result_free(&r[b]);
+      if (st == ALMA_ERR_NOMEM) break;
+      ALMA_LOGD("static inference: node '%s' (If): branch '%s' not inferred: %s", n->name, br[b]->name,
+                alma_last_error());
+      st = ALMA_OK;
+      goto done;
+    }
+    have[b] = 1;
+  }
+  if (st != ALMA_OK) goto done;
+  for (int k = 0; k < nout; k++) {
+    if (take >= 0) {
+      const alma_tensor *a = &r[take].info[br[take]->outputs[k]];
+      if (a->rank < 0 || a->dtype == ALMA_DTYPE_UNDEFINED) continue;
+      if (a->data && !alma__dtype_is_container(a->dtype) && alma__numel(a->rank, a->dims) <= max_fold) {
+        st = alma__tensor_copy(&outs[k], a);
+        if (st != ALMA_OK) goto done;
+      } else {
+        alma__set_shape(&outs[k], a->dtype, a->rank, a->dims);
+      }
+      continue;
+    }
+    const alma_tensor *t = &r[0].info[br[0]->outputs[k]], *e = &r[1].info[br[1]->outputs[k]];
+    if (t->rank < 0 || e->rank < 0 || t->dtype != e->dtype || t->dtype == ALMA_DTYPE_UNDEFINED || t->rank != e->rank)
+      continue;
+    int same = 1;
+    for (int d = 0; d < t->rank; d++) same &= t->dims[d] == e->dims[d];
+    if (same) alma__set_shape(&outs[k], t->dtype, t->rank, t->dims);
+  }
+done:
+  for (int b = 0; b < 2; b++)
+    if (have[b]) alma__infer_result_free(&r[b]);
+  return st;
+}
+
 alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *input_shapes, int64_t default_dim,
                               int64_t max_fold_elems, alma_infer_result *out) {
+  return infer_scoped(g, input_shapes, default_dim, max_fold_elems, NULL, NULL, out);
+}
+
+/* outer/outer_info: for a subgraph, the enclosing graph and its inference results, which give the
+ * subgraph's outer references (by name) their shapes and data. */
+static alma_status infer_scoped(const alma_graph *g, const alma_tensor *const *input_shapes, int64_t default_dim,
+                                int64_t max_fold_elems, const alma_graph *outer, const alma_tensor *outer_info,
+                                alma_infer_result *out) {
   memset(out, 0, sizeof *out);
   out->n_values = g->n_values;
   out->info = calloc((size_t)g->n_values + 1, sizeof(alma_tensor));
@@ -59,7 +130,9 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
     if (val->init) {
       info[v] = alma__tensor_view(val->init);
     } else if (val->is_outer) {
-      info[v].rank = -1; /* known only inside the enclosing execution */
+      info[v].rank = -1; /* known only inside the enclosing execution, or from its inference */
+      int o = outer ? alma__graph_find_value(outer, val->name) : -1;
+      if (o >= 0) info[v] = alma__tensor_view(&outer_info[o]);
     }
   }
   for (int i = 0; i < g->n_inputs; i++) {
@@ -131,6 +204,19 @@ alma_status alma__graph_infer(const alma_graph *g, const alma_tensor *const *inp
     for (int k = 0; k < n->n_outputs; k++)
       if (!plausible_shape(&outs[k]))
         return alma__op_error(n, ALMA_ERR_SHAPE, "output %d too large (more than 2^40 elements)", k);
+    if (is_if(n)) { /* its outputs from its branches (infer_if); no cost of its own */
+      st = infer_if(g, n, info, in[0], default_dim, max_fold_elems, outs, n->n_outputs);
+      for (int k = 0; k < n->n_outputs; k++) {
+        if (st == ALMA_OK && n->outputs[k] >= 0 && plausible_shape(&outs[k])) {
+          info[n->outputs[k]] = outs[k];
+        } else {
+          alma_tensor_free_data(&outs[k]);
+          if (n->outputs[k] >= 0) info[n->outputs[k]].rank = -1;
+        }
+      }
+      if (st != ALMA_OK) return st;
+      continue;
+    }
     if (n->op->cost && out->macs >= 0) {
       int64_t m = 0, f = 0;
       n->op->cost(n, in, n->n_inputs, outs, n->n_outputs, &m, &f);

@@ -1,5 +1,5 @@
-/* FOLD: constant folding (including shape subgraphs), Identity/Dropout/same-type Cast removal, dead
- * nodes.
+/* FOLD: constant folding (including shape subgraphs), Identity/Dropout/same-type Cast removal, If
+ * nodes of a constant condition replaced by the branch taken, dead nodes.
  *
  * A value is constant when static inference computes it from initializers. Shape subgraphs
  * (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them) depend on symbolic dims, so
@@ -121,6 +121,114 @@ static alma_status fold_constants(alma_graph *g, const alma_symbind *sb, int *ch
   return st;
 }
 
+/* A fresh value name in g: `name` itself when free, else name/inlined_N. */
+static int fresh_value(alma_graph *g, const char *name, int *serial) {
+  char buf[512];
+  if (alma__graph_find_value(g, name) < 0) return alma__graph_add_value(g, name);
+  do snprintf(buf, sizeof buf, "%s/inlined_%d", name, (*serial)++);
+  while (alma__graph_find_value(g, buf) >= 0);
+  return alma__graph_add_value(g, buf);
+}
+
+/* An If whose condition is constant (folded above: the same under every binding FOLD probes, as
+ * LLaMA's `Equal(Shape(cos)[0], 1)` of torch's conditional squeeze) is replaced by the nodes of the
+ * branch it takes, which then fold, fuse and plan like the rest of the graph. The branch's outer
+ * references become the values they name here, its initializers this graph's, and each If output an
+ * Identity of the branch output (removed by the next round). A branch whose nodes hold subgraphs
+ * stays an If: their outer references would name the branch's values. *done = 1 when inlined. */
+static alma_status inline_if(alma_graph *g, int ni, int *serial, int *done) {
+  *done = 0;
+  const alma_node *n = &g->nodes[ni];
+  const alma_tensor *c = n->n_inputs == 1 && n->inputs[0] >= 0 ? g->values[n->inputs[0]].init : NULL;
+  if (!c || !c->data || alma_tensor_numel(c) != 1 || alma__dtype_is_container(c->dtype)) return ALMA_OK;
+  const alma_attr *a = alma__node_attr(n, alma__get_f64(c->data, c->dtype, 0) != 0.0 ? "then_branch" : "else_branch");
+  const alma_graph *b = a && a->type == ALMA_ATTR_GRAPH ? a->g : NULL;
+  if (!b || b->n_inputs || b->n_outputs != n->n_outputs) return ALMA_OK;
+  for (int i = 0; i < b->n_nodes; i++) {
+    if (b->nodes[i].n_implicit || !b->nodes[i].op) return ALMA_OK;
+    for (int k = 0; k < b->nodes[i].n_attrs; k++)
+      if (b->nodes[i].attrs[k].g || b->nodes[i].attrs[k].graphs) return ALMA_OK;
+  }
+  int *map = malloc(sizeof(int) * ((size_t)b->n_values + 1));
+  if (!map) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = ALMA_OK;
+  for (int v = 0; v < b->n_values; v++) {
+    map[v] = -1;
+    if (b->values[v].is_outer && (map[v] = alma__graph_find_value(g, b->values[v].name)) < 0) {
+      free(map);
+      return ALMA_OK; /* not this graph's: nothing changed yet */
+    }
+  }
+  /* from here on g changes: values and nodes are added, the If dies */
+  for (int v = 0; v < b->n_values && st == ALMA_OK; v++) {
+    const alma_value *bv = &b->values[v];
+    if (bv->is_outer || !bv->init) continue; /* produced values are added with their nodes */
+    int x = fresh_value(g, bv->name, serial);
+    alma_tensor *t = x >= 0 ? alma__arena_alloc(g->arena, sizeof *t) : NULL;
+    if (!t) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      break;
+    }
+    /* the branch (freed with the If by compaction) may own its data: copy it then */
+    if (bv->init->owns_data) st = alma__tensor_copy(t, bv->init);
+    else *t = alma__tensor_view(bv->init);
+    g->values[x].init = t;
+    g->values[x].dtype = t->dtype;
+    g->values[x].rank = t->rank;
+    for (int d = 0; d < t->rank; d++) g->values[x].dims[d] = t->dims[d];
+    map[v] = x;
+  }
+  for (int i = 0; i < b->n_nodes && st == ALMA_OK; i++) {
+    const alma_node *bn = &b->nodes[i];
+    int ins[64], outs[64];
+    if (bn->n_inputs > 64 || bn->n_outputs > 64) {
+      st = alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': too many inputs or outputs to inline", bn->name);
+      break;
+    }
+    for (int k = 0; k < bn->n_inputs; k++) ins[k] = bn->inputs[k] >= 0 ? map[bn->inputs[k]] : -1;
+    for (int k = 0; k < bn->n_outputs && st == ALMA_OK; k++) {
+      outs[k] = -1;
+      if (bn->outputs[k] < 0) continue;
+      if ((outs[k] = map[bn->outputs[k]] = fresh_value(g, b->values[bn->outputs[k]].name, serial)) < 0)
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    int k = st == ALMA_OK ? alma__graph_add_node(g, bn->op_type, bn->domain, bn->name, ins, bn->n_inputs, outs, bn->n_outputs) : -1;
+    if (st == ALMA_OK && k < 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    if (st != ALMA_OK) break;
+    alma_node *nn = &g->nodes[k];
+    nn->attrs = bn->attrs; /* arena payloads, never mutated (no subgraphs: checked above) */
+    nn->n_attrs = bn->n_attrs;
+    nn->op = bn->op;
+    nn->since_version = bn->since_version;
+  }
+  for (int k = 0; k < b->n_outputs && st == ALMA_OK; k++) {
+    int y = g->nodes[ni].outputs[k], x = map[b->outputs[k]];
+    if (y < 0) continue;
+    if (x < 0) {
+      st = alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (If): branch output '%s' is never produced", g->nodes[ni].name,
+                        b->values[b->outputs[k]].name);
+      break;
+    }
+    int id = alma__graph_add_node(g, "Identity", "", g->nodes[ni].name, &x, 1, &y, 1);
+    if (id < 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    else st = alma__op_resolve(&g->nodes[id], alma__graph_opset(g, ""));
+  }
+  free(map);
+  if (st == ALMA_OK) g->nodes[ni].dead = 1, *done = 1;
+  return st;
+}
+
+static alma_status inline_ifs(alma_graph *g, int *changed) {
+  int serial = 0, n0 = g->n_nodes;
+  for (int i = 0; i < n0; i++) {
+    if (g->nodes[i].dead || g->nodes[i].domain[0] || strcmp(g->nodes[i].op_type, "If")) continue;
+    int done;
+    ALMA_TRY(inline_if(g, i, &serial, &done));
+    *changed |= done;
+  }
+  return ALMA_OK;
+}
+
 static int remove_dead(alma_graph *g) {
   int changed = 0;
   for (int i = g->n_nodes - 1; i >= 0; i--) {
@@ -144,6 +252,7 @@ static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
   for (int iter = 0; iter < 8 && st == ALMA_OK; iter++) {
     int changed = remove_identities(g, &sb);
     st = fold_constants(g, &sb, &changed);
+    if (st == ALMA_OK) st = inline_ifs(g, &changed);
     changed |= remove_dead(g);
     if (st == ALMA_OK) st = alma__graph_compact(g);
     if (!changed) break;

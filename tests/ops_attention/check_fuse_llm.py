@@ -10,6 +10,10 @@ and the attention scores masked the ways the exports mask them:
   where_noncausal    Where(an upper-triangular slice, s, min): fused as a mask, not as causal mode
   view               GPT-NeoX's baddbmm: scores of [B*H, S, D] views of Q and K, plus zeros, viewed
                      back as [B, H, S, T], then where_causal_ext's chain
+  if_const           Q times a factor from an If per layer whose branches' outputs differ in rank,
+                     its condition constant (LLaMA 4.30's conditional squeeze): FOLD inlines the branch
+  if_runtime         the same with a run-time condition and branches of one shape: the If stays and
+                     inference gives its output the shape both branches agree on
 and forms that must not fuse: a Where or Max whose value does not absorb the scores (-1e4, -100), a
 mask that broadcasts the scores up, a baddbmm whose added tensor is not zeros (view_nonzero). Each graph runs in prefill (past 0), decode (1 token after 5) and
 chunk (3 after 4) shapes through FOLD+FUSE+EAGER, FOLD+FUSE+DNNL and FOLD+FUSE+BLAS against ONNX
@@ -17,7 +21,7 @@ Runtime, checking FUSE's attention and layernorm counts (every layer's LayerNorm
 relations total = past + seq let inference past the first KV Concat) and, for DNNL, whether the
 fused node runs its causal kernel.
 
-usage: check_fuse_llm.py ALMA WORKDIR      (python with onnx, onnxruntime and numpy)"""
+usage: check_fuse_llm.py ALMA WORKDIR [FORM,...]     (python with onnx, onnxruntime and numpy)"""
 import os
 import re
 import sys
@@ -91,9 +95,39 @@ def padding(g, mask, value=FMIN):  # (1 - mask) * value, [B, 1, 1, T]
     return g.op("Mul", [g.op("Sub", [g.const(1.0), m]), g.const(value)])
 
 
+def rotary_if(g, q, runtime=False):
+    """A [S, DH] factor behind an If, as LLaMA 4.30's export has one per layer (torch's
+    `cos.squeeze(0)` of a [1, S, DH] slice of a cache: If(Shape(c)[0] == 1, Squeeze(c, 0), c)),
+    whose outputs differ in rank: only the condition, constant once folded, tells the shape. With
+    runtime=True the condition is data (any(attention_mask)) and both branches give [S, DH]: the
+    If stays, its output shape the branches' common one."""
+    buf = g.const(rng.uniform(0.5, 1.5, (1, NPOS, DH)))
+    c = g.op("Slice", [buf, g.ints(0), dim(g, q, 2), g.ints(1)])
+    out = g.name("rot")
+
+    def branch(name, nodes, y):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(y, TP.FLOAT, None)])
+    ax, sq, sq2, tw, dbl = g.name("axes"), g.name("sq"), g.name("sq"), g.name("two"), g.name("dbl")
+    axes = helper.make_node("Constant", [], [ax], value=numpy_helper.from_array(np.array([0], np.int64)))
+    then = branch("then", [axes, helper.make_node("Squeeze", [c, ax], [sq])], sq)
+    if runtime:
+        cond = g.op("Greater", [g.op("ReduceMax", [g.op("Cast", ["attention_mask"], to=TP.FLOAT)], keepdims=0),
+                                g.const(0.0)])
+        two = helper.make_node("Constant", [], [tw], value=numpy_helper.from_array(np.array(2.0, np.float32)))
+        other = branch("else", [axes, two, helper.make_node("Mul", [c, tw], [dbl]),
+                                helper.make_node("Squeeze", [dbl, ax], [sq2])], sq2)
+    else:
+        cond = g.op("Equal", [g.op("Gather", [g.op("Shape", [c]), g.const(0, np.int64)], axis=0),
+                              g.const(1, np.int64)])
+        other = branch("else", [helper.make_node("Identity", [c], [sq2])], sq2)
+    g.nodes.append(helper.make_node("If", [cond], [out], then_branch=then, else_branch=other))
+    return out
+
+
 def attention(g, form, s, S, T):
     """The scores s [B, H, S, T] masked as `form` says."""
-    if form in ("where_causal_ext", "where_causal", "where_min_1e4", "where_noncausal", "view", "view_nonzero"):
+    if form in ("where_causal_ext", "where_causal", "where_min_1e4", "where_noncausal", "view", "view_nonzero",
+                "if_const", "if_runtime"):
         c = causal_slice(g, S, T, upper=form == "where_noncausal")
         y = g.op("Where", [c, s, g.const(-1e4 if form == "where_min_1e4" else FMIN)])
         return y if form in ("where_causal", "where_noncausal") else g.op("Add", [y, padding(g, "attention_mask")])
@@ -131,6 +165,8 @@ def build(form, scale_q=False):
         K = g.op("Concat", [f"past_key.{layer}", k], axis=2)
         V = g.op("Concat", [f"past_value.{layer}", v], axis=2)
         outs += [(K, f"present_key.{layer}"), (V, f"present_value.{layer}")]
+        if form.startswith("if_"):
+            q = g.op("Mul", [q, rotary_if(g, q, runtime=form == "if_runtime")])
         if scale_q:
             q = g.op("Mul", [q, g.const(1 / np.sqrt(DH))])
         S, T = dim(g, q, 2), dim(g, K, 2)
@@ -197,6 +233,8 @@ CASES = {
     "where_inverted": (L, False),
     "where_noncausal": (L, False),
     "view": (L, False),
+    "if_const": (L, False),
+    "if_runtime": (L, False),
     "where_min_1e4": (0, False),
     "view_nonzero": (0, False),
     "max_small": (0, False),
@@ -205,7 +243,10 @@ CASES = {
 SHAPES = {"prefill": (2, 7, 0), "decode": (2, 1, 5), "chunk": (2, 3, 4)}
 CONVS = available(ALMA, ["FOLD+FUSE+EAGER", "FOLD+FUSE+DNNL", "FOLD+FUSE+BLAS"])
 failures = []
+ONLY = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CASES)
 for form, (want_attn, want_causal) in CASES.items():
+    if form not in ONLY:
+        continue
     for scale_q in (False, True):
         name = form + ("_scale_q" if scale_q else "")
         m = build(form, scale_q)
