@@ -92,26 +92,47 @@ static void act_range(int kind, float alpha, const alma_tensor *x, const alma_te
 #define ACT_BLK 4096
 
 typedef struct {
-  int kind;
+  int kind, fast;
   float alpha;
   const alma_tensor *x, *bias, *skip;
   alma_tensor *y;
   int64_t cnt;
 } act_job;
 
+/* elements [i0, i1) of a job: fast (float32 Gelus without skip) through alma__gelu_row a row segment
+ * at a time (the bias restarts at each row), else act_range */
+static void act_job_range(const act_job *j, int64_t i0, int64_t i1) {
+  if (!j->fast) {
+    act_range(j->kind, j->alpha, j->x, j->bias, j->skip, j->y, i0, i1);
+    return;
+  }
+  const float *x = j->x->data, *b = j->bias ? j->bias->data : NULL;
+  float *y = j->y->data;
+  int64_t C = b ? j->bias->dims[0] : i1 - i0;
+  int vk = j->kind == ACT_GELU ? 0 : j->kind == ACT_FAST ? 1 : 2;
+  for (int64_t i = i0; i < i1;) {
+    int64_t c = b ? i % C : 0, len = C - c < i1 - i ? C - c : i1 - i;
+    alma__gelu_row(y + i, x + i, b ? b + c : NULL, len, vk, j->alpha);
+    i += len;
+  }
+}
+
 static void act_item(void *arg, int64_t item) {
   const act_job *j = arg;
   int64_t i0 = item * ACT_BLK, i1 = i0 + ACT_BLK < j->cnt ? i0 + ACT_BLK : j->cnt;
-  act_range(j->kind, j->alpha, j->x, j->bias, j->skip, j->y, i0, i1);
+  act_job_range(j, i0, i1);
 }
 
-/* y = act(x + bias) (+ skip) over the whole tensor, in items run by pf when it is given */
+/* y = act(x + bias) (+ skip) over the whole tensor. With pf (a runtime's threads, even just one) the
+ * float32 Gelus go through the vectorised alma__gelu_row in items run by pf; EAGER (pf NULL) keeps
+ * act_range's libm erff/tanhf/expf. */
 static void act_run_par(int kind, float alpha, const alma_tensor *x, const alma_tensor *bias, const alma_tensor *skip,
                         alma_tensor *y, int threads, alma__nbits_parfor pf, void *pctx) {
   act_job j = {.kind = kind, .alpha = alpha, .x = x, .bias = bias, .skip = skip, .y = y, .cnt = alma_tensor_numel(x)};
+  j.fast = pf && kind != ACT_ID && !skip && x->dtype == ALMA_DTYPE_FLOAT32 && y->dtype == ALMA_DTYPE_FLOAT32;
   int64_t items = (j.cnt + ACT_BLK - 1) / ACT_BLK;
   if (pf && threads > 1 && items > 1) pf(pctx, items, act_item, &j);
-  else act_range(kind, alpha, x, bias, skip, y, 0, j.cnt);
+  else act_job_range(&j, 0, j.cnt);
 }
 
 static alma_status check_float(const alma_node *n, const alma_tensor *t, const char *what) {

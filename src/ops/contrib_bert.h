@@ -14,8 +14,12 @@ int alma__contrib_par(const alma_node *n);
 
 /* n's exec (inputs checked as EAGER checks them, outputs allocated with the inferred shapes) with its
  * work split into items run by pf (NULL, or threads <= 1: in order on the calling thread):
- *  - activations, BiasAdd, the skip normalizations: blocks of rows, each row computed by EAGER's code,
- *    so the outputs are EAGER's bit for bit;
+ *  - BiasAdd, the skip normalizations: blocks of elements / rows, each computed by EAGER's code, so
+ *    the outputs are EAGER's bit for bit;
+ *  - float32 Gelu, BiasGelu, FastGelu, QuickGelu: blocks of 4096 elements through the vectorised
+ *    alma__gelu_row (softmax_row.h) whenever pf is given, even for one thread; EAGER keeps libm's
+ *    erff/tanhf. Within 1e-7 * (1 + |y|) of the exact function (EAGER's libm form is as close
+ *    there, but loses relative precision in the negative tail, where 1 + erff cancels);
  *  - Attention: the QKV projection in blocks of 64 output columns (alma__sgemm_bias per block; the
  *    packed kernel sums each element in the same order as EAGER's single call, so the projection is
  *    EAGER's bit for bit when B * S >= 4), then the attention core per (batch, head), as EAGER;

@@ -1,4 +1,5 @@
-/* The softmax's exponentials over one row of scores (see softmax_row.h), with an AVX2+FMA clone. */
+/* The softmax's exponentials over one row of scores, and the Gelu family on the same vector expf
+ * (see softmax_row.h), with an AVX2+FMA clone. */
 #include <math.h>
 
 #include "ops/sgemm.h"
@@ -70,4 +71,54 @@ ALMA_MULTIVERSION float alma__softmax_exp_row(float *s, int64_t n, const float *
   for (int l = 0; l < 8; l++) sum += acc[l];
   for (; j < n; j++) sum += (s[j] = expf(s[j] - mx));
   return sum;
+}
+
+/* y = gelu(x + bias) over n elements: see softmax_row.h. Vectors of 8, the tail in scalar code of the
+ * same formulas (expf). erf form: 1 + erf(u) from erfc(|u|) = t exp(-u^2 + P(t)), t = 1 / (1 + |u| / 2)
+ * (Numerical Recipes' erfcc, relative error under 1.2e-7 in exact arithmetic): 2 - erfc for u >= 0,
+ * erfc for u < 0, so the negative tail keeps its relative precision (no 1 - erf cancellation). Tanh
+ * form and QuickGelu: x * sigmoid(2 w) and x * sigmoid(alpha x), 1 + tanh(w) = 2 / (1 + exp(-2 w)). */
+#define GELU_ERFC_POLY(t)                                                                               \
+  (-1.26551223f +                                                                                       \
+   (t) * (1.00002368f +                                                                                 \
+          (t) * (0.37409196f +                                                                          \
+                 (t) * (0.09678418f +                                                                   \
+                        (t) * (-0.18628806f +                                                           \
+                               (t) * (0.27886807f +                                                     \
+                                      (t) * (-1.13520398f +                                             \
+                                             (t) * (1.48851587f + (t) * (-0.82215223f + (t) * 0.17087277f)))))))))
+
+static inline float gelu_one(float v, int kind, float alpha) {
+  if (kind == 0) {
+    float u = v * 0.70710678118654752f, z = fabsf(u), t = 1.0f / (1.0f + 0.5f * z);
+    float e = t * expf(-z * z + GELU_ERFC_POLY(t));
+    return 0.5f * v * (u >= 0.0f ? 2.0f - e : e);
+  }
+  float a = kind == 1 ? 1.5957691216057308f * (v + 0.044715f * v * v * v) : alpha * v;
+  return v / (1.0f + expf(-a));
+}
+
+ALMA_MULTIVERSION void alma__gelu_row(float *y, const float *x, const float *bias, int64_t n, int kind, float alpha) {
+  const sr_v8f zero = {0}, one = zero + 1.0f;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    sr_v8f v = *(const sr_v8f *)(x + j), r;
+    if (bias) v += *(const sr_v8f *)(bias + j);
+    if (kind == 0) {
+      sr_v8f u = v * 0.70710678118654752f;
+      sr_v8f z = SR_SEL8((sr_v8i)(u < zero), -u, u);
+      sr_v8f t = one / (one + 0.5f * z);
+      sr_v8f e = -z * z + GELU_ERFC_POLY(t);
+      exp8(&e);
+      e *= t;
+      r = 0.5f * v * SR_SEL8((sr_v8i)(u >= zero), 2.0f - e, e);
+    } else {
+      sr_v8f a = kind == 1 ? 1.5957691216057308f * (v + 0.044715f * v * v * v) : alpha * v;
+      sr_v8f e = -a;
+      exp8(&e);
+      r = v / (one + e);
+    }
+    *(sr_v8f *)(y + j) = r;
+  }
+  for (; j < n; j++) y[j] = gelu_one(x[j] + (bias ? bias[j] : 0.0f), kind, alpha);
 }

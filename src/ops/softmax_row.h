@@ -1,5 +1,5 @@
 /* One row of attention scores through the softmax's exponentials, vectorised: shared by the fused
- * attention kernels of the BLAS and DNNL runtimes. */
+ * attention kernels of the BLAS and DNNL runtimes; the Gelu family on the same exponential. */
 #ifndef ALMA_OPS_SOFTMAX_ROW_H
 #define ALMA_OPS_SOFTMAX_ROW_H
 
@@ -8,5 +8,11 @@
 /* s[j] += mask[j] (m_col != 0), or += mask[0] (m_col == 0; mask may be NULL), then
  * s[j] = exp(s[j] - max) in place; returns the sum. The maximum skips NaN, as the reference's. */
 float alma__softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_col);
+
+/* y[j] = gelu(x[j] + bias[j]) for j < n (bias may be NULL; y may be x), vectorised on the expf above:
+ * kind 0 the erf form (Gelu, BiasGelu), 1 the tanh approximation (FastGelu), 2 x * sigmoid(alpha x)
+ * (QuickGelu). Not libm's erff/tanhf: within a few float ulps of them relative to the result
+ * (tests/ops_bert measures it); the BLAS and DNNL runtimes use it, EAGER keeps libm's. */
+void alma__gelu_row(float *y, const float *x, const float *bias, int64_t n, int kind, float alpha);
 
 #endif
