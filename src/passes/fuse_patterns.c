@@ -650,6 +650,24 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   double scale = 1.0;
   int cur = s, user = smi, mask = -1, sc = -1, qs = -1, ks = -1, tp = -1, causal = 0;
   if (alma__fuse_only_consumer(c, cur) != user) return ALMA_OK;
+  /* OPT's bmm form: the Softmax over a [B*H, S, T] view of the masked 4-D scores [B, H, S, T]
+   * (the rows are the same, so is their softmax), times V viewed as [B*H, T, Dv], the product
+   * viewed back as [B, H, S, Dv]: attended in 4-D (V's view read through, the output written as
+   * the 4-D view) */
+  int s4 = s, mview = -1, vview = -1, oview = -1;
+  int rs = alma__fuse_producer(c, s, "", "Reshape");
+  if (rs >= 0 && splits_heads(c, s, c->g->nodes[rs].inputs[0])) {
+    int yo = alma__fuse_only_consumer(c, out0(c, m2)), vr = alma__fuse_producer(c, v, "", "Reshape");
+    if (!alma__fuse_is(c, yo, "", "Reshape") || vr < 0 || out0(c, yo) < 0) return ALMA_OK;
+    int v4 = c->g->nodes[vr].inputs[0], s4c = c->g->nodes[rs].inputs[0];
+    if (!splits_heads(c, v, v4) || !splits_heads(c, out0(c, m2), out0(c, yo)) || !same_batch(c, v4, s4c) ||
+        !same_batch(c, out0(c, yo), s4c))
+      return ALMA_OK;
+    mview = rs, oview = yo, s4 = cur = s4c, user = rs;
+    vview = alma__fuse_only_consumer(c, v) == m2 ? vr : -1; /* still read elsewhere: kept */
+    v = v4;
+    if (alma__fuse_only_consumer(c, cur) != user) return ALMA_OK;
+  }
   /* The mask chain between the scores and the Softmax (mask_chain says which forms). */
   attn_chain ch;
   if (!mask_chain(c, cur, user, dt, &ch)) return ALMA_OK;
@@ -690,19 +708,20 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     if (k_transposed || qv < 0 || kv < 0) return ALMA_OK;
     int q4 = c->g->nodes[qv].inputs[0], k4 = c->g->nodes[kv].inputs[0];
     if (!splits_heads(c, q, q4) || !splits_heads(c, key, k4) ||
-        alma__fuse_dim(c, q4, 0) != alma__fuse_dim(c, s, 0) || alma__fuse_dim(c, q4, 1) != alma__fuse_dim(c, s, 1) ||
-        !same_batch(c, q4, s) || !same_batch(c, k4, s))
+        alma__fuse_dim(c, q4, 0) != alma__fuse_dim(c, s4, 0) || alma__fuse_dim(c, q4, 1) != alma__fuse_dim(c, s4, 1) ||
+        !same_batch(c, q4, s4) || !same_batch(c, k4, s4))
       return ALMA_OK;
     if (alma__fuse_only_consumer(c, q) != (qs >= 0 ? qs : m1)) qv = -1; /* still read elsewhere: kept */
     if (alma__fuse_only_consumer(c, key) != tp) kv = -1;
     q = q4, key = k4;
   }
   if (alma__fuse_rank(c, q) < 2 || alma__fuse_rank(c, key) < 2 || alma__fuse_rank(c, v) < 2) return ALMA_OK;
+  if (mview >= 0 && (!same_batch(c, q, s4) || !same_batch(c, key, s4))) return ALMA_OK; /* 4-D, the scores' batch */
   if (alma__fuse_dtype(c, q) != dt || alma__fuse_dtype(c, key) != dt || alma__fuse_dtype(c, v) != dt) return ALMA_OK;
-  int y = out0(c, m2), ad = -1;
+  int y = out0(c, oview >= 0 ? oview : m2), ad = -1;
   if (ch.n == 1 && alma__fuse_is(c, ch.node[0], "", "Add")) {
     mask = alma__fuse_other_input(c, ch.node[0], ch.scores), ad = ch.node[0]; /* the mask as it is */
-  } else if (ch.n == 1 && chain_causal(c, &ch, s)) {
+  } else if (ch.n == 1 && chain_causal(c, &ch, s4)) {
     causal = 1, ad = ch.node[0];
   } else if (ch.n) {
     /* f(s) = s + f(0) (see mask_chain): the chain now computes f(0), at the mask's size */
@@ -730,7 +749,7 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   int in[4] = {q, key, v, mask};
   ALMA_TRY(alma__fuse_set_inputs(c, smi, in, 4));
   ALMA_TRY(alma__fuse_set_output(c, smi, y));
-  int dead[] = {m1, m2, ad, sc, qs, ks, tp, view, zadd, qv, kv};
+  int dead[] = {m1, m2, ad, sc, qs, ks, tp, view, zadd, qv, kv, mview, vview, oview};
   /* the zeros added (ConstantOfShape, Mul by beta) when nothing else reads them */
   for (int z = zterm, k = 0; z >= 0 && k < 4 && alma__fuse_uses(c, z) == (k ? 0 : 1); k++) { /* the killed reader aside */
     int pz = alma__fuse_producer(c, z, "", NULL);

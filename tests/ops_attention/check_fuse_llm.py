@@ -10,6 +10,8 @@ and the attention scores masked the ways the exports mask them:
   where_noncausal    Where(an upper-triangular slice, s, min): fused as a mask, not as causal mode
   view               GPT-NeoX's baddbmm: scores of [B*H, S, D] views of Q and K, plus zeros, viewed
                      back as [B, H, S, T], then where_causal_ext's chain
+  bmm                OPT's bmm: scores of [B*H, S, D] views viewed as [B, H, S, T], max_combined's chain,
+                     the Softmax over the [B*H, S, T] view, times V's [B*H, T, D] view, viewed back
   if_const           Q times a factor from an If per layer whose branches' outputs differ in rank,
                      its condition constant (LLaMA 4.30's conditional squeeze): FOLD inlines the branch
   if_runtime         the same with a run-time condition and branches of one shape: the If stays and
@@ -134,7 +136,7 @@ def attention(g, form, s, S, T):
     if form == "where_inverted":
         c = g.op("Not", [causal_slice(g, S, T)])
         return g.op("Add", [g.op("Where", [c, g.const(FMIN), s]), padding(g, "attention_mask")])
-    if form in ("max_combined", "max_small"):
+    if form in ("max_combined", "max_small", "bmm"):
         causal = g.op("Where", [causal_slice(g, S, T), g.const(0.0), g.const(FMIN)])
         m = g.op("Add", [causal, padding(g, "attention_mask")])
         return g.op("Max", [g.op("Add", [s, m]), g.const(-100.0 if form == "max_small" else FMIN)])
@@ -170,7 +172,13 @@ def build(form, scale_q=False):
         if scale_q:
             q = g.op("Mul", [q, g.const(1 / np.sqrt(DH))])
         S, T = dim(g, q, 2), dim(g, K, 2)
-        if form.startswith("view"):  # GPT-NeoX's baddbmm: [B*H, S, D] views, zeros added, viewed back
+        if form == "bmm":  # OPT's bmm: [B*H, S, D] views of Q and K; the scores viewed as [B, H, S, T]
+            sq, sk = g.op("Shape", [q]), g.op("Shape", [K])
+            q3 = g.op("Reshape", [q, g.op("Concat", [g.ints(-1), g.op("Slice", [sq, g.ints(2), g.ints(4)])], axis=0)])
+            k3 = g.op("Reshape", [K, g.op("Concat", [g.ints(-1), g.op("Slice", [sk, g.ints(2), g.ints(4)])], axis=0)])
+            s3 = g.op("MatMul", [g.op("Mul", [q3, g.const(1 / np.sqrt(DH))]), g.op("Transpose", [k3], perm=[0, 2, 1])])
+            s = g.op("Reshape", [s3, g.op("Concat", [g.op("Slice", [sq, g.ints(0), g.ints(2)]), S, T], axis=0)])
+        elif form.startswith("view"):  # GPT-NeoX's baddbmm: [B*H, S, D] views, zeros added, viewed back
             sq, sk = g.op("Shape", [q]), g.op("Shape", [K])
             q3 = g.op("Reshape", [q, g.op("Concat", [g.ints(-1), g.op("Slice", [sq, g.ints(2), g.ints(4)])], axis=0)])
             k3 = g.op("Reshape", [K, g.op("Concat", [g.ints(-1), g.op("Slice", [sk, g.ints(2), g.ints(4)])], axis=0)])
@@ -186,8 +194,15 @@ def build(form, scale_q=False):
             s = g.op("MatMul", [q, g.op("Transpose", [K], perm=[0, 1, 3, 2])])
             if not scale_q:
                 s = g.op("Div", [s, g.const(np.sqrt(DH))])
-        p = g.op("Softmax", [attention(g, form, s, S, T)], axis=-1)
-        pv = g.op("MatMul", [p, V])
+        if form == "bmm":  # the Softmax over the masked scores' 3-D view, V's 3-D view, the product's 4-D
+            p = g.op("Softmax", [g.op("Reshape", [attention(g, form, s, S, T), g.op("Concat", [g.ints(-1), S, T], axis=0)])],
+                     axis=-1)
+            pv = g.op("MatMul", [p, g.op("Reshape", [V, g.op("Concat", [g.ints(-1), T, g.ints(DH)], axis=0)])])
+            pv = g.op("Reshape", [pv, g.op("Concat", [g.op("Slice", [g.op("Shape", [q]), g.ints(0), g.ints(2)]), S,
+                                                      g.ints(DH)], axis=0)])
+        else:
+            p = g.op("Softmax", [attention(g, form, s, S, T)], axis=-1)
+            pv = g.op("MatMul", [p, V])
         if form == "broadcast_up":  # back to rank 4
             pv = g.op("ReduceMean", [pv], axes=[0], keepdims=0)
         a = g.op("Reshape", [g.op("Transpose", [pv], perm=[0, 2, 1, 3]), g.ints(0, 0, E)])
@@ -233,6 +248,7 @@ CASES = {
     "where_inverted": (L, False),
     "where_noncausal": (L, False),
     "view": (L, False),
+    "bmm": (L, False),
     "if_const": (L, False),
     "if_runtime": (L, False),
     "where_min_1e4": (0, False),
