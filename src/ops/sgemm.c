@@ -199,23 +199,123 @@ void alma__saxpy(int64_t n, float a, const float *restrict x, float *restrict y)
 ALMA_MULTIVERSION
 float alma__sdot(int64_t n, const float *x, const float *y) { return dot(x, y, n); }
 
-/* Few rows: C[i,:] += alpha*A[i,k] * B[k,:] streams each B row once (i-k-j, contiguous j). With a
- * transposed B, rows of C are dot products of contiguous rows. tmp holds K floats. */
-static void sgemm_few_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                           int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *tmp) {
-  for (int64_t i = 0; i < M; i++) {
-    const float *a = A + i * lda;
-    if (trans_a) {
-      for (int64_t k = 0; k < K; k++) tmp[k] = A[k * lda + i];
-      a = tmp;
+/* Few rows (decode steps, batch-2 Linears): up to 4 rows of C at once, so B is read once for all of
+ * them. Each C element gets the same operations in the same order as one row's
+ * c[j] += (alpha * a[k]) * b[k][j] over k (and, with a transposed B, c[j] += alpha * dot(a, b_j)),
+ * so the result does not depend on how many rows share the pass. Non-transposed B: four B rows per
+ * pass over a block of RN_COLS columns of C (kept in L1), each C vector loaded and stored once per
+ * four k. */
+#define RN_COLS 512
+static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc, const float *rbias,
+                    const float *cbias);
+static inline __attribute__((always_inline)) void rows_nn(int R, int64_t N, int64_t K, float alpha,
+                                                          const float *restrict A, int64_t lda,
+                                                          const float *restrict B, int64_t ldb, float *restrict C,
+                                                          int64_t ldc) {
+  for (int64_t jc = 0; jc < N; jc += RN_COLS) {
+    int64_t nb = min64(RN_COLS, N - jc);
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      float a[4][4];
+      for (int r = 0; r < R; r++)
+        for (int q = 0; q < 4; q++) a[r][q] = alpha * A[r * lda + k + q];
+      const float *b0 = B + k * ldb + jc, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+      float *c = C + jc;
+      int64_t j = 0;
+      for (; j + 8 <= nb; j += 8) {
+        v8f x0 = ld8(b0 + j), x1 = ld8(b1 + j), x2 = ld8(b2 + j), x3 = ld8(b3 + j);
+        for (int r = 0; r < R; r++) {
+          v8f v = ld8(c + r * ldc + j);
+          v = v + a[r][0] * x0;
+          v = v + a[r][1] * x1;
+          v = v + a[r][2] * x2;
+          v = v + a[r][3] * x3;
+          st8(c + r * ldc + j, v);
+        }
+      }
+      for (; j < nb; j++)
+        for (int r = 0; r < R; r++) {
+          float *cj = c + r * ldc + j;
+          *cj += a[r][0] * b0[j];
+          *cj += a[r][1] * b1[j];
+          *cj += a[r][2] * b2[j];
+          *cj += a[r][3] * b3[j];
+        }
     }
-    float *c = C + i * ldc;
-    if (!trans_b) {
-      for (int64_t k = 0; k < K; k++) alma__saxpy(N, alpha * a[k], B + k * ldb, c);
-    } else {
-      for (int64_t j = 0; j < N; j++) c[j] += alpha * alma__sdot(K, a, B + j * ldb);
+    for (; k < K; k++) {
+      const float *b0 = B + k * ldb + jc;
+      for (int r = 0; r < R; r++) {
+        float av = alpha * A[r * lda + k];
+        float *c = C + r * ldc + jc;
+        int64_t j = 0;
+        for (; j + 8 <= nb; j += 8) st8(c + j, ld8(c + j) + av * ld8(b0 + j));
+        for (; j < nb; j++) c[j] += av * b0[j];
+      }
     }
   }
+}
+
+/* Transposed B: C[r, j] += alpha * dot(A[r, :], B[j, :]) for R rows per B row, each row's dot
+ * summed exactly as dot() does. */
+static inline __attribute__((always_inline)) void rows_nt(int R, int64_t N, int64_t K, float alpha,
+                                                          const float *restrict A, int64_t lda,
+                                                          const float *restrict B, int64_t ldb, float *restrict C,
+                                                          int64_t ldc) {
+  for (int64_t j = 0; j < N; j++) {
+    const float *b = B + j * ldb;
+    v8f s0[4], s1[4];
+    for (int r = 0; r < R; r++) s0[r] = s1[r] = (v8f){0};
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+      v8f x0 = ld8(b + k), x1 = ld8(b + k + 8);
+      for (int r = 0; r < R; r++) {
+        s0[r] += ld8(A + r * lda + k) * x0;
+        s1[r] += ld8(A + r * lda + k + 8) * x1;
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      v8f t = s0[r] + s1[r];
+      float s = 0.0f;
+      for (int i = 0; i < 8; i++) s += t[i];
+      for (int64_t q = k; q < K; q++) s += A[r * lda + q] * b[q];
+      C[r * ldc + j] += alpha * s;
+    }
+  }
+}
+
+ALMA_MULTIVERSION
+static void rows_group(int trans_b, int R, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float *C, int64_t ldc) {
+  switch (R) { /* constant row counts: the row loops unroll and the accumulators stay in registers */
+    case 1: trans_b ? rows_nt(1, N, K, alpha, A, lda, B, ldb, C, ldc) : rows_nn(1, N, K, alpha, A, lda, B, ldb, C, ldc); break;
+    case 2: trans_b ? rows_nt(2, N, K, alpha, A, lda, B, ldb, C, ldc) : rows_nn(2, N, K, alpha, A, lda, B, ldb, C, ldc); break;
+    case 3: trans_b ? rows_nt(3, N, K, alpha, A, lda, B, ldb, C, ldc) : rows_nn(3, N, K, alpha, A, lda, B, ldb, C, ldc); break;
+    default: trans_b ? rows_nt(4, N, K, alpha, A, lda, B, ldb, C, ldc) : rows_nn(4, N, K, alpha, A, lda, B, ldb, C, ldc); break;
+  }
+}
+
+/* tmp holds K * min(M, 4) floats (a transposed A's rows gathered), unused otherwise. */
+static void sgemm_few_rows(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                           int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float *tmp) {
+  for (int64_t i = 0; i < M; i += 4) {
+    int R = (int)min64(4, M - i);
+    const float *a = A + i * lda;
+    int64_t la = lda;
+    if (trans_a) {
+      for (int r = 0; r < R; r++)
+        for (int64_t k = 0; k < K; k++) tmp[r * K + k] = A[k * lda + i + r];
+      a = tmp;
+      la = K;
+    }
+    rows_group(trans_b, R, N, K, alpha, a, la, B, ldb, C + i * ldc, ldc);
+  }
+}
+
+void alma__sgemm_rows(int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  scale_c(M, N, beta, C, ldc, NULL, NULL);
+  if (K > 0 && alpha != 0.0f) sgemm_few_rows(0, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, NULL);
 }
 
 /* Few columns: each C column is op(A) times a gathered B column; rows of A (not transposed) are
@@ -261,8 +361,9 @@ alma_status alma__sgemm_bias(int trans_a, int trans_b, int64_t M, int64_t N, int
   if (K <= 0 || alpha == 0.0f || M < 4 || N < 4) {
     scale_c(M, N, beta, C, ldc, row_bias, col_bias);
     if (K <= 0 || alpha == 0.0f) return ALMA_OK;
-    float *tmp = malloc((size_t)(K + M) * sizeof *tmp);
-    if (!tmp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (%lld floats)", (long long)(K + M));
+    size_t ntmp = (size_t)(M < 4 ? K * M : K + M);
+    float *tmp = malloc(ntmp * sizeof *tmp);
+    if (!tmp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory in matrix multiply (%lld floats)", (long long)ntmp);
     if (M < 4)
       sgemm_few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, tmp);
     else

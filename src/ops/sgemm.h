@@ -44,6 +44,12 @@ alma_status alma__sgemm_bias(int trans_a, int trans_b, int64_t M, int64_t N, int
                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                              int64_t ldc, const float *row_bias, const float *col_bias);
 
+/* C = beta * C + alpha * A * op(B) for a few rows of a non-transposed A (decode steps, small
+ * batches): up to four rows share each pass over B, so B is read once per four rows; no allocation.
+ * What alma__sgemm does for M < 4, for callers that pick the kernel themselves (the BLAS runtime). */
+void alma__sgemm_rows(int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* y[0..n) += a * x[0..n) and the dot product of x and y, vectorized (AVX2 where available). */
 void alma__saxpy(int64_t n, float a, const float *x, float *y);
 float alma__sdot(int64_t n, const float *x, const float *y);

@@ -30,7 +30,8 @@ static void test_sgemm_shapes(void **state) {
   (void)state;
   static const int shapes[][3] = {{1, 1, 1},   {1, 37, 19},  {3, 5, 7},    {4, 4, 4},    {5, 1, 33},
                                   {6, 16, 1},  {7, 17, 300}, {13, 2, 9},   {64, 70, 65}, {121, 33, 257},
-                                  {2, 2050, 3}, {130, 2049, 5}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0}};
+                                  {2, 2050, 3}, {130, 2049, 5}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0},
+                                  {2, 1030, 37}, {3, 515, 64}, {1, 9, 4}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++)
@@ -71,6 +72,40 @@ static void test_sgemm_shapes(void **state) {
               }
           free(A), free(B), free(C), free(R), free(rb), free(cb);
         }
+}
+
+/* alma__sgemm_rows (the few-rows kernel the BLAS runtime calls for 2-4 rows): any row count gives
+ * each row exactly what that row alone gives (up to four rows share a pass over B), and M < 4
+ * matches alma__sgemm bit for bit. */
+static void test_sgemm_rows(void **state) {
+  (void)state;
+  static const int shapes[][2] = {{5, 3}, {1030, 37}, {515, 64}, {17, 4}, {33, 130}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int64_t M = 1; M <= 9; M++) {
+        int64_t N = shapes[s][0], K = shapes[s][1], lda = K + 1, ldb = (tb ? K : N) + 3, ldc = N + 2;
+        float beta = M % 2 ? 0.0f : 1.0f, alpha = M % 3 ? 1.0f : 0.75f;
+        float *A = malloc(sizeof(float) * (size_t)(M * lda)), *B = malloc(sizeof(float) * (size_t)((tb ? N : K) * ldb));
+        float *C = malloc(sizeof(float) * (size_t)(M * ldc)), *C1 = malloc(sizeof(float) * (size_t)ldc);
+        float *C2 = malloc(sizeof(float) * (size_t)(M * ldc)), *C0 = malloc(sizeof(float) * (size_t)(M * ldc));
+        for (int64_t i = 0; i < M * lda; i++) A[i] = (float)urand();
+        for (int64_t i = 0; i < (tb ? N : K) * ldb; i++) B[i] = (float)urand();
+        for (int64_t i = 0; i < M * ldc; i++) C[i] = C2[i] = C0[i] = beta == 0.0f ? NAN : (float)urand();
+        alma__sgemm_rows(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (M < 4) assert_int_equal(alma__sgemm(0, tb, M, N, K, alpha, A, lda, B, ldb, beta, C2, ldc), ALMA_OK);
+        for (int64_t i = 0; i < M; i++) {
+          for (int64_t j = 0; j < N; j++) C1[j] = C0[i * ldc + j];
+          alma__sgemm_rows(tb, 1, N, K, alpha, A + i * lda, lda, B, ldb, beta, C1, ldc);
+          for (int64_t j = 0; j < N; j++) {
+            if (memcmp(&C[i * ldc + j], &C1[j], sizeof(float)) || (M < 4 && memcmp(&C[i * ldc + j], &C2[i * ldc + j], sizeof(float)))) {
+              print_error("N=%lld K=%lld M=%lld tb=%d row %lld col %lld: %.9g alone %.9g\n", (long long)N, (long long)K,
+                          (long long)M, tb, (long long)i, (long long)j, C[i * ldc + j], C1[j]);
+              fail();
+            }
+          }
+        }
+        free(A), free(B), free(C), free(C1), free(C2), free(C0);
+      }
 }
 
 /* ---- Conv -------------------------------------------------------------------------------- */
@@ -809,6 +844,7 @@ static void test_lrn_instancenorm(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgemm_shapes),
+      cmocka_unit_test(test_sgemm_rows),
       cmocka_unit_test(test_conv_vs_naive),
       cmocka_unit_test(test_conv_errors),
       cmocka_unit_test(test_convtranspose_vs_naive),
