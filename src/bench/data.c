@@ -366,11 +366,12 @@ static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in,
                         "input '%s' is a %s: alma bench makes and reads tensors only, so it cannot feed a model whose "
                         "graph input is a sequence or optional (sequences inside the graph and as outputs are fine)",
                         in->name, alma_dtype_name(in->dtype));
-  if (in->dtype == ALMA_DTYPE_STRING)
+  /* Strings come only from the user's data: random text would exercise nothing a real input does. */
+  if (in->dtype == ALMA_DTYPE_STRING && (!d || d->kind == D_RANDOM || d->kind == D_IDX))
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
-                        "input '%s' is a string tensor: alma bench makes random numbers and reads numeric .npy/IDX "
-                        "files, so it cannot feed a string graph input (string values inside the graph and as "
-                        "outputs are fine)", in->name);
+                        "input '%s' is a string tensor: alma cannot make random strings or read them from IDX files; "
+                        "give its samples with --data FILE.npy (a numpy unicode or bytes array, one file per input) "
+                        "or a directory of .npy batches", in->name);
   t->dtype = o && o->dtype ? o->dtype : in->dtype;
   if (t->dtype == ALMA_DTYPE_UNDEFINED) t->dtype = ALMA_DTYPE_FLOAT32;
   if (o && o->has_shape) {
@@ -390,7 +391,9 @@ static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in,
  * x*scale+offset for anything→float. */
 static void convert_elems(const alma_tensor *src, int64_t src_off, alma_tensor *dst, int64_t dst_off, int64_t n,
                           double scale, double offset) {
-  if (src->dtype == dst->dtype && scale == 1 && offset == 0) {
+  /* strings are copied as they are (their handles are immutable and shared, see core.h): scale and
+   * offset apply to numbers only */
+  if (src->dtype == dst->dtype && ((scale == 1 && offset == 0) || src->dtype == ALMA_DTYPE_STRING)) {
     size_t es = alma_dtype_size(src->dtype);
     memcpy((char *)dst->data + dst_off * es, (const char *)src->data + src_off * es, (size_t)n * es);
     return;
@@ -407,6 +410,22 @@ static void convert_elems(const alma_tensor *src, int64_t src_off, alma_tensor *
   }
 }
 
+/* Data for a string input must hold strings and data for any other input numbers: converting
+ * between text and numbers is the model's job (Cast), not the data loader's. */
+static alma_status check_string_kind(const alma_tensor *raw, alma_dtype want, const char *input, const char *path) {
+  if (raw->dtype == ALMA_DTYPE_STRING && want != ALMA_DTYPE_STRING)
+    return alma__errorf(ALMA_ERR_TYPE, "data '%s' holds strings, but input '%s' is %s", path, input,
+                        alma_dtype_name(want));
+  if (want == ALMA_DTYPE_STRING && raw->dtype != ALMA_DTYPE_STRING)
+    return alma__errorf(ALMA_ERR_TYPE,
+                        "data '%s' is %s, but input '%s' is a string tensor: give a numpy unicode (<U) or bytes (|S) "
+                        "array", path, alma_dtype_name(raw->dtype), input);
+  if (raw->dtype != ALMA_DTYPE_STRING && !alma__dtype_is_float(raw->dtype) && !alma__dtype_is_int(raw->dtype) &&
+      raw->dtype != ALMA_DTYPE_BOOL)
+    return alma__errorf(ALMA_ERR_TYPE, "data '%s': dtype %s is not numeric", path, alma_dtype_name(raw->dtype));
+  return ALMA_OK;
+}
+
 /* A data set file [N, ...] becomes [N, model per-sample shape] in the model's dtype. */
 static alma_status load_dataset(alma__batcher *b, int i, const alma__input_desc *in, const char *path,
                                 alma__warn_fn warn, void *user) {
@@ -418,9 +437,9 @@ static alma_status load_dataset(alma__batcher *b, int i, const alma__input_desc 
     return alma__errorf(ALMA_ERR_SHAPE, "data '%s' for input '%s' is a scalar: samples must be stacked along the first axis",
                         path, in->name);
   }
-  if (!alma__dtype_is_float(raw.dtype) && !alma__dtype_is_int(raw.dtype) && raw.dtype != ALMA_DTYPE_BOOL) {
+  if ((st = check_string_kind(&raw, b->shapes[i].dtype, in->name, path)) != ALMA_OK) {
     alma_tensor_free_data(&raw);
-    return alma__errorf(ALMA_ERR_TYPE, "data '%s': dtype %s is not numeric", path, alma_dtype_name(raw.dtype));
+    return st;
   }
   int64_t N = raw.dims[0];
   int64_t per_file = N ? alma_tensor_numel(&raw) / N : 0;
@@ -515,15 +534,20 @@ static alma_status list_dir(const char *dir, int want_dirs, char ***out, int *n_
   return ALMA_OK;
 }
 
-static alma_status load_batch_file(alma__batcher *b, int i, const char *path, alma_tensor *dst) {
+static alma_status load_batch_file(alma__batcher *b, int i, const char *input, const char *path, alma_tensor *dst) {
   alma_tensor raw;
   ALMA_TRY(alma_npy_load(path, &raw));
   alma_dtype want = b->shapes[i].dtype;
-  if (raw.dtype == want && b->d->scale == 1 && b->d->offset == 0) {
+  alma_status st = check_string_kind(&raw, want, input, path);
+  if (st != ALMA_OK) {
+    alma_tensor_free_data(&raw);
+    return st;
+  }
+  if (raw.dtype == want && ((b->d->scale == 1 && b->d->offset == 0) || want == ALMA_DTYPE_STRING)) {
     *dst = raw;
     return ALMA_OK;
   }
-  alma_status st = alma__tensor_alloc(dst, want, raw.rank, raw.dims);
+  st = alma__tensor_alloc(dst, want, raw.rank, raw.dims);
   if (st == ALMA_OK) convert_elems(&raw, 0, dst, 0, alma_tensor_numel(&raw), b->d->scale, b->d->offset);
   alma_tensor_free_data(&raw);
   return st;
@@ -546,7 +570,7 @@ static alma_status load_dir(alma__batcher *b, const alma__input_desc *in) {
     b->n_batches = k + 1;
     for (int i = 0; st == ALMA_OK && i < b->n; i++) {
       if (b->n == 1) {
-        st = load_batch_file(b, 0, ents[k], &b->batches[k]);
+        st = load_batch_file(b, 0, in[0].name, ents[k], &b->batches[k]);
         continue;
       }
       char path[4096];
@@ -557,7 +581,7 @@ static alma_status load_dir(alma__batcher *b, const alma__input_desc *in) {
         st = alma__errorf(ALMA_ERR_NOT_FOUND, "batch directory '%s' has neither %s.npy nor input_%d.npy for input '%s'",
                           ents[k], in[i].name, i, in[i].name);
       else
-        st = load_batch_file(b, i, path, &b->batches[(int64_t)k * b->n + i]);
+        st = load_batch_file(b, i, in[i].name, path, &b->batches[(int64_t)k * b->n + i]);
     }
   }
   for (int k = 0; k < ne; k++) free(ents[k]);

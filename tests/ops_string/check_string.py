@@ -10,8 +10,10 @@ usage: check_string.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime)
 2. `alma bench` on cast_roundtrip with several conversions and --save-converted: every row ok, its
    output check (string outputs compared exactly against EAGER) passed, and the saved FOLD graph
    (string initializers folded by FOLD) runs in ONNX Runtime with the same outputs.
-3. Refusals naming what is wrong: a string graph input in `alma bench`, a string into an op that
-   takes numbers (Add), a ScatterElements reduction over strings.
+   `alma bench` fed string samples (a unicode or bytes .npy file, a directory of .npy batches) into a
+   scikit-learn pipeline on every conversion, each row's output check against EAGER passed.
+3. Refusals naming what is wrong: a string graph input in `alma bench` without --data or with
+   numeric data, a string into an op that takes numbers (Add), a ScatterElements reduction over strings.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
 import json
 import os
@@ -145,6 +147,34 @@ else:
     print("ok   saved FOLD graph runs in ONNX Runtime")
 
 
+# 2b. alma bench fed string samples: a .npy file (unicode and bytes; batch 2 of 5 samples, so batches
+# wrap around the file) and a directory of .npy batches, on every conversion, each checked against EAGER
+onehot = os.path.join(HERE, "models", "skl_onehot.onnx")
+bdir = os.path.join(WORK, "string_batches")
+os.makedirs(bdir, exist_ok=True)
+for k in range(2):
+    np.save(os.path.join(bdir, f"b{k}.npy"), Xs[2 * k:2 * k + 3])
+for what, data in (("unicode", Xs), ("bytes", np.char.encode(Xs, "utf-8")), ("dir", None)):
+    if data is not None:
+        dpath = os.path.join(WORK, f"strings_{what}.npy")
+        np.save(dpath, data)
+    else:
+        dpath = bdir
+    js = os.path.join(WORK, f"bench_{what}.json")
+    r = subprocess.run([ALMA, "bench", onehot, "-c", ",".join(CONVS), "--data", dpath, "-b", "2", "--min-time", "0.05",
+                        "-n", "6", "--json", js], capture_output=True, text=True, timeout=300)
+    if r.returncode:
+        fail(f"bench with {what} string data: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+        continue
+    rows = json.load(open(js))["results"]
+    for row in rows:
+        chk = row.get("check") or {}
+        if row.get("status") != "ok":
+            fail(f"bench {what} {row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
+        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
+            fail(f"bench {what} {row.get('conversion')}: output check {chk}")
+    print(f"ok   bench with {what} string data ({len(rows)} rows)")
+
 # 3. refusals
 def model(nodes, ins, outs, inits=(), opset=21):
     m = h.make_model(h.make_graph(nodes, "g", ins, outs, list(inits)), opset_imports=[h.make_opsetid("", opset)])
@@ -156,10 +186,17 @@ sin = os.path.join(WORK, "string_input.onnx")
 onnx.save(model([h.make_node("StringConcat", ["s", "s"], ["y"])], [h.make_tensor_value_info("s", TP.STRING, [3])],
                 [h.make_tensor_value_info("y", TP.STRING, [3])]), sin)
 r = subprocess.run([ALMA, "bench", sin, "-c", "EAGER"], capture_output=True, text=True, timeout=120)
-if r.returncode == 0 or "input 's' is a string tensor" not in r.stderr:
-    fail(f"bench with a string input: exit {r.returncode}, stderr {r.stderr.strip()[-300:]}")
+if r.returncode == 0 or "input 's' is a string tensor" not in r.stderr or "--data" not in r.stderr:
+    fail(f"bench with a string input and random data: exit {r.returncode}, stderr {r.stderr.strip()[-300:]}")
 else:
-    print("ok   bench refuses a string input")
+    print("ok   bench refuses random data for a string input, pointing to --data")
+fnpy = os.path.join(WORK, "floats.npy")
+np.save(fnpy, np.zeros(3, np.float32))
+r = subprocess.run([ALMA, "bench", sin, "-c", "EAGER", "--data", fnpy], capture_output=True, text=True, timeout=120)
+if r.returncode == 0 or "is float32, but input 's' is a string tensor" not in r.stderr:
+    fail(f"bench with float data for a string input: exit {r.returncode}, stderr {r.stderr.strip()[-300:]}")
+else:
+    print("ok   bench refuses numeric data for a string input")
 
 strs = nh.from_array(np.array(["a", "b"], dtype=object), "t")
 bad = {
