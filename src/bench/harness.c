@@ -1090,9 +1090,16 @@ static void worker(void *arg, alma__chan *ch) {
    * threads too) above the number of CPUs this process may use. */
   double load;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (getloadavg(&load, 1) == 1 && ncpu > 0 && load > (double)ncpu + 0.5)
+  if (getloadavg(&load, 1) == 1 && ncpu > 0 && load > (double)ncpu + 0.5) {
     alma__result_warn(r, "system load average %.1f on %ld CPUs during the run: other processes competed for the CPU",
                       load, ncpu);
+    /* libgomp reads its wait policy when it loads, before main: alma cannot change it, only say it */
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    if (!strcmp(conv->runtime->name, "DNNL") && a->threads != 1 && ncpu > 1 && (!wait || !*wait))
+      alma__result_warn(r, "DNNL under load: oneDNN's OpenMP threads spin at every barrier and can take the time slice "
+                        "a preempted partner needs (several times the quiet latency); OMP_WAIT_POLICY=passive makes "
+                        "them sleep (docs/runtimes/dnnl.md, Threads)");
+  }
   if (isfinite(r->latency.min) && r->timer_overhead_ns * 1e-6 > 0.01 * r->latency.min)
     alma__result_warn(r, "timer overhead %.0f ns is more than 1%% of the fastest batch (%.4g ms): use a larger batch",
                       r->timer_overhead_ns, r->latency.min);
