@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <stdatomic.h>
 
 #include "ops/contrib_bert.h"
 #include "runtimes/dnnl/dnnl_rt.h"
@@ -429,6 +430,38 @@ static int computes_bf16(const dn_node *d, const dn_val *y) {
          d->kind != DK_TRANSPOSE && d->kind != DK_SLICE && d->kind != DK_CONCAT && d->kind != DK_PAD;
 }
 
+/* With more than one thread, tiny element-wise and data-movement nodes (a decode step's
+ * [batch, hidden] Adds, LayerNorms, Casts and Slices: at most DN_TINY_ELEMS output elements) run on
+ * EAGER's kernel on this thread: a oneDNN primitive would add its execute overhead and an OpenMP
+ * fork/join across the plan's threads, several times the work itself (and far more when a worker
+ * must be woken, or a busy machine has descheduled it). Only nodes whose inputs are all plain (no
+ * reorder out of a blocked layout) and that are not lazy views. ALMA_DNNL_TINY_EAGER=0 keeps them
+ * on oneDNN (the placement tests). */
+#define DN_TINY_ELEMS 16384
+static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, int nin, const alma_tensor *outshape,
+                         int nout) {
+  static _Atomic int enabled = -1;
+  int on = atomic_load(&enabled);
+  if (on < 0) {
+    const char *e = getenv("ALMA_DNNL_TINY_EAGER");
+    on = !(e && e[0] == '0');
+    atomic_store(&enabled, on);
+  }
+  if (!on || p->threads <= 1) return 0;
+  switch (d->kind) {
+    case DK_ELTWISE: case DK_BINARY: case DK_LNORM: case DK_SOFTMAX: case DK_CONCAT: case DK_SLICE:
+    case DK_TRANSPOSE: case DK_CAST: case DK_REDUCE: case DK_PAD: case DK_PRELU: break;
+    default: return 0;
+  }
+  if (d->self_fused || d->lazy_view) return 0;
+  int64_t n = 0;
+  for (int k = 0; k < nout; k++) n += alma__numel(outshape[k].rank, outshape[k].dims);
+  if (n > DN_TINY_ELEMS) return 0;
+  for (int k = 0; k < nin; k++)
+    if (in[k] && !in[k]->has_plain) return 0;
+  return 1;
+}
+
 static alma_status run_single(dn_plan *p, int idx) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
@@ -444,7 +477,8 @@ static alma_status run_single(dn_plan *p, int idx) {
     for (int k = 0; k < n->n_outputs; k++) out[k] = n->outputs[k] >= 0 ? &p->vals[n->outputs[k]] : NULL;
     if (ok) {
       ALMA_TRY(infer_node(p, n, in, outshape));
-      if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs))
+      if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs) &&
+          !tiny_on_eager(p, d, in, n->n_inputs, outshape, n->n_outputs))
         ALMA_TRY(alma__dn_run(p, idx, d->self_fused ? DN_FUSED_OWN : 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
     }
     if (done) {

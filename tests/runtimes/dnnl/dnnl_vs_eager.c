@@ -237,6 +237,8 @@ int main(int argc, char **argv) {
   /* oneDNN's convolutions at this test's tight tolerance; the Winograd kernel, whose rounding
    * differs more from a direct convolution, has its own test (dnnl_wino_test.c) */
   setenv("ALMA_DNNL_WINOGRAD", "0", 1);
+  /* these small models' nodes stay on oneDNN at 2 threads too (the placement checks below) */
+  setenv("ALMA_DNNL_TINY_EAGER", "0", 1);
   /* BF16 where the CPU has it, forced elsewhere (every bf16 primitive then falls back) */
   const alma_pass *bp = alma__pass_find("BF16");
   unsetenv("ALMA_FORCE_BF16");
