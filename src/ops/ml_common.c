@@ -1,5 +1,6 @@
 /* Shared pieces of the ai.onnx.ml operators (see ml_common.h). */
 #include "ops/ml_common.h"
+#include "ops/nn_util.h"
 
 #include <math.h>
 
@@ -158,10 +159,43 @@ alma_status alma__ml_ints(const alma_node *n, const char *name, const int64_t **
   return ALMA_OK;
 }
 
-alma_status alma__ml_refuse_strings(const alma_node *n, const char *name, const char *what) {
-  const alma_attr *a = alma__node_attr(n, name);
-  if (!a || ((a->type == ALMA_ATTR_STRINGS || a->type == ALMA_ATTR_INTS || a->type == ALMA_ATTR_FLOATS) && a->n == 0))
-    return ALMA_OK;
-  return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: %s given as strings (attribute %s): alma has no string tensors",
-                        what, name);
+alma_status alma__ml_class_labels(const alma_node *n, const char *ints_name, alma_ml_labels *out) {
+  memset(out, 0, sizeof *out);
+  int64_t ni;
+  ALMA_TRY(alma__ml_ints(n, ints_name, &out->ints, &ni));
+  const alma_attr *a = alma__node_attr(n, "classlabels_strings");
+  int64_t ns = 0;
+  if (a) {
+    if (a->type != ALMA_ATTR_STRINGS && !(a->n == 0 && (a->type == ALMA_ATTR_INTS || a->type == ALMA_ATTR_FLOATS)))
+      return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_strings must be a list of strings");
+    ns = a->n;
+  }
+  if (ni && ns)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attributes %s and classlabels_strings are both given (one is expected)",
+                          ints_name);
+  if (ns) {
+    out->ints = NULL;
+    out->strs = (const char *const *)a->strings;
+    out->n = ns;
+  } else {
+    out->n = ni;
+    if (!ni) out->ints = NULL;
+  }
+  return ALMA_OK;
+}
+
+alma_status alma__ml_intern_labels(const alma_node *n, const alma_ml_labels *l, const alma__str ***out) {
+  *out = NULL;
+  if (!l->strs) return ALMA_OK;
+  const alma__str **h = alma__nn_alloc(n, (size_t)(l->n > 0 ? l->n : 1), sizeof *h);
+  if (!h) return ALMA_ERR_NOMEM;
+  for (int64_t k = 0; k < l->n; k++) {
+    alma_status st = alma__str_make(l->strs[k], strlen(l->strs[k]), &h[k]);
+    if (st != ALMA_OK) {
+      free(h);
+      return st;
+    }
+  }
+  *out = h;
+  return ALMA_OK;
 }

@@ -2,9 +2,10 @@
  * post-transforms, the [N, F] view of a feature tensor, and attribute readers for the list forms
  * these ops carry (floats or a double *_as_tensor twin, strings that alma refuses).
  *
- * alma holds no maps, and string class labels (classifiers) are not implemented: those forms are
- * refused with ALMA_ERR_UNSUPPORTED ("unsupported: ...") at load. LabelEncoder, CategoryMapper,
- * OneHotEncoder (cats_strings) and ArrayFeatureExtractor take strings (core.h's string handles). */
+ * Classifiers with classlabels_strings write their labels as a string tensor (core.h's string
+ * handles): the class index the int form would map through classlabels_ints picks the string.
+ * LabelEncoder, CategoryMapper, OneHotEncoder (cats_strings) and ArrayFeatureExtractor take
+ * strings; ZipMap (ml_basic.c) makes sequences of maps (core.h). */
 #ifndef ALMA_OPS_ML_COMMON_H
 #define ALMA_OPS_ML_COMMON_H
 
@@ -65,8 +66,19 @@ alma_status alma__ml_tensor_attr(const alma_node *n, const char *name, alma_ml_l
 /* INTS attribute `name`; n = 0 when absent; an attribute of another type is an error. */
 alma_status alma__ml_ints(const alma_node *n, const char *name, const int64_t **v, int64_t *count);
 
-/* ALMA_ERR_UNSUPPORTED when a STRINGS/STRING attribute `name` is present and non-empty: the op
- * would read or write string tensors. `what` says what it holds ("class labels"). */
-alma_status alma__ml_refuse_strings(const alma_node *n, const char *name, const char *what);
+/* A classifier's class labels: `ints_name` (classlabels_ints / classlabels_int64s, INTS) or
+ * classlabels_strings (STRINGS); both non-empty is an error naming the node, n = 0 when neither. */
+typedef struct alma_ml_labels {
+  int64_t n;
+  const int64_t *ints;       /* the int form, else NULL */
+  const char *const *strs;   /* the string form (NUL-terminated attribute strings), else NULL */
+} alma_ml_labels;
+alma_status alma__ml_class_labels(const alma_node *n, const char *ints_name, alma_ml_labels *out);
+/* The label output's dtype: STRING for classlabels_strings, else INT64. */
+static inline alma_dtype alma__ml_label_dtype(const alma_ml_labels *l) {
+  return l->strs ? ALMA_DTYPE_STRING : ALMA_DTYPE_INT64;
+}
+/* The interned handles of l's strings (malloc'd array of l->n; *out NULL when l has none). */
+alma_status alma__ml_intern_labels(const alma_node *n, const alma_ml_labels *l, const alma__str ***out);
 
 #endif

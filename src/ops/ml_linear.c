@@ -1,8 +1,9 @@
 /* The ai.onnx.ml linear and kernel models (version 1): LinearClassifier, LinearRegressor,
  * SVMClassifier and SVMRegressor. Scores are computed in double and stored as float (the outputs'
  * type). Label and score rules, including the binary special cases, follow onnx.reference (onnx
- * 1.23, reference/ops/aionnxml) step by step; the comments name where ONNX Runtime differs. String
- * class labels are refused (alma has no string tensors): labels are int64. */
+ * 1.23, reference/ops/aionnxml) step by step; the comments name where ONNX Runtime differs. Labels
+ * are int64 (classlabels_ints) or strings (classlabels_strings: the class index the int form maps
+ * through classlabels_ints picks the string). */
 #include <math.h>
 
 #include "ops/ml_common.h"
@@ -34,14 +35,16 @@ typedef struct lc_args {
   int64_t rows, feats, C, nlab, nint, cols;
   const float *coef, *icpt;
   const int64_t *labels;
+  alma_ml_labels lab;
   alma_ml_post pt;
 } lc_args;
 
 static alma_status lc_setup(const alma_node *n, const alma_tensor *x, lc_args *a) {
-  ALMA_TRY(alma__ml_refuse_strings(n, "classlabels_strings", "class labels"));
   ALMA_TRY(alma__ml_rows(n, x, &a->rows, &a->feats));
   ALMA_TRY(alma__ml_post_transform(n, &a->pt));
-  ALMA_TRY(alma__ml_ints(n, "classlabels_ints", &a->labels, &a->nlab));
+  ALMA_TRY(alma__ml_class_labels(n, "classlabels_ints", &a->lab));
+  a->labels = a->lab.ints;
+  a->nlab = a->lab.n;
   int64_t nc = alma__attr_floats(n, "coefficients", &a->coef);
   a->nint = alma__attr_floats(n, "intercepts", &a->icpt);
   if (!nc) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute coefficients is required");
@@ -52,6 +55,9 @@ static alma_status lc_setup(const alma_node *n, const alma_tensor *x, lc_args *a
   if (a->nint && a->nint != 1 && a->nint != a->C)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld intercepts for %lld classes", (long long)a->nint, (long long)a->C);
   a->cols = a->C == 1 && a->nlab == 2 ? 2 : a->C;
+  if (a->lab.strs && a->cols == 1) /* onnx.reference fails on it, ONNX Runtime refuses it */
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: one score column with %lld string class label(s) "
+                          "(a string label for the negative side is not defined; two labels are expected)", (long long)a->nlab);
   if (a->cols > 1 && a->nlab && a->nlab < a->cols)
     return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "%lld class labels for %lld scores", (long long)a->nlab,
                           (long long)a->cols);
@@ -62,7 +68,7 @@ static alma_status lc_infer(INFER_ARGS) {
   lc_args a;
   ALMA_TRY(lc_setup(n, in[0], &a));
   int64_t d[2] = {a.rows, a.cols};
-  alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, d);
+  alma__set_shape(&out[0], alma__ml_label_dtype(&a.lab), 1, d);
   if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 2, d);
   return ALMA_OK;
 }
@@ -70,14 +76,18 @@ static alma_status lc_infer(INFER_ARGS) {
 static alma_status lc_exec(EXEC_ARGS) {
   lc_args a;
   ALMA_TRY(lc_setup(n, in[0], &a));
+  const alma__str **hs;
+  ALMA_TRY(alma__ml_intern_labels(n, &a.lab, &hs));
   double *x = load_rows(n, in[0], a.rows, a.feats), s[2];
   double *sc = alma__nn_alloc(n, (size_t)a.cols, sizeof *sc);
   if (!x || !sc) {
     free(x);
     free(sc);
+    free(hs);
     return ALMA_ERR_NOMEM;
   }
   int64_t *y = out[0].data;
+  const alma__str **ys = (const alma__str **)out[0].data;
   for (int64_t r = 0; r < a.rows; r++) {
     const double *xr = x + r * a.feats;
     for (int64_t c = 0; c < a.C; c++) {
@@ -93,8 +103,9 @@ static alma_status lc_exec(EXEC_ARGS) {
     alma__ml_apply_post(a.pt, sc, a.cols);
     if (a.cols > 1) {
       int64_t best = alma__ml_argmax(sc, a.cols);
-      y[r] = a.nlab ? a.labels[best] : best;
-    } else {
+      if (hs) ys[r] = hs[best];
+      else y[r] = a.nlab ? a.labels[best] : best;
+    } else { /* one score column (int labels only: lc_setup): the first label or 0 */
       double th = a.pt == ALMA_ML_PT_NONE ? 0.0 : 0.5;
       y[r] = sc[0] >= th ? (a.nlab ? a.labels[0] : 1) : 0;
     }
@@ -102,11 +113,12 @@ static alma_status lc_exec(EXEC_ARGS) {
   }
   free(x);
   free(sc);
+  free(hs);
   return ALMA_OK;
 }
 
 const alma_op_def alma__op_MlLinearClassifier = {.name = "LinearClassifier", .domain = ALMA_ML_DOMAIN,
-                                                 .versions = {1}, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
+                                                 .versions = {1}, .flags = ALMA_OP_STRINGS, .min_inputs = 1, .max_inputs = 1, .min_outputs = 1,
                                                  .max_outputs = 2, .infer = lc_infer, .exec = lc_exec};
 
 /* ---- LinearRegressor: Y = X W^T + b, W: [targets, F] -------------------------------------------
@@ -290,6 +302,7 @@ const alma_op_def alma__op_MlSVMRegressor = {.name = "SVMRegressor", .domain = A
 typedef struct svc_args {
   int64_t rows, feats, nlab, ncls, nvec, npairs, nrho, nprob, raw, cols;
   const int64_t *labels, *vpc;
+  alma_ml_labels lab;
   const float *coef, *sv, *rho, *pa, *pb;
   int64_t ncoef;
   int svc, all_pos, add2;
@@ -298,12 +311,14 @@ typedef struct svc_args {
 } svc_args;
 
 static alma_status svc_setup(const alma_node *n, const alma_tensor *x, svc_args *a) {
-  ALMA_TRY(alma__ml_refuse_strings(n, "classlabels_strings", "class labels"));
   ALMA_TRY(alma__ml_rows(n, x, &a->rows, &a->feats));
   ALMA_TRY(alma__ml_post_transform(n, &a->pt));
   ALMA_TRY(kernel_read(n, &a->k));
-  ALMA_TRY(alma__ml_ints(n, "classlabels_ints", &a->labels, &a->nlab));
-  if (a->nlab < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_ints is required");
+  ALMA_TRY(alma__ml_class_labels(n, "classlabels_ints", &a->lab));
+  a->labels = a->lab.ints;
+  a->nlab = a->lab.n;
+  if (a->nlab < 1)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_ints or classlabels_strings is required");
   int64_t nvpc;
   ALMA_TRY(alma__ml_ints(n, "vectors_per_class", &a->vpc, &nvpc));
   a->ncoef = alma__attr_floats(n, "coefficients", &a->coef);
@@ -359,7 +374,7 @@ static alma_status svc_infer(INFER_ARGS) {
   svc_args a;
   ALMA_TRY(svc_setup(n, in[0], &a));
   int64_t d[2] = {a.rows, a.cols};
-  alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, d);
+  alma__set_shape(&out[0], alma__ml_label_dtype(&a.lab), 1, d);
   if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 2, d);
   return ALMA_OK;
 }
@@ -413,10 +428,13 @@ static alma_status svc_exec(EXEC_ARGS) {
   /* scratch: kernels [nvec], votes [K], scores [max(K, npairs) + 2], r/Q [K*K] each, Qp [K] */
   int64_t ns = (K > a.npairs ? K : a.npairs) + 2;
   size_t total = (size_t)(a.nvec + K + ns + 2 * K * K + K);
+  const alma__str **hs;
+  ALMA_TRY(alma__ml_intern_labels(n, &a.lab, &hs));
   double *x = load_rows(n, in[0], a.rows, a.feats), *buf = alma__nn_alloc(n, total, sizeof(double));
   if (!x || !buf) {
     free(x);
     free(buf);
+    free(hs);
     return ALMA_ERR_NOMEM;
   }
   double *kern = buf, *votes = kern + a.nvec, *sc = votes + K, *R = sc + ns, *Q = R + K * K, *Qp = Q + K * K;
@@ -463,16 +481,20 @@ static alma_status svc_exec(EXEC_ARGS) {
     double best_w;
     if (a.svc) best = alma__ml_argmax(votes, K), best_w = votes[best];
     else best = alma__ml_argmax(sc, nsc), best_w = sc[best];
-    int64_t label;
+    /* the label as a class index (ci >= 0) or, for set_score_svm's posclass/negclass, the value */
+    int64_t ci = -1, label = 0;
     if (a.nrho == 1) { /* set_score_svm */
       if (a.nlab == 2)
-        label = !a.nprob && a.all_pos && best_w >= 0.5 ? a.labels[1] : a.labels[best];
+        ci = !a.nprob && a.all_pos && best_w >= 0.5 ? 1 : best;
       else
         label = best_w > 0 ? 1 : 0;
     } else {
-      label = a.labels[best];
+      ci = best;
     }
-    y[r] = label;
+    if (hs) /* posclass/negclass: the class of that index when there is one, else "" */
+      ((const alma__str **)out[0].data)[r] = ci >= 0 ? hs[ci] : label < a.nlab ? hs[label] : NULL;
+    else
+      y[r] = ci >= 0 ? a.labels[ci] : label;
     if (nsc >= 2) {
       alma__ml_apply_post(a.pt, sc, nsc);
     } else if (a.pt == ALMA_ML_PT_PROBIT) {
@@ -488,9 +510,11 @@ static alma_status svc_exec(EXEC_ARGS) {
   }
   free(x);
   free(buf);
+  free(hs);
   return ALMA_OK;
 }
 
 const alma_op_def alma__op_MlSVMClassifier = {.name = "SVMClassifier", .domain = ALMA_ML_DOMAIN, .versions = {1},
+                                              .flags = ALMA_OP_STRINGS,
                                               .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
                                               .infer = svc_infer, .exec = svc_exec};

@@ -392,6 +392,7 @@ typedef struct tree_prep {
   double *base;
   int64_t nlab, cols;  /* classifier: labels, score columns */
   int64_t *labels;
+  const alma__str **slabels; /* classlabels_strings' handles (labels then holds 0..nlab-1) */
   int binary;
 } tree_prep;
 
@@ -407,6 +408,7 @@ static void tree_prep_release(alma_prepared *hp) {
   free(p->members);
   free(p->base);
   free(p->labels);
+  free(p->slabels);
   free(p);
 }
 
@@ -725,19 +727,25 @@ const alma_op_def alma__op_MlTreeEnsembleRegressor = {
  * Scores start at base_values (one per class, or one for all) and add the class weights of every
  * leaf reached. Binary case (every class_id the same): column 1 takes the score and column 0 its
  * complement, 1 - s for NONE and PROBIT, -s otherwise; then post_transform, and the label is the
- * argmax through classlabels_int64s (one label, which must be 1: label 1 or 0). */
+ * argmax through classlabels_int64s (one label, which must be 1: label 1 or 0) or
+ * classlabels_strings (two or more: onnx.reference defines no single string label). */
 static alma_status tec_prepare_args(const alma_node *n, tree_prep *p) {
-  ALMA_TRY(alma__ml_refuse_strings(n, "classlabels_strings", "class labels"));
   ALMA_TRY(alma__ml_post_transform(n, &p->pt));
-  const int64_t *labels;
-  ALMA_TRY(alma__ml_ints(n, "classlabels_int64s", &labels, &p->nlab));
-  if (p->nlab < 1) return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_int64s is required");
-  if (p->nlab == 1 && labels[0] != 1)
+  alma_ml_labels lab;
+  ALMA_TRY(alma__ml_class_labels(n, "classlabels_int64s", &lab));
+  p->nlab = lab.n;
+  if (p->nlab < 1)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_int64s or classlabels_strings is required");
+  if (p->nlab == 1 && lab.strs)
+    return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: a single string class label \"%s\" (onnx.reference "
+                          "defines none)", lab.strs[0]);
+  if (p->nlab == 1 && lab.ints[0] != 1)
     return alma__op_error(n, ALMA_ERR_UNSUPPORTED, "unsupported: a single class label %lld (only 1 has a defined meaning)",
-                          (long long)labels[0]);
+                          (long long)lab.ints[0]);
   p->labels = alma__nn_alloc(n, (size_t)p->nlab, sizeof *p->labels);
   if (!p->labels) return ALMA_ERR_NOMEM;
-  memcpy(p->labels, labels, (size_t)p->nlab * sizeof *labels);
+  for (int64_t k = 0; k < p->nlab; k++) p->labels[k] = lab.ints ? lab.ints[k] : k;
+  ALMA_TRY(alma__ml_intern_labels(n, &lab, &p->slabels));
   alma_ml_list base;
   ALMA_TRY(alma__ml_floats_or_tensor(n, "base_values", &base));
   if (base.n && base.n != 1 && base.n != p->nlab)
@@ -767,7 +775,7 @@ static alma_status tec_infer(INFER_ARGS) {
   int64_t rows, feats;
   ALMA_TRY(tree_setup(n, in[0], tec_prepare, &p, &rows, &feats));
   int64_t d[2] = {rows, p->cols};
-  alma__set_shape(&out[0], ALMA_DTYPE_INT64, 1, d);
+  alma__set_shape(&out[0], p->slabels ? ALMA_DTYPE_STRING : ALMA_DTYPE_INT64, 1, d);
   if (nout > 1) alma__set_shape(&out[1], ALMA_DTYPE_FLOAT32, 2, d);
   return ALMA_OK;
 }
@@ -798,7 +806,8 @@ static alma_status tec_exec(EXEC_ARGS) {
       for (int64_t k = 0; k < C; k++) sc[k] = (float)sc[k];
       alma__ml_apply_post(p->pt, sc, C);
       int64_t best = alma__ml_argmax(sc, C);
-      y[r0 + r] = L == 1 ? (best == 1) : p->labels[best];
+      if (p->slabels) ((const alma__str **)out[0].data)[r0 + r] = p->slabels[best];
+      else y[r0 + r] = L == 1 ? (best == 1) : p->labels[best];
       if (want_scores)
         for (int64_t k = 0; k < C; k++) ((float *)out[1].data)[(r0 + r) * C + k] = (float)sc[k];
     }
@@ -808,7 +817,8 @@ static alma_status tec_exec(EXEC_ARGS) {
 }
 
 const alma_op_def alma__op_MlTreeEnsembleClassifier = {
-    .name = "TreeEnsembleClassifier", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .min_inputs = 1, .max_inputs = 1,
+    .name = "TreeEnsembleClassifier", .domain = ALMA_ML_DOMAIN, .versions = {1, 3}, .flags = ALMA_OP_STRINGS,
+    .min_inputs = 1, .max_inputs = 1,
     .min_outputs = 1, .max_outputs = 2, .infer = tec_infer, .exec = tec_exec};
 
 /* ---- TreeEnsemble (5) ------------------------------------------------------------------------------
