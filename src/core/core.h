@@ -92,8 +92,14 @@ alma_status alma__norm_axis(int64_t axis, int rank, int *out);
  * Identity/If/Loop handle them. */
 #define ALMA__DTYPE_SEQUENCE ((alma_dtype)64)
 #define ALMA__DTYPE_OPTIONAL ((alma_dtype)65)
+/* ONNX map(K, V) (ZipMap's rows; keys int64 or string, values float): a container of exactly two
+ * items, the keys [n] and the values [n] tensors, pair i = (keys[i], values[i]) in ZipMap's order.
+ * Its type: dims[2] the key dtype, dims[3] the value dtype (dims[0], dims[1] 0). A sequence of maps
+ * is a SEQUENCE with dims[0] = ALMA__DTYPE_MAP and the maps' dims[2], dims[3]. Only ZipMap makes
+ * them; graph inputs of map types are refused at load. */
+#define ALMA__DTYPE_MAP ((alma_dtype)66)
 static inline int alma__dtype_is_container(alma_dtype t) {
-  return t == ALMA__DTYPE_SEQUENCE || t == ALMA__DTYPE_OPTIONAL;
+  return t == ALMA__DTYPE_SEQUENCE || t == ALMA__DTYPE_OPTIONAL || t == ALMA__DTYPE_MAP;
 }
 typedef struct alma__seq {
   int n, cap;            /* an optional holds 0 (empty) or 1 item */
@@ -110,7 +116,9 @@ alma_status alma__container_alloc(alma_tensor *t, alma_dtype kind, alma_dtype el
  * is copied deeply first). */
 alma_status alma__container_insert(alma_tensor *t, int64_t pos, alma_tensor *item);
 static inline alma__seq *alma__container(const alma_tensor *t) { return (alma__seq *)t->data; }
-/* "seq(tensor(float32))", "optional(seq(tensor(int64)))" into buf */
+/* An empty map(key, value) container: keys [0] and values [0] tensors to fill (core.h above). */
+alma_status alma__map_alloc(alma_tensor *t, alma_dtype key, alma_dtype value, int64_t n);
+/* "seq(tensor(float32))", "optional(seq(tensor(int64)))", "seq(map(string,tensor(float32)))" into buf */
 const char *alma__container_type_str(const alma_tensor *t, char *buf, size_t n);
 void alma__container_free(alma__seq *s);
 

@@ -57,8 +57,30 @@ alma_status alma__container_insert(alma_tensor *t, int64_t pos, alma_tensor *ite
   return ALMA_OK;
 }
 
+alma_status alma__map_alloc(alma_tensor *t, alma_dtype key, alma_dtype value, int64_t n) {
+  ALMA_TRY(alma__container_alloc(t, ALMA__DTYPE_MAP, ALMA_DTYPE_UNDEFINED, 0));
+  t->dims[2] = key;
+  t->dims[3] = value;
+  alma_tensor kv[2];
+  alma_status st = alma__tensor_alloc(&kv[0], key, 1, &n);
+  if (st == ALMA_OK && (st = alma__tensor_alloc(&kv[1], value, 1, &n)) != ALMA_OK) alma_tensor_free_data(&kv[0]);
+  for (int i = 0; i < 2 && st == ALMA_OK; i++) {
+    st = alma__container_insert(t, -1, &kv[i]);
+    if (st != ALMA_OK)
+      for (int j = i; j < 2; j++) alma_tensor_free_data(&kv[j]);
+  }
+  if (st != ALMA_OK) alma_tensor_free_data(t);
+  return st;
+}
+
 const char *alma__container_type_str(const alma_tensor *t, char *buf, size_t n) {
   const char *el = alma_dtype_name(alma__container_elem(t));
+  if (t->dtype == ALMA__DTYPE_MAP || (t->dtype == ALMA__DTYPE_SEQUENCE && alma__container_elem(t) == ALMA__DTYPE_MAP)) {
+    const char *k = alma_dtype_name((alma_dtype)t->dims[2]), *v = alma_dtype_name((alma_dtype)t->dims[3]);
+    if (t->dtype == ALMA__DTYPE_MAP) snprintf(buf, n, "map(%s,tensor(%s))", k, v);
+    else snprintf(buf, n, "seq(map(%s,tensor(%s)))", k, v);
+    return buf;
+  }
   if (t->dtype == ALMA__DTYPE_SEQUENCE) snprintf(buf, n, "seq(tensor(%s))", el);
   else if (alma__container_elem_is_seq(t)) snprintf(buf, n, "optional(seq(tensor(%s)))", el);
   else snprintf(buf, n, "optional(tensor(%s))", el);

@@ -7,6 +7,7 @@
 const char *alma_dtype_name(alma_dtype t) {
   if (t == ALMA__DTYPE_SEQUENCE) return "sequence"; /* internal kinds (core.h), for messages */
   if (t == ALMA__DTYPE_OPTIONAL) return "optional";
+  if (t == ALMA__DTYPE_MAP) return "map";
   switch (t) {
     case ALMA_DTYPE_FLOAT32: return "float32";
     case ALMA_DTYPE_UINT8: return "uint8";
@@ -148,6 +149,7 @@ alma_status alma__tensor_copy(alma_tensor *dst, const alma_tensor *src) {
   if (alma__dtype_is_container(src->dtype)) { /* deep: the items are owned by the container */
     const alma__seq *s = src->data;
     ALMA_TRY(alma__container_alloc(dst, src->dtype, alma__container_elem(src), alma__container_elem_is_seq(src)));
+    memcpy(dst->dims, src->dims, sizeof dst->dims); /* a map's key/value dtypes (core.h) too */
     for (int i = 0; s && i < s->n; i++) {
       alma_tensor item;
       alma_status st = alma__tensor_copy(&item, &s->items[i]);

@@ -371,9 +371,37 @@ alma_status alma__onnx_load_container_file(const char *path, alma_dtype kind, al
 
 static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
 
+/* map(K, tensor(V)) as alma holds it (core.h): K int64 or string, V float (ZipMap's). key and val
+ * the dtypes; anything else is refused naming the value. */
+static alma_status map_types(const alma_value *v, const Onnx__TypeProto *tp, int64_t *key, int64_t *val) {
+  const Onnx__TypeProto__Map *mt = tp->map_type;
+  const Onnx__TypeProto *vt = mt ? mt->value_type : NULL;
+  int k = mt && mt->has_key_type ? mt->key_type : 0;
+  int e = vt && vt->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && vt->tensor_type && vt->tensor_type->has_elem_type
+              ? vt->tensor_type->elem_type
+              : -1;
+  if ((k != ALMA_DTYPE_INT64 && k != ALMA_DTYPE_STRING) || e != ALMA_DTYPE_FLOAT32)
+    return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                        "value '%s': only maps of int64 or string keys to float values (ZipMap's) are supported, not "
+                        "map(%s, %s)", v->name, alma__onnx_type_name(k), e >= 0 ? alma__onnx_type_name(e) : "non-tensor");
+  *key = k;
+  *val = e;
+  return ALMA_OK;
+}
+
 /* seq(tensor(T)), optional(tensor(T)) and optional(seq(tensor(T))): the value gets the container
- * encoding of core.h (element shapes are not kept: they may differ between elements). */
+ * encoding of core.h (element shapes are not kept: they may differ between elements); seq(map(K, V))
+ * and map(K, V) the map encoding. */
 static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) {
+  if (tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE) {
+    int64_t k, e;
+    ALMA_TRY(map_types(v, tp, &k, &e));
+    v->dtype = ALMA__DTYPE_MAP;
+    v->rank = 0;
+    memset(v->dims, 0, sizeof v->dims);
+    v->dims[2] = k, v->dims[3] = e;
+    return ALMA_OK;
+  }
   alma_dtype kind = tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? ALMA__DTYPE_SEQUENCE : ALMA__DTYPE_OPTIONAL;
   const Onnx__TypeProto *el = kind == ALMA__DTYPE_SEQUENCE ? (tp->sequence_type ? tp->sequence_type->elem_type : NULL)
                                                            : (tp->optional_type ? tp->optional_type->elem_type : NULL);
@@ -382,10 +410,21 @@ static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) 
     elem_is_seq = 1;
     el = el->sequence_type ? el->sequence_type->elem_type : NULL;
   }
+  if (kind == ALMA__DTYPE_SEQUENCE && el && el->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE) {
+    int64_t k, e;
+    ALMA_TRY(map_types(v, el, &k, &e));
+    v->dtype = kind;
+    v->rank = 0;
+    memset(v->dims, 0, sizeof v->dims);
+    v->dims[0] = ALMA__DTYPE_MAP;
+    v->dims[2] = k, v->dims[3] = e;
+    return ALMA_OK;
+  }
   if (el && el->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
-                        "value '%s': only sequences and optionals of tensors (and optionals of sequences of tensors) are "
-                        "supported, not of maps, sparse tensors or nested sequences", v->name);
+                        "value '%s': only sequences and optionals of tensors (and optionals of sequences of tensors), "
+                        "and sequences of maps, are supported, not optionals of maps, sparse tensors or nested sequences",
+                        v->name);
   alma_dtype elem = ALMA_DTYPE_UNDEFINED;
   if (el && el->tensor_type && el->tensor_type->has_elem_type) {
     if (!dtype_supported(el->tensor_type->elem_type))
@@ -404,11 +443,12 @@ static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) 
 static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *vi, alma_arena *a) {
   if (!vi->type) return ALMA_OK;
   if (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
-      vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE)
+      vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ||
+      vi->type->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE)
     return set_container_type(v, vi->type);
   if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-    return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor, sequence and optional types are supported (maps "
-                        "and sparse tensors are not)", v->name);
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor, sequence, optional and map types are supported "
+                        "(sparse tensors are not)", v->name);
   const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
   if (!tt) return ALMA_OK;
   if (tt->has_elem_type) {
@@ -666,6 +706,23 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
       if (attrs[k].g) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].g));
       for (int q = 0; q < attrs[k].n && attrs[k].graphs; q++) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].graphs[q]));
     }
+  }
+  /* maps come only from ZipMap: a graph input of a map type (DictVectorizer's, CastMap's) is
+   * refused, naming the first node that reads it */
+  for (int i = 0; i < g->n_inputs; i++) {
+    const alma_value *iv = &g->values[g->inputs[i]];
+    if (iv->dtype != ALMA__DTYPE_MAP && !(iv->dtype == ALMA__DTYPE_SEQUENCE && iv->dims[0] == ALMA__DTYPE_MAP)) continue;
+    char ty[96];
+    alma__container_type_str(&(alma_tensor){.dtype = iv->dtype, .dims = {iv->dims[0], 0, iv->dims[2], iv->dims[3]}}, ty,
+                             sizeof ty);
+    for (int k = 0; k < g->n_nodes; k++)
+      for (int q = 0; q < g->nodes[k].n_inputs; q++)
+        if (g->nodes[k].inputs[q] == g->inputs[i])
+          return alma__errorf(ALMA_ERR_UNSUPPORTED,
+                              "node '%s' (%s) reads graph input '%s' of type %s: alma takes no map inputs (maps exist "
+                              "only as ZipMap's output)", g->nodes[k].name, g->nodes[k].op_type, iv->name, ty);
+    return alma__errorf(ALMA_ERR_UNSUPPORTED, "graph input '%s' is of type %s: alma takes no map inputs (maps exist only as "
+                        "ZipMap's output)", iv->name, ty);
   }
   /* 5. outputs */
   g->outputs = alma__calloc(gp->n_output, sizeof(int));

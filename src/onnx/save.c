@@ -117,8 +117,32 @@ static Onnx__TypeProto *type_proto(save_ctx *c, alma_dtype dt, alma_dtype elem, 
   return tp;
 }
 
+/* map(key, tensor(val)) (core.h's map encoding), bare or as a sequence's element (seq = 1). */
+static Onnx__TypeProto *map_type_proto(save_ctx *c, alma_dtype key, alma_dtype val, int seq) {
+  Onnx__TypeProto *tp = salloc(c, sizeof *tp), *vt = type_proto(c, val, 0, 0);
+  Onnx__TypeProto__Map *mt = salloc(c, sizeof *mt);
+  if (!tp || !vt || !mt) return NULL;
+  *tp = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  *mt = (Onnx__TypeProto__Map)ONNX__TYPE_PROTO__MAP__INIT;
+  mt->has_key_type = 1;
+  mt->key_type = (int32_t)key;
+  mt->value_type = vt;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_MAP_TYPE;
+  tp->map_type = mt;
+  if (!seq) return tp;
+  Onnx__TypeProto *st = salloc(c, sizeof *st);
+  Onnx__TypeProto__Sequence *sq = salloc(c, sizeof *sq);
+  if (!st || !sq) return NULL;
+  *st = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  *sq = (Onnx__TypeProto__Sequence)ONNX__TYPE_PROTO__SEQUENCE__INIT;
+  sq->elem_type = tp;
+  st->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  st->sequence_type = sq;
+  return st;
+}
+
 /* Tensor type with the declared (or given) dtype and, when the rank is known, the shape with its
- * symbolic names; a sequence/optional type for those. */
+ * symbolic names; a sequence/optional/map type for those. */
 static Onnx__ValueInfoProto *value_info(save_ctx *c, const alma_value *v, alma_dtype dt_fallback) {
   Onnx__ValueInfoProto *vi = salloc(c, sizeof *vi);
   Onnx__TypeProto *tp = salloc(c, sizeof *tp);
@@ -128,6 +152,10 @@ static Onnx__ValueInfoProto *value_info(save_ctx *c, const alma_value *v, alma_d
   *tp = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
   *tt = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
   vi->name = sstr(v->name);
+  if (v->dtype == ALMA__DTYPE_MAP || (v->dtype == ALMA__DTYPE_SEQUENCE && v->dims[0] == ALMA__DTYPE_MAP)) {
+    vi->type = map_type_proto(c, (alma_dtype)v->dims[2], (alma_dtype)v->dims[3], v->dtype == ALMA__DTYPE_SEQUENCE);
+    return vi->type ? vi : NULL;
+  }
   if (v->dtype == ALMA__DTYPE_SEQUENCE || v->dtype == ALMA__DTYPE_OPTIONAL) {
     vi->type = type_proto(c, v->dtype, (alma_dtype)v->dims[0], v->dims[1] != 0);
     return vi->type ? vi : NULL;

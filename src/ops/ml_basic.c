@@ -655,3 +655,70 @@ const alma_op_def alma__op_MlFeatureVectorizer = {.name = "FeatureVectorizer", .
                                                   .versions = {1}, .min_inputs = 1, .max_inputs = -1,
                                                   .min_outputs = 1, .max_outputs = 1, .infer = fv_infer,
                                                   .exec = fv_exec};
+
+/* ---- ZipMap: each row of X [N, C] (or [C]: one row) becomes a map from the class labels
+ * (classlabels_int64s or classlabels_strings, C of them) to the row's scores: seq(map(int64|string,
+ * float)) (core.h's map container: keys and values tensors in label order). ONNX Runtime also takes
+ * only float X. */
+typedef struct zm_args {
+  alma_ml_labels lab;
+  int64_t rows, C;
+} zm_args;
+
+static alma_status zm_setup(const alma_node *n, const alma_tensor *x, zm_args *a) {
+  ALMA_TRY(alma__ml_class_labels(n, "classlabels_int64s", &a->lab));
+  if (!a->lab.n)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "attribute classlabels_int64s or classlabels_strings is required");
+  if (x->dtype != ALMA_DTYPE_FLOAT32)
+    return alma__op_error(n, ALMA_ERR_INVALID_MODEL, "X dtype %s (float expected)", alma_dtype_name(x->dtype));
+  if (x->rank != 1 && x->rank != 2) {
+    char s[128];
+    return alma__op_error(n, ALMA_ERR_SHAPE, "X of shape %s ([N, C] or [C] expected)",
+                          alma__shape_str(x->rank, x->dims, s, sizeof s));
+  }
+  a->rows = x->rank == 2 ? x->dims[0] : 1;
+  a->C = x->dims[x->rank - 1];
+  if (a->C != a->lab.n)
+    return alma__op_error(n, ALMA_ERR_SHAPE, "%lld class labels for %lld scores per row", (long long)a->lab.n,
+                          (long long)a->C);
+  return ALMA_OK;
+}
+
+static alma_status zm_infer(INFER_ARGS) {
+  zm_args a;
+  ALMA_TRY(zm_setup(n, in[0], &a));
+  (void)nout;
+  alma__set_container_type(&out[0], ALMA__DTYPE_SEQUENCE, ALMA__DTYPE_MAP, 0);
+  out[0].dims[2] = alma__ml_label_dtype(&a.lab);
+  out[0].dims[3] = ALMA_DTYPE_FLOAT32;
+  return ALMA_OK;
+}
+
+static alma_status zm_exec(EXEC_ARGS) {
+  zm_args a;
+  ALMA_TRY(zm_setup(n, in[0], &a));
+  (void)nout;
+  (void)ctx;
+  const alma__str **hs;
+  ALMA_TRY(alma__ml_intern_labels(n, &a.lab, &hs));
+  alma_dtype kd = alma__ml_label_dtype(&a.lab);
+  alma_status st = alma__container_alloc(&out[0], ALMA__DTYPE_SEQUENCE, ALMA__DTYPE_MAP, 0);
+  if (st == ALMA_OK) out[0].dims[2] = kd, out[0].dims[3] = ALMA_DTYPE_FLOAT32;
+  const float *x = in[0]->data;
+  for (int64_t r = 0; st == ALMA_OK && r < a.rows; r++) {
+    alma_tensor m;
+    if ((st = alma__map_alloc(&m, kd, ALMA_DTYPE_FLOAT32, a.C)) != ALMA_OK) break;
+    alma__seq *kv = alma__container(&m);
+    if (hs) memcpy(kv->items[0].data, hs, (size_t)a.C * sizeof *hs);
+    else memcpy(kv->items[0].data, a.lab.ints, (size_t)a.C * sizeof *a.lab.ints);
+    memcpy(kv->items[1].data, x + r * a.C, (size_t)a.C * sizeof *x);
+    if ((st = alma__container_insert(&out[0], -1, &m)) != ALMA_OK) alma_tensor_free_data(&m);
+  }
+  free(hs);
+  return st; /* on failure the caller frees out[0] */
+}
+
+const alma_op_def alma__op_MlZipMap = {.name = "ZipMap", .domain = ALMA_ML_DOMAIN, .versions = {1},
+                                       .flags = ALMA_OP_ALLOCS_OUTPUTS | ALMA_OP_CONTAINERS | ALMA_OP_STRINGS,
+                                       .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+                                       .infer = zm_infer, .exec = zm_exec};

@@ -13,8 +13,10 @@ compares with onnx.reference.ReferenceEvaluator instead.
 
 Then the committed pipelines under tests/ops_ml/models (scikit-learn models exported by
 make_sklearn_models.py) run on random batches against ONNX Runtime, and malformed or string-typed
-models must fail at load with a message naming the problem. Exit 0 when every check passes."""
+models must fail at load with a message naming the problem; ZipMap's sequence of maps (alma run's
+NAME.json) against ONNX Runtime's list of dicts. Exit 0 when every check passes."""
 import glob
+import json
 import os
 import sys
 
@@ -115,6 +117,28 @@ def case(alma, work, name, m, feeds, reference="ort", why="", convs=("EAGER",), 
             continue
         compare(f"{name} [{conv}]{' (vs onnx.reference: ' + why + ')' if why else ''}", read_outputs(d, out_names),
                 want, out_names)
+
+
+def zipmap_case(alma, work, name, m, feeds):
+    """A model whose one output is ZipMap's sequence of maps: alma's Z.json (docs/cli.md) against
+    ONNX Runtime's list of dicts, keys as text, values within TOL."""
+    global checked
+    path = os.path.join(work, name + ".onnx")
+    onnx.save(m, path)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    d = os.path.join(work, name)
+    try:
+        alma_run(alma, path, "EAGER", feeds, d)
+        with open(os.path.join(d, m.graph.output[0].name + ".json")) as f:
+            got = json.load(f)
+    except (RuntimeError, OSError, ValueError) as e:
+        failures.append(f"{name}: {e}")
+        return
+    wk = [{str(k): v for k, v in row.items()} for row in want]
+    if len(got) != len(wk) or any(sorted(g) != sorted(w) or any(abs(g[k] - w[k]) > TOL for k in w)
+                                  for g, w in zip(got, wk)):
+        failures.append(f"{name}: alma {got[:2]}, ONNX Runtime {wk[:2]}")
+    checked += 1
 
 
 def must_fail(alma, work, name, m, feeds, needle):
@@ -603,10 +627,17 @@ def refusal_cases(alma, work):
     bad = dict(v5, nodes_modes=numpy_helper.from_array(np.array([6] * len(v5["nodes_featureids"]), np.uint8)))
     must_fail(alma, work, "bad_v5_members", one_node("TreeEnsemble", {"X": x}, [("Y", F)], bad, ml=5), {"X": x},
               "membership_values")
-    # string forms and map/sequence ops are refused with a reason
-    m = one_node("LinearClassifier", {"X": x}, [("Y", TP.STRING), ("Z", F)],
-                 {"coefficients": [1.0] * 8, "classlabels_strings": ["a", "b"]})
-    must_fail(alma, work, "refuse_string_labels", m, {"X": x}, "string")
+    # string class labels: a string label tensor (tests/ops_ml/check_ml_skl.py runs skl2onnx's exports)
+    xs = feats(6, 4)
+    sl = {"coefficients": [1.0, -1, 0.5, 2, -0.5, 1, 1, -2], "intercepts": [0.1, -0.2], "classlabels_strings": ["a", "b"]}
+    m = one_node("LinearClassifier", {"X": xs}, [("Y", TP.STRING), ("Z", F)], sl)
+    case(alma, work, "string_labels_linear", m, {"X": xs}, convs=("EAGER", "FOLD+EAGER", "DNNL"))
+    sl1 = {"coefficients": [1.0, -1, 0.5, 2], "intercepts": [0.3], "classlabels_strings": ["a", "b"]}
+    m = one_node("LinearClassifier", {"X": xs}, [("Y", TP.STRING), ("Z", F)], sl1)
+    case(alma, work, "string_labels_linear_one_row", m, {"X": xs}, reference="ref",
+         why="ONNX Runtime writes [1 - s, s] scores for one coefficient row")
+    m = one_node("LinearClassifier", {"X": xs}, [("Y", TP.STRING), ("Z", F)], dict(sl1, classlabels_strings=["a"]))
+    must_fail(alma, work, "refuse_one_string_label", m, {"X": xs}, "two labels are expected")
     # a float input with only string categories: cats_int64s is what it needs
     m = one_node("OneHotEncoder", {"X": x}, [("Y", F)], {"cats_strings": ["a", "b"]})
     must_fail(alma, work, "refuse_string_cats", m, {"X": x}, "cats_int64s")
@@ -624,7 +655,7 @@ def refusal_cases(alma, work):
                           [helper.make_value_info("Z", helper.make_sequence_type_proto(
                               helper.make_map_type_proto(TP.INT64, helper.make_tensor_type_proto(F, []))))])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
-    must_fail(alma, work, "refuse_zipmap", m, {"X": x}, "not of maps")
+    zipmap_case(alma, work, "zipmap_int64", m, {"X": x})  # more in check_ml_skl.py (skl2onnx's default exports)
     m = one_node("SVMClassifier", {"X": x}, CLS_OUTS, {"coefficients": [1.0] * 8, "rho": [0.0], "classlabels_ints": [0, 1],
                                                       "vectors_per_class": [1, 1], "support_vectors": [1.0] * 3})
     must_fail(alma, work, "bad_svm_vectors", m, {"X": x}, "support_vectors values")

@@ -1,7 +1,8 @@
 /* `alma run MODEL [--input NAME=FILE.npy]... [--output-dir DIR] [--conversion C] [--seed N]
  * [--batch-size N]`: one inference. Inputs not given are seeded random data; each output's shape,
  * dtype and a short summary are printed, and with --output-dir written to DIR/<output name>.npy
- * (a sequence or optional output: one file per element, DIR/<name>_<i>.npy). */
+ * (a sequence or optional output: one file per element, DIR/<name>_<i>.npy; a sequence of maps,
+ * ZipMap's: DIR/<name>.json, a list of objects, docs/cli.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,7 +26,8 @@ static void run_usage(FILE *f) {
           "                          its dtype must be the input's and its shape must fit the input's\n"
           "                          (symbolic dims take any size)\n"
           "  -o, --output-dir DIR    write each output to DIR/<output name>.npy (characters outside\n"
-          "                          A-Za-z0-9._- become '_'); DIR is created if needed\n"
+          "                          A-Za-z0-9._- become '_'; a sequence of maps, ZipMap's, to\n"
+          "                          <output name>.json: a list of objects); DIR is created if needed\n"
           "  -c, --conversion C      conversion chain, e.g. EAGER or FOLD+EAGER (default EAGER)\n"
           "  -s, --seed N            seed of the random data for inputs not given (default 0)\n"
           "  -b, --batch-size N      size of a symbolic first dim in random inputs (default 1; other\n"
@@ -207,8 +209,106 @@ static void print_summary(const char *name, const alma_tensor *t) {
   printf(n > 8 ? " ...\n" : "\n");
 }
 
+/* A map or a sequence of maps (core.h: ZipMap's output). */
+static int has_maps(const alma_tensor *t) {
+  return t->dtype == ALMA__DTYPE_MAP || (t->dtype == ALMA__DTYPE_SEQUENCE && alma__container_elem(t) == ALMA__DTYPE_MAP);
+}
+
+/* A map's key k: a JSON string (int64 keys as their decimal text; bytes outside printable ASCII
+ * and the JSON specials escaped, UTF-8 passed through) into f, or for printing (json 0) quoted the
+ * same way for strings and bare for integers. */
+static void put_key(FILE *f, const alma_tensor *keys, int64_t k, int json) {
+  if (keys->dtype != ALMA_DTYPE_STRING) {
+    fprintf(f, json ? "\"%" PRId64 "\"" : "%" PRId64, alma__get_i64(keys->data, keys->dtype, k));
+    return;
+  }
+  size_t len;
+  const char *p = alma_tensor_string(keys, k, &len);
+  fputc('"', f);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)p[i];
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch == '\n') fputs("\\n", f);
+    else if (ch == '\t') fputs("\\t", f);
+    else if (ch < 32 || ch == 127) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+/* A float value: %.9g (round-trips float32); NaN and infinities as Python's json writes them. */
+static void put_value(FILE *f, const alma_tensor *vals, int64_t k) {
+  double v = alma__get_f64(vals->data, vals->dtype, k);
+  if (isnan(v)) fputs("NaN", f);
+  else if (isinf(v)) fputs(v > 0 ? "Infinity" : "-Infinity", f);
+  else fprintf(f, "%.9g", v);
+}
+
+static void put_map(FILE *f, const alma_tensor *m, int json, int64_t max_pairs) {
+  const alma__seq *kv = alma__container(m);
+  int64_t n = kv && kv->n == 2 ? alma_tensor_numel(&kv->items[0]) : 0;
+  fputc('{', f);
+  for (int64_t k = 0; k < n && k < max_pairs; k++) {
+    if (k) fputs(", ", f);
+    put_key(f, &kv->items[0], k, json);
+    fputs(": ", f);
+    put_value(f, &kv->items[1], k);
+  }
+  if (n > max_pairs) fputs(", ...", f);
+  fputc('}', f);
+}
+
+/* A sequence of maps (or one map): its type and length, then the first maps. */
+static void print_maps(const char *name, const alma_tensor *t) {
+  char ty[96];
+  alma__container_type_str(t, ty, sizeof ty);
+  if (t->dtype == ALMA__DTYPE_MAP) {
+    printf("%s: %s\n  ", name, ty);
+    put_map(stdout, t, 0, 16);
+    printf("\n");
+    return;
+  }
+  const alma__seq *sq = alma__container(t);
+  int n = sq ? sq->n : 0;
+  printf("%s: %s of %d map%s\n", name, ty, n, n == 1 ? "" : "s");
+  for (int e = 0; e < n && e < 4; e++) {
+    printf("  [%d] ", e);
+    put_map(stdout, &sq->items[e], 0, 16);
+    printf("\n");
+  }
+  if (n > 4) printf("  ...\n");
+}
+
+/* A sequence of maps as a JSON list of objects (one map: the object), one map a line; ALMA_EXIT_OK
+ * or the exit code of the failure. */
+static int write_maps_json(const char *fpath, const alma_tensor *t, const char *name) {
+  FILE *f = fopen(fpath, "w");
+  if (!f) return alma_cli_fail(alma__errorf(ALMA_ERR_IO, "cannot write '%s': %s", fpath, strerror(errno)), name);
+  if (t->dtype == ALMA__DTYPE_MAP) {
+    put_map(f, t, 1, INT64_MAX);
+    fputc('\n', f);
+  } else {
+    const alma__seq *sq = alma__container(t);
+    int n = sq ? sq->n : 0;
+    fputc('[', f);
+    for (int e = 0; e < n; e++) {
+      fputs(e ? ",\n " : "", f);
+      put_map(f, &sq->items[e], 1, INT64_MAX);
+    }
+    fputs("]\n", f);
+  }
+  if (ferror(f) | (fclose(f) != 0))
+    return alma_cli_fail(alma__errorf(ALMA_ERR_IO, "error writing '%s'", fpath), name);
+  printf("  wrote %s\n", fpath);
+  return ALMA_EXIT_OK;
+}
+
 /* A sequence/optional output: its length, then each element as NAME[i]. */
 static void print_container(const char *name, const alma_tensor *t) {
+  if (has_maps(t)) {
+    print_maps(name, t);
+    return;
+  }
   const alma__seq *sq = alma__container(t);
   int n = sq ? sq->n : 0;
   printf("%s: %s of %d %s\n", name, alma_dtype_name(t->dtype), n,
@@ -515,6 +615,11 @@ int alma_cmd_run(int argc, char **argv) {
         snprintf(fname + strlen(fname), 16, "_%d", j);
         break;
       }
+    }
+    if (has_maps(&out[j])) { /* ZipMap's sequence of maps: NAME.json */
+      snprintf(fpath, sizeof fpath, "%s/%s.json", out_dir, fname);
+      if ((rc = write_maps_json(fpath, &out[j], name)) != ALMA_EXIT_OK) goto done;
+      continue;
     }
     if (alma__dtype_is_container(out[j].dtype)) { /* one file per element: NAME_0.npy, NAME_1.npy ... */
       const alma__seq *sq = alma__container(&out[j]);
