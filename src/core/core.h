@@ -64,6 +64,11 @@ size_t alma__arena_bytes(const alma_arena *a);
 /* ---- tensors ------------------------------------------------------------------------------- */
 /* Fills dtype/rank/dims and allocates zeroed data (owns_data = 1). Fails cleanly on huge sizes. */
 alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims);
+/* Same, data left uninitialised (string tensors are zeroed all the same): for outputs a kernel
+ * writes in full. Sanitizer builds, and any build with ALMA_POISON_UNINIT=1, fill it with 0xFF bytes
+ * (NaN / -1) so a kernel that does not write every element shows in the tests. */
+alma_status alma__tensor_alloc_uninit(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims);
+int alma__poison_uninit(void); /* 1 when uninitialised tensors are poisoned */
 /* Same dims/dtype as src, new zeroed buffer. */
 alma_status alma__tensor_alloc_like(alma_tensor *t, const alma_tensor *src);
 /* Deep copy (owned). */

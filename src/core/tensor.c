@@ -1,5 +1,6 @@
 /* Tensors, dtypes, element access and half-precision conversion. */
 #include <math.h>
+#include <stdatomic.h>
 #include <strings.h>
 
 #include "core/core.h"
@@ -116,7 +117,32 @@ void alma__strides(int rank, const int64_t *dims, int64_t *strides) {
   }
 }
 
-alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims) {
+/* Sanitizer builds (and ALMA_POISON_UNINIT=1 in any build) fill uninitialised tensors with 0xFF
+ * bytes (NaN in every float type, -1 in the integers), so a kernel that leaves an element unwritten
+ * or accumulates into its output shows in the tests instead of reading calloc's zeros by luck. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ALMA__POISON_DEFAULT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define ALMA__POISON_DEFAULT 1
+#endif
+#endif
+#ifndef ALMA__POISON_DEFAULT
+#define ALMA__POISON_DEFAULT 0
+#endif
+
+int alma__poison_uninit(void) {
+  static _Atomic int on = -1;
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("ALMA_POISON_UNINIT");
+    v = e && e[0] ? e[0] != '0' : ALMA__POISON_DEFAULT;
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+static alma_status tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims, int zero) {
   size_t esz = alma_dtype_size(dt);
   if (esz == 0) return alma__errorf(ALMA_ERR_UNSUPPORTED, "cannot allocate a tensor of dtype %s", alma_dtype_name(dt));
   if (rank < 0 || rank > ALMA_MAX_RANK)
@@ -129,8 +155,12 @@ alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const in
   int64_t bytes;
   if (alma__mul_overflow_i64(n, (int64_t)esz, &bytes) || (uint64_t)bytes > (uint64_t)1 << 46)
     return alma__errorf(ALMA_ERR_NOMEM, "tensor of %lld elements is too large", (long long)n);
-  void *data = calloc((size_t)(bytes ? bytes : 1), 1);
+  /* string tensors hold handles that free and copy read: always zeroed (NULL = empty string) */
+  if (dt == ALMA_DTYPE_STRING) zero = 1;
+  size_t sz = (size_t)(bytes ? bytes : 1);
+  void *data = zero ? calloc(sz, 1) : malloc(sz);
   if (!data) return alma__errorf(ALMA_ERR_NOMEM, "out of memory allocating %lld bytes", (long long)bytes);
+  if (!zero && alma__poison_uninit()) memset(data, 0xFF, sz);
   memset(t, 0, sizeof *t);
   t->dtype = dt;
   t->rank = rank;
@@ -139,6 +169,14 @@ alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const in
   t->nbytes = (size_t)bytes;
   t->owns_data = 1;
   return ALMA_OK;
+}
+
+alma_status alma__tensor_alloc(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims) {
+  return tensor_alloc(t, dt, rank, dims, 1);
+}
+
+alma_status alma__tensor_alloc_uninit(alma_tensor *t, alma_dtype dt, int rank, const int64_t *dims) {
+  return tensor_alloc(t, dt, rank, dims, 0);
 }
 
 alma_status alma__tensor_alloc_like(alma_tensor *t, const alma_tensor *src) {

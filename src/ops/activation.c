@@ -52,6 +52,7 @@ static alma_status act_infer(INFER_ARGS) { return alma__ew_unary_float_infer(n, 
   }                                                                                            \
   const alma_op_def alma__op_##Name = {.name = #Name,                                          \
                                        .domain = "",                                           \
+                                       .flags = ALMA_OP_FILLS_OUTPUTS,                         \
                                        .versions = {__VA_ARGS__},                              \
                                        .min_inputs = 1,                                        \
                                        .max_inputs = 1,                                        \
@@ -100,7 +101,7 @@ static alma_status relu_exec(EXEC_ARGS) {
   }
 }
 
-const alma_op_def alma__op_Relu = {.name = "Relu", .domain = "", .versions = {1, 6, 13, 14}, .min_inputs = 1,
+const alma_op_def alma__op_Relu = {.name = "Relu", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 13, 14}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = relu_infer,
                                    .exec = relu_exec, .cost = alma__ew_cost};
 
@@ -123,7 +124,7 @@ static alma_status gelu_exec(EXEC_ARGS) {
   if (t) return alma__ew_unary_float_run(n, in[0], &out[0], gelu_tanh_k_f32, gelu_tanh_k_f64, NULL);
   return alma__ew_unary_float_run(n, in[0], &out[0], gelu_k_f32, gelu_k_f64, NULL);
 }
-const alma_op_def alma__op_Gelu = {.name = "Gelu", .domain = "", .versions = {20}, .min_inputs = 1,
+const alma_op_def alma__op_Gelu = {.name = "Gelu", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {20}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = gelu_infer,
                                    .exec = gelu_exec, .cost = alma__ew_cost};
 
@@ -170,6 +171,6 @@ static alma_status prelu_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_PRelu = {.name = "PRelu", .domain = "", .versions = {1, 6, 7, 9, 16}, .min_inputs = 2,
+const alma_op_def alma__op_PRelu = {.name = "PRelu", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 7, 9, 16}, .min_inputs = 2,
                                     .max_inputs = 2, .min_outputs = 1, .max_outputs = 1, .infer = prelu_infer,
                                     .exec = prelu_exec, .cost = alma__ew_cost};

@@ -314,7 +314,7 @@ static alma_status cast_exec(EXEC_ARGS) {
 
 /* 19 added the float8 types and `saturate`, 21 int4/uint4, 23 float4e2m1, 24 float8e8m0 with
  * `round_mode` (only for that type), 25 int2/uint2. */
-const alma_op_def alma__op_Cast = {.name = "Cast", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
+const alma_op_def alma__op_Cast = {.name = "Cast", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 9, 13, 19, 21, 23, 24, 25}, .min_inputs = 1,
                                    .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .infer = cast_infer,
                                    .exec = cast_exec, .cost = alma__ew_cost};
 
@@ -333,7 +333,7 @@ static alma_status castlike_infer(INFER_ARGS) {
   alma__set_shape(&out[0], in[1]->dtype, in[0]->rank, in[0]->dims);
   return ALMA_OK;
 }
-const alma_op_def alma__op_CastLike = {.name = "CastLike", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {15, 19, 21, 23, 24, 25}, .min_inputs = 2,
+const alma_op_def alma__op_CastLike = {.name = "CastLike", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {15, 19, 21, 23, 24, 25}, .min_inputs = 2,
                                        .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                        .infer = castlike_infer, .exec = cast_exec, .cost = alma__ew_cost};
 
@@ -403,7 +403,7 @@ static alma_status identity_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 /* 14 added sequences, 16 optionals: deep-copied (core.h's containers). */
-const alma_op_def alma__op_Identity = {.name = "Identity", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 13, 14, 16, 19, 21},
+const alma_op_def alma__op_Identity = {.name = "Identity", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 13, 14, 16, 19, 21},
                                        .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                        .infer = identity_infer, .exec = identity_exec};
 

@@ -51,6 +51,7 @@ UF(tanh_k, tanh(v))
   }                                                                                            \
   const alma_op_def alma__op_##Name = {.name = #Name,                                          \
                                        .domain = "",                                           \
+                                       .flags = ALMA_OP_FILLS_OUTPUTS,                         \
                                        .versions = {__VA_ARGS__},                              \
                                        .min_inputs = 1,                                        \
                                        .max_inputs = 1,                                        \
@@ -136,6 +137,7 @@ static alma_status numeric_unary_run(const alma_node *n, const alma_tensor *x, a
   static alma_status Name##_exec(EXEC_ARGS) { return numeric_unary_run(n, in[0], &out[0], code); } \
   const alma_op_def alma__op_##Name = {.name = #Name,                                          \
                                        .domain = "",                                           \
+                                       .flags = ALMA_OP_FILLS_OUTPUTS,                         \
                                        .versions = {__VA_ARGS__},                              \
                                        .min_inputs = 1,                                        \
                                        .max_inputs = 1,                                        \
@@ -163,7 +165,7 @@ static alma_status not_exec(EXEC_ARGS) {
   for (int64_t i = 0; i < cnt; i++) y[i] = !x[i];
   return ALMA_OK;
 }
-const alma_op_def alma__op_Not = {.name = "Not", .domain = "", .versions = {1}, .min_inputs = 1, .max_inputs = 1,
+const alma_op_def alma__op_Not = {.name = "Not", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1}, .min_inputs = 1, .max_inputs = 1,
                                   .min_outputs = 1, .max_outputs = 1, .infer = not_infer, .exec = not_exec,
                                   .cost = alma__ew_cost};
 
@@ -431,6 +433,7 @@ static alma_status bin_exec(const alma_node *n, const alma_tensor *const *in, al
   static alma_status Name##_exec(EXEC_ARGS) { return bin_exec(n, in, out, run); }                \
   const alma_op_def alma__op_##Name = {.name = #Name,                                             \
                                        .domain = "",                                              \
+                                       .flags = ALMA_OP_FILLS_OUTPUTS,                            \
                                        .versions = {__VA_ARGS__},                                 \
                                        .min_inputs = 2,                                           \
                                        .max_inputs = 2,                                           \
@@ -452,7 +455,7 @@ BINARY_OP(Xor, BK_LOGIC, run_xor, 1, 7)
 static alma_status Equal_infer(INFER_ARGS) { return bin_infer(n, in, out, BK_EQ); }
 static alma_status Equal_exec(EXEC_ARGS) { return bin_exec(n, in, out, run_eq); }
 const alma_op_def alma__op_Equal = {.name = "Equal", .domain = "", .versions = {1, 7, 11, 13, 19},
-                                    .flags = ALMA_OP_STRINGS, /* string inputs from 19 (bin_infer) */
+                                    .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, /* string inputs from 19 (bin_infer) */
                                     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                     .infer = Equal_infer, .exec = Equal_exec, .cost = alma__ew_cost};
 BINARY_OP(Greater, BK_CMP, run_gt, 1, 7, 9, 13)
@@ -525,6 +528,7 @@ static alma_status variadic_exec_k(const alma_node *n, const alma_tensor *const 
   static alma_status Name##_exec(EXEC_ARGS) { return variadic_exec_k(n, in, nin, out, kind); }    \
   const alma_op_def alma__op_##Name = {.name = #Name,                                           \
                                        .domain = "",                                            \
+                                       .flags = ALMA_OP_FILLS_OUTPUTS,                          \
                                        .versions = {__VA_ARGS__},                               \
                                        .min_inputs = 1,                                         \
                                        .max_inputs = -1,                                        \
@@ -585,7 +589,7 @@ static alma_status where_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Where = {.name = "Where", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {9, 16}, .min_inputs = 3,
+const alma_op_def alma__op_Where = {.name = "Where", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {9, 16}, .min_inputs = 3,
                                     .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = where_infer,
                                     .exec = where_exec, .cost = alma__ew_cost};
 
@@ -682,6 +686,6 @@ static alma_status clip_exec(EXEC_ARGS) {
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Clip = {.name = "Clip", .domain = "", .versions = {1, 6, 11, 12, 13}, .min_inputs = 1,
+const alma_op_def alma__op_Clip = {.name = "Clip", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 11, 12, 13}, .min_inputs = 1,
                                    .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = clip_infer,
                                    .exec = clip_exec, .cost = alma__ew_cost};

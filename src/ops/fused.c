@@ -244,10 +244,10 @@ static void fused_cost(const alma_node *n, const alma_tensor *const *in, int nin
 const alma_op_def alma__op_FusedConv = {.name = "FusedConv", .domain = "alma", .versions = {1},
                                         .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
                                         .infer = fused_infer, .exec = fused_exec, .cost = fused_cost};
-const alma_op_def alma__op_FusedGemm = {.name = "FusedGemm", .domain = "alma", .versions = {1},
+const alma_op_def alma__op_FusedGemm = {.name = "FusedGemm", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "alma", .versions = {1},
                                         .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                         .infer = fused_infer, .exec = fused_exec, .cost = fused_cost};
-const alma_op_def alma__op_FusedMatMul = {.name = "FusedMatMul", .domain = "alma", .versions = {1},
+const alma_op_def alma__op_FusedMatMul = {.name = "FusedMatMul", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "alma", .versions = {1},
                                           .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                           .infer = fused_infer, .exec = fused_exec, .cost = fused_cost};
 
@@ -468,6 +468,6 @@ static void attn_cost(const alma_node *n, const alma_tensor *const *in, int nin,
   *flops = 2 * *macs + 4 * nb * seen; /* scale, mask, exp, normalize per score */
 }
 
-const alma_op_def alma__op_AlmaAttention = {.name = "Attention", .domain = "alma", .versions = {1},
+const alma_op_def alma__op_AlmaAttention = {.name = "Attention", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "alma", .versions = {1},
                                             .min_inputs = 3, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
                                             .infer = attn_infer, .exec = attn_exec, .cost = attn_cost};

@@ -75,7 +75,7 @@ static alma_status gather_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Gather = {.name = "Gather", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 11, 13}, .min_inputs = 2,
+const alma_op_def alma__op_Gather = {.name = "Gather", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 11, 13}, .min_inputs = 2,
                                      .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                      .infer = gather_infer, .exec = gather_exec};
 

@@ -302,10 +302,10 @@ static void matmul_cost(const alma_node *n, const alma_tensor *const *in, int ni
   *flops = 2 * *macs;
 }
 
-const alma_op_def alma__op_Gemm = {.name = "Gemm", .domain = "", .versions = {1, 6, 7, 9, 11, 13},
+const alma_op_def alma__op_Gemm = {.name = "Gemm", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 7, 9, 11, 13},
                                    .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
                                    .infer = gemm_infer, .exec = gemm_exec, .cost = gemm_cost};
 
-const alma_op_def alma__op_MatMul = {.name = "MatMul", .domain = "", .versions = {1, 9, 13},
+const alma_op_def alma__op_MatMul = {.name = "MatMul", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 9, 13},
                                      .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                      .infer = matmul_infer, .exec = matmul_exec, .cost = matmul_cost};

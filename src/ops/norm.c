@@ -354,7 +354,7 @@ const alma_op_def alma__op_InstanceNormalization = {
  * version 1, and its transformer optimizer writes the node into opset < 17 models (GPT-2's first
  * LayerNorm). Same attributes and meaning as 17. */
 const alma_op_def alma__op_LayerNormalization = {
-    .name = "LayerNormalization", .domain = "", .versions = {1, 17},
+    .name = "LayerNormalization", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 17},
     .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 3,
     .infer = ln_infer, .exec = ln_exec, .cost = norm_cost};
 

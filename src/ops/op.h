@@ -13,7 +13,10 @@
  *    at load rather than at run time.
  *  - exec: computes outputs. Outputs arrive allocated (zeroed) with the shapes infer gave, unless
  *    the op sets ALMA_OP_ALLOCS_OUTPUTS (control flow), in which case exec allocates them with
- *    alma__tensor_alloc.
+ *    alma__tensor_alloc. An op whose exec writes every element of every output it is given sets
+ *    ALMA_OP_FILLS_OUTPUTS: its outputs then arrive uninitialised (no zeroing per run; string
+ *    tensors stay zeroed), poisoned with NaN/-1 bytes in sanitizer builds so the tests catch an
+ *    element left unwritten.
  *  - cost (optional): multiply-accumulates and flops for `alma info`.
  * Ops are stateless functions of (node, inputs). What an op derives from the attributes alone and
  * would otherwise rebuild on every call (a tree ensemble's node tables) goes in the node's prepared
@@ -43,6 +46,7 @@ enum {
   ALMA_OP_EMPTY_INPUTS_OK = 1 << 2, /* inputs below min_inputs may be empty names (Loop's M, cond) */
   ALMA_OP_CONTAINERS = 1 << 3,      /* takes or gives sequences/optionals (sequence.c) */
   ALMA_OP_STRINGS = 1 << 4,         /* handles string tensors (core.h's handles); others refuse them */
+  ALMA_OP_FILLS_OUTPUTS = 1 << 5,   /* exec writes every output element: outputs arrive uninitialised */
 };
 
 #define ALMA_OP_MAX_VERSIONS 16
@@ -130,5 +134,9 @@ int alma__graph_has_containers(const alma_graph *g);
  * otherwise). */
 alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in,
                               int nin, alma_tensor *out, int nout);
+
+/* Allocates an output of node n for its exec, dtype and shape taken from *t (as infer filled it):
+ * uninitialised when n's op sets ALMA_OP_FILLS_OUTPUTS, zeroed otherwise. */
+alma_status alma__op_alloc_output(const alma_node *n, alma_tensor *t);
 
 #endif

@@ -113,6 +113,13 @@ int64_t alma__broadcast_index(int64_t i, int rank_out, const int64_t *dims_out, 
   return idx;
 }
 
+alma_status alma__op_alloc_output(const alma_node *n, alma_tensor *t) {
+  alma_tensor shape = *t;
+  if (n->op && (n->op->flags & ALMA_OP_FILLS_OUTPUTS))
+    return alma__tensor_alloc_uninit(t, shape.dtype, shape.rank, shape.dims);
+  return alma__tensor_alloc(t, shape.dtype, shape.rank, shape.dims);
+}
+
 alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                               alma_tensor *out, int nout) {
   if (!n->op) return alma__op_error(n, ALMA_ERR_INTERNAL, "operator not resolved");
@@ -128,8 +135,7 @@ alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma
     for (int i = 0; i < nout; i++) {
       if (n->outputs && i < n->n_outputs && n->outputs[i] < 0) continue; /* omitted optional output */
       if (alma__dtype_is_container(out[i].dtype)) continue;                /* exec builds it (Identity) */
-      alma_tensor shape = out[i];
-      if ((st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims)) != ALMA_OK) {
+      if ((st = alma__op_alloc_output(n, &out[i])) != ALMA_OK) {
         for (int k = 0; k < i; k++) alma_tensor_free_data(&out[k]);
         return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
       }

@@ -79,7 +79,7 @@ static alma_status reshape_infer(const alma_node *n, const alma_tensor *const *i
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Reshape = {.name = "Reshape", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 5, 13, 14, 19, 21},
+const alma_op_def alma__op_Reshape = {.name = "Reshape", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 5, 13, 14, 19, 21},
                                       .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                       .infer = reshape_infer, .exec = copy_exec};
 
@@ -100,7 +100,7 @@ static alma_status flatten_infer(const alma_node *n, const alma_tensor *const *i
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Flatten = {.name = "Flatten", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 9, 11, 13, 21},
+const alma_op_def alma__op_Flatten = {.name = "Flatten", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 9, 11, 13, 21},
                                       .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                       .infer = flatten_infer, .exec = copy_exec};
 
@@ -156,7 +156,7 @@ static alma_status squeeze_infer(const alma_node *n, const alma_tensor *const *i
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Squeeze = {.name = "Squeeze", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 11, 13, 21},
+const alma_op_def alma__op_Squeeze = {.name = "Squeeze", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 11, 13, 21},
                                       .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                       .infer = squeeze_infer, .exec = copy_exec};
 
@@ -187,7 +187,7 @@ static alma_status unsqueeze_infer(const alma_node *n, const alma_tensor *const 
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Unsqueeze = {.name = "Unsqueeze", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 11, 13, 21},
+const alma_op_def alma__op_Unsqueeze = {.name = "Unsqueeze", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 11, 13, 21},
                                         .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                         .infer = unsqueeze_infer, .exec = copy_exec};
 
@@ -227,7 +227,7 @@ static alma_status shape_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Shape = {.name = "Shape", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 13, 15, 19, 21},
+const alma_op_def alma__op_Shape = {.name = "Shape", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 13, 15, 19, 21},
                                     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                     .infer = shape_infer, .exec = shape_exec};
 
@@ -245,7 +245,7 @@ static alma_status size_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Size = {.name = "Size", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 13, 19, 21},
+const alma_op_def alma__op_Size = {.name = "Size", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 13, 19, 21},
                                    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                    .infer = size_infer, .exec = size_exec};
 
@@ -284,7 +284,7 @@ static alma_status expand_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Expand = {.name = "Expand", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {8, 13}, .min_inputs = 2,
+const alma_op_def alma__op_Expand = {.name = "Expand", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {8, 13}, .min_inputs = 2,
                                      .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
                                      .infer = expand_infer, .exec = expand_exec};
 
@@ -349,7 +349,7 @@ static alma_status tile_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Tile = {.name = "Tile", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 6, 13}, .min_inputs = 2,
+const alma_op_def alma__op_Tile = {.name = "Tile", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 6, 13}, .min_inputs = 2,
                                    .max_inputs = 3, .min_outputs = 1, .max_outputs = 1, .infer = tile_infer,
                                    .exec = tile_exec};
 
@@ -399,7 +399,7 @@ static alma_status transpose_exec(alma_exec_ctx *ctx, const alma_node *n, const 
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Transpose = {.name = "Transpose", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 13, 21},
+const alma_op_def alma__op_Transpose = {.name = "Transpose", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 13, 21},
                                         .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                         .infer = transpose_infer, .exec = transpose_exec};
 
@@ -466,7 +466,7 @@ static alma_status concat_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Concat = {.name = "Concat", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 4, 11, 13},
+const alma_op_def alma__op_Concat = {.name = "Concat", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 4, 11, 13},
                                      .min_inputs = 1, .max_inputs = -1, .min_outputs = 1, .max_outputs = 1,
                                      .infer = concat_infer, .exec = concat_exec};
 
@@ -571,7 +571,7 @@ static alma_status split_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Split = {.name = "Split", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 2, 11, 13, 18},
+const alma_op_def alma__op_Split = {.name = "Split", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 2, 11, 13, 18},
                                     .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = -1,
                                     .infer = split_infer, .exec = split_exec};
 

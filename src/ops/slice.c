@@ -104,6 +104,6 @@ static alma_status slice_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   return ALMA_OK;
 }
 
-const alma_op_def alma__op_Slice = {.name = "Slice", .flags = ALMA_OP_STRINGS, .domain = "", .versions = {1, 10, 11, 13}, .min_inputs = 1,
+const alma_op_def alma__op_Slice = {.name = "Slice", .flags = ALMA_OP_STRINGS | ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 10, 11, 13}, .min_inputs = 1,
                                     .max_inputs = 5, .min_outputs = 1, .max_outputs = 1, .infer = slice_infer,
                                     .exec = slice_exec};

@@ -109,10 +109,10 @@ static void sm_cost(const alma_node *n, const alma_tensor *const *in, int nin, c
   *flops = nin > 0 && in[0] ? 4 * alma_tensor_numel(in[0]) : -1; /* max, exp, sum, scale */
 }
 
-const alma_op_def alma__op_Softmax = {.name = "Softmax", .domain = "", .versions = {1, 11, 13},
+const alma_op_def alma__op_Softmax = {.name = "Softmax", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 11, 13},
                                       .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                       .infer = sm_infer, .exec = softmax_exec, .cost = sm_cost};
 
-const alma_op_def alma__op_LogSoftmax = {.name = "LogSoftmax", .domain = "", .versions = {1, 11, 13},
+const alma_op_def alma__op_LogSoftmax = {.name = "LogSoftmax", .flags = ALMA_OP_FILLS_OUTPUTS, .domain = "", .versions = {1, 11, 13},
                                          .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
                                          .infer = sm_infer, .exec = logsoftmax_exec, .cost = sm_cost};

@@ -677,7 +677,8 @@ static void val_free(blas_plan *p, alma_tensor *t) {
 }
 
 /* A buffer for value v of this shape, zeroed when `zero` (EAGER kernels are promised zeroed
- * outputs; ours write every element). A graph output gets one of its own size, since the caller
+ * outputs unless their op sets ALMA_OP_FILLS_OUTPUTS; ours write every element; string tensors
+ * are always zeroed; an unzeroed one is poisoned as alma__tensor_alloc_uninit's are). A graph output gets one of its own size, since the caller
  * keeps it; every other value one of mem.c's, so that a steady state maps and faults nothing. */
 static alma_status alloc_value(blas_plan *p, int v, alma_tensor *t, const alma_tensor *shape, int zero) {
   size_t esz = alma_dtype_size(shape->dtype);
@@ -688,6 +689,7 @@ static alma_status alloc_value(blas_plan *p, int v, alma_tensor *t, const alma_t
   if (!bad) bad = alma__mul_overflow_i64(cnt, (int64_t)esz, &bytes) || (uint64_t)bytes > (uint64_t)1 << 46;
   if (bad) return alma__tensor_alloc(t, shape->dtype, shape->rank, shape->dims); /* its error message */
   void *d;
+  if (shape->dtype == ALMA_DTYPE_STRING) zero = 1; /* handles: NULL is the empty string */
   if (is_graph_output(p, v)) {
     d = zero ? calloc((size_t)(bytes ? bytes : 1), 1) : malloc((size_t)(bytes ? bytes : 1));
     if (d) p->mem.outputs++;
@@ -696,6 +698,7 @@ static alma_status alloc_value(blas_plan *p, int v, alma_tensor *t, const alma_t
     if (d && zero) memset(d, 0, (size_t)bytes);
   }
   if (!d) return alma__errorf(ALMA_ERR_NOMEM, "out of memory allocating %lld bytes", (long long)bytes);
+  if (!zero && alma__poison_uninit()) memset(d, 0xFF, (size_t)bytes);
   *t = *shape;
   t->data = d;
   t->nbytes = (size_t)bytes;
@@ -745,7 +748,7 @@ static alma_status eager_exec(blas_plan *p, const alma_node *n, const alma_tenso
   for (int i = 0; i < n->n_outputs; i++) {
     if (n->outputs[i] < 0) continue; /* omitted optional output */
     alma_tensor shape = out[i];
-    if ((st = alloc_value(p, n->outputs[i], &out[i], &shape, 1)) != ALMA_OK) {
+    if ((st = alloc_value(p, n->outputs[i], &out[i], &shape, !(n->op->flags & ALMA_OP_FILLS_OUTPUTS))) != ALMA_OK) {
       for (int k = 0; k < i; k++) val_free(p, &out[k]);
       return alma__error_prefix(st, "node '%s' (%s): output %d: ", n->name, n->op_type, i);
     }

@@ -50,8 +50,7 @@ static alma_status run_node(alma_exec_ctx *ctx, alma_node_hook hook, void *user,
   if (st != ALMA_OK) return st;
   for (int i = 0; i < n->n_outputs && st == ALMA_OK; i++) {
     if (n->outputs[i] < 0) continue;
-    alma_tensor shape = out[i];
-    st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims);
+    st = alma__op_alloc_output(n, &out[i]);
   }
   int handled = 0;
   if (st == ALMA_OK) st = hook(user, idx, n, in, n->n_inputs, out, n->n_outputs, &handled);
