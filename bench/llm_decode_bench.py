@@ -90,12 +90,15 @@ def time_graphs(a):
         so.intra_op_num_threads = a.threads
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-        rows = {c: [] for c in convs + ["ORT"]}
+        almas = a.alma.split(",")  # several binaries (a build before and after a change): "i:CONVERSION"
+        keys = convs if len(almas) == 1 else [f"{i}:{c}" for i in range(len(almas)) for c in convs]
+        rows = {c: [] for c in keys + ["ORT"]}
         with tempfile.TemporaryDirectory() as td:
             for r in range(a.rounds):
-                res = bench_alma(a.alma, path, feeds, td, convs, a.threads, a.min_time, len(feeds["input_ids"]))
-                for c in convs:
-                    rows[c].append(res.get(c))
+                for i, alma in enumerate(almas):
+                    res = bench_alma(alma, path, feeds, td, convs, a.threads, a.min_time, len(feeds["input_ids"]))
+                    for c in convs:
+                        rows[c if len(almas) == 1 else f"{i}:{c}"].append(res.get(c))
                 rows["ORT"].append(bench_ort(sess, feeds, a.min_time))
                 print(f"{g} round {r + 1} p50 (min): " + ", ".join(
                     f"{c} {v[-1][0]:.3f} ({v[-1][1]:.3f})" if v[-1] else f"{c} failed" for c, v in rows.items()),
@@ -114,7 +117,8 @@ def main():
     ap.add_argument("step", choices=("export", "time"))
     ap.add_argument("dir")
     ap.add_argument("--opset", type=int, default=17)
-    ap.add_argument("--alma", default="build/alma")
+    ap.add_argument("--alma", default="build/alma",
+                    help="alma binary, or several comma separated (timed in turn each round, shown as i:CONVERSION)")
     ap.add_argument("--graphs", default="gpt2_decode,gpt_neox_decode")
     ap.add_argument("--conversions", default="FOLD+FUSE+DNNL,FOLD+FUSE+BLAS,FOLD+BLAS")
     ap.add_argument("--threads", type=int, default=2)

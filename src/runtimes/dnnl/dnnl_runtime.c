@@ -430,11 +430,12 @@ static int computes_bf16(const dn_node *d, const dn_val *y) {
          d->kind != DK_TRANSPOSE && d->kind != DK_SLICE && d->kind != DK_CONCAT && d->kind != DK_PAD;
 }
 
-/* With more than one thread, tiny element-wise and data-movement nodes (a decode step's
- * [batch, hidden] Adds, LayerNorms, Casts and Slices: at most DN_TINY_ELEMS output elements) run on
- * EAGER's kernel on this thread: a oneDNN primitive would add its execute overhead and an OpenMP
- * fork/join across the plan's threads, several times the work itself (and far more when a worker
- * must be woken, or a busy machine has descheduled it). Only nodes whose inputs are all plain (no
+/* Tiny element-wise and data-movement nodes (a decode step's [batch, hidden] Adds, LayerNorms,
+ * Casts and Slices: at most DN_TINY_ELEMS output elements) run on EAGER's kernel on this thread: a
+ * oneDNN primitive would add its execute overhead (several microseconds a node even on one thread:
+ * a 2x16 Add took 5-7 us as a primitive, 1-1.5 us on EAGER's kernel) and, with more than one
+ * thread, an OpenMP fork/join across the plan's threads, several times the work itself (and far
+ * more when a worker must be woken, or a busy machine has descheduled it). Only nodes whose inputs are all plain (no
  * reorder out of a blocked layout) and that are not lazy views. ALMA_DNNL_TINY_EAGER=0 keeps them
  * on oneDNN (the placement tests). */
 #define DN_TINY_ELEMS 16384
@@ -447,7 +448,7 @@ static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, 
     on = !(e && e[0] == '0');
     atomic_store(&enabled, on);
   }
-  if (!on || p->threads <= 1) return 0;
+  if (!on) return 0;
   switch (d->kind) {
     case DK_ELTWISE: case DK_BINARY: case DK_LNORM: case DK_SOFTMAX: case DK_CONCAT: case DK_SLICE:
     case DK_TRANSPOSE: case DK_CAST: case DK_REDUCE: case DK_PAD: case DK_PRELU: break;
