@@ -663,8 +663,22 @@ static void i8_cols(const mnb_job *j, const mnb_i8 *q, int isa, int64_t n0, int6
     for (int64_t p0 = n0; p0 < n1; p0 += panel) {
       int64_t p1 = p0 + panel < n1 ? p0 + panel : n1;
       for (int64_t n = p0; n < p1; n++) {
+        /* zp * scale per block: branch-free loops the compiler vectorises (with one row of A, as in
+         * a decode step, this pass over the scales costs about as much as the products) */
         const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
-        for (int64_t b = 0; b < a->kb; b++) zs[(n - p0) * a->kb + b] = (float)zp_int(zrow, b) * j->s[n * a->kb + b];
+        const float *sc = j->s + n * a->kb;
+        float *z = zs + (n - p0) * a->kb;
+        const int64_t kb = a->kb;
+        if (!zrow) {
+          for (int64_t b = 0; b < kb; b++) z[b] = 8.0f * sc[b];
+        } else {
+          int64_t b = 0;
+          for (; b + 2 <= kb; b += 2) {
+            z[b] = (float)(zrow[b / 2] & 15) * sc[b];
+            z[b + 1] = (float)(zrow[b / 2] >> 4) * sc[b + 1];
+          }
+          for (; b < kb; b++) z[b] = (float)zp_int(zrow, b) * sc[b];
+        }
       }
       for (int64_t m0 = 0; m0 < j->rows; m0 += I8_ROWS) {
         int mr = j->rows - m0 < I8_ROWS ? (int)(j->rows - m0) : I8_ROWS;
