@@ -13,17 +13,15 @@ usage: attention_bench.py --alma build/alma [--threads 2] [--min-runs 20] [--min
 (a python with onnx >= 1.18, onnxruntime and numpy: .venv-ort/bin/python)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import time_samples  # noqa: E402
+from timing import alma_bench, time_samples  # noqa: E402
 import onnx
 from onnx import TensorProto as TP, helper
 
@@ -113,19 +111,9 @@ def bench_alma(path, feeds, td, a):
     for k, x in feeds.items():  # graph input order, as --data takes them
         files.append(os.path.join(td, k + ".npy"))
         np.save(files[-1], x)
-    args = ["--data", ",".join(files)]
-    out = os.path.join(td, "r.json")
-    cmd = [a.alma, "bench", path, *args, "-c", a.conversions, "--threads", str(a.threads), "--keep-going", "-q",
-           "-n", str(a.min_runs), "--min-time", str(a.min_time), "--json", out]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    res = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            for r in json.load(f)["results"]:
-                ok = r.get("status") == "ok" and r.get("latency_ms")
-                passed = (r.get("check") or {}).get("passed", True)
-                res[r["conversion"]] = r["latency_ms"]["p50"] if ok and passed is not False else None
-    return res
+    res = alma_bench(a.alma, path, ["--data", ",".join(files), "-c", a.conversions, "--threads", str(a.threads),
+                                     "-n", str(a.min_runs), "--min-time", str(a.min_time)])
+    return {c: lat and lat["p50"] for c, lat in res.items()}
 
 
 def main():

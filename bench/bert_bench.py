@@ -25,17 +25,15 @@ usage: bert_bench.py --alma build/alma [--alma-base OTHER/alma] [--threads 2] [-
 (a python with onnx, onnxruntime and numpy: .venv-ort/bin/python)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import time_samples  # noqa: E402
+from timing import alma_bench, time_samples  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto as TP, helper, numpy_helper  # noqa: E402
 
@@ -105,19 +103,9 @@ def feeds_for(vocab, batch, seq, pad):
 
 
 def bench_alma(alma, path, files, convs, a, env=None):
-    with tempfile.TemporaryDirectory() as td:
-        out = os.path.join(td, "r.json")
-        cmd = [alma, "bench", path, "--data", ",".join(files), "-c", ",".join(convs), "--threads", str(a.threads),
-               "--keep-going", "-q", "-n", str(a.min_runs), "--min-time", str(a.min_time), "--json", out]
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        res = {}
-        if os.path.exists(out):
-            with open(out) as f:
-                for r in json.load(f)["results"]:
-                    ok = r.get("status") == "ok" and r.get("latency_ms")
-                    passed = (r.get("check") or {}).get("passed", True)
-                    res[r["conversion"]] = r["latency_ms"]["p50"] if ok and passed is not False else None
-        return res
+    res = alma_bench(alma, path, ["--data", ",".join(files), "-c", ",".join(convs), "--threads", str(a.threads),
+                                  "-n", str(a.min_runs), "--min-time", str(a.min_time)], env)
+    return {c: lat and lat["p50"] for c, lat in res.items()}
 
 
 def bench_ort(path, feeds, a, spin=True):

@@ -18,10 +18,8 @@ best and median round's p50 and the fastest run of all rounds.
         [--graphs gpt2_decode,gpt_neox_decode] [--conversions FOLD+FUSE+DNNL,FOLD+FUSE+BLAS] [--rounds 4]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -55,20 +53,11 @@ def bench_alma(alma, path, feeds, td, convs, threads, min_time, batch):
     for k, x in feeds.items():  # graph input order, as --data takes them
         files.append(os.path.join(td, k.replace("/", "_") + ".npy"))
         np.save(files[-1], x)
-    out = os.path.join(td, "r.json")
-    cmd = [alma, "bench", path, "--data", ",".join(files), "-c", ",".join(convs), "--threads", str(threads),
-           "--keep-going", "-q", "-b", str(batch), "-n", "20", "--min-time", str(min_time), "--json", out]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    res = {}
-    if os.path.exists(out):
-        with open(out) as f:
-            for r in json.load(f)["results"]:
-                ok = r.get("status") == "ok" and r.get("latency_ms")
-                passed = (r.get("check") or {}).get("passed", True)
-                res[r["conversion"]] = (r["latency_ms"]["p50"], r["latency_ms"]["min"]) if ok and passed is not False \
-                    else None
-        os.remove(out)
-    return res
+    sys.path.insert(0, HERE)
+    from timing import alma_bench
+    res = alma_bench(alma, path, ["--data", ",".join(files), "-c", ",".join(convs), "--threads", str(threads),
+                                  "-b", str(batch), "-n", "20", "--min-time", str(min_time)])
+    return {c: lat and (lat["p50"], lat["min"]) for c, lat in res.items()}
 
 
 def bench_ort(sess, feeds, min_time):

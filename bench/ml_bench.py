@@ -17,17 +17,15 @@ usage: ml_bench.py --alma build/alma [--alma-before OLD/alma] [--threads 1] [--b
 (a python with scikit-learn, skl2onnx, onnxruntime and numpy: .venv-ml/bin/python)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import time_samples  # noqa: E402
+from timing import alma_bench, time_samples  # noqa: E402
 import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -106,19 +104,10 @@ def bench_ort(path, x, a):
 
 
 def bench_alma(alma, path, xfile, batch, td, a):
-    out = os.path.join(td, "r.json")
-    if os.path.exists(out):
-        os.remove(out)
-    cmd = [alma, "bench", path, "--data", xfile, "-b", str(batch), "-c", "EAGER", "--threads", str(a.threads), "-q", "-n",
-           str(a.min_runs), "--min-time", str(a.min_time), "--no-cache", "--json", out]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not os.path.exists(out):
-        return None
-    with open(out) as f:
-        for r in json.load(f)["results"]:
-            if r.get("status") == "ok" and r.get("latency_ms"):
-                return r["latency_ms"]["p50"]
-    return None
+    res = alma_bench(alma, path, ["--data", xfile, "-b", str(batch), "-c", "EAGER", "--threads", str(a.threads), "-n",
+                                  str(a.min_runs), "--min-time", str(a.min_time), "--no-cache"])
+    lat = res.get("EAGER")
+    return lat and lat["p50"]
 
 
 def fmt(v):

@@ -18,17 +18,15 @@ usage: nbits_bench.py --alma build/alma [--threads 2] [--min-runs 20] [--min-tim
 (a python with onnx, onnxruntime and numpy: .venv-ort/bin/python)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import time_samples  # noqa: E402
+from timing import alma_bench, time_samples  # noqa: E402
 import onnx
 from onnx import TensorProto as TP, helper, numpy_helper
 
@@ -105,18 +103,9 @@ def bench_ort(m, feeds, threads, a):
 def bench_alma(path, feeds, td, a, conv="EAGER"):
     f = os.path.join(td, "A.npy")
     np.save(f, feeds["A"])
-    out = os.path.join(td, "r.json")
-    if os.path.exists(out):
-        os.remove(out)
-    cmd = [a.alma, "bench", path, "--data", f, "-c", conv, "--threads", str(a.threads), "-q", "-b", str(len(feeds["A"])),
-           "-n", str(a.min_runs), "--min-time", str(a.min_time), "--json", out]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if os.path.exists(out):
-        with open(out) as fh:
-            for r in json.load(fh)["results"]:
-                if r.get("status") == "ok" and r.get("latency_ms"):
-                    return r["latency_ms"]["p50"]
-    return None
+    lat = alma_bench(a.alma, path, ["--data", f, "-c", conv, "--threads", str(a.threads), "-b", str(len(feeds["A"])),
+                                    "-n", str(a.min_runs), "--min-time", str(a.min_time)]).get(conv)
+    return lat and lat["p50"]
 
 
 def main():

@@ -14,10 +14,8 @@ fastest run per node.
     .venv-test/bin/python bench/tiny_nodes_bench.py --alma build/alma --threads 1
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -52,18 +50,11 @@ def build(path, blocks, width):
 
 
 def bench_alma(alma, path, xfile, convs, threads, min_time, batch):
-    with tempfile.TemporaryDirectory() as td:
-        out = os.path.join(td, "r.json")
-        cmd = [alma, "bench", path, "--data", xfile, "-c", ",".join(convs), "--threads", str(threads),
-               "--keep-going", "-q", "-b", str(batch), "-n", "50", "--min-time", str(min_time), "--json", out]
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        res = {}
-        if os.path.exists(out):
-            with open(out) as f:
-                for r in json.load(f)["results"]:
-                    ok = r.get("status") == "ok" and r.get("latency_ms")
-                    res[r["conversion"]] = (r["latency_ms"]["p50"], r["latency_ms"]["min"]) if ok else None
-        return res
+    sys.path.insert(0, HERE)
+    from timing import alma_bench
+    res = alma_bench(alma, path, ["--data", xfile, "-c", ",".join(convs), "--threads", str(threads), "-b", str(batch),
+                                  "-n", "50", "--min-time", str(min_time)])
+    return {c: lat and (lat["p50"], lat["min"]) for c, lat in res.items()}
 
 
 def main():
