@@ -5,6 +5,7 @@ Import from a script with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "<up>", "common"))
     from alma_cli import alma_run, read_outputs
 """
+import json
 import os
 import subprocess
 
@@ -36,3 +37,19 @@ def alma_run(alma, model, conv, feeds, work, *extra, check=True, timeout=None):
 def read_outputs(work, names):
     """The outputs alma_run wrote, in the order of names."""
     return [np.load(os.path.join(work, nm + ".npy")) for nm in names]
+
+
+def bench_rows(json_path):
+    """The rows of an `alma bench --json` file and what is wrong with them, one message per bad row: a
+    status other than ok, or a conversion other than EAGER whose output check was not performed or
+    did not pass."""
+    with open(json_path) as f:
+        rows = json.load(f)["results"]
+    problems = []
+    for row in rows:
+        chk = row.get("check") or {}
+        if row.get("status") != "ok":
+            problems.append(f"{row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
+        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
+            problems.append(f"{row.get('conversion')}: output check {chk}")
+    return rows, problems

@@ -36,7 +36,7 @@ except ImportError as e:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-from alma_cli import alma_run, available  # noqa: E402
+from alma_cli import alma_run, available, bench_rows  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -140,17 +140,10 @@ for name in ("zipmap_logreg3_str", "zipmap_rf3_int"):
     if r.returncode:
         fail(f"bench {name}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
         continue
-    rows = json.load(open(js))["results"]
-    bad = 0
-    for row in rows:
-        chk = row.get("check") or {}
-        if row.get("status") != "ok":
-            fail(f"bench {name} {row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
-            bad += 1
-        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
-            fail(f"bench {name} {row.get('conversion')}: output check {chk}")
-            bad += 1
-    if not bad:
+    rows, problems = bench_rows(js)
+    for p in problems:
+        fail(f"bench {name} {p}")
+    if not problems:
         print(f"ok   bench {name} ({len(rows)} rows, output checks passed)")
 
 

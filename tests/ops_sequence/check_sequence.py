@@ -12,7 +12,6 @@ usage: check_sequence.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime
 4. SequenceAt / SequenceErase / SequenceInsert with positions out of range fail naming the range;
    negative positions agree with ONNX Runtime.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, HERE)
-from alma_cli import alma_run, available  # noqa: E402
+from alma_cli import alma_run, available, bench_rows  # noqa: E402
 import make_models  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
@@ -83,13 +82,9 @@ r = subprocess.run([ALMA, "bench", mix, "-c", convs, "--min-time", "0.05", "-n",
 if r.returncode:
     fail(f"alma bench: exit {r.returncode}: {r.stderr.strip()[-400:]}")
 else:
-    rows = json.load(open(js))["results"]
-    for row in rows:
-        chk = row.get("check") or {}
-        if row.get("status") != "ok":
-            fail(f"bench {row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
-        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
-            fail(f"bench {row.get('conversion')}: output check {chk}")
+    rows, problems = bench_rows(js)
+    for p in problems:
+        fail(f"bench {p}")
     print(f"ok   bench {convs} ({len(rows)} rows)")
 
 # 3. a sequence graph input: a clear refusal naming it

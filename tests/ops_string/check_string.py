@@ -15,7 +15,6 @@ usage: check_string.py ALMA WORKDIR   (python with onnx, numpy and onnxruntime)
 3. Refusals naming what is wrong: a string graph input in `alma bench` without --data or with
    numeric data, a string into an op that takes numbers (Add), a ScatterElements reduction over strings.
 Exit 0 when everything passes, 1 otherwise; 77 (skip) without the python modules."""
-import json
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, HERE)
-from alma_cli import alma_run, available  # noqa: E402
+from alma_cli import alma_run, available, bench_rows  # noqa: E402
 import make_models  # noqa: E402
 
 ALMA, WORK = sys.argv[1], sys.argv[2]
@@ -118,13 +117,9 @@ r = subprocess.run([ALMA, "bench", cast, "-c", ",".join(CONVS), "--min-time", "0
 if r.returncode:
     fail(f"alma bench: exit {r.returncode}: {r.stderr.strip()[-400:]}")
 else:
-    rows = json.load(open(js))["results"]
-    for row in rows:
-        chk = row.get("check") or {}
-        if row.get("status") != "ok":
-            fail(f"bench {row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
-        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
-            fail(f"bench {row.get('conversion')}: output check {chk}")
+    rows, problems = bench_rows(js)
+    for p in problems:
+        fail(f"bench {p}")
     print(f"ok   bench ({len(rows)} rows)")
 # a model with string initializers through FOLD and back out through save.c
 tm = os.path.join(WORK, "text_mix.onnx")
@@ -166,13 +161,9 @@ for what, data in (("unicode", Xs), ("bytes", np.char.encode(Xs, "utf-8")), ("di
     if r.returncode:
         fail(f"bench with {what} string data: exit {r.returncode}: {r.stderr.strip()[-400:]}")
         continue
-    rows = json.load(open(js))["results"]
-    for row in rows:
-        chk = row.get("check") or {}
-        if row.get("status") != "ok":
-            fail(f"bench {what} {row.get('conversion')}: status {row.get('status')}: {row.get('error')}")
-        elif row.get("conversion") != "EAGER" and not (chk.get("performed") and chk.get("passed")):
-            fail(f"bench {what} {row.get('conversion')}: output check {chk}")
+    rows, problems = bench_rows(js)
+    for p in problems:
+        fail(f"bench {what} {p}")
     print(f"ok   bench with {what} string data ({len(rows)} rows)")
 
 # 3. refusals
