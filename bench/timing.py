@@ -1,4 +1,9 @@
-"""Wall-clock timing of a peer's call, shared by the bench/ scripts (alma times itself)."""
+"""Shared by the bench/ scripts: a peer's call timed by wall clock (alma times itself), and alma bench run
+for its JSON rows."""
+import json
+import os
+import subprocess
+import tempfile
 import time
 
 
@@ -19,10 +24,6 @@ def alma_bench(alma, path, args, env=None):
     """Runs `alma bench PATH ARGS -q --keep-going --json FILE` and returns {conversion: the row's
     latency_ms object (p50, min, ...)} for rows that ran and whose output check did not fail, None for
     the others; {} when alma wrote no JSON (it could not start)."""
-    import json
-    import os
-    import subprocess
-    import tempfile
     with tempfile.TemporaryDirectory() as td:
         out = os.path.join(td, "r.json")
         subprocess.run([alma, "bench", path, *args, "-q", "--keep-going", "--json", out], stdout=subprocess.DEVNULL,
