@@ -18,6 +18,8 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "ops/contrib_bert.h"
+#include "ops/contrib_nbits.h"
 #include "runtimes/xnnpack/xnn_rt.h"
 
 /* ---- static analysis: which nodes XNNPACK takes ----------------------------------------------- */
@@ -942,6 +944,40 @@ static alma_status run_part(xrt_run *rs, int q) {
   return ALMA_OK;
 }
 
+/* The contrib ops' parallel loop (contrib_nbits.h) on XNNPACK's pthreadpool; NULL pool (one
+ * thread): in order on the calling thread, as pthreadpool does for a NULL pool. */
+typedef struct par_item {
+  alma__nbits_item_fn fn;
+  void *arg;
+} par_item;
+
+static void par_task(void *arg, size_t i) {
+  const par_item *t = arg;
+  t->fn(t->arg, (int64_t)i);
+}
+
+static void pool_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
+  par_item t = {fn, arg};
+  if (items > 0) pthreadpool_parallelize_1d(*(pthreadpool_t *)pctx, par_task, &t, (size_t)items, 0);
+}
+
+/* A node outside every partition that has a threaded form (ONNX Runtime's transformer contrib ops,
+ * MatMulNBits: contrib_bert.h, contrib_nbits.h) runs it on the pool, as BLAS and DNNL do, instead
+ * of EAGER's single thread. The executor has allocated (and zeroed) its outputs. */
+static int run_contrib(xrt_plan *p, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
+                       int nout, alma_status *st) {
+  if (alma__contrib_par(n)) {
+    *st = alma__contrib_exec_par(n, in, nin, out, nout, p->threads, pool_parfor, &p->pool);
+    return 1;
+  }
+  if (alma__is_mnb(n) && nin >= 1 && in[0] && in[0]->dtype == ALMA_DTYPE_FLOAT32 && nout >= 1 &&
+      out[0].dtype == ALMA_DTYPE_FLOAT32) {
+    *st = alma__mnb_exec_par(n, in, nin, &out[0], p->threads, pool_parfor, &p->pool);
+    return 1;
+  }
+  return 0;
+}
+
 /* Every partition node is deferred (alma__exec_graph_deferred): the executor gives its inputs
  * and leaves its outputs to this hook, which infers their shapes, allocates the ones read outside
  * the partition and runs the whole partition at its last node. */
@@ -953,7 +989,9 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   const xrt_node *xn = &p->xn[idx];
   if (xn->part < 0) {
     *handled = p->defer[idx]; /* a constant only partitions read */
-    return ALMA_OK;
+    alma_status st = ALMA_OK;
+    if (!*handled && run_contrib(p, n, in, nin, out, nout, &st)) *handled = st == ALMA_OK;
+    return st;
   }
   int q = xn->part;
   xrt_part *P = &p->parts[q];
@@ -1067,6 +1105,8 @@ static void xrt_describe(void *plan, FILE *f) {
     const xrt_node *xn = &p->xn[i];
     char where[128];
     if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
+    else if (xn->part < 0 && (alma__contrib_par(&g->nodes[i]) || alma__is_mnb(&g->nodes[i])))
+      snprintf(where, sizeof where, "EAGER kernel on XNNPACK's threads");
     else if (xn->part < 0) snprintf(where, sizeof where, "EAGER");
     else if (xn->fused_into >= 0) snprintf(where, sizeof where, "XNNPACK p%d (folded into '%s')", xn->part, g->nodes[xn->fused_into].name);
     else if (xn->q)
@@ -1087,7 +1127,8 @@ static void xrt_describe(void *plan, FILE *f) {
 const alma_runtime alma__runtime_xnnpack = {
     .name = "XNNPACK",
     .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes, "
-                   "FUSE's fused conv/matmul nodes, int8 QDQ/QLinear convolutions and QDQ residual Adds; EAGER for the rest",
+                   "FUSE's fused conv/matmul nodes, int8 QDQ/QLinear convolutions and QDQ residual Adds; ONNX Runtime's "
+                   "transformer contrib ops and MatMulNBits on its threads; EAGER for the rest",
     .init = xrt_init,
     .supports_node = xrt_supports,
     .compile = xrt_compile,
