@@ -84,8 +84,8 @@ static alma_status score(const alma_graph *g, const alma_symbind *b, int64_t max
   return ALMA_OK;
 }
 
-/* Ties free symbol j to the value of symbol i (plus symbol k's when k >= 0) plus d: j stops being
- * free and every symbol's expression has j's replaced. The old state goes to save. */
+/* Ties free symbol j to mul times the value of symbol i (plus symbol k's when k >= 0) plus d: j
+ * stops being free and every symbol's expression has j's replaced. The old state goes to save. */
 typedef struct sb_save {
   int *coef, *off, *free_;
 } sb_save;
@@ -105,12 +105,12 @@ static void restore_state(alma_symbind *b, const sb_save *sv) {
 }
 
 /* Returns 0 (nothing changed) when i's or k's value depends on j. */
-static int tie(alma_symbind *b, int j, int i, int k, int d) {
+static int tie(alma_symbind *b, int j, int i, int k, int d, int mul) {
   int n = b->n_sym;
   if (b->coef[i * n + j] || (k >= 0 && b->coef[k * n + j])) return 0;
   int e[64], eo = d; /* j's new expression */
-  for (int r = 0; r < n; r++) e[r] = b->coef[i * n + r] + (k >= 0 ? b->coef[k * n + r] : 0);
-  eo += b->off[i] + (k >= 0 ? b->off[k] : 0);
+  for (int r = 0; r < n; r++) e[r] = mul * b->coef[i * n + r] + (k >= 0 ? b->coef[k * n + r] : 0);
+  eo += mul * b->off[i] + (k >= 0 ? b->off[k] : 0);
   for (int x = 0; x < n; x++) {
     int cj = b->coef[x * n + j];
     if (!cj) continue;
@@ -122,13 +122,36 @@ static int tie(alma_symbind *b, int j, int i, int k, int d) {
   return 1;
 }
 
+/* Candidate factors of a product tie: the distinct small positive integer scalars the graph holds
+ * (initializers and Constant nodes: a head count shows up in its reshapes' shape arithmetic). */
+static int factors(const alma_graph *g, int *f, int max) {
+  int n = 0;
+  for (int i = 0; i < g->n_values + g->n_nodes && n < max; i++) {
+    const alma_tensor *t = NULL;
+    if (i < g->n_values) {
+      t = g->values[i].init;
+    } else {
+      const alma_node *nd = &g->nodes[i - g->n_values];
+      const alma_attr *a = !nd->domain[0] && !strcmp(nd->op_type, "Constant") ? alma__node_attr(nd, "value") : NULL;
+      t = a && a->type == ALMA_ATTR_TENSOR ? a->t : NULL;
+    }
+    if (!t || !t->data || alma_tensor_numel(t) != 1 || (t->dtype != ALMA_DTYPE_INT64 && t->dtype != ALMA_DTYPE_INT32)) continue;
+    int64_t v = t->dtype == ALMA_DTYPE_INT64 ? *(const int64_t *)t->data : *(const int32_t *)t->data;
+    int seen = v < 2 || v > 4096;
+    for (int k = 0; k < n && !seen; k++) seen = f[k] == v;
+    if (!seen) f[n++] = (int)v;
+  }
+  return n;
+}
+
 alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_symbind *b) {
   enum { MAXSYM = 64 }; /* more symbols are not related (each stays free) */
   memset(b, 0, sizeof *b);
   size_t nd = ((size_t)g->n_inputs + 1) * ALMA_MAX_RANK;
   const char **names = calloc(nd, sizeof *names);
+  int *axes = calloc(nd, sizeof *axes); /* per symbol: a bit per axis it is declared at */
   b->sym = malloc(sizeof(int) * nd);
-  alma_status st = names && b->sym ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = names && axes && b->sym ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   for (size_t k = 0; st == ALMA_OK && k < nd; k++) b->sym[k] = -1;
   int many = 0;
   for (int i = 0; st == ALMA_OK && i < g->n_inputs; i++) {
@@ -142,6 +165,7 @@ alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_s
       if (s < 0 && b->n_sym == MAXSYM) many = 1, s = MAXSYM - 1; /* shares the last one's value */
       if (s < 0) s = b->n_sym, names[s] = v->dim_params[d], b->n_sym++;
       b->sym[i * ALMA_MAX_RANK + d] = s;
+      axes[s] |= 1 << d;
     }
   }
   size_t n = (size_t)b->n_sym;
@@ -149,17 +173,21 @@ alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_s
   b->off = calloc(n + 1, sizeof(int));
   b->free_ = calloc(n + 1, sizeof(int));
   sb_save sv = {calloc(n * n + 1, sizeof(int)), calloc(n + 1, sizeof(int)), calloc(n + 1, sizeof(int))};
-  int *tl = calloc(4 * n + 4, sizeof(int)); /* the ties taken: j, i, k, d */
+  int *tl = calloc(5 * n + 5, sizeof(int)); /* the ties taken: j, i, k, d, mul */
+  int fac[32], nfac = factors(g, fac, 32);
   if (st == ALMA_OK && (!b->coef || !b->off || !b->free_ || !sv.coef || !sv.off || !sv.free_ || !tl))
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   for (size_t s = 0; st == ALMA_OK && s < n; s++) b->coef[s * n + s] = 1, b->free_[s] = 1;
   /* Greedy: the tie that leaves fewest values unknown, until none helps. Each round frees one
    * symbol less, so there are at most n_sym rounds of 3 n_sym^2 inferences (n_sym^3 / 2 more when
-   * only a sum helps); LLM graphs declare four or five symbols. */
+   * only a sum helps); LLM graphs declare four or five symbols. When neither helps, a product
+   * j = f i: BLOOM's cache has batch * heads rows, its attention_mask batch rows. Only symbols
+   * declared at a common axis (the batch axis there) and factors the graph holds are tried, so
+   * that is at most 32 inferences per such pair. */
   int cur = INT_MAX, ns = b->n_sym;
   if (st == ALMA_OK && ns > 0) st = score(g, b, max_fold, &cur);
   while (st == ALMA_OK && cur > 0 && !many) {
-    int best = cur, bj = -1, bi = -1, bk = -1, bd = 0;
+    int best = cur, bj = -1, bi = -1, bk = -1, bd = 0, bm = 1, single = 0;
     static const int ds[3] = {0, 1, -1};
     /* ties to one symbol (k < 0: j = i + d) first, to sums (j = i + k) only when none helps */
     for (int sum = 0; sum < 2 && bj < 0; sum++)
@@ -171,19 +199,30 @@ alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_s
           for (int t = 0; st == ALMA_OK && t < (k < 0 ? 3 : 1) && best > 0; t++) {
             int u;
             save_state(b, &sv);
-            if (!tie(b, j, i, k, ds[t])) continue;
+            if (!tie(b, j, i, k, ds[t], 1)) continue;
             st = score(g, b, max_fold, &u);
             restore_state(b, &sv);
-            if (u < best) best = u, bj = j, bi = i, bk = k, bd = ds[t];
+            if (u < best) best = u, bj = j, bi = i, bk = k, bd = ds[t], single = !sum;
           }
         }
     }
+    /* products compete with sums (a sum may help a little where the product is the relation) */
+    for (int j = 0; !single && st == ALMA_OK && j < ns && best > 0; j++)
+      for (int i = 0; b->free_[j] && st == ALMA_OK && i < ns && best > 0; i++)
+        for (int f = 0; i != j && (axes[i] & axes[j]) && st == ALMA_OK && f < nfac && best > 0; f++) {
+          int u;
+          save_state(b, &sv);
+          if (!tie(b, j, i, -1, 0, fac[f])) continue;
+          st = score(g, b, max_fold, &u);
+          restore_state(b, &sv);
+          if (u < best) best = u, bj = j, bi = i, bk = -1, bd = 0, bm = fac[f];
+        }
     if (st != ALMA_OK || bj < 0) break;
-    tie(b, bj, bi, bk, bd);
-    int *tt = tl + 4 * b->n_tied++;
-    tt[0] = bj, tt[1] = bi, tt[2] = bk, tt[3] = bd;
+    tie(b, bj, bi, bk, bd, bm);
+    int *tt = tl + 5 * b->n_tied++;
+    tt[0] = bj, tt[1] = bi, tt[2] = bk, tt[3] = bd, tt[4] = bm;
     cur = best;
-    ALMA_LOGD("symbolic dims: '%s' tied to '%s'%s%s%s %+d (%d values unknown)", names[bj] ? names[bj] : "?",
+    ALMA_LOGD("symbolic dims: '%s' tied to %d * '%s'%s%s%s %+d (%d values unknown)", names[bj] ? names[bj] : "?", bm,
               names[bi] ? names[bi] : "?", bk >= 0 ? " + '" : "", bk >= 0 ? (names[bk] ? names[bk] : "?") : "", bk >= 0 ? "'" : "", bd, cur);
   }
   /* A tie taken early can be one that merely helped (seq = past - 1 before total = past + seq was
@@ -195,11 +234,11 @@ alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_s
     memset(b->off, 0, sizeof(int) * n);
     for (size_t s = 0; s < n; s++) b->coef[s * n + s] = 1, b->free_[s] = 1;
     for (int t = 0; t < b->n_tied && ok; t++)
-      if (t != drop) ok = tie(b, tl[4 * t], tl[4 * t + 1], tl[4 * t + 2], tl[4 * t + 3]);
+      if (t != drop) ok = tie(b, tl[5 * t], tl[5 * t + 1], tl[5 * t + 2], tl[5 * t + 3], tl[5 * t + 4]);
     st = ok ? score(g, b, max_fold, &u) : ALMA_OK;
     if (st == ALMA_OK && ok && u <= cur) {
-      const char *nm = names[tl[4 * drop]];
-      memmove(tl + 4 * drop, tl + 4 * (drop + 1), sizeof(int) * 4 * (size_t)(b->n_tied - drop - 1));
+      const char *nm = names[tl[5 * drop]];
+      memmove(tl + 5 * drop, tl + 5 * (drop + 1), sizeof(int) * 5 * (size_t)(b->n_tied - drop - 1));
       b->n_tied--;
       ALMA_LOGD("symbolic dims: the tie of '%s' dropped (%d values unknown)", nm ? nm : "?", u);
       cur = u;
@@ -209,6 +248,7 @@ alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold, alma_s
   }
   if (st == ALMA_OK && ns > 0) ALMA_LOGD("symbolic dims: %d, %d tied, %d values unknown", ns, b->n_tied, cur);
   free(names);
+  free(axes);
   free(sv.coef);
   free(sv.off);
   free(sv.free_);

@@ -615,11 +615,32 @@ static int splits_heads(const alma__fuse_ctx *c, int x, int y) {
   return 1;
 }
 
+/* x [B, S*H, E] is y [B, S, H, E] with its second dim split, in both bindings (GPTBigCode's
+ * multi-query scores, one row per query position and head). */
+static int splits_rows(const alma__fuse_ctx *c, int x, int y) {
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *a = alma__fuse_info(c, x, b), *t = alma__fuse_info(c, y, b);
+    if (!a || !t || a->rank != 3 || t->rank != 4 || a->dims[0] != t->dims[0] || a->dims[1] != t->dims[1] * t->dims[2] ||
+        a->dims[2] != t->dims[3])
+      return 0;
+  }
+  return 1;
+}
+
 /* x's first two dims are y's, in both bindings. */
 static int same_batch(const alma__fuse_ctx *c, int x, int y) {
   for (int b = 0; b < 2; b++) {
     const alma_tensor *a = alma__fuse_info(c, x, b), *t = alma__fuse_info(c, y, b);
     if (!a || !t || a->rank < 2 || t->rank < 2 || a->dims[0] != t->dims[0] || a->dims[1] != t->dims[1]) return 0;
+  }
+  return 1;
+}
+
+/* x is 3-D with dim 0 equal to y's, in both bindings. */
+static int same_dim0(const alma__fuse_ctx *c, int x, int y) {
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *a = alma__fuse_info(c, x, b), *t = alma__fuse_info(c, y, b);
+    if (!a || !t || a->rank != 3 || t->rank < 1 || a->dims[0] != t->dims[0]) return 0;
   }
   return 1;
 }
@@ -635,6 +656,84 @@ static int all_zero(const alma__fuse_ctx *c, int v) {
   return 1;
 }
 
+/* z, added to the 3-D scores x [B*H, S, T] by baddbmm, is a bias the attention can take as (part
+ * of) its mask once viewed as [B, H, ., .]: 3-D, dim 0 B*H, the others 1 or x's (BLOOM's ALiBi
+ * [B*H, 1, T]), in both bindings, and not computed from the scores. */
+static int heads_bias(const alma__fuse_ctx *c, int z, int x, alma_dtype dt) {
+  if (alma__fuse_dtype(c, z) != dt || from_scores(c, z, 0)) return 0;
+  for (int b = 0; b < 2; b++) {
+    const alma_tensor *a = alma__fuse_info(c, z, b), *t = alma__fuse_info(c, x, b);
+    if (!a || !t || a->rank != 3 || t->rank != 3 || a->dims[0] != t->dims[0] || (a->dims[1] != 1 && a->dims[1] != t->dims[1]) ||
+        (a->dims[2] != 1 && a->dims[2] != t->dims[2]))
+      return 0;
+  }
+  return 1;
+}
+
+/* Unsqueeze(x, [ax]) in the model's opset's form (axes an attribute before opset 13, an input from it). */
+static int rw_unsqueeze(attn_rw *w, int x, int64_t ax) {
+  int in[2] = {x, -1}, nin = 1;
+  if (alma__graph_opset(w->c->g, "") >= 13) {
+    if ((in[1] = alma__fuse_new_ints(w->c, w->base, &ax, 1)) < 0) return -1;
+    nin = 2;
+  }
+  int y = rw_node(w, "Unsqueeze", in, nin, -1);
+  if (y >= 0 && nin == 1 && alma__fuse_attr_ints(w->c, w->c->g->values[y].producer, "axes", &ax, 1) != ALMA_OK) return -1;
+  return y;
+}
+
+/* x [B*H, M, N] viewed as [B, H, M, N]: Unsqueeze to [B*H, 1, M, N], then Reshape [-1, H, 0, 0]
+ * (its zeros copy M and N, whatever they are at run time; no shape subgraph needed). */
+static int rw_split_heads(attn_rw *w, int x, int64_t H) {
+  int64_t s[4] = {-1, H, 0, 0};
+  int u = rw_unsqueeze(w, x, 1);
+  return u < 0 ? -1 : rw_reshape(w, u, s, 4, -1);
+}
+
+/* The 4-D [B, H, ., .] form of x [B*H, ., .] as the attention reads it: the 4-D tensor x is a view
+ * of (*src; *view is that Reshape when x has no other reader, to be removed), or x to be viewed
+ * (*src = -1) when it is 3-D with the scores' dim 0 (checked against x3 [B*H, S, T]). */
+static int heads_source(const alma__fuse_ctx *c, int x, int reader, int s4, int x3, int *src, int *view) {
+  *src = -1, *view = -1;
+  int r = alma__fuse_producer(c, x, "", "Reshape");
+  if (r >= 0) {
+    int x4 = c->g->nodes[r].inputs[0];
+    if (splits_heads(c, x, x4) && same_batch(c, x4, s4)) {
+      *src = x4;
+      if (alma__fuse_only_consumer(c, x) == reader) *view = r; /* else still read elsewhere: kept */
+      return 1;
+    }
+  }
+  return same_dim0(c, x, x3);
+}
+
+/* The Reshape reading v (as its data) when v's other readers are all Shape nodes (*n_shapes of
+ * them: BLOOM's _merge_heads reads the product's shape), v is no graph output and no subgraph
+ * reads it; else -1. */
+static int reshape_besides_shapes(const alma__fuse_ctx *c, int v, int *n_shapes) {
+  const alma_graph *g = c->g;
+  int r = -1;
+  *n_shapes = 0;
+  if (v < 0 || g->values[v].is_output) return -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->n_implicit; k++)
+      if (n->implicit_inputs[k] == v) return -1;
+    int reads = 0;
+    for (int k = 0; k < n->n_inputs; k++) reads += n->inputs[k] == v;
+    if (!reads) continue;
+    if (alma__fuse_is(c, i, "", "Shape") && reads == 1) {
+      (*n_shapes)++;
+    } else if (alma__fuse_is(c, i, "", "Reshape") && reads == 1 && n->inputs[0] == v && r < 0 && out0(c, i) >= 0) {
+      r = i;
+    } else {
+      return -1;
+    }
+  }
+  return r;
+}
+
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (alma__fuse_is(c, smi, "", "Attention")) return onnx_attention(c, smi);
   if (!alma__fuse_is(c, smi, "", "Softmax")) return ALMA_OK;
@@ -644,8 +743,26 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (s < 0 || p < 0 || r < 2 || !alma__dtype_is_float(dt)) return ALMA_OK;
   int64_t axis = alma__attr_i(sm, "axis", sm->since_version >= 13 ? -1 : 1);
   if (axis != r - 1 && axis != -1) return ALMA_OK;
-  int m2 = next_is(c, p, "MatMul");
-  if (m2 < 0 || c->g->nodes[m2].inputs[0] != p || c->g->nodes[m2].inputs[1] == p) return ALMA_OK;
+  /* The probabilities may reach the product with V through a 3-D view (pform): [B, H, S, T] as
+   * [B*H, S, T] (BLOOM, 1) or [B, S, H, T] as [B, S*H, T] (GPTBigCode's multi-query heads, 2). */
+  int m2 = next_is(c, p, "MatMul"), pview = -1, pform = 0, pin = p, oview = -1, yshapes = 0;
+  if (m2 < 0) {
+    int pr = next_is(c, p, "Reshape");
+    if (pr < 0 || c->g->nodes[pr].inputs[0] != p) return ALMA_OK;
+    pin = out0(c, pr);
+    if ((m2 = next_is(c, pin, "MatMul")) < 0) return ALMA_OK;
+    /* BLOOM's product [B*H, S, Dv] is viewed back as [B, H, S, Dv]: the attention writes that view.
+     * With one query position both views of the probabilities hold: that Reshape tells them apart. */
+    int y3 = out0(c, m2), yo = reshape_besides_shapes(c, y3, &yshapes);
+    if (splits_heads(c, pin, p) && yo >= 0 && splits_heads(c, y3, out0(c, yo)) && same_batch(c, out0(c, yo), p))
+      pform = 1, oview = yo;
+    else if (splits_rows(c, pin, p))
+      pform = 2;
+    else
+      return ALMA_OK;
+    pview = pr;
+  }
+  if (c->g->nodes[m2].inputs[0] != pin || c->g->nodes[m2].inputs[1] == pin) return ALMA_OK;
   int v = c->g->nodes[m2].inputs[1];
   double scale = 1.0;
   int cur = s, user = smi, mask = -1, sc = -1, qs = -1, ks = -1, tp = -1, causal = 0;
@@ -654,8 +771,8 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
    * (the rows are the same, so is their softmax), times V viewed as [B*H, T, Dv], the product
    * viewed back as [B, H, S, Dv]: attended in 4-D (V's view read through, the output written as
    * the 4-D view) */
-  int s4 = s, mview = -1, vview = -1, oview = -1;
-  int rs = alma__fuse_producer(c, s, "", "Reshape");
+  int s4 = s, mview = -1, vview = -1;
+  int rs = pform ? -1 : alma__fuse_producer(c, s, "", "Reshape");
   if (rs >= 0 && splits_heads(c, s, c->g->nodes[rs].inputs[0])) {
     int yo = alma__fuse_only_consumer(c, out0(c, m2)), vr = alma__fuse_producer(c, v, "", "Reshape");
     if (!alma__fuse_is(c, yo, "", "Reshape") || vr < 0 || out0(c, yo) < 0) return ALMA_OK;
@@ -672,19 +789,27 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   attn_chain ch;
   if (!mask_chain(c, cur, user, dt, &ch)) return ALMA_OK;
   if (ch.n) cur = ch.scores, user = ch.node[ch.n - 1];
-  /* GPT-NeoX's baddbmm: the scores of Q, K viewed as [B*H, S, D], plus zeros (baddbmm's input),
-   * viewed back as [B, H, S, T]: attention over the 4-D Q and K (see below) */
-  int view = -1, zadd = -1, zterm = -1;
+  /* baddbmm: the scores of 3-D Q and K (plus baddbmm's input) viewed as 4-D: [B*H, S, T] as
+   * [B, H, S, T] (sform 1: GPT-NeoX with zeros added, OPT, BLOOM with its ALiBi added) or
+   * [B, S*H, T] as [B, S, H, T] (2: GPTBigCode, zeros added). Attended in 4-D (see below). */
+  int view = -1, sform = 0, zadd = -1, zterm = -1, bias = -1;
   int rv = alma__fuse_producer(c, cur, "", "Reshape");
-  if (rv >= 0 && alma__fuse_only_consumer(c, cur) == user && splits_heads(c, c->g->nodes[rv].inputs[0], cur)) {
-    view = rv, user = rv, cur = c->g->nodes[rv].inputs[0];
-    int za = alma__fuse_producer(c, cur, "", "Add");
+  if (rv >= 0 && alma__fuse_only_consumer(c, cur) == user) {
+    int x3 = c->g->nodes[rv].inputs[0];
+    sform = pform == 2 ? (splits_rows(c, x3, cur) ? 2 : 0) : splits_heads(c, x3, cur) ? 1 : 0;
+    if (sform) view = rv, user = rv, s4 = cur, cur = x3;
+  }
+  if (pform && sform != pform) return ALMA_OK; /* a 3-D product with V needs 3-D scores of the same view */
+  if (sform) {
+    int x3 = cur, za = alma__fuse_producer(c, cur, "", "Add");
     for (int side = 0; za >= 0 && zadd < 0 && side < 2 && alma__fuse_only_consumer(c, cur) == user; side++) {
       int x = c->g->nodes[za].inputs[side], z = c->g->nodes[za].inputs[1 - side];
-      if (x >= 0 && z >= 0 && x != z && all_zero(c, z) && alma__fuse_same_shape(c, x, cur))
-        zadd = za, zterm = z, user = za, cur = x;
+      if (x < 0 || z < 0 || x == z || !alma__fuse_same_shape(c, x, x3)) continue;
+      if (all_zero(c, z)) zadd = za, zterm = z, user = za, cur = x;
+      else if (sform == 1 && heads_bias(c, z, x, dt)) zadd = za, bias = z, user = za, cur = x;
     }
   }
+  int x3 = cur; /* the 3-D scores [B*H, S, T] (sform 1), before baddbmm's input is added */
   int next = strip_scale(c, cur, user, &scale, &sc);
   if (sc >= 0) user = sc, cur = next;
   int m1 = alma__fuse_producer(c, cur, "", "MatMul");
@@ -702,33 +827,66 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     for (int i = 0; swap && i < rk; i++) swap = perm[i] == (i < rk - 2 ? i : i == rk - 2 ? rk - 1 : rk - 2);
     if (swap) key = src, k_transposed = 0, tp = t;
   }
-  int qv = -1, kv = -1;
-  if (view >= 0) { /* Q, K back to [B, H, S, D], whose batch dims are the 4-D scores' */
-    qv = alma__fuse_producer(c, q, "", "Reshape"), kv = alma__fuse_producer(c, key, "", "Reshape");
-    if (k_transposed || qv < 0 || kv < 0) return ALMA_OK;
-    int q4 = c->g->nodes[qv].inputs[0], k4 = c->g->nodes[kv].inputs[0];
-    if (!splits_heads(c, q, q4) || !splits_heads(c, key, k4) ||
-        alma__fuse_dim(c, q4, 0) != alma__fuse_dim(c, s4, 0) || alma__fuse_dim(c, q4, 1) != alma__fuse_dim(c, s4, 1) ||
-        !same_batch(c, q4, s4) || !same_batch(c, k4, s4))
+  /* Q, K (and, for BLOOM, V) in 4-D: a 4-D tensor they are views of, or new views of them */
+  int qv = -1, kv = -1, vv = -1, q4 = -1, k4 = -1, v4 = -1;
+  int64_t Hs = sform ? alma__fuse_dim(c, s4, sform == 1 ? 1 : 2) : 0; /* heads, known */
+  if (sform && Hs < 1) return ALMA_OK;
+  if (sform == 1) {
+    if (!heads_source(c, q, qs >= 0 ? qs : m1, s4, x3, &q4, &qv) ||
+        !heads_source(c, key, tp >= 0 ? tp : ks >= 0 ? ks : m1, s4, x3, &k4, &kv) ||
+        (pform == 1 && !heads_source(c, v, m2, s4, x3, &v4, &vv)))
       return ALMA_OK;
-    if (alma__fuse_only_consumer(c, q) != (qs >= 0 ? qs : m1)) qv = -1; /* still read elsewhere: kept */
-    if (alma__fuse_only_consumer(c, key) != tp) kv = -1;
-    q = q4, key = k4;
+    if (q4 >= 0) q = q4;
+    if (k4 >= 0) key = k4;
+    if (v4 >= 0) v = v4;
+  } else if (sform == 2) {
+    /* Q [B, S*H, D] viewed as [B, S, H, D]; the one K and V [B, T, .] as [B, 1, T, .], which the
+     * attention's batch dims broadcast over the query positions */
+    if (alma__fuse_rank(c, q) != 3 || alma__fuse_rank(c, key) != 3 || alma__fuse_rank(c, v) != 3 ||
+        alma__fuse_dim(c, q, 2) < 1 || alma__fuse_dim(c, v, 2) < 1 || !same_dim0(c, q, s4))
+      return ALMA_OK;
   }
   if (alma__fuse_rank(c, q) < 2 || alma__fuse_rank(c, key) < 2 || alma__fuse_rank(c, v) < 2) return ALMA_OK;
   if (mview >= 0 && (!same_batch(c, q, s4) || !same_batch(c, key, s4))) return ALMA_OK; /* 4-D, the scores' batch */
   if (alma__fuse_dtype(c, q) != dt || alma__fuse_dtype(c, key) != dt || alma__fuse_dtype(c, v) != dt) return ALMA_OK;
   int y = out0(c, oview >= 0 ? oview : m2), ad = -1;
-  if (ch.n == 1 && alma__fuse_is(c, ch.node[0], "", "Add")) {
+  /* Checks done: from here on the graph changes. New views first (they may move the nodes). */
+  attn_rw w = {c, c->g->values[y].name};
+  if (yshapes && pform == 1) {
+    /* the product [B*H, S, Dv] stays for its Shape readers, now a view of the attention's output
+     * (Flatten to [B*H, S*Dv], Reshape to [B*H, S, Dv]: no copies where Reshapes are views) */
+    int64_t s3[3] = {0, -1, alma__fuse_dim(c, out0(c, m2), 2)};
+    int fl = rw_node(&w, "Flatten", &y, 1, -1);
+    if (fl < 0 || alma__fuse_attr_i(c, c->g->values[fl].producer, "axis", 2) != ALMA_OK) return ALMA_ERR_NOMEM;
+    int y3 = out0(c, m2);
+    alma__fuse_kill(c, m2); /* y3 gets its new producer */
+    m2 = -1;
+    if (rw_reshape(&w, fl, s3, 3, y3) < 0) return ALMA_ERR_NOMEM;
+  }
+  if (sform == 1) {
+    if ((q4 < 0 && (q = rw_split_heads(&w, q, Hs)) < 0) || (k4 < 0 && (key = rw_split_heads(&w, key, Hs)) < 0) ||
+        (pform == 1 && v4 < 0 && (v = rw_split_heads(&w, v, Hs)) < 0) || (bias >= 0 && (bias = rw_split_heads(&w, bias, Hs)) < 0))
+      return ALMA_ERR_NOMEM;
+  } else if (sform == 2) {
+    int64_t qs4[4] = {0, -1, Hs, alma__fuse_dim(c, q, 2)}, ys3[3] = {0, -1, alma__fuse_dim(c, v, 2)};
+    int Y = alma__fuse_new_value(c, w.base);
+    if ((q = rw_reshape(&w, q, qs4, 4, -1)) < 0 || (key = rw_unsqueeze(&w, key, 1)) < 0 || (v = rw_unsqueeze(&w, v, 1)) < 0 ||
+        Y < 0 || rw_reshape(&w, Y, ys3, 3, y) < 0)
+      return ALMA_ERR_NOMEM;
+    y = Y; /* the attention writes [B, S, H, Dv], viewed as the product [B, S*H, Dv] */
+  }
+  if (bias < 0 && ch.n == 1 && alma__fuse_is(c, ch.node[0], "", "Add")) {
     mask = alma__fuse_other_input(c, ch.node[0], ch.scores), ad = ch.node[0]; /* the mask as it is */
-  } else if (ch.n == 1 && chain_causal(c, &ch, s4)) {
+  } else if (bias < 0 && sform != 2 && ch.n == 1 && chain_causal(c, &ch, s4)) { /* sform 2: rows are no positions */
     causal = 1, ad = ch.node[0];
   } else if (ch.n) {
-    /* f(s) = s + f(0) (see mask_chain): the chain now computes f(0), at the mask's size */
-    alma_tensor *z;
-    int zero = alma__fuse_new_const(c, c->g->values[y].name, dt, 0, NULL, &z);
-    if (zero < 0) return ALMA_ERR_NOMEM;
-    int prev = zero;
+    /* f(s) = s + f(0) (see mask_chain): the chain now computes f(0), at the mask's size, or
+     * f(bias) = bias + f(0) with baddbmm's bias (BLOOM's ALiBi) viewed as [B, H, ., T] */
+    int prev = bias;
+    if (prev < 0) {
+      alma_tensor *z;
+      if ((prev = alma__fuse_new_const(c, c->g->values[y].name, dt, 0, NULL, &z)) < 0) return ALMA_ERR_NOMEM;
+    }
     for (int k = ch.n - 1; k >= 0; k--) {
       alma_node *nk = &c->g->nodes[ch.node[k]];
       int in[3];
@@ -740,6 +898,8 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
       prev = nv;
     }
     mask = prev;
+  } else {
+    mask = bias; /* the bias alone, or none */
   }
   ALMA_TRY(alma__fuse_retype(c, smi, "alma", "Attention", 1));
   ALMA_TRY(alma__fuse_attr_clear(c, smi));
@@ -749,7 +909,7 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   int in[4] = {q, key, v, mask};
   ALMA_TRY(alma__fuse_set_inputs(c, smi, in, 4));
   ALMA_TRY(alma__fuse_set_output(c, smi, y));
-  int dead[] = {m1, m2, ad, sc, qs, ks, tp, view, zadd, qv, kv, mview, vview, oview};
+  int dead[] = {m1, m2, ad, sc, qs, ks, tp, view, zadd, qv, kv, vv, mview, vview, oview, pview};
   /* the zeros added (ConstantOfShape, Mul by beta) when nothing else reads them */
   for (int z = zterm, k = 0; z >= 0 && k < 4 && alma__fuse_uses(c, z) == (k ? 0 : 1); k++) { /* the killed reader aside */
     int pz = alma__fuse_producer(c, z, "", NULL);

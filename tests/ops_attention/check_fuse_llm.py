@@ -16,8 +16,16 @@ and the attention scores masked the ways the exports mask them:
                      its condition constant (LLaMA 4.30's conditional squeeze): FOLD inlines the branch
   if_runtime         the same with a run-time condition and branches of one shape: the If stays and
                      inference gives its output the shape both branches agree on
+  view_nonzero       view with a non-zero [B*H, S, T] tensor added by the baddbmm: a bias, fused
+  bloom              BLOOM: its 3-D cache past_key [B*H, D, past] / past_value [B*H, past, D] (the
+                     symbols' relation batch_kv = H * batch), baddbmm(ALiBi [B*H, 1, T], Q, K) viewed
+                     as [B, H, S, T], Where(causal and padding, finfo.min, s), the Softmax's [B*H, S, T]
+                     view times V, the product viewed as [B, H, S, D] and also read by a Shape
+  mqa                GPTBigCode's multi-query attention: Q [B, S*H, D] against one K^T [B, D, T]
+                     (a 3-D cache [B, past, D]), plus zeros, viewed as [B, S, H, T], Where(mask
+                     [B, S, 1, T], s, finfo.min), the Softmax's [B, S*H, T] view times the one V
 and forms that must not fuse: a Where or Max whose value does not absorb the scores (-1e4, -100), a
-mask that broadcasts the scores up, a baddbmm whose added tensor is not zeros (view_nonzero). Each graph runs in prefill (past 0), decode (1 token after 5) and
+mask that broadcasts the scores up. Each graph runs in prefill (past 0), decode (1 token after 5) and
 chunk (3 after 4) shapes through FOLD+FUSE+EAGER, FOLD+FUSE+DNNL and FOLD+FUSE+BLAS against ONNX
 Runtime, checking FUSE's attention and layernorm counts (every layer's LayerNorm: the symbols'
 relations total = past + seq let inference past the first KV Concat) and, for DNNL, whether the
@@ -153,12 +161,68 @@ def attention(g, form, s, S, T):
     raise ValueError(form)
 
 
+def bloom_mqa(g, form, h, layer, outs):
+    """One attention of the bloom or mqa form on the normed input h [B, S, E]: its output [B, S, E]."""
+    def proj(n):
+        return g.op("MatMul", [h, g.const(rng.standard_normal((E, n)) / np.sqrt(E))])
+    Tm = dim(g, "attention_mask", 1)
+    if form == "mqa":  # GPTBigCode: H query heads, one key/value head; caches [B, past, D]
+        q3 = g.op("Reshape", [proj(E), g.ints(0, -1, DH)])  # [B, S*H, D]
+        K = g.op("Concat", [f"past_key.{layer}", proj(DH)], axis=1)
+        V = g.op("Concat", [f"past_value.{layer}", proj(DH)], axis=1)
+        outs += [(K, f"present_key.{layer}"), (V, f"present_value.{layer}")]
+        S = dim(g, h, 1)
+        view = g.op("Concat", [dim(g, h, 0), g.op("Mul", [S, g.ints(H)]), Tm], axis=0)  # [B, S*H, T]
+        s3 = g.op("Mul", [g.op("MatMul", [q3, g.op("Transpose", [K], perm=[0, 2, 1])]), g.const(1 / np.sqrt(DH))])
+        zeros = g.op("ConstantOfShape", [view], value=numpy_helper.from_array(np.zeros(1, np.float32)))
+        s3 = g.op("Add", [s3, g.op("Mul", [zeros, g.const(1.0)])])
+        s = g.op("Reshape", [s3, g.op("Concat", [dim(g, h, 0), S, g.ints(H), Tm], axis=0)])  # [B, S, H, T]
+        tri = g.const(np.tril(np.ones((NPOS, NPOS), bool)), bool)
+        c = g.op("Slice", [g.op("Slice", [tri, g.op("Sub", [Tm, S]), Tm, g.ints(0)]), g.ints(0), Tm, g.ints(1)])
+        pad = g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TP.BOOL), g.ints(1)])  # [B, 1, T]
+        m = g.op("Unsqueeze", [g.op("And", [g.op("Unsqueeze", [c, g.ints(0)]), pad]), g.ints(2)])  # [B, S, 1, T]
+        p = g.op("Softmax", [g.op("Where", [m, s, g.const(FMIN)])], axis=-1)
+        pv = g.op("MatMul", [g.op("Reshape", [p, view]), V])  # [B, S*H, D]
+        return g.op("Reshape", [pv, g.ints(0, -1, E)])
+    # BLOOM: heads split as [B, S, H, D] and merged with the batch: [B*H, S, D], K^T [B*H, D, S]
+    def split(y, perm):
+        return g.op("Transpose", [g.op("Reshape", [y, g.ints(0, 0, H, DH)])], perm=perm)
+    B, S = dim(g, h, 0), dim(g, h, 1)
+    BH = g.op("Mul", [B, g.ints(H)])
+    q3 = g.op("Reshape", [split(proj(E), [0, 2, 1, 3]), g.op("Concat", [BH, S, g.ints(DH)], axis=0)])
+    k3 = g.op("Reshape", [split(proj(E), [0, 2, 3, 1]), g.op("Concat", [BH, g.ints(DH), S], axis=0)])
+    v3 = g.op("Reshape", [split(proj(E), [0, 2, 1, 3]), g.op("Concat", [BH, S, g.ints(DH)], axis=0)])
+    K = g.op("Concat", [f"past_key.{layer}", k3], axis=2)
+    V = g.op("Concat", [f"past_value.{layer}", v3], axis=1)
+    outs += [(K, f"present_key.{layer}"), (V, f"present_value.{layer}")]
+    slopes = g.const((2.0 ** -np.arange(1, H + 1)).reshape(1, H, 1))
+    pos = g.op("Cast", [g.op("CumSum", [g.op("Cast", ["attention_mask"], to=TP.INT64), g.const(1, np.int64)])],
+               to=TP.FLOAT)
+    alibi = g.op("Reshape", [g.op("Mul", [slopes, g.op("Unsqueeze", [pos, g.ints(1)])]),
+                             g.op("Concat", [BH, g.ints(1), Tm], axis=0)])  # [B*H, 1, T]
+    s3 = g.op("Add", [g.op("Mul", [alibi, g.const(1.0)]),
+                      g.op("Mul", [g.op("MatMul", [q3, K]), g.const(1 / np.sqrt(DH))])])
+    s = g.op("Reshape", [s3, g.op("Concat", [B, g.ints(H), S, Tm], axis=0)])
+    c = g.op("Not", [causal_slice(g, S, Tm)])
+    pad = g.op("Not", [g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TP.BOOL), g.ints(1, 2)])])
+    p = g.op("Softmax", [g.op("Where", [g.op("Or", [c, pad]), g.const(FMIN), s])], axis=-1)
+    pv = g.op("MatMul", [g.op("Reshape", [p, g.op("Concat", [BH, S, Tm], axis=0)]), V])  # [B*H, S, D]
+    # _merge_heads reads the product's shape
+    pv = g.op("Reshape", [pv, g.op("Concat", [B, g.ints(H), dim(g, pv, 1), g.ints(DH)], axis=0)])
+    return g.op("Reshape", [g.op("Transpose", [pv], perm=[0, 2, 1, 3]), g.ints(0, 0, E)])
+
+
 def build(form, scale_q=False):
     g = G()
     x = "x"
     outs = []
     for layer in range(L):
         h = layer_norm(g, x)
+        if form in ("bloom", "mqa"):
+            a = bloom_mqa(g, form, h, layer, outs)
+            x = g.op("Add", [x, g.op("MatMul", [a, g.const(rng.standard_normal((E, E)) / np.sqrt(E))])])
+            x = g.op("Add", [x, layer_norm(g, x)])
+            continue
 
         def heads(w):
             y = g.op("MatMul", [h, g.const(rng.standard_normal((E, E)) / np.sqrt(E))])
@@ -213,9 +277,11 @@ def build(form, scale_q=False):
     g.nodes.append(helper.make_node("Identity", [x], ["y"]))
     ins = [helper.make_tensor_value_info("x", TP.FLOAT, ["batch", "seq", E]),
            helper.make_tensor_value_info("attention_mask", TP.INT64, ["batch", "total"])]
+    shapes = {"bloom": (["batch_kv", DH, "past"], ["batch_kv", "past", DH]),
+              "mqa": (["batch", "past", DH], ["batch", "past", DH])}.get(form, (["batch", H, "past", DH],) * 2)
     for layer in range(L):
-        for kind in ("key", "value"):
-            ins.append(helper.make_tensor_value_info(f"past_{kind}.{layer}", TP.FLOAT, ["batch", H, "past", DH]))
+        for kind, shp in zip(("key", "value"), shapes):
+            ins.append(helper.make_tensor_value_info(f"past_{kind}.{layer}", TP.FLOAT, shp))
     outputs = [helper.make_tensor_value_info("y", TP.FLOAT, None)] + \
         [helper.make_tensor_value_info(nm, TP.FLOAT, None) for _, nm in outs]
     m = helper.make_model(helper.make_graph(g.nodes, form, ins, outputs, g.inits),
@@ -225,7 +291,7 @@ def build(form, scale_q=False):
     return m
 
 
-def feeds(B, S, P):
+def feeds(form, B, S, P):
     f = {"x": rng.standard_normal((B, S, E)).astype(np.float32)}
     mask = np.ones((B, P + S), np.int64)
     if S > 1:
@@ -233,9 +299,10 @@ def feeds(B, S, P):
     if P > 1:
         mask[1, 1] = 0  # a padded position inside the past
     f["attention_mask"] = mask
+    shapes = {"bloom": ((B * H, DH, P), (B * H, P, DH)), "mqa": ((B, P, DH),) * 2}.get(form, ((B, H, P, DH),) * 2)
     for layer in range(L):
-        for kind in ("key", "value"):
-            f[f"past_{kind}.{layer}"] = rng.standard_normal((B, H, P, DH)).astype(np.float32)
+        for kind, shp in zip(("key", "value"), shapes):
+            f[f"past_{kind}.{layer}"] = rng.standard_normal(shp).astype(np.float32)
     return f
 
 
@@ -251,8 +318,10 @@ CASES = {
     "bmm": (L, False),
     "if_const": (L, False),
     "if_runtime": (L, False),
+    "view_nonzero": (L, False),
     "where_min_1e4": (0, False),
-    "view_nonzero": (0, False),
+    "bloom": (L, False),
+    "mqa": (L, False),
     "max_small": (0, False),
     "broadcast_up": (0, False),
 }
@@ -263,14 +332,14 @@ ONLY = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CASES)
 for form, (want_attn, want_causal) in CASES.items():
     if form not in ONLY:
         continue
-    for scale_q in (False, True):
+    for scale_q in (False,) if form in ("bloom", "mqa") else (False, True):
         name = form + ("_scale_q" if scale_q else "")
         m = build(form, scale_q)
         path = os.path.join(WORK, name + ".onnx")
         onnx.save(m, path)
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         for shape, (B, S, P) in SHAPES.items():
-            f = feeds(B, S, P)
+            f = feeds(form, B, S, P)
             want = sess.run(None, f)
             for conv in CONVS:
                 tag = f"{name} {shape} {conv}"
