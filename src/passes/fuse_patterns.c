@@ -743,6 +743,11 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
   if (s < 0 || p < 0 || r < 2 || !alma__dtype_is_float(dt)) return ALMA_OK;
   int64_t axis = alma__attr_i(sm, "axis", sm->since_version >= 13 ? -1 : 1);
   if (axis != r - 1 && axis != -1) return ALMA_OK;
+  /* Casts of the probabilities to the type they have (LLaMA's and BLOOM's softmax(dtype=float32)
+   * .to(dtype)), which FOLD would remove, are seen through: FUSE alone fuses these exports too */
+  int casts[4], ncast = 0;
+  for (int ci; ncast < 4 && (ci = next_is(c, p, "Cast")) >= 0 && alma__fuse_dtype(c, out0(c, ci)) == dt;)
+    casts[ncast++] = ci, p = out0(c, ci);
   /* The probabilities may reach the product with V through a 3-D view (pform): [B, H, S, T] as
    * [B*H, S, T] (BLOOM, 1) or [B, S, H, T] as [B, S*H, T] (GPTBigCode's multi-query heads, 2). */
   int m2 = next_is(c, p, "MatMul"), pview = -1, pform = 0, pin = p, oview = -1, yshapes = 0;
@@ -923,6 +928,7 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     z = nz; /* the one computed input, if one */
   }
   for (int i = 0; i < (int)(sizeof dead / sizeof dead[0]); i++) alma__fuse_kill(c, dead[i]);
+  for (int i = 0; i < ncast; i++) alma__fuse_kill(c, casts[i]);
   alma__fuse_done(c, ALMA__FUSE_ATTN);
   return ALMA_OK;
 }

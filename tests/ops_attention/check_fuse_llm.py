@@ -20,7 +20,8 @@ and the attention scores masked the ways the exports mask them:
   bloom              BLOOM: its 3-D cache past_key [B*H, D, past] / past_value [B*H, past, D] (the
                      symbols' relation batch_kv = H * batch), baddbmm(ALiBi [B*H, 1, T], Q, K) viewed
                      as [B, H, S, T], Where(causal and padding, finfo.min, s), the Softmax's [B*H, S, T]
-                     view times V, the product viewed as [B, H, S, D] and also read by a Shape
+                     view (behind two Casts to float32, which FUSE+EAGER, also run, sees through)
+                     times V, the product viewed as [B, H, S, D] and also read by a Shape
   mqa                GPTBigCode's multi-query attention: Q [B, S*H, D] against one K^T [B, D, T]
                      (a 3-D cache [B, past, D]), plus zeros, viewed as [B, S, H, T], Where(mask
                      [B, S, 1, T], s, finfo.min), the Softmax's [B, S*H, T] view times the one V
@@ -206,6 +207,7 @@ def bloom_mqa(g, form, h, layer, outs):
     c = g.op("Not", [causal_slice(g, S, Tm)])
     pad = g.op("Not", [g.op("Unsqueeze", [g.op("Cast", ["attention_mask"], to=TP.BOOL), g.ints(1, 2)])])
     p = g.op("Softmax", [g.op("Where", [g.op("Or", [c, pad]), g.const(FMIN), s])], axis=-1)
+    p = g.op("Cast", [g.op("Cast", [p], to=TP.FLOAT)], to=TP.FLOAT)  # softmax(dtype=float32).to(dtype)
     pv = g.op("MatMul", [g.op("Reshape", [p, g.op("Concat", [BH, S, Tm], axis=0)]), V])  # [B*H, S, D]
     # _merge_heads reads the product's shape
     pv = g.op("Reshape", [pv, g.op("Concat", [B, g.ints(H), dim(g, pv, 1), g.ints(DH)], axis=0)])
@@ -341,7 +343,7 @@ for form, (want_attn, want_causal) in CASES.items():
         for shape, (B, S, P) in SHAPES.items():
             f = feeds(form, B, S, P)
             want = sess.run(None, f)
-            for conv in CONVS:
+            for conv in CONVS + (["FUSE+EAGER"] if form == "bloom" else []):
                 tag = f"{name} {shape} {conv}"
                 d = os.path.join(WORK, name, shape, conv.replace("+", "_"))
                 r = alma_run(ALMA, path, conv, f, d, "-v", check=False, timeout=120)
