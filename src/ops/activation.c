@@ -5,6 +5,7 @@
 
 #include "ops/ew.h"
 #include "ops/op_args.h"
+#include "ops/softmax_row.h"
 
 /* v is the element, a/b/g the parameters alpha/beta/gamma converted to T. */
 #define ACT(name, EXPR)                                                                          \
@@ -39,8 +40,18 @@ ACT(hswish_k, v * fmax((T)0, fmin((T)1, v / 6 + (T)0.5)))
 ACT(softplus_k, v > 0 ? v + log1p(exp(-v)) : log1p(exp(v)))
 ACT(softsign_k, v / (1 + fabs(v)))
 ACT(gelu_k, (T)0.5 * v * (1 + erf(v * (T)0.70710678118654752440)))
-ACT(gelu_tanh_k,
-    (T)0.5 * v * (1 + tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))))
+/* the tanh form: float32 on the vectorised tanhf (softmax_row.h), the same formula */
+static void gelu_tanh_k_f32(const float *x, float *y, int64_t n, const alma__ew_uparam *p) {
+  (void)p;
+  alma__gelu_tanh_row(y, x, n);
+}
+static void gelu_tanh_k_f64(const double *x, double *y, int64_t n, const alma__ew_uparam *p) {
+  (void)p;
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i];
+    y[i] = 0.5 * v * (1 + tanh(0.79788456080286535588 * (v + 0.044715 * v * v * v)));
+  }
+}
 
 static alma_status act_infer(INFER_ARGS) { return alma__ew_unary_float_infer(n, in, nin, out, nout); }
 

@@ -8,6 +8,7 @@
 
 #include "ops/fused.h"
 #include "ops/nn_util.h"
+#include "ops/softmax_row.h"
 
 /* ---- activations ----------------------------------------------------------------------------- */
 
@@ -103,13 +104,20 @@ alma_status alma__fused_act_parse(const alma_node *n, alma_fused_act *act) {
 ACT_KERNEL(act_f32, float)
 ACT_KERNEL(act_f64, double)
 
-void alma__fused_act_f32(const alma_fused_act *act, float *y, int64_t count) { act_f32(act, y, count); }
+/* float32: Tanh and the tanh Gelu on the vectorised tanhf (softmax_row.h), as their standalone ops */
+static void act_f32v(const alma_fused_act *act, float *y, int64_t cnt) {
+  if (act->kind == ALMA_ACT_TANH) alma__tanh_row(y, y, cnt);
+  else if (act->kind == ALMA_ACT_GELU_TANH) alma__gelu_tanh_row(y, y, cnt);
+  else act_f32(act, y, cnt);
+}
+
+void alma__fused_act_f32(const alma_fused_act *act, float *y, int64_t count) { act_f32v(act, y, count); }
 
 alma_status alma__fused_act_apply(const alma_node *n, const alma_fused_act *act, alma_tensor *y) {
   if (act->kind == ALMA_ACT_NONE) return ALMA_OK;
   int64_t cnt = alma_tensor_numel(y);
   switch (y->dtype) {
-    case ALMA_DTYPE_FLOAT32: act_f32(act, y->data, cnt); return ALMA_OK;
+    case ALMA_DTYPE_FLOAT32: act_f32v(act, y->data, cnt); return ALMA_OK;
     case ALMA_DTYPE_FLOAT64: act_f64(act, y->data, cnt); return ALMA_OK;
     case ALMA_DTYPE_FLOAT16:
     case ALMA_DTYPE_BFLOAT16: {
@@ -117,7 +125,7 @@ alma_status alma__fused_act_apply(const alma_node *n, const alma_fused_act *act,
       for (int64_t i = 0; i < cnt; i += 1024) {
         int64_t m = cnt - i < 1024 ? cnt - i : 1024;
         for (int64_t j = 0; j < m; j++) buf[j] = (float)alma__get_f64(y->data, y->dtype, i + j);
-        act_f32(act, buf, m);
+        act_f32v(act, buf, m);
         for (int64_t j = 0; j < m; j++) alma__set_f64(y->data, y->dtype, i + j, buf[j]);
       }
       return ALMA_OK;

@@ -122,3 +122,57 @@ ALMA_MULTIVERSION void alma__gelu_row(float *y, const float *x, const float *bia
   }
   for (; j < n; j++) y[j] = gelu_one(x[j] + (bias ? bias[j] : 0.0f), kind, alpha);
 }
+
+/* tanhf on 8 lanes, from |x| with the sign put back (odd; -0 stays -0, NaN stays NaN): Cephes'
+ * tanhf, an odd degree-11 polynomial below 0.625 and 1 - 2 / (exp(2|x|) + 1) above, |x| clamped to
+ * 9.5 (beyond 9.01 tanhf is 1). Within a few ulps of libm's tanhf (tests/ops_gelu measures it); on
+ * denormals x * x underflows to 0 and the result is x. */
+static inline __attribute__((always_inline)) void tanh8(sr_v8f *px) {
+  const sr_v8f zero = {0}, one = zero + 1.0f, small = zero + 0.625f, big = zero + 9.5f;
+  const sr_v8i sign = (sr_v8i)*px & (int)0x80000000;
+  sr_v8f a = (sr_v8f)((sr_v8i)*px & (int)0x7fffffff);
+  sr_v8f z = a * a;
+  sr_v8f p = (((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z + 1.33314422036e-1f) * z -
+             3.33332819422e-1f;
+  p = p * z * a + a;
+  sr_v8f e = SR_SEL8((sr_v8i)(a > big), big, a); /* NaN stays NaN */
+  e = e + e;
+  exp8(&e);
+  sr_v8f q = one - 2.0f / (e + one);
+  sr_v8f r = SR_SEL8((sr_v8i)(a < small), p, q);
+  *px = (sr_v8f)((sr_v8i)r | sign);
+}
+
+ALMA_MULTIVERSION void alma__tanh_row(float *y, const float *x, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    sr_v8f v = *(const sr_v8f *)(x + j);
+    tanh8(&v);
+    *(sr_v8f *)(y + j) = v;
+  }
+  if (j < n) { /* the tail through the same lanes, so every element gets the same function */
+    sr_v8f v = {0};
+    for (int64_t k = j; k < n; k++) v[k - j] = x[k];
+    tanh8(&v);
+    for (int64_t k = j; k < n; k++) y[k] = v[k - j];
+  }
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the ONNX formula of Gelu(approximate="tanh") in
+ * float arithmetic, on tanh8. */
+ALMA_MULTIVERSION void alma__gelu_tanh_row(float *y, const float *x, int64_t n) {
+  int64_t j = 0;
+  sr_v8f v = {0};
+  for (; j < n; j += 8) {
+    int64_t m = n - j < 8 ? n - j : 8;
+    if (m == 8) v = *(const sr_v8f *)(x + j);
+    else
+      for (int64_t k = 0; k < m; k++) v[k] = x[j + k];
+    sr_v8f t = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
+    tanh8(&t);
+    sr_v8f r = 0.5f * v * (1.0f + t);
+    if (m == 8) *(sr_v8f *)(y + j) = r;
+    else
+      for (int64_t k = 0; k < m; k++) y[j + k] = r[k];
+  }
+}

@@ -15,4 +15,12 @@ float alma__softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_co
  * (tests/ops_bert measures it); the BLAS and DNNL runtimes use it, EAGER keeps libm's. */
 void alma__gelu_row(float *y, const float *x, const float *bias, int64_t n, int kind, float alpha);
 
+/* y[j] = tanh(x[j]) for j < n (y may be x), vectorised: within a few float ulps of libm's tanhf,
+ * odd (-0 -> -0), NaN -> NaN. EAGER's Tanh (float32) and the Tanh/Gelu(tanh) activations. */
+void alma__tanh_row(float *y, const float *x, int64_t n);
+
+/* y[j] = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))) with x = x[j], on the tanh above (y may
+ * be x): Gelu(approximate="tanh") in float32, as EAGER's formula with libm's tanhf. */
+void alma__gelu_tanh_row(float *y, const float *x, int64_t n);
+
 #endif
