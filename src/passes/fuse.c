@@ -320,6 +320,7 @@ static const struct {
     [ALMA__FUSE_PAD] = {"pad", alma__fuse_rule_pad},
     [ALMA__FUSE_BN] = {"batchnorm", alma__fuse_rule_bn},
     [ALMA__FUSE_GELU] = {"gelu", alma__fuse_rule_gelu},
+    [ALMA__FUSE_GELU_TANH] = {"gelu_tanh", alma__fuse_rule_gelu_tanh},
     [ALMA__FUSE_LN] = {"layernorm", alma__fuse_rule_layernorm},
     [ALMA__FUSE_RMS] = {"rmsnorm", alma__fuse_rule_rmsnorm},
     [ALMA__FUSE_ATTN] = {"attention", alma__fuse_rule_attention},

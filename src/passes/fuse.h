@@ -1,6 +1,7 @@
 /* FUSE pass internals shared by fuse.c (driver and graph-editing helpers), fuse_linear.c
- * (Conv/Gemm/MatMul with BatchNormalization, bias, residual and activation) and fuse_patterns.c
- * (GELU, LayerNorm, RMSNorm and attention subgraphs as PyTorch exports them).
+ * (Conv/Gemm/MatMul with BatchNormalization, bias, residual and activation), fuse_patterns.c
+ * (GELU, LayerNorm, RMSNorm and attention subgraphs as PyTorch exports them) and fuse_gelu.c (the
+ * tanh-approximated GELU as transformers, torch, BLOOM and Keras write it).
  *
  * Every rule is anchored at one node, matches only when each intermediate value it removes has a
  * single consumer (subgraph reads count) and is not a graph output, and edits nodes in place: the
@@ -20,6 +21,7 @@ enum {
   ALMA__FUSE_PAD,      /* zero Pad on spatial axes folded into the next Conv/FusedConv/AveragePool's pads */
   ALMA__FUSE_BN,       /* BatchNormalization folded into Conv/ConvTranspose/Gemm/MatMul */
   ALMA__FUSE_GELU,     /* Div, Erf, Add, Mul, Mul -> Gelu */
+  ALMA__FUSE_GELU_TANH, /* 0.5 x (1 + Tanh(k (x + c x^3))) in its exporters' forms -> Gelu(tanh) (fuse_gelu.c) */
   ALMA__FUSE_LN,       /* ReduceMean ... Add -> LayerNormalization */
   ALMA__FUSE_RMS,      /* Pow 2, ReduceMean, Add eps, Sqrt, Div [Mul gamma] -> RMSNormalization */
   ALMA__FUSE_ATTN,     /* MatMul [scale] [mask] Softmax MatMul -> alma.Attention */
@@ -45,6 +47,7 @@ alma_status alma__fuse_rule_bias(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_residual(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_activation(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_gelu(alma__fuse_ctx *c, int node);
+alma_status alma__fuse_rule_gelu_tanh(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_layernorm(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_rmsnorm(alma__fuse_ctx *c, int node);
 alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int node);
