@@ -389,11 +389,14 @@ static void dequant_panel_generic(const mnb_job *j, int64_t n0, int64_t nb, floa
  * with its own scale max|a| / 127 (qa = round-half-even(a / scale), NaN as 0), each block's dot
  * product sum qa * (q - zp) is exact in int32, and the blocks add up in float as
  * dot * scale_a * scale_b. Only the float additions' order differs from ONNX Runtime's (and the zero
- * points' term, which the vector tiles add in float: see i8_tile). The products take one or two
- * instructions per 32 codes and row (AVX2's vpmaddubsw + vpmaddwd, or VNNI's vpdpbusd) against about
- * 21 for the float GEMV's 32 FMAs, unpacking and conversions. */
+ * points' term, which the vector tiles add in float: see i8_tile). B's codes stay unsigned (0..15) in
+ * the products, so u8 x s8 vpmaddubsw takes them as they are (ONNX Runtime subtracts the zero point
+ * per byte and needs two vpsignb per product instead); the zero points enter once per block and row
+ * as a float term. 32 bytes of B (64 codes: two blocks of 32, or part of a longer block) cost one
+ * load, two ANDs and a shift, then per row two vpmaddubsw, an add, a vpmaddwd, a conversion and a
+ * multiply-add (VNNI: two vpdpbusd, a conversion and a multiply-add). */
 typedef struct {
-  int8_t *qa;  /* [rows, kpad]: each chunk of 32 elements as [16 even | 16 odd], B's low and high nibbles */
+  int8_t *qa;  /* [rows, kpad] in spans (span_pos) */
   float *sa;   /* [rows, kb] */
   int32_t *qs; /* [rows, kb]: sum of the block's qa, for the zero point's term */
   float *qsa;  /* [rows, kb]: qs * sa, the zero point's term in float (the AVX2 and VNNI tiles) */
@@ -403,53 +406,34 @@ static int i8_usable(const mnb_job *j) {
   return j->a->bits == 4 && j->a->blob % 16 == 0 && !j->g && !j->zf;
 }
 
-static void a_quant_i8(const mnb_attrs *a, const float *A, int64_t rows, mnb_i8 *q) {
-  const int64_t kpad = a->kb * a->bs;
-  for (int64_t m = 0; m < rows; m++) {
-    const float *x = A + m * a->K;
-    int8_t *r = q->qa + m * kpad;
-    for (int64_t b = 0; b < a->kb; b++) {
-      int64_t k0 = b * a->bs, k1 = k0 + a->bs < a->K ? k0 + a->bs : a->K;
-      float mx = 0.0f;
-      for (int64_t k = k0; k < k1; k++) mx = fmaxf(mx, fabsf(x[k]));
-      float sc = mx / 127.0f, inv = sc != 0.0f ? 1.0f / sc : 0.0f;
-      int32_t sum = 0;
-      for (int64_t c0 = k0; c0 < k0 + a->bs; c0 += 32)
-        for (int t = 0; t < 32; t++) {
-          int64_t k = c0 + t;
-          float f = k < a->K ? x[k] * inv : 0.0f;
-          f = f != f ? 0.0f : f > 127.0f ? 127.0f : f < -127.0f ? -127.0f : f; /* NaN, and Inf's 0 * Inf */
-          int v = (int)nearbyintf(f);
-          r[c0 + (t & 1 ? 16 + t / 2 : t / 2)] = (int8_t)v;
-          sum += v;
-        }
-      q->sa[m * a->kb + b] = sc;
-      q->qs[m * a->kb + b] = sum;
-      q->qsa[m * a->kb + b] = (float)sum * sc;
-    }
-  }
+/* Where element k of a row of A goes in its int8 copy: K is cut in spans of 64 elements (the codes in
+ * 32 bytes of B; 32 for a last span ending at kpad, a lone block of 32), each the span's even elements
+ * then its odd ones (position i < L/2 holds element 2i, L/2 + i element 2i + 1). B's low nibbles then
+ * meet the span's first half and its high nibbles the second, unshuffled; with blocks of 32 the lower
+ * 128-bit lane holds block b and the upper one block b + 1. */
+static inline int64_t span_pos(int64_t k, int64_t kpad) {
+  int64_t k0 = k & ~(int64_t)63, L = k0 + 64 <= kpad ? 64 : 32, i = k - k0;
+  return k0 + (i & 1 ? L / 2 : 0) + i / 2;
 }
 
 static inline int zp_int(const uint8_t *zrow, int64_t b) {
   return zrow ? (zrow[b / 2] >> (4 * (b % 2))) & 15 : 8;
 }
 
-/* Portable: rows m0 .. m0+mr-1, columns n0 .. n1-1. */
+/* Portable: rows m0 .. m0+mr-1, columns n0 .. n1-1 (byte k / 2 of a column holds elements k, k + 1). */
 static void i8_rows_c(const mnb_job *j, const mnb_i8 *q, int64_t m0, int mr, int64_t n0, int64_t n1, float *y) {
   const mnb_attrs *a = j->a;
   const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs;
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
+    const uint8_t *bp = j->b + n * kb * blob;
     for (int m = 0; m < mr; m++) {
       const int8_t *qa = q->qa + (m0 + m) * kpad;
-      const uint8_t *bp = j->b + n * kb * blob;
       float acc = 0.0f;
       for (int64_t b = 0; b < kb; b++) {
         int32_t d = 0;
-        for (int64_t c = 0; c < blob; c += 16, bp += 16) {
-          const int8_t *ap = qa + b * bs + 2 * c;
-          for (int i = 0; i < 16; i++) d += (bp[i] & 15) * ap[i] + (bp[i] >> 4) * ap[16 + i];
-        }
+        for (int64_t k = b * bs; k < (b + 1) * bs; k += 2)
+          d += (bp[k / 2] & 15) * qa[span_pos(k, kpad)] + (bp[k / 2] >> 4) * qa[span_pos(k + 1, kpad)];
         d -= zp_int(zrow, b) * q->qs[(m0 + m) * kb + b];
         acc += (float)d * (j->s[n * kb + b] * q->sa[(m0 + m) * kb + b]);
       }
@@ -468,163 +452,338 @@ enum { I8_MADDUBS, I8_VNNI_EVEX, I8_VNNI_VEX };
 /* dot: I8_MADDUBS (AVX2: u8 x s8 pairs to int16, no saturation with codes <= 15 and |qa| <= 127,
  * then pairs to int32), or vpdpbusd, the same sums in one instruction: EVEX-encoded (AVX512-VNNI
  * with VL) or VEX-encoded (AVX-VNNI). The VNNI forms are written as assembly so the function needs
- * no AVX-512 target, and compilers without AVX-VNNI support still build it.
- *
- * A register tile of R rows x C columns: each unpacked chunk of B serves R rows and each chunk of A
- * C columns. The zero points stay out of the inner loop: sum qa * (q - zp) * sa * s is
- * sum qa * q * sa * s - sum (zp * s) * (sum(qa) * sa), the second term one short float dot per row
- * and column over the blocks (zdot). With AVX2, up to 8 chunks' vpmaddubsw sums add up in int16
- * (8 * 2 * 127 * 15 < 2^15) before one vpmaddwd; each block's int32 sum is converted and added in
- * float times sa * s. Every output element is computed by the same operations whatever R, C and
- * the column split, so results do not depend on the tile or the thread count. */
-__attribute__((noinline)) I8_TARGET static float zdot(const float *zs, const float *qsa, int64_t kb) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 8 <= kb; b += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(zs + b), _mm256_loadu_ps(qsa + b), acc);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  h = _mm_hadd_ps(h, h);
-  h = _mm_hadd_ps(h, h);
-  float t = _mm_cvtss_f32(h);
-  for (; b < kb; b++) t = fmaf(zs[b], qsa[b], t);
-  return t;
+ * no AVX-512 target, and compilers without AVX-VNNI support still build it. */
+#define I8_DPBUSD(dot, acc, u, s)                                                  \
+  do {                                                                             \
+    if ((dot) == I8_VNNI_EVEX) __asm__("vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s)); \
+    else __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));       \
+  } while (0)
+
+/* One block of a row of A lying wholly inside K (bs a multiple of 32) to int8 in chunk order (each 32
+ * elements as [16 even | 16 odd]; a_quant_i8 then puts them in span order), its scale and the sum of
+ * its codes: the scalar loop's values (vcvtps2dq rounds half to even under the default rounding mode,
+ * as nearbyintf; NaN masked to 0 before the clamp; a NaN |a| never wins the max, as with fmaxf), about
+ * 45 instructions per 32 elements against 15 an element. */
+I8_TARGET static void a_quant_block_avx2(const float *x, int64_t bs, int8_t *r, float *sc_out, int32_t *sum_out) {
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t k = 0; k < bs; k += 8) mx = _mm256_max_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + k)), mx);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float sc = _mm_cvtss_f32(h) / 127.0f, inv = sc != 0.0f ? 1.0f / sc : 0.0f;
+  const __m256 vinv = _mm256_set1_ps(inv), lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* packs' lane interleave undone */
+  const __m256i deint = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
+                                         14, 1, 3, 5, 7, 9, 11, 13, 15);
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t k = 0; k < bs; k += 32) {
+    __m256i v[4];
+    for (int i = 0; i < 4; i++) {
+      __m256 f = _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * i), vinv);
+      f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));
+      v[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(f, nlim), lim));
+      sum = _mm256_add_epi32(sum, v[i]);
+    }
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    p = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(p, order), deint); /* per 16: evens, odds */
+    _mm256_storeu_si256((__m256i *)(r + k), _mm256_permute4x64_epi64(p, 0xD8));
+  }
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  *sc_out = sc;
+  *sum_out = _mm_cvtsi128_si32(t);
 }
 
-/* [p0, p0, p1, p1] in each 128-bit lane from two consecutive floats at any alignment (a scale row's
- * pair starts at an odd index when the block count is odd); memcpy keeps it one vbroadcastsd */
-static inline __attribute__((always_inline)) I8_TARGET __m256 bcast_pair(const float *p) {
+/* [p0 x4, p1 x4] from two consecutive floats at any alignment (a scale row's pair starts at an odd
+ * index when the block count is odd): the scales of a pair of blocks of 32, matching the int32 lanes
+ * of their dot products. memcpy keeps it one vbroadcastsd. */
+static inline __attribute__((always_inline)) I8_TARGET __m256 pair_scales(const float *p, __m256i idx) {
   double d;
   memcpy(&d, p, sizeof d);
-  return _mm256_permute_ps(_mm256_castpd_ps(_mm256_set1_pd(d)), 0x50);
+  return _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_set1_pd(d)), idx);
 }
 
+/* 8 zero points (blocks b .. b+7 of a column, b even: the 4 bytes at p) times their scales. */
+static inline __attribute__((always_inline)) I8_TARGET __m256 zp8_scaled(const uint8_t *p, const float *s) {
+  uint32_t u;
+  memcpy(&u, p, sizeof u);
+  __m128i w = _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)u)); /* [z0 z1 | z2 z3 | ...] a byte a word */
+  __m128i n = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(15)), _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(n)), _mm256_loadu_ps(s));
+}
+
+/* A register tile of R rows x C columns: each 32 bytes of B unpacked serve R rows and each 64 codes
+ * of A C columns. The zero points stay out of the inner loop: sum qa * (q - zp) * sa * s is
+ * sum qa * q * sa * s - sum (zp * s) * (sum(qa) * sa), the second term a short float dot per row and
+ * column over the blocks, 8 at a time. form I8_PAIRS (blocks of 32): two blocks per 32 bytes of B,
+ * their int32 sums in the two 128-bit lanes, scaled by pair_scales; a lone last block takes 128-bit
+ * vectors. I8_SHORT (64 to 256 codes) and I8_LONG: with AVX2 up to 4 chunks of 32 bytes add up in
+ * int16 (4 * 2 * 2 * 127 * 15 < 2^15) before one vpmaddwd; the block's int32 sum (exact) is converted
+ * and added in float times sa * s. Every output element is computed by the same operations whatever
+ * R, C and the column split, so results do not depend on the tile or the thread count. */
+enum { I8_SHORT, I8_PAIRS, I8_LONG };
 static inline __attribute__((always_inline)) I8_TARGET void i8_tile(const mnb_job *j, const mnb_i8 *q, const int R,
-                                                                    const int C, const int dot, const int one_chunk,
-                                                                    int64_t m0, int64_t n, const float *zs, float *y) {
+                                                                    const int C, const int dot, const int form,
+                                                                    int64_t m0, int64_t n, float *y) {
   const mnb_attrs *a = j->a;
   const int64_t kb = a->kb, blob = a->blob, bs = a->bs, kpad = kb * bs, N = a->N;
-  const int64_t nch = one_chunk ? 1 : blob / 16;
-  const __m128i low = _mm_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t *qa[8];
-  const float *sa[8];
-  const uint8_t *bp[2];
-  const float *s[2];
-  #pragma GCC unroll 8
+  const int64_t nch = blob / 32; /* chunks of 32 bytes a block (longer blocks) */
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i pidx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const int8_t *qa[4];
+  const float *sa[4];
+  const uint8_t *bp[4];
+  const float *s[4];
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++) qa[r] = q->qa + (m0 + r) * kpad, sa[r] = q->sa + (m0 + r) * kb;
-  #pragma GCC unroll 8
+#pragma GCC unroll 4
   for (int c = 0; c < C; c++) bp[c] = j->b + (n + c) * kb * blob, s[c] = j->s + (n + c) * kb;
-  __m256 accf[8][2];
-  #pragma GCC unroll 8
+  __m256 accf[4][4];
+#pragma GCC unroll 4
   for (int r = 0; r < R; r++)
-    #pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < C; c++) accf[r][c] = _mm256_setzero_ps();
-  int64_t b0 = 0;
-  if (one_chunk && dot == I8_MADDUBS) {
-    /* blocks of 32, two at a time: vphaddw puts block b's pair sums and block b+1's side by side
-     * (below 2^15: 2 * 2 * 127 * 15), one vpmaddwd, conversion and FMA serve both blocks, scaled by
-     * [p_b, p_b, p_b+1, p_b+1] in each 128-bit lane */
+  if (form == I8_PAIRS) {
+    int64_t b0 = 0;
     for (; b0 + 2 <= kb; b0 += 2) {
-      __m256i codes[2][2];
-#pragma GCC unroll 8
-      for (int c = 0; c < C; c++)
-        for (int h = 0; h < 2; h++) {
-          __m128i v = _mm_loadu_si128((const __m128i *)(bp[c] + (b0 + h) * 16));
-          codes[c][h] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-        }
-      __m256 sc[2];
-#pragma GCC unroll 8
-      for (int c = 0; c < C; c++)
-        sc[c] = bcast_pair(s[c] + b0);
-#pragma GCC unroll 8
+      __m256i lo[4], hi[4];
+      __m256 sc[4];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(bp[c] + b0 * 16));
+        lo[c] = _mm256_and_si256(v, low);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        sc[c] = pair_scales(s[c] + b0, pidx);
+      }
+#pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
-        __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32));
-        __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32 + 32));
-        __m256 sar = bcast_pair(sa[r] + b0);
-#pragma GCC unroll 8
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32));
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa[r] + b0 * 32 + 32));
+        const __m256 sar = pair_scales(sa[r] + b0, pidx);
+#pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
-          __m256i h = _mm256_hadd_epi16(_mm256_maddubs_epi16(codes[c][0], a0), _mm256_maddubs_epi16(codes[c][1], a1));
-          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(h, ones)), _mm256_mul_ps(sar, sc[c]),
+          __m256i d;
+          if (dot == I8_MADDUBS) {
+            d = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo[c], a0), _mm256_maddubs_epi16(hi[c], a1)),
+                                  ones);
+          } else {
+            d = _mm256_setzero_si256();
+            I8_DPBUSD(dot, d, lo[c], a0);
+            I8_DPBUSD(dot, d, hi[c], a1);
+          }
+          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sar, sc[c]), accf[r][c]);
+        }
+      }
+    }
+    if (b0 < kb) { /* a lone last block: 16 bytes of B, A's span of 32 as [16 even | 16 odd] */
+      const __m128i low4 = _mm_set1_epi8(0x0F);
+      __m128i lo[4], hi[4];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; c++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(bp[c] + b0 * 16));
+        lo[c] = _mm_and_si128(v, low4);
+        hi[c] = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const __m128i a0 = _mm_loadu_si128((const __m128i *)(qa[r] + b0 * 32));
+        const __m128i a1 = _mm_loadu_si128((const __m128i *)(qa[r] + b0 * 32 + 16));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+          __m128i d;
+          if (dot == I8_MADDUBS) {
+            d = _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(lo[c], a0), _mm_maddubs_epi16(hi[c], a1)),
+                               _mm_set1_epi16(1));
+          } else {
+            d = _mm_setzero_si128();
+            I8_DPBUSD(dot, d, lo[c], a0);
+            I8_DPBUSD(dot, d, hi[c], a1);
+          }
+          /* the upper lane's dot is 0: adding 0 * scale leaves those lanes as they were */
+          __m256 sc = _mm256_set1_ps(sa[r][b0] * s[c][b0]);
+          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), d, 0)), sc,
                                        accf[r][c]);
         }
       }
     }
-  }
-  for (int64_t b = b0; b < kb; b++) {
-    for (int64_t g0 = 0; g0 < nch; g0 += 8) {
-      const int64_t g1 = one_chunk ? 1 : g0 + 8 < nch ? g0 + 8 : nch;
-      __m256i isum[8][2];
-      #pragma GCC unroll 8
+  } else {
+    for (int64_t b = 0; b < kb; b++) {
+      __m256i isum[4][4];
+#pragma GCC unroll 4
       for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) isum[r][c] = _mm256_setzero_si256(); /* folded away in the first add */
-      for (int64_t ch = g0; ch < g1; ch++) {
-        __m256i codes[2];
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-          __m128i v = _mm_loadu_si128((const __m128i *)(bp[c] + b * blob + ch * 16));
-          codes[c] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
-        }
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-          __m256i av = _mm256_loadu_si256((const __m256i *)(qa[r] + b * bs + 32 * ch));
-          #pragma GCC unroll 8
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) isum[r][c] = _mm256_setzero_si256();
+      /* blocks of 64 to 256 codes: one group, so the int16 sums go to int32 once and no running int32
+       * sums are kept (register pressure: 4 columns' of them spilled) */
+      const int64_t groups = form == I8_SHORT ? 1 : (nch + 3) / 4;
+      for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t g0 = 4 * gi, g1 = form == I8_SHORT || g0 + 4 > nch ? nch : g0 + 4;
+        __m256i i16[4][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+          for (int c = 0; c < C; c++) i16[r][c] = _mm256_setzero_si256(); /* folded into the first add */
+        for (int64_t ch = g0; ch < g1; ch++) {
+          __m256i lo[4], hi[4];
+#pragma GCC unroll 4
           for (int c = 0; c < C; c++) {
-            if (dot == I8_MADDUBS) {
-              isum[r][c] = _mm256_add_epi16(isum[r][c], _mm256_maddubs_epi16(codes[c], av));
-            } else {
-              if (dot == I8_VNNI_EVEX) __asm__("vpdpbusd %2, %1, %0" : "+x"(isum[r][c]) : "x"(codes[c]), "x"(av));
-              else __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(isum[r][c]) : "x"(codes[c]), "x"(av));
+            __m256i v = _mm256_loadu_si256((const __m256i *)(bp[c] + b * blob + ch * 32));
+            lo[c] = _mm256_and_si256(v, low);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+          }
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++) {
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(qa[r] + b * bs + 64 * ch));
+            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(qa[r] + b * bs + 64 * ch + 32));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+              if (dot == I8_MADDUBS) {
+                i16[r][c] = _mm256_add_epi16(
+                    i16[r][c], _mm256_add_epi16(_mm256_maddubs_epi16(lo[c], a0), _mm256_maddubs_epi16(hi[c], a1)));
+              } else {
+                I8_DPBUSD(dot, isum[r][c], lo[c], a0);
+                I8_DPBUSD(dot, isum[r][c], hi[c], a1);
+              }
             }
           }
         }
+        if (dot == I8_MADDUBS) {
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+              isum[r][c] = form == I8_SHORT ? _mm256_madd_epi16(i16[r][c], ones)
+                                            : _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(i16[r][c], ones));
+        }
       }
-      #pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         const __m256 sar = _mm256_broadcast_ss(sa[r] + b);
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-          __m256i d = dot == I8_MADDUBS ? _mm256_madd_epi16(isum[r][c], ones) : isum[r][c];
-          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sar, _mm256_broadcast_ss(s[c] + b)),
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+          accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][c]), _mm256_mul_ps(sar, _mm256_broadcast_ss(s[c] + b)),
                                        accf[r][c]);
-        }
       }
     }
   }
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-    #pragma GCC unroll 8
-    for (int c = 0; c < C; c++) {
+  /* the zero points' term, per column: (zp * s) of 8 blocks at a time against each row's qs * sa */
+#pragma GCC unroll 4
+  for (int c = 0; c < C; c++) {
+    const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + (n + c) * a->zpb : NULL;
+    __m256 cz[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) cz[r] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= kb; b += 8) {
+      const __m256 z8 = zrow ? zp8_scaled(zrow + b / 2, s[c] + b) : _mm256_mul_ps(_mm256_set1_ps(8.0f), _mm256_loadu_ps(s[c] + b));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) cz[r] = _mm256_fmadd_ps(z8, _mm256_loadu_ps(q->qsa + (m0 + r) * kb + b), cz[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
       __m128 h = _mm_add_ps(_mm256_castps256_ps128(accf[r][c]), _mm256_extractf128_ps(accf[r][c], 1));
       h = _mm_hadd_ps(h, h);
       h = _mm_hadd_ps(h, h);
-      float v = _mm_cvtss_f32(h) - zdot(zs + c * kb, q->qsa + (m0 + r) * kb, kb);
-      y[(m0 + r) * N + n + c] = v + (j->bias ? j->bias[n + c] : 0.0f);
-    }
-}
-
-/* Rows m0 .. m0+mr-1 (mr <= I8_ROWS), columns n0 .. n1-1 (zs: their zp * scale, [n1 - n0, kb]). */
-#define I8_ROWS 4
-I8_TARGET static void i8_rows_x86(const mnb_job *j, const mnb_i8 *q, int dot, int64_t m0, int mr, int64_t n0,
-                                  int64_t n1, const float *zs, float *y) {
-  const int one = j->a->blob == 16;
-  for (int64_t n = n0, nc = 2; n < n1; n += nc) {
-    nc = n1 - n < 2 ? 1 : 2;
-    const float *z = zs + (n - n0) * j->a->kb;
-    switch (((dot * 2 + one) * 8 + mr) * 2 + nc - 1) {
-#define I8_CASE(d, o, r)                                                                     \
-  case (((d) * 2 + (o)) * 8 + (r)) * 2: i8_tile(j, q, r, 1, d, o, m0, n, z, y); break;     \
-  case (((d) * 2 + (o)) * 8 + (r)) * 2 + 1: i8_tile(j, q, r, 2, d, o, m0, n, z, y); break;
-#define I8_CASES(d, o) I8_CASE(d, o, 1) I8_CASE(d, o, 2) I8_CASE(d, o, 3) I8_CASE(d, o, 4)
-      I8_CASES(0, 0) I8_CASES(0, 1) I8_CASES(1, 0) I8_CASES(1, 1) I8_CASES(2, 0) I8_CASES(2, 1)
-#undef I8_CASES
-#undef I8_CASE
-      default: break;
+      __m128 hz = _mm_add_ps(_mm256_castps256_ps128(cz[r]), _mm256_extractf128_ps(cz[r], 1));
+      hz = _mm_hadd_ps(hz, hz);
+      hz = _mm_hadd_ps(hz, hz);
+      float corr = _mm_cvtss_f32(hz);
+      for (int64_t t = b; t < kb; t++) corr = fmaf((float)zp_int(zrow, t) * s[c][t], q->qsa[(m0 + r) * kb + t], corr);
+      y[(m0 + r) * N + n + c] = _mm_cvtss_f32(h) - corr + (j->bias ? j->bias[n + c] : 0.0f);
     }
   }
+}
+
+/* Each tile shape its own function: inlined all into one, the compiler's register allocation over
+ * the whole switch spilled the accumulators of the hot loop (74 instructions a pair of blocks for
+ * 4 columns instead of 57, counted with callgrind). */
+typedef void (*i8_tile_fn)(const mnb_job *j, const mnb_i8 *q, int64_t m0, int64_t n, float *y);
+#define I8_FN(d, f, r, c)                                                                                    \
+  __attribute__((noinline)) I8_TARGET static void i8_tile_##d##f##r##c(const mnb_job *j, const mnb_i8 *q, \
+                                                                      int64_t m0, int64_t n, float *y) {   \
+    i8_tile(j, q, r, c, d, f, m0, n, y);                                                                   \
+  }
+#define I8_FNS(d, f) I8_FN(d, f, 1, 1) I8_FN(d, f, 1, 4) I8_FN(d, f, 2, 1) I8_FN(d, f, 2, 2) \
+  I8_FN(d, f, 3, 1) I8_FN(d, f, 3, 2) I8_FN(d, f, 4, 1) I8_FN(d, f, 4, 2)
+#define I8_FNS_LONG(d) I8_FN(d, 2, 1, 1) I8_FN(d, 2, 2, 1) I8_FN(d, 2, 3, 1) I8_FN(d, 2, 4, 1)
+I8_FNS(0, 0) I8_FNS(0, 1) I8_FNS_LONG(0) I8_FNS(1, 0) I8_FNS(1, 1) I8_FNS_LONG(1) I8_FNS(2, 0) I8_FNS(2, 1)
+I8_FNS_LONG(2)
+#define I8_ROW(d, f) \
+  {{i8_tile_##d##f##11, i8_tile_##d##f##14}, {i8_tile_##d##f##21, i8_tile_##d##f##22}, \
+   {i8_tile_##d##f##31, i8_tile_##d##f##32}, {i8_tile_##d##f##41, i8_tile_##d##f##42}}
+/* blocks of 512 codes or more (rare): one column at a time */
+#define I8_ROW_LONG(d) \
+  {{i8_tile_##d##211, i8_tile_##d##211}, {i8_tile_##d##221, i8_tile_##d##221}, \
+   {i8_tile_##d##231, i8_tile_##d##231}, {i8_tile_##d##241, i8_tile_##d##241}}
+/* [dot][form][rows - 1][one column, or the whole tile (4 columns for one row, 2 for more)] */
+static const i8_tile_fn i8_tiles[3][3][4][2] = {{I8_ROW(0, 0), I8_ROW(0, 1), I8_ROW_LONG(0)},
+                                                {I8_ROW(1, 0), I8_ROW(1, 1), I8_ROW_LONG(1)},
+                                                {I8_ROW(2, 0), I8_ROW(2, 1), I8_ROW_LONG(2)}};
+#undef I8_ROW_LONG
+#undef I8_ROW
+#undef I8_FNS_LONG
+#undef I8_FNS
+#undef I8_FN
+
+/* Rows m0 .. m0+mr-1 (mr <= I8_ROWS), columns n0 .. n1-1: one row in tiles of 4 columns (A's codes
+ * loaded once for 4), more in tiles of mr x 2; column tails one at a time. */
+#define I8_ROWS 4
+static void i8_rows_x86(const mnb_job *j, const mnb_i8 *q, int dot, int64_t m0, int mr, int64_t n0, int64_t n1,
+                        float *y) {
+  const int form = j->a->blob == 16 ? I8_PAIRS : j->a->blob <= 128 ? I8_SHORT : I8_LONG;
+  const int64_t cw = form == I8_LONG ? 1 : mr == 1 ? 4 : 2;
+  const i8_tile_fn whole = i8_tiles[dot][form][mr - 1][1], one = i8_tiles[dot][form][mr - 1][0];
+  int64_t n = n0;
+  for (; n + cw <= n1; n += cw) whole(j, q, m0, n, y);
+  for (; n < n1; n++) one(j, q, m0, n, y);
 }
 #else
 #define I8_X86 0
 #endif
+
+/* Each row of A to int8 per block (vec: the AVX2 quantizer for blocks wholly inside K), written in
+ * chunk order (each 32 elements as [16 even | 16 odd]), then turned into span order (span_pos) by
+ * swapping the middle 16-byte quarters of every 64-element span. */
+static void a_quant_i8(const mnb_attrs *a, const float *A, int64_t rows, mnb_i8 *q, int vec) {
+  const int64_t kpad = a->kb * a->bs;
+  (void)vec;
+  for (int64_t m = 0; m < rows; m++) {
+    const float *x = A + m * a->K;
+    int8_t *r = q->qa + m * kpad;
+    for (int64_t b = 0; b < a->kb; b++) {
+      const int64_t k0 = b * a->bs, k1 = k0 + a->bs < a->K ? k0 + a->bs : a->K;
+      float sc = 0.0f;
+      int32_t sum = 0;
+#if I8_X86
+      if (vec && k1 == k0 + a->bs) a_quant_block_avx2(x + k0, a->bs, r + k0, &sc, &sum);
+      else
+#endif
+      {
+        float mx = 0.0f;
+        for (int64_t k = k0; k < k1; k++) mx = fmaxf(mx, fabsf(x[k]));
+        sc = mx / 127.0f;
+        const float inv = sc != 0.0f ? 1.0f / sc : 0.0f;
+        for (int64_t k = k0; k < k0 + a->bs; k++) {
+          float f = k < a->K ? x[k] * inv : 0.0f;
+          f = f != f ? 0.0f : f > 127.0f ? 127.0f : f < -127.0f ? -127.0f : f; /* NaN, and Inf's 0 * Inf */
+          int v = (int)nearbyintf(f), t = (int)(k & 31);
+          r[(k & ~(int64_t)31) + (t & 1 ? 16 : 0) + t / 2] = (int8_t)v;
+          sum += v;
+        }
+      }
+      q->sa[m * a->kb + b] = sc;
+      q->qs[m * a->kb + b] = sum;
+      q->qsa[m * a->kb + b] = (float)sum * sc;
+    }
+    for (int64_t k0 = 0; k0 + 64 <= kpad; k0 += 64) {
+      int8_t t[16];
+      memcpy(t, r + k0 + 16, 16);
+      memcpy(r + k0 + 16, r + k0 + 32, 16);
+      memcpy(r + k0 + 32, t, 16);
+    }
+  }
+}
 
 /* The int8 kernel for this CPU: 0 portable, 1 AVX2, 2 AVX512-VNNI, 3 AVX-VNNI. ALMA_NBITS_ISA=c or
  * avx2 caps it (tests compare the forms). */
@@ -648,48 +807,28 @@ static int i8_isa(void) {
 
 /* Columns n0 .. n1-1, all rows. The vector tiles take a panel of B's columns (about 64 KiB, kept in
  * L2) through every row tile (its rows of A in L1), so B is not streamed from memory once per tile
- * of rows; zs is scratch for the panel's zp * scale ([panel columns, kb]). */
+ * of rows. */
 static int64_t i8_panel(const mnb_attrs *a) {
-  int64_t cols = ((int64_t)1 << 16) / (a->kb * a->blob) / 2 * 2;
-  return cols < 2 ? 2 : cols;
+  int64_t cols = ((int64_t)1 << 16) / (a->kb * a->blob) / 4 * 4;
+  return cols < 4 ? 4 : cols;
 }
 
-static void i8_cols(const mnb_job *j, const mnb_i8 *q, int isa, int64_t n0, int64_t n1, float *zs, float *y) {
-  const mnb_attrs *a = j->a;
+static void i8_cols(const mnb_job *j, const mnb_i8 *q, int isa, int64_t n0, int64_t n1, float *y) {
 #if I8_X86
   if (isa != I8_ISA_C) {
     const int dot = isa == I8_ISA_AVX2 ? I8_MADDUBS : isa == I8_ISA_VNNI512 ? I8_VNNI_EVEX : I8_VNNI_VEX;
-    const int64_t panel = i8_panel(a);
+    const int64_t panel = i8_panel(j->a);
     for (int64_t p0 = n0; p0 < n1; p0 += panel) {
       int64_t p1 = p0 + panel < n1 ? p0 + panel : n1;
-      for (int64_t n = p0; n < p1; n++) {
-        /* zp * scale per block: branch-free loops the compiler vectorises (with one row of A, as in
-         * a decode step, this pass over the scales costs about as much as the products) */
-        const uint8_t *zrow = j->z ? (const uint8_t *)j->z->data + n * a->zpb : NULL;
-        const float *sc = j->s + n * a->kb;
-        float *z = zs + (n - p0) * a->kb;
-        const int64_t kb = a->kb;
-        if (!zrow) {
-          for (int64_t b = 0; b < kb; b++) z[b] = 8.0f * sc[b];
-        } else {
-          int64_t b = 0;
-          for (; b + 2 <= kb; b += 2) {
-            z[b] = (float)(zrow[b / 2] & 15) * sc[b];
-            z[b + 1] = (float)(zrow[b / 2] >> 4) * sc[b + 1];
-          }
-          for (; b < kb; b++) z[b] = (float)zp_int(zrow, b) * sc[b];
-        }
-      }
       for (int64_t m0 = 0; m0 < j->rows; m0 += I8_ROWS) {
         int mr = j->rows - m0 < I8_ROWS ? (int)(j->rows - m0) : I8_ROWS;
-        i8_rows_x86(j, q, dot, m0, mr, p0, p1, zs, y);
+        i8_rows_x86(j, q, dot, m0, mr, p0, p1, y);
       }
     }
     return;
   }
 #endif
   (void)isa;
-  (void)zs;
   for (int64_t m0 = 0; m0 < j->rows; m0 += 4) i8_rows_c(j, q, m0, j->rows - m0 < 4 ? (int)(j->rows - m0) : 4, n0, n1, y);
 }
 
@@ -720,10 +859,7 @@ static void mnb_item(void *arg, int64_t item) {
   const mnb_attrs *a = j->a;
   int64_t n0 = item * p->chunk, n1 = n0 + p->chunk < a->N ? n0 + p->chunk : a->N;
   if (p->mode == MODE_I8) {
-    float *zs = malloc((size_t)(i8_panel(a) * a->kb) * sizeof *zs);
-    if (zs) i8_cols(j, p->q, p->isa, n0, n1, zs, p->y);
-    else atomic_store(&p->failed, 1);
-    free(zs);
+    i8_cols(j, p->q, p->isa, n0, n1, p->y);
     return;
   }
   if (p->mode == MODE_GEMV) {
@@ -796,7 +932,7 @@ alma_status alma__mnb_exec_par(const alma_node *n, const alma_tensor *const *in,
     q.qs = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.qs);
     q.qsa = alma__nn_alloc(n, (size_t)(rows * a.kb), sizeof *q.qsa);
     if (!q.qa || !q.sa || !q.qs || !q.qsa) goto done;
-    a_quant_i8(&a, af, rows, &q);
+    a_quant_i8(&a, af, rows, &q, p.isa != I8_ISA_C);
     p.q = &q;
   } else if (j.g || a.blob % 16) {
     p.mode = MODE_PANEL;

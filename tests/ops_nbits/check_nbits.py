@@ -450,6 +450,19 @@ acc4_case("acc4_b256_m5_n6", 600, 6, 256, 5)                          # 8 chunks
 acc4_case("acc4_b512_m5_n6", 1100, 6, 512, 5, ort_ok=False)
 acc4_case("acc4_b128_fp16_m11", 384, 27, 128, 11, bias=True, f16=True)
 acc4_case("acc4_b32_rank3_m66", 128, 300, 32, 0, a_shape=[2, 33, 128])  # a panel of columns and more
+# decode shapes, M = 1 to 8: one row goes in tiles of 1 row x 4 columns (column tails of 1 to 3 one at a
+# time), more rows in tiles of up to 4 x 2; blocks of 32 two per 32 bytes of B (a lone last block when
+# their count is odd), 64 to 256 one group of int16 sums, 512 in groups
+acc4_case("acc4_b32_m1_n39_kb_odd_bias", 288, 39, 32, 1, bias=True)   # kb 9, 39 = 9 x 4 + 3
+acc4_case("acc4_b32_m1_n40_sym", 256, 40, 32, 1, zp=False)
+acc4_case("acc4_b64_m1_n18_kpad_sym", 200, 18, 64, 1, zp=False)      # K padded in the last block, tail 2
+acc4_case("acc4_b128_m1_n21", 384, 21, 128, 1)                       # tail 1
+acc4_case("acc4_b256_m1_n8_sym_bias", 512, 8, 256, 1, zp=False, bias=True)
+acc4_case("acc4_b512_m1_n5", 1100, 5, 512, 1, ort_ok=False)          # see acc4_b512_m5_n6
+acc4_case("acc4_b32_m2_n33_sym", 256, 33, 32, 2, zp=False)
+acc4_case("acc4_b128_m3_n10_bias", 300, 10, 128, 3, bias=True)
+acc4_case("acc4_b64_m5_n12", 192, 12, 64, 5)                         # 4 rows, then 1 row x 4 columns
+acc4_case("acc4_b32_m8_n17_kb_odd", 352, 17, 32, 8)                  # kb 11
 
 # an omitted projection: B with a zero-sized dimension, Y = the bias (ONNX Runtime's CPU kernel)
 for shape in [(0, 3, 16), (24, 3, 0)]:
