@@ -833,7 +833,7 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     if (swap) key = src, k_transposed = 0, tp = t;
   }
   /* Q, K (and, for BLOOM, V) in 4-D: a 4-D tensor they are views of, or new views of them */
-  int qv = -1, kv = -1, vv = -1, q4 = -1, k4 = -1, v4 = -1;
+  int qv = -1, kv = -1, vv = -1, q4 = -1, k4 = -1, v4 = -1, mqa_tr = 0;
   int64_t Hs = sform ? alma__fuse_dim(c, s4, sform == 1 ? 1 : 2) : 0; /* heads, known */
   if (sform && Hs < 1) return ALMA_OK;
   if (sform == 1) {
@@ -850,6 +850,18 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     if (alma__fuse_rank(c, q) != 3 || alma__fuse_rank(c, key) != 3 || alma__fuse_rank(c, v) != 3 ||
         alma__fuse_dim(c, q, 2) < 1 || alma__fuse_dim(c, v, 2) < 1 || !same_dim0(c, q, s4))
       return ALMA_OK;
+    /* Unless one query position is known (decoding: the H rows of a position are one product),
+     * the heads go before the positions: Q and the output transposed, [B, H, S, .], so each head
+     * is one product of S rows against the shared K (as [B, S, H, .], B*S products of H rows each
+     * ran at half the speed of the unfused bmm in prefill), the mask's axes 1 and 2 swapped too,
+     * which needs the mask 4-D: otherwise the positions stay first. */
+    int mr = 0;
+    for (int k = 0; k < ch.n; k++)
+      for (int i = 0; i < c->g->nodes[ch.node[k]].n_inputs; i++) {
+        int r = i == ch.slot[k] ? 0 : alma__fuse_rank(c, c->g->nodes[ch.node[k]].inputs[i]);
+        mr = r < 0 || mr < 0 ? -1 : r > mr ? r : mr;
+      }
+    mqa_tr = alma__fuse_dim(c, s4, 1) != 1 && (ch.n == 0 || mr == 4);
   }
   if (alma__fuse_rank(c, q) < 2 || alma__fuse_rank(c, key) < 2 || alma__fuse_rank(c, v) < 2) return ALMA_OK;
   if (mview >= 0 && (!same_batch(c, q, s4) || !same_batch(c, key, s4))) return ALMA_OK; /* 4-D, the scores' batch */
@@ -873,12 +885,13 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
         (pform == 1 && v4 < 0 && (v = rw_split_heads(&w, v, Hs)) < 0) || (bias >= 0 && (bias = rw_split_heads(&w, bias, Hs)) < 0))
       return ALMA_ERR_NOMEM;
   } else if (sform == 2) {
-    int64_t qs4[4] = {0, -1, Hs, alma__fuse_dim(c, q, 2)}, ys3[3] = {0, -1, alma__fuse_dim(c, v, 2)};
-    int Y = alma__fuse_new_value(c, w.base);
-    if ((q = rw_reshape(&w, q, qs4, 4, -1)) < 0 || (key = rw_unsqueeze(&w, key, 1)) < 0 || (v = rw_unsqueeze(&w, v, 1)) < 0 ||
-        Y < 0 || rw_reshape(&w, Y, ys3, 3, y) < 0)
+    int64_t qs4[4] = {0, -1, Hs, alma__fuse_dim(c, q, 2)}, ys3[3] = {0, -1, alma__fuse_dim(c, v, 2)}, sw[4] = {0, 2, 1, 3};
+    int Y = alma__fuse_new_value(c, w.base), Yt = mqa_tr ? alma__fuse_new_value(c, w.base) : Y;
+    if ((q = rw_reshape(&w, q, qs4, 4, -1)) < 0 || (mqa_tr && (q = rw_transpose(&w, q, sw, 4, -1)) < 0) ||
+        (key = rw_unsqueeze(&w, key, 1)) < 0 || (v = rw_unsqueeze(&w, v, 1)) < 0 || Y < 0 || Yt < 0 ||
+        (mqa_tr && rw_transpose(&w, Y, sw, 4, Yt) < 0) || rw_reshape(&w, Yt, ys3, 3, y) < 0)
       return ALMA_ERR_NOMEM;
-    y = Y; /* the attention writes [B, S, H, Dv], viewed as the product [B, S*H, Dv] */
+    y = Y; /* the attention writes [B, S, H, Dv] (or [B, H, S, Dv]), viewed as the product [B, S*H, Dv] */
   }
   if (bias < 0 && ch.n == 1 && alma__fuse_is(c, ch.node[0], "", "Add")) {
     mask = alma__fuse_other_input(c, ch.node[0], ch.scores), ad = ch.node[0]; /* the mask as it is */
@@ -905,6 +918,10 @@ alma_status alma__fuse_rule_attention(alma__fuse_ctx *c, int smi) {
     mask = prev;
   } else {
     mask = bias; /* the bias alone, or none */
+  }
+  if (mqa_tr && mask >= 0) { /* [B, S, 1 or H, T] -> [B, 1 or H, S, T] like the scores */
+    int64_t sw[4] = {0, 2, 1, 3};
+    if ((mask = rw_transpose(&w, mask, sw, 4, -1)) < 0) return ALMA_ERR_NOMEM;
   }
   ALMA_TRY(alma__fuse_retype(c, smi, "alma", "Attention", 1));
   ALMA_TRY(alma__fuse_attr_clear(c, smi));

@@ -25,6 +25,8 @@ and the attention scores masked the ways the exports mask them:
   mqa                GPTBigCode's multi-query attention: Q [B, S*H, D] against one K^T [B, D, T]
                      (a 3-D cache [B, past, D]), plus zeros, viewed as [B, S, H, T], Where(mask
                      [B, S, 1, T], s, finfo.min), the Softmax's [B, S*H, T] view times the one V
+                     (attended as [B, H, S, .]; mqa1: the same with one query position declared,
+                     decode only, attended as [B, S, H, .])
 and forms that must not fuse: a Where or Max whose value does not absorb the scores (-1e4, -100), a
 mask that broadcasts the scores up. Each graph runs in prefill (past 0), decode (1 token after 5) and
 chunk (3 after 4) shapes through FOLD+FUSE+EAGER, FOLD+FUSE+DNNL and FOLD+FUSE+BLAS against ONNX
@@ -167,7 +169,7 @@ def bloom_mqa(g, form, h, layer, outs):
     def proj(n):
         return g.op("MatMul", [h, g.const(rng.standard_normal((E, n)) / np.sqrt(E))])
     Tm = dim(g, "attention_mask", 1)
-    if form == "mqa":  # GPTBigCode: H query heads, one key/value head; caches [B, past, D]
+    if form.startswith("mqa"):  # GPTBigCode: H query heads, one key/value head; caches [B, past, D]
         q3 = g.op("Reshape", [proj(E), g.ints(0, -1, DH)])  # [B, S*H, D]
         K = g.op("Concat", [f"past_key.{layer}", proj(DH)], axis=1)
         V = g.op("Concat", [f"past_value.{layer}", proj(DH)], axis=1)
@@ -220,7 +222,7 @@ def build(form, scale_q=False):
     outs = []
     for layer in range(L):
         h = layer_norm(g, x)
-        if form in ("bloom", "mqa"):
+        if form in ("bloom", "mqa", "mqa1"):
             a = bloom_mqa(g, form, h, layer, outs)
             x = g.op("Add", [x, g.op("MatMul", [a, g.const(rng.standard_normal((E, E)) / np.sqrt(E))])])
             x = g.op("Add", [x, layer_norm(g, x)])
@@ -277,10 +279,11 @@ def build(form, scale_q=False):
     for src, nm in outs:
         g.nodes.append(helper.make_node("Identity", [src], [nm]))
     g.nodes.append(helper.make_node("Identity", [x], ["y"]))
-    ins = [helper.make_tensor_value_info("x", TP.FLOAT, ["batch", "seq", E]),
+    ins = [helper.make_tensor_value_info("x", TP.FLOAT, ["batch", 1 if form == "mqa1" else "seq", E]),
            helper.make_tensor_value_info("attention_mask", TP.INT64, ["batch", "total"])]
     shapes = {"bloom": (["batch_kv", DH, "past"], ["batch_kv", "past", DH]),
-              "mqa": (["batch", "past", DH], ["batch", "past", DH])}.get(form, (["batch", H, "past", DH],) * 2)
+              "mqa": (["batch", "past", DH], ["batch", "past", DH]),
+              "mqa1": (["batch", "past", DH], ["batch", "past", DH])}.get(form, (["batch", H, "past", DH],) * 2)
     for layer in range(L):
         for kind, shp in zip(("key", "value"), shapes):
             ins.append(helper.make_tensor_value_info(f"past_{kind}.{layer}", TP.FLOAT, shp))
@@ -301,7 +304,8 @@ def feeds(form, B, S, P):
     if P > 1:
         mask[1, 1] = 0  # a padded position inside the past
     f["attention_mask"] = mask
-    shapes = {"bloom": ((B * H, DH, P), (B * H, P, DH)), "mqa": ((B, P, DH),) * 2}.get(form, ((B, H, P, DH),) * 2)
+    shapes = {"bloom": ((B * H, DH, P), (B * H, P, DH)), "mqa": ((B, P, DH),) * 2,
+              "mqa1": ((B, P, DH),) * 2}.get(form, ((B, H, P, DH),) * 2)
     for layer in range(L):
         for kind, shp in zip(("key", "value"), shapes):
             f[f"past_{kind}.{layer}"] = rng.standard_normal(shp).astype(np.float32)
@@ -324,6 +328,7 @@ CASES = {
     "where_min_1e4": (0, False),
     "bloom": (L, False),
     "mqa": (L, False),
+    "mqa1": (L, False),
     "max_small": (0, False),
     "broadcast_up": (0, False),
 }
@@ -334,13 +339,15 @@ ONLY = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CASES)
 for form, (want_attn, want_causal) in CASES.items():
     if form not in ONLY:
         continue
-    for scale_q in (False,) if form in ("bloom", "mqa") else (False, True):
+    for scale_q in (False,) if form in ("bloom", "mqa", "mqa1") else (False, True):
         name = form + ("_scale_q" if scale_q else "")
         m = build(form, scale_q)
         path = os.path.join(WORK, name + ".onnx")
         onnx.save(m, path)
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         for shape, (B, S, P) in SHAPES.items():
+            if form == "mqa1" and S != 1:
+                continue
             f = feeds(form, B, S, P)
             want = sess.run(None, f)
             for conv in CONVS + (["FUSE+EAGER"] if form == "bloom" else []):
