@@ -2,8 +2,8 @@
 """Decoder-LLM prefill and KV-cache decode graphs of a bigger config than sweep_llm.py's, through alma
 and ONNX Runtime in one run (docs/models.md's latency table).
 
-export (with .venv-hf: transformers 4.30.2, torch): GPT-2 and GPT-NeoX with hidden 512, 8 heads,
-4 layers (GPT-NeoX: intermediate 2048, rotary_pct 0.5), vocabulary 1000, random weights (seed 0),
+export (with .venv-hf: transformers 4.30.2, torch): GPT-2, GPT-NeoX, BLOOM and GPTBigCode with hidden
+512, 8 heads, 4 layers (GPT-NeoX: intermediate 2048, rotary_pct 0.5), vocabulary 1000, random weights (seed 0),
 exported by tests/models/sweep_llm.py's export_one at --opset: prefill over 128 tokens and decode of
 one token after a past of 127, batch 2 (the second row's mask has zeros), plus NAME.feeds.npz.
 
@@ -39,6 +39,9 @@ def export(outdir, opset):
                                                                   num_hidden_layers=4, num_attention_heads=8,
                                                                   rotary_pct=0.5, max_position_embeddings=256,
                                                                   vocab_size=1000)),
+        "bloom": lambda: T.BloomForCausalLM(T.BloomConfig(hidden_size=512, n_layer=4, n_head=8, vocab_size=1000)),
+        "gpt_bigcode": lambda: T.GPTBigCodeForCausalLM(T.GPTBigCodeConfig(n_embd=512, n_layer=4, n_head=8,
+                                                                          n_positions=256, vocab_size=1000)),
     }
     os.makedirs(outdir, exist_ok=True)
     for name, build in specs.items():
@@ -47,16 +50,18 @@ def export(outdir, opset):
     return 0
 
 
-def bench_alma(alma, path, feeds, td, convs, threads, min_time, batch):
+def bench_alma(alma, path, feeds, td, convs, threads, min_time):
     import numpy as np
-    files = []  # --data stacks samples on the first axis: -b takes the graph's batch of them
-    for k, x in feeds.items():  # graph input order, as --data takes them
-        files.append(os.path.join(td, k.replace("/", "_") + ".npy"))
-        np.save(files[-1], x)
+    # one batch directory holding <input>.npy: each input as the whole tensor, whatever its first
+    # axis (stacked samples with -b would split BLOOM's [batch*heads, ...] cache wrongly)
+    bdir = os.path.join(td, "batches", "b0")
+    os.makedirs(bdir, exist_ok=True)
+    for k, x in feeds.items():
+        np.save(os.path.join(bdir, k + ".npy"), x)
     sys.path.insert(0, HERE)
     from timing import alma_bench
-    res = alma_bench(alma, path, ["--data", ",".join(files), "-c", ",".join(convs), "--threads", str(threads),
-                                  "-b", str(batch), "-n", "20", "--min-time", str(min_time)])
+    res = alma_bench(alma, path, ["--data", os.path.dirname(bdir), "-c", ",".join(convs), "--threads", str(threads),
+                                  "-n", "20", "--min-time", str(min_time)])
     return {c: lat and (lat["p50"], lat["min"]) for c, lat in res.items()}
 
 
@@ -85,7 +90,7 @@ def time_graphs(a):
         with tempfile.TemporaryDirectory() as td:
             for r in range(a.rounds):
                 for i, alma in enumerate(almas):
-                    res = bench_alma(alma, path, feeds, td, convs, a.threads, a.min_time, len(feeds["input_ids"]))
+                    res = bench_alma(alma, path, feeds, td, convs, a.threads, a.min_time)
                     for c in convs:
                         rows[c if len(almas) == 1 else f"{i}:{c}"].append(res.get(c))
                 rows["ORT"].append(bench_ort(sess, feeds, a.min_time))
