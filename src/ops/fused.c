@@ -7,6 +7,7 @@
 #include <tgmath.h>
 
 #include "ops/fused.h"
+#include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
 #include "ops/softmax_row.h"
 
@@ -228,7 +229,10 @@ static alma_status fused_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
   alma_fused_act act;
   ALMA_TRY(alma__fused_act_parse(n, &act));
   alma_node b = as_base(n, k.base, k.version, k.base_nin);
-  ALMA_TRY(k.base->exec(ctx, &b, in, nin < k.base_nin ? nin : k.base_nin, out, nout));
+  int bnin = nin < k.base_nin ? nin : k.base_nin;
+  /* Gemm/MatMul keep packed constant weights in n's prepared slot, not the copy's */
+  ALMA_TRY(k.base == &alma__op_Conv ? k.base->exec(ctx, &b, in, bnin, out, nout)
+                                    : alma__gemm_exec_owned(ctx, &b, n, in, bnin, out, nout));
   const alma_tensor *z = k.addend ? alma__nn_in(in, nin, k.base_nin) : NULL;
   if (z) {
     ALMA_TRY(check_addend(n, k.addend, z, &out[0]));

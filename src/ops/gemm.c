@@ -1,5 +1,8 @@
 /* Gemm and MatMul on alma__sgemm (float32), alma__dgemm (float64) and alma__igemm (integers);
  * float16/bfloat16 compute in float32. */
+#include <stdatomic.h>
+
+#include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
 #include "ops/sgemm.h"
 
@@ -20,6 +23,122 @@ static uint64_t *as_u64(const alma_node *n, const alma_tensor *t) {
   if (p)
     for (int64_t i = 0; i < cnt; i++) p[i] = (uint64_t)alma__get_i64(t->data, t->dtype, i);
   return p;
+}
+
+/* ---- packed constant weights (gemm_packed.h) -------------------------------------------------- */
+
+int alma__packed_gemm_enabled(void) {
+  static _Atomic int on = -1;
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("ALMA_PACKED_GEMM");
+    v = !(e && e[0] == '0');
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+typedef struct packed_entry {
+  const void *data; /* the B it was packed from */
+  int64_t d0, d1;
+  int tb;
+  alma__sgemm_packed pk;
+} packed_entry;
+
+/* The node's prepared state (built from nothing but the node) is an empty slot; the first few-row
+ * run fills it once with compare-and-swap: a cache of a graph constant, so it never goes stale while
+ * the graph lives, and it is freed with the node. */
+typedef struct packed_state {
+  alma_prepared hdr;
+  _Atomic(packed_entry *) e;
+} packed_state;
+
+static void packed_release(alma_prepared *self) {
+  packed_state *s = (packed_state *)self;
+  packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (e) {
+    alma__sgemm_packed_free(&e->pk);
+    free(e);
+  }
+  free(s);
+}
+
+static alma_status packed_build(const alma_node *n, alma_prepared **out) {
+  packed_state *s = calloc(1, sizeof *s);
+  if (!s) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory");
+  s->hdr.release = packed_release;
+  atomic_init(&s->e, NULL);
+  *out = &s->hdr;
+  return ALMA_OK;
+}
+
+const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_b, const alma_tensor *b) {
+  if (!b || b->dtype != ALMA_DTYPE_FLOAT32 || b->rank != 2 || !b->data || b->dims[0] < 1 || b->dims[1] < 1) return NULL;
+  const alma_prepared *pp;
+  if (alma__node_prepared(owner, packed_build, &pp) != ALMA_OK) {
+    alma__error_clear();
+    return NULL;
+  }
+  packed_state *s = (packed_state *)pp; /* the slot is written once, atomically (above) */
+  packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (!e) {
+    packed_entry *mine = calloc(1, sizeof *mine);
+    int64_t K = b->dims[trans_b ? 1 : 0], N = b->dims[trans_b ? 0 : 1];
+    if (!mine || alma__sgemm_pack(trans_b, K, N, b->data, b->dims[1], &mine->pk) != ALMA_OK) {
+      free(mine);
+      alma__error_clear();
+      return NULL;
+    }
+    mine->data = b->data;
+    mine->d0 = b->dims[0];
+    mine->d1 = b->dims[1];
+    mine->tb = trans_b;
+    if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) {
+      e = mine;
+    } else { /* another thread packed first: e is its copy */
+      alma__sgemm_packed_free(&mine->pk);
+      free(mine);
+    }
+  }
+  if (e->data != b->data || e->d0 != b->dims[0] || e->d1 != b->dims[1] || e->tb != trans_b) return NULL;
+  return &e->pk;
+}
+
+/* alma__sgemm_packed_rows over the panels, split into items for the context's parallel loop when it
+ * has one (a runtime's threads: the DNNL runtime's fallback); each C element is computed by the same
+ * code whatever the split. */
+typedef struct packed_job {
+  int64_t M, lda, ldc, per;
+  float alpha, beta;
+  const float *A, *rb, *cb;
+  const alma__sgemm_packed *pk;
+  float *C;
+} packed_job;
+
+static void packed_item(void *arg, int64_t item) {
+  const packed_job *j = arg;
+  alma__sgemm_packed_rows(j->M, item * j->per, (item + 1) * j->per, j->alpha, j->A, j->lda, j->pk, j->beta, j->C,
+                          j->ldc, j->rb, j->cb);
+}
+
+static void packed_run(alma_exec_ctx *ctx, int64_t M, float alpha, const float *A, int64_t lda,
+                       const alma__sgemm_packed *pk, float beta, float *C, int64_t ldc, const float *rb,
+                       const float *cb) {
+  alma_exec_parfor pf;
+  void *pctx;
+  int threads = alma__exec_parfor(ctx, &pf, &pctx);
+  /* about four items a thread: a thread descheduled on a busy machine leaves its share to others */
+  int64_t items = pf ? (pk->panels < 4 * (int64_t)threads ? pk->panels : 4 * (int64_t)threads) : 1;
+  packed_job j = {.M = M, .lda = lda, .ldc = ldc, .per = (pk->panels + items - 1) / items, .alpha = alpha,
+                  .beta = beta, .A = A, .rb = rb, .cb = cb, .pk = pk, .C = C};
+  if (items > 1) pf(pctx, (pk->panels + j.per - 1) / j.per, packed_item, &j);
+  else alma__sgemm_packed_rows(M, 0, pk->panels, alpha, A, lda, pk, beta, C, ldc, rb, cb);
+}
+
+/* The packed path applies: float32 (not converted), few rows, K and N >= 1, B a graph constant. */
+static int packed_ok(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *b, int64_t M, int64_t N, int64_t K) {
+  return b->dtype == ALMA_DTYPE_FLOAT32 && M >= 1 && M <= ALMA_PACKED_MAX_ROWS && N >= 1 && K >= 1 &&
+         alma__packed_gemm_enabled() && alma__exec_input_is_const(ctx, n, 1, b);
 }
 
 /* ---- Gemm ------------------------------------------------------------------------------------ */
@@ -82,8 +201,8 @@ static int64_t c_index(const alma_tensor *c, int64_t i, int64_t j) {
   return (c->dims[0] == 1 ? 0 : i) * c->dims[1] + (c->dims[1] == 1 ? 0 : j);
 }
 
-static alma_status gemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
-                             alma_tensor *out, int nout) {
+static alma_status gemm_exec_f(alma_exec_ctx *ctx, const alma_node *n, const alma_node *owner,
+                               const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   gemm_shape gs;
   ALMA_TRY(gemm_setup(n, in, nin, &gs));
   const alma_tensor *a = in[0], *b = in[1], *c = alma__nn_in(in, nin, 2);
@@ -119,8 +238,18 @@ static alma_status gemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
       if (cf && !rb && !cb)
         for (int64_t i = 0; i < M; i++)
           for (int64_t j = 0; j < N; j++) y[i * N + j] = beta * cf[c_index(c, i, j)];
-      st = alma__sgemm_bias(gs.ta, gs.tb, M, N, K, alpha, af, lda, bf, ldb, (c && !rb && !cb) ? 1.0f : 0.0f, y, N,
-                            rb, cb);
+      float beta0 = (c && !rb && !cb) ? 1.0f : 0.0f;
+      /* few rows on constant weights: the packed copy (the same sums as alma__sgemm_bias's few-rows
+       * kernel, which M < 4 takes; M of 4..ALMA_PACKED_MAX_ROWS changes from the blocked kernel's
+       * order to that one) */
+      const alma__sgemm_packed *pk =
+          !gs.ta && y == out->data && packed_ok(ctx, n, b, M, N, K) ? alma__gemm_packed_b(owner, gs.tb, b) : NULL;
+      if (pk) {
+        packed_run(ctx, M, alpha, af, lda, pk, beta0, y, N, rb, cb);
+        st = ALMA_OK;
+      } else {
+        st = alma__sgemm_bias(gs.ta, gs.tb, M, N, K, alpha, af, lda, bf, ldb, beta0, y, N, rb, cb);
+      }
       if (st == ALMA_OK && y != out->data) alma__nn_store_f32(out, y);
     }
     if (oa) free((void *)af);
@@ -155,6 +284,11 @@ static alma_status gemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   free(bi);
   free(yi);
   return ALMA_OK;
+}
+
+static alma_status gemm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                             alma_tensor *out, int nout) {
+  return gemm_exec_f(ctx, n, n, in, nin, out, nout);
 }
 
 static void gemm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
@@ -255,12 +389,21 @@ static alma_status matmul_batched(const matmul_shape *ms, mm_fn fn, size_t esz, 
   return ALMA_OK;
 }
 
-static alma_status matmul_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
-                               alma_tensor *out, int nout) {
+static alma_status matmul_exec_f(alma_exec_ctx *ctx, const alma_node *n, const alma_node *owner,
+                                 const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
   matmul_shape ms;
   ALMA_TRY(matmul_setup(n, in, nin, &ms));
   const alma_tensor *a = in[0], *b = in[1];
   alma_dtype dt = a->dtype;
+  /* few rows (all batches' rows together) on a constant 2-D weight: the packed copy */
+  if (dt == ALMA_DTYPE_FLOAT32 && b->rank == 2 && alma__numel(ms.arank, ms.adims) == ms.batch &&
+      packed_ok(ctx, n, b, ms.batch * ms.M, ms.N, ms.K)) {
+    const alma__sgemm_packed *pk = alma__gemm_packed_b(owner, 0, b);
+    if (pk) {
+      packed_run(ctx, ms.batch * ms.M, 1.0f, a->data, ms.K, pk, 0.0f, out->data, ms.N, NULL, NULL);
+      return ALMA_OK;
+    }
+  }
   if (dt == ALMA_DTYPE_FLOAT32) return matmul_batched(&ms, mm_f32, 4, a->data, b->data, out->data);
   if (dt == ALMA_DTYPE_FLOAT64) return matmul_batched(&ms, mm_f64, 8, a->data, b->data, out->data);
   alma_status st = ALMA_ERR_NOMEM;
@@ -288,6 +431,17 @@ static alma_status matmul_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   free(bi);
   free(y);
   return st;
+}
+
+static alma_status matmul_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                               alma_tensor *out, int nout) {
+  return matmul_exec_f(ctx, n, n, in, nin, out, nout);
+}
+
+alma_status alma__gemm_exec_owned(alma_exec_ctx *ctx, const alma_node *base, const alma_node *owner,
+                                  const alma_tensor *const *in, int nin, alma_tensor *out, int nout) {
+  return base->op == &alma__op_Gemm ? gemm_exec_f(ctx, base, owner, in, nin, out, nout)
+                                    : matmul_exec_f(ctx, base, owner, in, nin, out, nout);
 }
 
 static void matmul_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,

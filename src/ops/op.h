@@ -135,6 +135,24 @@ int alma__graph_has_containers(const alma_graph *g);
 alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in,
                               int nin, alma_tensor *out, int nout);
 
+/* 1 when node n's input k, whose tensor is t, is a constant of the graph ctx runs (an initializer,
+ * the very data t points to): kernels may then keep something derived from it (a packed copy of a
+ * Gemm's weights) for the node's lifetime. 0 with ctx NULL. */
+int alma__exec_input_is_const(const alma_exec_ctx *ctx, const alma_node *n, int k, const alma_tensor *t);
+/* A runtime's parallel loop (the same shape as contrib_nbits.h's alma__nbits_parfor): calls
+ * fn(arg, item) once for every item in [0, items), on any of its threads, and returns when all are
+ * done. */
+typedef void (*alma_exec_item_fn)(void *arg, int64_t item);
+typedef void (*alma_exec_parfor)(void *pctx, int64_t items, alma_exec_item_fn fn, void *arg);
+/* alma__op_run_node for a node of g run outside an execution of g (a runtime's fallback), with a
+ * context that knows g's constants (alma__exec_input_is_const) but no values: not for subgraph ops.
+ * pf (NULL: none) is a parallel loop over `threads` threads that kernels may split their work with
+ * (alma__exec_parfor). */
+alma_status alma__op_run_node_of(const alma_graph *g, const alma_node *n, const alma_tensor *const *in, int nin,
+                                 alma_tensor *out, int nout, int threads, alma_exec_parfor pf, void *pctx);
+/* The parallel loop ctx offers (alma__op_run_node_of) and its thread count, or 1 with *pf = NULL. */
+int alma__exec_parfor(const alma_exec_ctx *ctx, alma_exec_parfor *pf, void **pctx);
+
 /* Allocates an output of node n for its exec, dtype and shape taken from *t (as infer filled it):
  * uninitialised when n's op sets ALMA_OP_FILLS_OUTPUTS, zeroed otherwise. */
 alma_status alma__op_alloc_output(const alma_node *n, alma_tensor *t);

@@ -318,6 +318,125 @@ void alma__sgemm_rows(int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
   if (K > 0 && alpha != 0.0f) sgemm_few_rows(0, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, NULL);
 }
 
+/* ---- few rows on packed B (sgemm.h) -------------------------------------------------------- */
+
+#define PW ALMA_SGEMM_PANEL
+
+alma_status alma__sgemm_pack(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb,
+                             alma__sgemm_packed *out) {
+  memset(out, 0, sizeof *out);
+  if (K < 1 || N < 1) return alma__errorf(ALMA_ERR_INVALID_ARG, "packing an empty matrix (%lld x %lld)", (long long)K, (long long)N);
+  int64_t panels = (N + PW - 1) / PW;
+  if (panels > (int64_t)(SIZE_MAX / 2 / sizeof(float)) / PW / K)
+    return alma__errorf(ALMA_ERR_NOMEM, "packed weights of %lld x %lld floats too large", (long long)K, (long long)N);
+  size_t bytes = (size_t)panels * PW * (size_t)K * sizeof(float); /* a multiple of 64 */
+  float *p = aligned_alloc(64, bytes);
+  if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory packing weights (%zu bytes)", bytes);
+  for (int64_t pn = 0; pn < panels; pn++) {
+    float *d = p + pn * K * PW;
+    int64_t j0 = pn * PW;
+    int nc = (int)min64(PW, N - j0);
+    if (!trans_b) {
+      for (int64_t k = 0; k < K; k++) {
+        const float *src = B + k * ldb + j0;
+        int j = 0;
+        for (; j < nc; j++) d[k * PW + j] = src[j];
+        for (; j < PW; j++) d[k * PW + j] = 0.0f;
+      }
+    } else {
+      for (int j = 0; j < PW; j++) {
+        const float *src = j < nc ? B + (j0 + j) * ldb : NULL; /* a row of the stored [N, K] */
+        for (int64_t k = 0; k < K; k++) d[k * PW + j] = src ? src[k] : 0.0f;
+      }
+    }
+  }
+  out->K = K;
+  out->N = N;
+  out->panels = panels;
+  out->p = p;
+  return ALMA_OK;
+}
+
+void alma__sgemm_packed_free(alma__sgemm_packed *pk) {
+  if (!pk) return;
+  free(pk->p);
+  memset(pk, 0, sizeof *pk);
+}
+
+#define PK_ROWS 6 /* rows per pass over a panel: 12 accumulators hide the FMA latency, 15 registers in all */
+
+/* R rows x one panel (nc <= PW valid columns): the C tile lives in 2R vector registers over all
+ * of K. The initial value is scale_c's expression, the sum rows_nn's: c = c + (alpha * a_k) * b_k. */
+static inline __attribute__((always_inline)) void packed_tile(int R, int64_t K, float alpha, const float *restrict A,
+                                                              int64_t lda, const float *restrict p, float *restrict C,
+                                                              int64_t ldc, int nc, float beta, const float *rb,
+                                                              const float *cb) {
+  float t[PK_ROWS][PW];
+  int plain = beta == 1.0f && !rb && !cb; /* scale_c leaves C as it is */
+  for (int r = 0; r < R; r++) {
+    const float *c = C + r * ldc;
+    for (int j = 0; j < nc; j++) {
+      if (plain) {
+        t[r][j] = c[j];
+      } else {
+        float v = beta == 0.0f ? 0.0f : beta == 1.0f ? c[j] : beta * c[j];
+        t[r][j] = v + (rb ? rb[r] : 0.0f) + (cb ? cb[j] : 0.0f);
+      }
+    }
+    for (int j = nc; j < PW; j++) t[r][j] = 0.0f;
+  }
+  if (alpha != 0.0f) { /* alpha == 0: scale_c only, as alma__sgemm_rows (no NaN from A or B) */
+    v8f c0[PK_ROWS], c1[PK_ROWS];
+    for (int r = 0; r < R; r++) c0[r] = ld8(&t[r][0]), c1[r] = ld8(&t[r][8]);
+    if (alpha == 1.0f) { /* 1 * a == a: broadcasts straight from A, no multiply per (row, k) */
+      for (int64_t k = 0; k < K; k++) {
+        v8f b0 = ld8(p + k * PW), b1 = ld8(p + k * PW + 8);
+        for (int r = 0; r < R; r++) {
+          float a = A[r * lda + k];
+          c0[r] = c0[r] + a * b0;
+          c1[r] = c1[r] + a * b1;
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < K; k++) {
+        v8f b0 = ld8(p + k * PW), b1 = ld8(p + k * PW + 8);
+        for (int r = 0; r < R; r++) {
+          float a = alpha * A[r * lda + k];
+          c0[r] = c0[r] + a * b0;
+          c1[r] = c1[r] + a * b1;
+        }
+      }
+    }
+    for (int r = 0; r < R; r++) st8(&t[r][0], c0[r]), st8(&t[r][8], c1[r]);
+  }
+  for (int r = 0; r < R; r++) memcpy(C + r * ldc, t[r], (size_t)nc * sizeof(float));
+}
+
+ALMA_MULTIVERSION
+void alma__sgemm_packed_rows(int64_t M, int64_t p0, int64_t p1, float alpha, const float *A, int64_t lda,
+                             const alma__sgemm_packed *B, float beta, float *C, int64_t ldc, const float *row_bias,
+                             const float *col_bias) {
+  int64_t K = B->K;
+  for (int64_t pn = p0; pn < p1 && pn < B->panels; pn++) {
+    int64_t j0 = pn * PW;
+    int nc = (int)min64(PW, B->N - j0);
+    const float *p = B->p + pn * K * PW, *cb = col_bias ? col_bias + j0 : NULL;
+    /* row groups inside the panel loop: the panel (K x 64 bytes) is still in L2 for the next group */
+    for (int64_t i = 0; i < M; i += PK_ROWS) {
+      const float *a = A + i * lda, *rb = row_bias ? row_bias + i : NULL;
+      float *c = C + i * ldc + j0;
+      switch ((int)min64(PK_ROWS, M - i)) { /* constant row counts: the accumulators stay in registers */
+        case 1: packed_tile(1, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+        case 2: packed_tile(2, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+        case 3: packed_tile(3, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+        case 4: packed_tile(4, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+        case 5: packed_tile(5, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+        default: packed_tile(6, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
+      }
+    }
+  }
+}
+
 /* Few columns: each C column is op(A) times a gathered B column; rows of A (not transposed) are
  * contiguous, so dot products; a transposed A streams rows instead. tmp holds K + M floats. */
 static void sgemm_few_cols(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -50,6 +50,31 @@ alma_status alma__sgemm_bias(int trans_a, int trans_b, int64_t M, int64_t N, int
 void alma__sgemm_rows(int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* op(B) [K, N] packed once for few-row products (decode steps): column panels of
+ * ALMA_SGEMM_PANEL columns, [panels][K][ALMA_SGEMM_PANEL] (64-byte aligned; columns past N are
+ * zero), so a pass over B is one sequential stream however B was stored (transposed or not). A
+ * row-major B read four rows at a time over 512-column blocks is 4 streams at an 8 KB stride and
+ * reaches 8-10 GB/s from DRAM on Zen 3 where one stream reaches 12-13. */
+#define ALMA_SGEMM_PANEL 16
+typedef struct alma__sgemm_packed {
+  int64_t K, N, panels;
+  float *p;
+} alma__sgemm_packed;
+/* Packs op(B) (trans_b: B is stored [N, K]); K, N >= 1. ALMA_ERR_NOMEM (with a message) when it
+ * cannot be allocated or its size overflows. */
+alma_status alma__sgemm_pack(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, alma__sgemm_packed *out);
+void alma__sgemm_packed_free(alma__sgemm_packed *pk);
+/* Rows kernel on packed B, over panels [p0, p1) (columns p0 * PANEL .. min(N, p1 * PANEL)):
+ * C = beta * C + row_bias[i] + col_bias[j] (beta == 0 ignores C; either bias may be NULL; col_bias
+ * is indexed by column from 0), then C += (alpha * A[i, k]) * op(B)[k, j] for k = 0..K-1 in order,
+ * each C element in a register over all of K. Bit for bit alma__sgemm_rows(0, ...) (scale_c, then
+ * the same sum in the same order) on op(B) stored row-major, whatever M is and however the panels
+ * are split among threads. Up to six rows per pass over a panel; more rows take the panel again
+ * while it is in L2, so B comes from memory once. */
+void alma__sgemm_packed_rows(int64_t M, int64_t p0, int64_t p1, float alpha, const float *A, int64_t lda,
+                             const alma__sgemm_packed *B, float beta, float *C, int64_t ldc, const float *row_bias,
+                             const float *col_bias);
+
 /* y[0..n) += a * x[0..n) and the dot product of x and y, vectorized (AVX2 where available). */
 void alma__saxpy(int64_t n, float a, const float *x, float *y);
 float alma__sdot(int64_t n, const float *x, const float *y);

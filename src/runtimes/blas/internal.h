@@ -192,6 +192,9 @@ typedef struct alma__blas_gemm {
   int64_t M, N, K, lda, ldb;
   float alpha;
   int accumulate;
+  /* op(B) packed (a constant weight, few rows: ops/gemm_packed.h) or NULL; then A is not
+   * transposed and the threads split the columns by panels */
+  const struct alma__sgemm_packed *pk;
 } alma__blas_gemm;
 alma_status alma__blas_gemm_run(const alma__blas_ctx *ctx, const alma__blas_gemm *g, const float *a, const float *b,
                                 float *y, const alma__blas_epi *epi);

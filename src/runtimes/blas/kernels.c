@@ -487,6 +487,11 @@ static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b,
   if (g->K == 0) {
     if (!acc)
       for (int64_t r = 0; r < rows; r++) memset(Y + r * N, 0, (size_t)cols * sizeof(float));
+  } else if (g->pk) {
+    /* few rows on a constant weight packed in column panels: one sequential stream over B (c0 and
+     * c1 are panel boundaries or N) */
+    alma__sgemm_packed_rows(rows, c0 / ALMA_SGEMM_PANEL, ceil_div(c1, ALMA_SGEMM_PANEL), g->alpha, A, lda, g->pk,
+                            beta, y + r0 * N, N, NULL, NULL);
   } else if (rows == 1) {
     /* a single row (batch-1 Linear): y = op(B)^T a as a GEMV; OpenBLAS's GEMM would repack all of B */
     if (g->tb) alma__blas_sgemv(0, (int)cols, K, g->alpha, B, ldb, A, g->ta ? lda : 1, beta, Y, 1);
@@ -524,7 +529,7 @@ static void gemm_split(const alma__blas_ctx *ctx, const alma__blas_gemm *g, cons
                        const alma__blas_epi *epi) {
   int nt = ctx->threads;
   if (g->M * g->N * max64(1, g->K) < PARALLEL_MIN_MACS) nt = 1;
-  gemm_job j = {.g = g, .a = a, .b = b, .y = y, .epi = epi, .by_rows = g->M >= g->N};
+  gemm_job j = {.g = g, .a = a, .b = b, .y = y, .epi = epi, .by_rows = g->M >= g->N && !g->pk};
   if (j.by_rows) {
     j.block = round_up(ceil_div(g->M, nt), 4);
     j.blocks = ceil_div(g->M, j.block);

@@ -32,6 +32,7 @@
 #include "ops/contrib_llm.h"
 #include "ops/contrib_nbits.h"
 #include "ops/fused.h"
+#include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
 #include "runtimes/blas/internal.h"
 #include "runtimes/exec.h"
@@ -386,6 +387,17 @@ typedef struct fusion {
 
 static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
+/* Few rows (M <= ALMA_PACKED_MAX_ROWS) on a weight that is an initializer of the graph: the node's
+ * packed copy of op(B) (ops/gemm_packed.h), else NULL (the unpacked kernels). */
+static const alma__sgemm_packed *packed_weight(const blas_plan *p, const alma_node *n, int ta, int tb,
+                                               const alma_tensor *b, int64_t M, int64_t N, int64_t K) {
+  if (ta || M < 1 || M > ALMA_PACKED_MAX_ROWS || N < 1 || K < 1 || n->n_inputs < 2 || !alma__packed_gemm_enabled())
+    return NULL;
+  int v = n->inputs[1];
+  if (v < 0 || v >= p->g->n_values || !p->g->values[v].init || p->g->values[v].init->data != b->data) return NULL;
+  return alma__gemm_packed_b(n, tb, b);
+}
+
 static float *group_buf(group *gr, size_t n) {
   if (gr->buf_cap >= n) return gr->buf;
   float *b = realloc(gr->buf, (n ? n : 1) * sizeof *b);
@@ -504,6 +516,7 @@ static alma_status run_gemm(blas_plan *p, group *gr, const alma_node *n, const a
     for (int64_t i = 0; i < M * N; i++) y[i] = beta * cd[i];
     gm.accumulate = 1;
   }
+  gm.pk = packed_weight(p, n, gm.ta, gm.tb, b, M, N, gm.K);
   return alma__blas_gemm_run(&p->ctx, &gm, a->data, b->data, out->data, &epi);
 }
 
@@ -528,6 +541,7 @@ static alma_status run_matmul(blas_plan *p, group *gr, const alma_node *n, const
     /* weights shared by every product: one tall GEMM over all of A's rows */
     if (!fits_int(batch * M)) return DECLINE;
     alma__blas_gemm gm = {.M = batch * M, .N = N, .K = K, .lda = K, .ldb = N, .alpha = 1.0f};
+    if (b->rank == 2) gm.pk = packed_weight(p, n, 0, 0, b, gm.M, N, K);
     return alma__blas_gemm_run(&p->ctx, &gm, a->data, b->data, out->data, &epi);
   }
   if ((size_t)batch * 2 > gr->off_cap) {

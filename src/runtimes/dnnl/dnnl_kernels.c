@@ -3060,6 +3060,8 @@ static void nbits_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void
   alma__dn_parallel(*(const int *)pctx, nbits_task, &t);
 }
 
+void alma__dn_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) { nbits_parfor(pctx, items, fn, arg); }
+
 static alma_status run_nbits(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                              int *done) {
   const alma_node *n = &p->g->nodes[idx];

@@ -256,6 +256,9 @@ alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, c
  * on EAGER's kernel with its items over the plan's threads (alma__op_run_node's contract: outputs
  * allocated, owned). */
 alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tensor *const *in, alma_tensor *out);
+/* The plan's parallel loop (ops/op.h's alma_exec_parfor; pctx: &p->threads): items over oneDNN's
+ * OpenMP threads, taken as threads come free. */
+void alma__dn_parfor(void *pctx, int64_t items, void (*fn)(void *arg, int64_t item), void *arg);
 void alma__dn_prim_free(dn_prim *pr);
 /* Creates a primitive from an op descriptor with the plan's attributes and fills impl. */
 dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_attr_t attr,

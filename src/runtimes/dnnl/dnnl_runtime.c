@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 
 #include "ops/contrib_bert.h"
+#include "ops/gemm_packed.h"
 #include "runtimes/dnnl/dnnl_rt.h"
 #include "runtimes/exec.h"
 
@@ -367,8 +368,10 @@ static alma_status run_eager(dn_plan *p, int idx) {
   }
   /* GroupQueryAttention, Attention, the Gelus, SkipLayerNormalization...: EAGER's kernels with their
    * items over the plan's threads (contrib_bert.h) */
+  /* run_node_of: a context that knows the graph's constants (few-row Gemm/MatMul pack them) */
   ALMA_TRY(alma__contrib_par(n) ? alma__dn_run_contrib(p, n, in, out)
-                                : alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs));
+                                : alma__op_run_node_of(p->g, n, in, n->n_inputs, out, n->n_outputs, p->threads,
+                                                       alma__dn_parfor, &p->threads));
   for (int k = 0; k < n->n_outputs; k++) {
     int v = n->outputs[k];
     if (v < 0) {
@@ -463,11 +466,31 @@ static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, 
   return 1;
 }
 
+/* A Gemm/MatMul (or FUSE's FusedGemm/FusedMatMul) of at most ALMA_PACKED_MAX_ROWS rows on a float32
+ * 2-D weight that is a graph constant: EAGER's kernel on the node's packed weights (ops/gemm_packed.h)
+ * streams B once from memory, its column panels over the plan's threads (alma__dn_parfor), where
+ * oneDNN's primitive took 0.65 ms for [2,512]x[512,2048] at one thread (6.5 GB/s;
+ * docs/performance.md). A group it heads runs member by member then (the bias or residual Add after
+ * it as a tiny node on EAGER's kernel). */
+static int few_rows_packed(const dn_plan *p, const dn_node *d, const alma_node *n) {
+  if ((d->kind != DK_MATMUL && d->kind != DK_GEMM) || !alma__packed_gemm_enabled()) return 0;
+  int gemm = !strcmp(n->op_type, "Gemm") || !strcmp(n->op_type, "FusedGemm");
+  if (!gemm && strcmp(n->op_type, "MatMul") && strcmp(n->op_type, "FusedMatMul")) return 0;
+  if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || (gemm && alma__attr_i(n, "transA", 0))) return 0;
+  const alma_tensor *w = p->g->values[n->inputs[1]].init;
+  const dn_val *a = &p->vals[n->inputs[0]];
+  if (!w || w->dtype != ALMA_DTYPE_FLOAT32 || w->rank != 2 || !a->live || a->t.dtype != ALMA_DTYPE_FLOAT32 ||
+      a->t.rank < 1)
+    return 0;
+  int64_t rows = alma__numel(a->t.rank - 1, a->t.dims);
+  return rows >= 1 && rows <= ALMA_PACKED_MAX_ROWS;
+}
+
 static alma_status run_single(dn_plan *p, int idx) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
   int done = 0;
-  if (d->kind != DK_NONE && n->n_inputs <= 64 && n->n_outputs <= 8) {
+  if (d->kind != DK_NONE && n->n_inputs <= 64 && n->n_outputs <= 8 && !few_rows_packed(p, d, n)) {
     dn_val *in[64], *out[8];
     alma_tensor outshape[8];
     int ok = 1;
@@ -549,7 +572,7 @@ static alma_status group_try(dn_plan *p, int h, int nm, int fused, int *done) {
 /* A group alone, or one part of a declined depthwise group: each member on its own if it declines. */
 static alma_status run_part(dn_plan *p, int h, int nm) {
   int done = 0;
-  if (nm > 1) ALMA_TRY(group_try(p, h, nm, 1, &done));
+  if (nm > 1 && !few_rows_packed(p, &p->nodes[h], &p->g->nodes[h])) ALMA_TRY(group_try(p, h, nm, 1, &done));
   for (int m = 0; m < nm && !done; m++) ALMA_TRY(run_single(p, p->nodes[h].mem[m]));
   return ALMA_OK;
 }

@@ -8,7 +8,31 @@ struct alma_exec_ctx {
   const alma_graph *g;
   alma_tensor *env;            /* one per value of g */
   struct alma_exec_ctx *parent;
+  alma_exec_parfor pf;         /* a runtime's parallel loop (alma__op_run_node_of) or NULL */
+  void *pctx;
+  int threads;
 };
+
+int alma__exec_input_is_const(const alma_exec_ctx *ctx, const alma_node *n, int k, const alma_tensor *t) {
+  if (!ctx || !ctx->g || !t || k < 0 || k >= n->n_inputs) return 0;
+  int v = n->inputs[k];
+  if (v < 0 || v >= ctx->g->n_values) return 0;
+  const alma_tensor *init = ctx->g->values[v].init;
+  return init && init->data && init->data == t->data;
+}
+
+alma_status alma__op_run_node_of(const alma_graph *g, const alma_node *n, const alma_tensor *const *in, int nin,
+                                 alma_tensor *out, int nout, int threads, alma_exec_parfor pf, void *pctx) {
+  if (n->op && (n->op->flags & ALMA_OP_HAS_SUBGRAPH)) return alma__op_run_node(NULL, n, in, nin, out, nout);
+  alma_exec_ctx ctx = {.g = g, .pf = threads > 1 ? pf : NULL, .pctx = pctx, .threads = threads};
+  return alma__op_run_node(&ctx, n, in, nin, out, nout);
+}
+
+int alma__exec_parfor(const alma_exec_ctx *ctx, alma_exec_parfor *pf, void **pctx) {
+  *pf = ctx ? ctx->pf : NULL;
+  *pctx = ctx ? ctx->pctx : NULL;
+  return *pf ? ctx->threads : 1;
+}
 
 static alma_tensor *lookup_outer(alma_exec_ctx *ctx, const char *name) {
   for (alma_exec_ctx *c = ctx; c; c = c->parent) {
@@ -150,8 +174,14 @@ out:
   return st;
 }
 
+const alma_tensor *alma__exec_lookup_outer(alma_exec_ctx *ctx, const char *name) {
+  return ctx ? lookup_outer(ctx, name) : NULL;
+}
+
 alma_status alma__exec_subgraph(alma_exec_ctx *ctx, const alma_graph *g, const alma_tensor *inputs, int n_inputs,
                                 alma_tensor *outputs, int n_outputs) {
+  /* an If branch the session compiled for its runtime (session.c): its outer names are its inputs */
+  if (g->subplan && ctx && n_inputs == 0) return alma__subplan_run(g->subplan, ctx, outputs, n_outputs);
   return exec_graph_hooked(ctx, g, NULL, NULL, NULL, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 

@@ -239,6 +239,8 @@ int main(int argc, char **argv) {
   setenv("ALMA_DNNL_WINOGRAD", "0", 1);
   /* these small models' nodes stay on oneDNN at 2 threads too (the placement checks below) */
   setenv("ALMA_DNNL_TINY_EAGER", "0", 1);
+  /* and their few-row Gemm/MatMul on oneDNN, not on EAGER's packed kernel (ops/gemm_packed.h) */
+  setenv("ALMA_PACKED_GEMM", "0", 1);
   /* BF16 where the CPU has it, forced elsewhere (every bf16 primitive then falls back) */
   const alma_pass *bp = alma__pass_find("BF16");
   unsetenv("ALMA_FORCE_BF16");

@@ -1,0 +1,216 @@
+/* Few-row products on packed weights (alma__sgemm_pack / alma__sgemm_packed_rows, ops/sgemm.h):
+ *  - bit for bit what the unpacked few-rows kernel gives one row at a time (alma__sgemm_bias with
+ *    M = 1 on op(B) stored row-major: scale_c's beta and biases, then the same sum in the same
+ *    order), for M 1..17, N and K not multiples of 8 or 16, B stored transposed or not, alpha,
+ *    beta 0 (NaN in C ignored) / 1 / other, row and column biases; and close to a double-precision
+ *    sum;
+ *  - the same bits whatever split of the panels (threads take panel ranges);
+ *  - alpha = 0 leaves beta * C + biases (no NaN from A);
+ *  - a size that overflows is refused without allocating;
+ *  - through the ops: a MatMul and a Gemm node whose B is a graph initializer (packed) give the
+ *    unpacked kernel's bits for M < 4 and a double-precision sum's value for M up to 16, and the
+ *    same bits with the panels split over a runtime's parallel loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "ops/gemm_packed.h"
+#include "ops/op.h"
+#include "ops/sgemm.h"
+
+static uint32_t rng = 12345;
+static float frand(void) {
+  rng = rng * 1664525u + 1013904223u;
+  return (float)((rng >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+/* op(B) row-major [K, N] from B stored [K, N] or [N, K] */
+static float *op_b(int tb, int K, int N, const float *B) {
+  float *o = malloc(sizeof(float) * (size_t)K * (size_t)N);
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < N; j++) o[k * N + j] = tb ? B[j * K + k] : B[k * N + j];
+  return o;
+}
+
+static void check_case(int M, int N, int K, int tb, float alpha, float beta, int use_rb, int use_cb) {
+  int ldb = tb ? K : N, lda = K + 3, ldc = N + 5;
+  float *A = malloc(sizeof(float) * (size_t)M * lda), *B = malloc(sizeof(float) * (size_t)K * N);
+  float *C0 = malloc(sizeof(float) * (size_t)M * ldc), *C = malloc(sizeof(float) * (size_t)M * ldc);
+  float *R = malloc(sizeof(float) * (size_t)M * ldc), *S = malloc(sizeof(float) * (size_t)M * ldc);
+  float *rb = malloc(sizeof(float) * (size_t)M), *cb = malloc(sizeof(float) * (size_t)N);
+  for (int i = 0; i < M * lda; i++) A[i] = frand();
+  for (int i = 0; i < K * N; i++) B[i] = frand();
+  for (int i = 0; i < M * ldc; i++) C0[i] = beta == 0.0f ? NAN : frand();
+  for (int i = 0; i < M; i++) rb[i] = frand();
+  for (int j = 0; j < N; j++) cb[j] = frand();
+  const float *rbp = use_rb ? rb : NULL, *cbp = use_cb ? cb : NULL;
+  alma__sgemm_packed pk;
+  assert_int_equal(alma__sgemm_pack(tb, K, N, B, ldb, &pk), ALMA_OK);
+  assert_int_equal(pk.panels, (N + ALMA_SGEMM_PANEL - 1) / ALMA_SGEMM_PANEL);
+  memcpy(C, C0, sizeof(float) * (size_t)M * ldc);
+  alma__sgemm_packed_rows(M, 0, pk.panels, alpha, A, lda, &pk, beta, C, ldc, rbp, cbp);
+  /* the unpacked kernel, one row at a time, on op(B) row-major */
+  float *Bo = op_b(tb, K, N, B);
+  memcpy(R, C0, sizeof(float) * (size_t)M * ldc);
+  for (int i = 0; i < M; i++)
+    assert_int_equal(alma__sgemm_bias(0, 0, 1, N, K, alpha, A + i * lda, lda, Bo, N, beta, R + i * ldc, ldc,
+                                      rbp ? rbp + i : NULL, cbp),
+                     ALMA_OK);
+  /* panels split in two uneven parts (two threads) */
+  memcpy(S, C0, sizeof(float) * (size_t)M * ldc);
+  int64_t mid = pk.panels / 3;
+  alma__sgemm_packed_rows(M, mid, pk.panels, alpha, A, lda, &pk, beta, S, ldc, rbp, cbp);
+  alma__sgemm_packed_rows(M, 0, mid, alpha, A, lda, &pk, beta, S, ldc, rbp, cbp);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < ldc; j++) {
+      float c = C[i * ldc + j], r = R[i * ldc + j], s = S[i * ldc + j];
+      if (j >= N) { /* padding columns of C untouched */
+        assert_memory_equal(&c, &C0[i * ldc + j], sizeof c);
+        continue;
+      }
+      if (memcmp(&c, &r, sizeof c) || memcmp(&c, &s, sizeof c))
+        fail_msg("M=%d N=%d K=%d tb=%d alpha=%g beta=%g rb=%d cb=%d: C[%d,%d] packed %.9g, unpacked %.9g, split %.9g", M,
+                 N, K, tb, alpha, beta, use_rb, use_cb, i, j, c, r, s);
+      double ref = beta == 0.0f ? 0.0 : (double)beta * C0[i * ldc + j], mag = fabs(ref);
+      if (rbp) ref += rbp[i], mag += fabs(rbp[i]);
+      if (cbp) ref += cbp[j], mag += fabs(cbp[j]);
+      for (int k = 0; k < K; k++) {
+        double t = (double)alpha * A[i * lda + k] * Bo[k * N + j];
+        ref += t;
+        mag += fabs(t);
+      }
+      if (fabs(c - ref) > 1e-6 * (K + 4) * (mag + 1e-30))
+        fail_msg("M=%d N=%d K=%d: C[%d,%d] %.9g vs double %.9g", M, N, K, i, j, c, ref);
+    }
+  alma__sgemm_packed_free(&pk);
+  assert_null(pk.p);
+  free(Bo);
+  free(A), free(B), free(C0), free(C), free(R), free(S), free(rb), free(cb);
+}
+
+static void test_shapes(void **state) {
+  (void)state;
+  static const int Ns[] = {1, 7, 16, 17, 40, 67}, Ks[] = {1, 3, 9, 33, 130};
+  for (int M = 1; M <= 6; M++)
+    for (size_t a = 0; a < sizeof Ns / sizeof *Ns; a++)
+      for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
+        for (int tb = 0; tb < 2; tb++) check_case(M, Ns[a], Ks[b], tb, 1.0f, 0.0f, 0, 0);
+  for (int M = 7; M <= 17; M += 5) check_case(M, 45, 70, M & 1, 1.0f, 0.0f, 0, 1);
+}
+
+static void test_alpha_beta_bias(void **state) {
+  (void)state;
+  static const float alphas[] = {1.0f, 0.5f, -1.25f}, betas[] = {0.0f, 1.0f, 0.75f};
+  for (int M = 1; M <= 5; M++)
+    for (int ai = 0; ai < 3; ai++)
+      for (int bi = 0; bi < 3; bi++)
+        for (int bias = 0; bias < 4; bias++) check_case(M, 23, 19, bias & 1, alphas[ai], betas[bi], bias & 1, bias >> 1);
+}
+
+static void test_alpha_zero(void **state) {
+  (void)state;
+  float A[2 * 4] = {NAN, 1, 2, 3, 4, 5, 6, INFINITY}, B[4 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  float C[2 * 3] = {1, 2, 3, 4, 5, 6}, cb[3] = {10, 20, 30};
+  alma__sgemm_packed pk;
+  assert_int_equal(alma__sgemm_pack(0, 4, 3, B, 3, &pk), ALMA_OK);
+  alma__sgemm_packed_rows(2, 0, pk.panels, 0.0f, A, 4, &pk, 2.0f, C, 3, NULL, cb);
+  float want[6] = {12, 24, 36, 18, 30, 42};
+  assert_memory_equal(C, want, sizeof want);
+  alma__sgemm_packed_free(&pk);
+}
+
+static void test_size_refused(void **state) {
+  (void)state;
+  alma__sgemm_packed pk;
+  static const float one = 1.0f;
+  /* the byte count overflows: refused before any allocation or read of B */
+  assert_int_equal(alma__sgemm_pack(0, INT64_MAX / 8, INT64_MAX / 8, &one, 1, &pk), ALMA_ERR_NOMEM);
+  assert_null(pk.p);
+  assert_int_equal(alma__sgemm_pack(0, 0, 5, &one, 5, &pk), ALMA_ERR_INVALID_ARG);
+  alma__error_clear();
+}
+
+/* A parallel loop that runs the items backwards on this thread, counting them. */
+static int64_t par_items;
+static void reverse_parfor(void *pctx, int64_t items, alma_exec_item_fn fn, void *arg) {
+  (void)pctx;
+  par_items = items;
+  for (int64_t i = items - 1; i >= 0; i--) fn(arg, i);
+}
+
+/* One node y = op(x, w [, c]) with w an initializer; runs it through a context that knows the
+ * graph's constants (packed) and through none (unpacked), and checks both. */
+static void op_case(const char *op, int M, int K, int N, int with_c) {
+  alma_graph *g = alma__graph_new(NULL);
+  assert_non_null(g);
+  int x = alma__graph_add_value(g, "x"), w = alma__graph_add_value(g, "w"), c = alma__graph_add_value(g, "c"),
+      y = alma__graph_add_value(g, "y");
+  float *X = malloc(sizeof(float) * (size_t)M * K), *W = malloc(sizeof(float) * (size_t)K * N);
+  float *Cb = malloc(sizeof(float) * (size_t)N);
+  for (int i = 0; i < M * K; i++) X[i] = frand();
+  for (int i = 0; i < K * N; i++) W[i] = frand();
+  for (int j = 0; j < N; j++) Cb[j] = frand();
+  alma_tensor *wt = calloc(1, sizeof *wt);
+  *wt = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {K, N}, .data = W,
+                      .nbytes = sizeof(float) * (size_t)K * N};
+  g->values[w].init = wt;
+  int ins[3] = {x, w, c};
+  assert_int_equal(alma__graph_add_node(g, op, "", "n", ins, with_c ? 3 : 2, &y, 1), 0);
+  assert_int_equal(alma__op_resolve(&g->nodes[0], 17), ALMA_OK);
+  alma_tensor xt = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {M, K}, .data = X, .nbytes = sizeof(float) * (size_t)M * K};
+  alma_tensor ct = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 1, .dims = {N}, .data = Cb, .nbytes = sizeof(float) * (size_t)N};
+  const alma_tensor *in[3] = {&xt, wt, &ct};
+  alma_tensor packed, plain;
+  assert_int_equal(alma__op_run_node_of(g, &g->nodes[0], in, with_c ? 3 : 2, &packed, 1, 1, NULL, NULL), ALMA_OK);
+  assert_non_null(atomic_load(&g->nodes[0].prepared)); /* the packed copy is kept by the node */
+  assert_int_equal(alma__op_run_node(NULL, &g->nodes[0], in, with_c ? 3 : 2, &plain, 1), ALMA_OK);
+  /* the panels split over a runtime's "threads": the same bits */
+  alma_tensor split;
+  par_items = 0;
+  assert_int_equal(alma__op_run_node_of(g, &g->nodes[0], in, with_c ? 3 : 2, &split, 1, 3, reverse_parfor, NULL),
+                   ALMA_OK);
+  assert_true(par_items > 1);
+  assert_memory_equal(split.data, packed.data, sizeof(float) * (size_t)M * N);
+  alma_tensor_free_data(&split);
+  const float *P = packed.data, *U = plain.data;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double ref = with_c ? Cb[j] : 0.0, mag = fabs(ref);
+      for (int k = 0; k < K; k++) ref += (double)X[i * K + k] * W[k * N + j], mag += fabs((double)X[i * K + k] * W[k * N + j]);
+      if (M < 4 && memcmp(&P[i * N + j], &U[i * N + j], sizeof(float)))
+        fail_msg("%s M=%d: [%d,%d] packed %.9g unpacked %.9g", op, M, i, j, P[i * N + j], U[i * N + j]);
+      if (fabs(P[i * N + j] - ref) > 1e-6 * (K + 4) * (mag + 1e-30))
+        fail_msg("%s M=%d: [%d,%d] packed %.9g double %.9g", op, M, i, j, P[i * N + j], ref);
+    }
+  alma_tensor_free_data(&packed);
+  alma_tensor_free_data(&plain);
+  g->values[w].init = NULL;
+  alma__graph_free(g);
+  free(wt), free(X), free(W), free(Cb);
+}
+
+static void test_ops(void **state) {
+  (void)state;
+  for (int M = 1; M <= ALMA_PACKED_MAX_ROWS; M += 3) {
+    op_case("MatMul", M, 37, 50, 0);
+    op_case("Gemm", M, 37, 50, 1);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shapes),
+      cmocka_unit_test(test_alpha_beta_bias),
+      cmocka_unit_test(test_alpha_zero),
+      cmocka_unit_test(test_size_refused),
+      cmocka_unit_test(test_ops),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
