@@ -454,7 +454,8 @@ acc4_case("acc4_b32_rank3_m66", 128, 300, 32, 0, a_shape=[2, 33, 128])  # a pane
 # time), more rows in tiles of up to 4 x 2; blocks of 32 two per 32 bytes of B (a lone last block when
 # their count is odd), 64 to 256 one group of int16 sums, 512 in groups
 acc4_case("acc4_b32_m1_n39_kb_odd_bias", 288, 39, 32, 1, bias=True)   # kb 9, 39 = 9 x 4 + 3
-acc4_case("acc4_b32_m1_n40_sym", 256, 40, 32, 1, zp=False)
+acc4_case("acc4_b32_m1_n40_sym", 1024, 40, 32, 1, zp=False)          # kb 32: the zero points' term 16 blocks a step
+acc4_case("acc4_b32_m1_n12_kb25", 800, 12, 32, 1)                    # kb 25: 16, 8, then 1 block
 acc4_case("acc4_b64_m1_n18_kpad_sym", 200, 18, 64, 1, zp=False)      # K padded in the last block, tail 2
 acc4_case("acc4_b128_m1_n21", 384, 21, 128, 1)                       # tail 1
 acc4_case("acc4_b256_m1_n8_sym_bias", 512, 8, 256, 1, zp=False, bias=True)
@@ -462,7 +463,7 @@ acc4_case("acc4_b512_m1_n5", 1100, 5, 512, 1, ort_ok=False)          # see acc4_
 acc4_case("acc4_b32_m2_n33_sym", 256, 33, 32, 2, zp=False)
 acc4_case("acc4_b128_m3_n10_bias", 300, 10, 128, 3, bias=True)
 acc4_case("acc4_b64_m5_n12", 192, 12, 64, 5)                         # 4 rows, then 1 row x 4 columns
-acc4_case("acc4_b32_m8_n17_kb_odd", 352, 17, 32, 8)                  # kb 11
+acc4_case("acc4_b32_m8_n17_kb_odd", 800, 17, 32, 8)                  # kb 25
 
 # an omitted projection: B with a zero-sized dimension, Y = the bias (ONNX Runtime's CPU kernel)
 for shape in [(0, 3, 16), (24, 3, 0)]:
