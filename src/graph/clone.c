@@ -95,3 +95,84 @@ alma_status alma__graph_clone(const alma_graph *src, alma_graph **out) {
   *out = g;
   return ALMA_OK;
 }
+
+alma_status alma__graph_clone_standalone(const alma_graph *sub, alma_graph **out) {
+  ALMA_TRY(alma__graph_clone(sub, out));
+  alma_graph *g = *out;
+  g->parent = NULL;
+  int n_outer = 0;
+  for (int v = 0; v < g->n_values; v++) n_outer += g->values[v].is_outer;
+  int *inputs = malloc(sizeof(int) * (size_t)(g->n_inputs + n_outer + 1));
+  if (!inputs) goto nomem;
+  if (g->n_inputs) memcpy(inputs, g->inputs, sizeof(int) * (size_t)g->n_inputs);
+  free(g->inputs);
+  g->inputs = inputs;
+  for (int v = 0; v < g->n_values; v++) {
+    alma_value *val = &g->values[v];
+    if (!val->is_outer) continue;
+    const alma_value *def = NULL;
+    for (const alma_graph *p = sub->parent; p && !def; p = p->parent) {
+      int u = alma__graph_find_value(p, val->name);
+      if (u >= 0 && !p->values[u].is_outer) def = &p->values[u];
+    }
+    if (!def) {
+      alma__graph_free(g);
+      *out = NULL;
+      return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraph '%s' reads '%s', which no enclosing graph defines", sub->name,
+                          val->name);
+    }
+    const char *name = val->name;
+    int is_output = val->is_output;
+    *val = *def; /* its declared type and shape (symbolic names are arena strings shared read-only) */
+    val->name = name;
+    val->is_output = is_output;
+    val->is_outer = 0;
+    val->producer = -1;
+    val->init = NULL;
+    val->is_input = 0;
+    if (def->init) {
+      alma_tensor *t = alma__arena_alloc(g->arena, sizeof *t);
+      if (!t) goto nomem;
+      *t = alma__tensor_view(def->init);
+      val->init = t;
+    } else {
+      val->is_input = 1;
+      g->inputs[g->n_inputs++] = v;
+    }
+  }
+  return ALMA_OK;
+nomem:
+  alma__graph_free(g);
+  *out = NULL;
+  return alma__errorf(ALMA_ERR_NOMEM, "out of memory outlining a subgraph");
+}
+
+static const alma_value *outer_def(const alma_graph *parent, const char *name) {
+  for (const alma_graph *p = parent; p; p = p->parent) {
+    int u = alma__graph_find_value(p, name);
+    if (u >= 0 && !p->values[u].is_outer) return &p->values[u];
+  }
+  return NULL;
+}
+
+alma_status alma__graph_clone_into(const alma_graph *standalone, alma_graph *parent, alma_graph **out) {
+  *out = clone_rec(standalone, parent->arena, parent);
+  if (!*out) return alma__errorf(ALMA_ERR_NOMEM, "out of memory cloning a subgraph");
+  alma_graph *g = *out;
+  g->owns_arena = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    alma_value *val = &g->values[v];
+    if (val->producer >= 0 || (!val->is_input && !val->init)) continue;
+    const alma_value *def = outer_def(parent, val->name);
+    if (!def) continue;
+    if (val->init && !(def->init && def->init->data == val->init->data)) continue; /* the branch's own */
+    val->is_outer = 1;
+    val->is_input = 0;
+    val->init = NULL; /* a view in the arena: nothing to free */
+  }
+  int k = 0;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!g->values[g->inputs[i]].is_outer) g->inputs[k++] = g->inputs[i];
+  g->n_inputs = k;
+  return ALMA_OK;
+}

@@ -120,12 +120,26 @@ typedef struct alma_graph {
   struct alma_graph *parent;       /* enclosing graph for subgraphs, NULL at top level */
   alma_opset_import *opsets;       /* shared with subgraphs */
   int n_opsets;
+  /* An If branch of a session's graph compiled for the session's runtime (session.c), which
+   * alma__exec_subgraph runs instead of walking the branch on EAGER; NULL otherwise (never cloned). */
+  struct alma__subplan *subplan;
 } alma_graph;
 
 alma_graph *alma__graph_new(alma_arena *arena /* NULL: create and own one */);
 void alma__graph_free(alma_graph *g);
 /* Deep copy (new arena): passes work on a copy so the loaded model stays pristine. */
 alma_status alma__graph_clone(const alma_graph *g, alma_graph **out);
+
+/* A subgraph (an If branch) as a top-level graph of its own (new arena, shares immutable data with
+ * the source like alma__graph_clone): each outer-scope name it reads becomes an initializer (a view)
+ * when the enclosing graph's value is constant, otherwise a graph input with the enclosing value's
+ * declared type, in value order. ALMA_ERR_INVALID_MODEL naming an outer name no enclosing graph defines. */
+alma_status alma__graph_clone_standalone(const alma_graph *sub, alma_graph **out);
+
+/* The reverse, for a standalone graph made by alma__graph_clone_standalone (and then converted by
+ * passes): a copy of it as a subgraph of `parent` (in parent's arena), its inputs and the
+ * initializers that are views of an enclosing graph's constants outer references again. */
+alma_status alma__graph_clone_into(const alma_graph *standalone, alma_graph *parent, alma_graph **out);
 
 /* Adds a value named `name` (copied into the arena); returns its index or -1 on OOM. */
 int alma__graph_add_value(alma_graph *g, const char *name);

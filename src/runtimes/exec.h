@@ -38,6 +38,14 @@ alma_status alma__prof_counters(int n, double **seconds, int64_t **runs);
 alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
                                       const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
 
+/* The value an outer-scope name refers to in the executions enclosing ctx (its innermost
+ * definition), or NULL when none holds it. */
+const alma_tensor *alma__exec_lookup_outer(alma_exec_ctx *ctx, const char *name);
+
+/* Runs an If branch compiled by a session (graph.h's subplan; session.c): its inputs are looked up
+ * by name through ctx, its outputs are owned tensors, one per branch output. */
+alma_status alma__subplan_run(struct alma__subplan *sp, alma_exec_ctx *ctx, alma_tensor *outputs, int n_outputs);
+
 /* Moves the graph outputs out of an executor's value table `env` (one tensor per value) into
  * `outputs`: owned tensors are moved, views (initializers, inputs) copied. On failure nothing is
  * returned. For runtimes with their own node loop. */

@@ -1,7 +1,24 @@
 /* alma_session: a model's graph converted by a chain of passes and compiled for one runtime. */
 #include "conversions/conversions.h"
+#include "graph/infer.h"
 #include "graph/model.h"
+#include "runtimes/exec.h"
 #include "runtimes/session.h"
+
+/* An If branch compiled for the session's runtime. Without it a branch runs on EAGER's kernels
+ * whatever the runtime (the runtimes compile one graph; subgraphs go through the shared executor),
+ * so a model that is one big If - the merged decoders of Hugging Face Optimum, whose
+ * use_cache_branch chooses between the prefill and the KV-cache decoder - ran on EAGER under every
+ * conversion. The branch becomes a graph of its own (its outer-scope names its inputs, constant
+ * ones initializers), which the conversion's passes convert and the runtime compiles. */
+typedef struct alma__subplan {
+  alma_graph *g;            /* the branch as a standalone graph */
+  const alma_runtime *rt;
+  void *plan;
+  const char *label;        /* "branch 'then_branch' of If 'node'" (g's arena) */
+  int plan_pending;         /* verbose: printed after its first run */
+  struct alma__subplan *next;
+} alma__subplan;
 
 struct alma_session {
   alma_conversion conv;
@@ -9,7 +26,138 @@ struct alma_session {
   const alma_model *model;
   void *plan;
   int plan_pending; /* verbose: the plan is printed after the first run, when it names the kernels */
+  alma__subplan *subplans;
 };
+
+static void print_subplan(alma__subplan *sp, const char *when) {
+  if (!sp->plan_pending) return;
+  sp->plan_pending = 0;
+  fprintf(stderr, "plan for %s (%d nodes%s):\n", sp->label, sp->g->n_nodes, when);
+  sp->rt->describe(sp->plan, stderr);
+}
+
+alma_status alma__subplan_run(alma__subplan *sp, alma_exec_ctx *ctx, alma_tensor *outputs, int n_outputs) {
+  const alma_graph *g = sp->g;
+  if (n_outputs != g->n_outputs)
+    return alma__errorf(ALMA_ERR_INTERNAL, "%s: %d outputs asked for, it has %d", sp->label, n_outputs, g->n_outputs);
+  alma_tensor stack[16], *in = g->n_inputs <= 16 ? stack : malloc(sizeof(alma_tensor) * (size_t)g->n_inputs);
+  if (!in) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = ALMA_OK;
+  for (int i = 0; i < g->n_inputs && st == ALMA_OK; i++) {
+    const alma_value *v = &g->values[g->inputs[i]];
+    const alma_tensor *t = alma__exec_lookup_outer(ctx, v->name);
+    if (!t) st = alma__errorf(ALMA_ERR_INTERNAL, "%s: outer value '%s' has no value", sp->label, v->name);
+    else in[i] = alma__tensor_view(t);
+  }
+  if (st == ALMA_OK) {
+    for (int i = 0; i < n_outputs; i++) memset(&outputs[i], 0, sizeof outputs[i]);
+    st = sp->rt->run(sp->plan, in, g->n_inputs, outputs, n_outputs);
+    if (st == ALMA_OK && sp->rt->synchronize) st = sp->rt->synchronize(sp->plan);
+    if (st != ALMA_OK)
+      for (int i = 0; i < n_outputs; i++) alma_tensor_free_data(&outputs[i]);
+    print_subplan(sp, st == ALMA_OK ? ", after its first run" : ", first run failed");
+  }
+  if (in != stack) free(in);
+  return st;
+}
+
+/* The branch's inputs that g computes get the types static inference gives them (runtimes plan with
+ * them: XNNPACK takes nothing whose shape it cannot infer); a dim that differs between symbolic dims
+ * bound to 2 and to 3 stays unknown. Inference failing leaves them untyped, as the model had them. */
+static void type_branch_inputs(const alma_graph *g, const alma_infer_result *r2, const alma_infer_result *r3,
+                               alma_graph *sg) {
+  for (int i = 0; i < sg->n_inputs; i++) {
+    alma_value *val = &sg->values[sg->inputs[i]];
+    int u = alma__graph_find_value(g, val->name);
+    if (val->rank >= 0 || u < 0 || u >= r2->n_values || u >= r3->n_values) continue;
+    const alma_tensor *a = &r2->info[u], *b = &r3->info[u];
+    if (a->rank < 0 || a->rank != b->rank || a->dtype != b->dtype) continue;
+    val->dtype = a->dtype;
+    val->rank = a->rank;
+    for (int k = 0; k < ALMA_MAX_RANK; k++) val->dims[k] = k < a->rank ? (a->dims[k] == b->dims[k] ? a->dims[k] : ALMA_DIM_UNKNOWN) : 0;
+    if (alma__dtype_is_container(a->dtype)) val->dims[0] = a->dims[0], val->dims[1] = a->dims[1];
+  }
+}
+
+/* Compiles the then/else branches of g's If nodes (and, through the branches' own graphs, nested
+ * ones) for the session's runtime. A branch its runtime cannot take stays on EAGER's walk, as
+ * before, with the reason logged. */
+static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_opts *popts,
+                               const alma_runtime_opts *ropts) {
+  alma_infer_result r2 = {0}, r3 = {0};
+  int inferred = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    if (strcmp(n->op_type, "If") || n->domain[0]) continue;
+    if (!inferred) {
+      inferred = 1;
+      if (alma__graph_infer(g, NULL, 2, 1 << 16, &r2) != ALMA_OK || alma__graph_infer(g, NULL, 3, 1 << 16, &r3) != ALMA_OK) {
+        alma__infer_result_free(&r2);
+        alma__infer_result_free(&r3);
+        memset(&r2, 0, sizeof r2);
+        memset(&r3, 0, sizeof r3);
+        alma__error_clear();
+      }
+    }
+    for (int a = 0; a < n->n_attrs; a++) {
+      alma_graph *b = n->attrs[a].type == ALMA_ATTR_GRAPH ? n->attrs[a].g : NULL;
+      if (!b || b->subplan) continue;
+      alma__subplan *sp = calloc(1, sizeof *sp);
+      if (!sp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      sp->rt = s->conv.runtime;
+      alma_status st = alma__graph_clone_standalone(b, &sp->g);
+      if (st == ALMA_OK && r2.info && r3.info) type_branch_inputs(g, &r2, &r3, sp->g);
+      if (st == ALMA_OK) {
+        char *label = alma__arena_alloc(sp->g->arena, 64 + strlen(n->attrs[a].name) + strlen(n->name));
+        if (label) sprintf(label, "branch '%s' of If '%s'", n->attrs[a].name, n->name);
+        sp->label = label ? label : "an If branch";
+      }
+      for (int k = 0; st == ALMA_OK && k < s->conv.n_passes; k++) {
+        st = s->conv.passes[k]->run(sp->g, popts);
+        if (st != ALMA_OK) alma__error_prefix(st, "pass %s: ", s->conv.passes[k]->name);
+      }
+      if (st == ALMA_OK) st = outline_ifs(s, sp->g, popts, ropts);
+      /* The converted branch goes back into the session's graph, which the build cache stores and
+       * --save-converted writes: a cache hit (no passes) then finds it converted. */
+      alma_graph *conv_b = NULL;
+      if (st == ALMA_OK && s->conv.n_passes && (st = alma__graph_clone_into(sp->g, g, &conv_b)) == ALMA_OK) {
+        alma__graph_free(b);
+        n->attrs[a].g = b = conv_b;
+      }
+      if (conv_b) { /* its constants may be views of ones the passes made in sp->g: sp->g lives on */
+        sp->next = s->subplans;
+        s->subplans = sp;
+      }
+      if (st == ALMA_OK) st = sp->rt->compile(sp->g, ropts, &sp->plan);
+      if (st != ALMA_OK) {
+        if (sp->plan) sp->rt->free(sp->plan);
+        sp->plan = NULL;
+        if (!conv_b) {
+          alma__graph_free(sp->g);
+          free(sp);
+        }
+        if (st == ALMA_ERR_NOMEM) {
+          alma__infer_result_free(&r2);
+          alma__infer_result_free(&r3);
+          return st;
+        }
+        ALMA_LOGI("%s: branch '%s' of If '%s' runs on EAGER's kernels: %s", s->conv.name, n->attrs[a].name, n->name,
+                  alma_last_error());
+        alma__error_clear();
+        continue;
+      }
+      sp->plan_pending = ropts->verbose && sp->rt->describe;
+      if (!conv_b) {
+        sp->next = s->subplans;
+        s->subplans = sp;
+      }
+      b->subplan = sp;
+    }
+  }
+  alma__infer_result_free(&r2);
+  alma__infer_result_free(&r3);
+  return ALMA_OK;
+}
 
 /* The verbose plan. Printed after the first run rather than at compile: runtimes that create their
  * kernels on first use (DNNL) can then say which implementation each node got and what declined. */
@@ -68,9 +216,12 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
     st = s->conv.passes[i]->run(s->graph, &popts);
     if (st != ALMA_OK) alma__error_prefix(st, "pass %s: ", s->conv.passes[i]->name);
   }
+  int calibrated = 0; /* INT8_STATIC's calibration data feeds the model's inputs, not a branch's */
+  for (int i = 0; i < s->conv.n_passes; i++) calibrated |= s->conv.passes[i]->needs_calibration;
   if (st == ALMA_OK) {
     alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose};
-    st = s->conv.runtime->compile(s->graph, &ropts, &s->plan);
+    if (s->conv.runtime != &alma__runtime_eager && !calibrated) st = outline_ifs(s, s->graph, &popts, &ropts);
+    if (st == ALMA_OK) st = s->conv.runtime->compile(s->graph, &ropts, &s->plan);
     if (st != ALMA_OK) alma__error_prefix(st, "compiling for %s: ", s->conv.runtime->name);
     else if (opts->verbose && s->conv.runtime->describe)
       s->plan_pending = 1;
@@ -87,6 +238,13 @@ void alma_session_free(alma_session *s) {
   if (!s) return;
   if (s->plan) print_plan(s, ", never run");
   if (s->plan) s->conv.runtime->free(s->plan);
+  for (alma__subplan *sp = s->subplans, *next; sp; sp = next) {
+    next = sp->next;
+    print_subplan(sp, ", never run");
+    if (sp->plan) sp->rt->free(sp->plan);
+    alma__graph_free(sp->g);
+    free(sp);
+  }
   alma__graph_free(s->graph);
   free(s);
 }
