@@ -323,8 +323,10 @@ struct alma__batcher {
   /* random: pool[p * n + i] */
   int pool_n;
   alma_tensor *pool;
-  /* npy/idx: whole data sets in the model's dtype and per-sample shape */
+  /* npy/idx: whole data sets in the model's dtype and per-sample shape; an input without a batch
+   * axis (unbatched[i]) holds its one value, fed whole to every batch */
   alma_tensor *full;
+  unsigned char *unbatched;
   int64_t n_samples;
   alma_tensor *scratch;         /* a wrapped batch copied here */
   /* dir: batches[b * n + i] */
@@ -344,6 +346,7 @@ void alma__batcher_free(alma__batcher *b) {
   if (!b) return;
   free_tensors(b->pool, (int64_t)b->pool_n * b->n);
   free_tensors(b->full, b->full ? b->n : 0);
+  free(b->unbatched);
   free_tensors(b->scratch, b->scratch ? b->n : 0);
   free_tensors(b->batches, (int64_t)b->n_batches * b->n);
   free_tensors(b->cur, b->cur ? b->n : 0);
@@ -426,6 +429,35 @@ static alma_status check_string_kind(const alma_tensor *raw, alma_dtype want, co
   return ALMA_OK;
 }
 
+/* The file of an input without a batch axis: exactly the input's shape (symbolic dims take the
+ * file's), in the model's dtype, the same value in every batch. */
+static alma_status load_unbatched(alma__batcher *b, int i, const alma__input_desc *in, const char *path) {
+  alma_tensor raw;
+  alma_status st = b->kind == D_NPY ? alma_npy_load(path, &raw) : alma_idx_load(path, &raw);
+  if (st != ALMA_OK) return st;
+  alma_tensor *shape = &b->shapes[i];
+  if ((st = check_string_kind(&raw, shape->dtype, in->name, path)) == ALMA_OK) {
+    int ok = raw.rank == shape->rank;
+    for (int a = 0; ok && a < raw.rank; a++) ok = in->dims[a] < 0 || raw.dims[a] == shape->dims[a];
+    if (!ok) {
+      char fs[96], ms[96];
+      alma__shape_str(raw.rank, raw.dims, fs, sizeof fs);
+      alma__shape_str(shape->rank, shape->dims, ms, sizeof ms);
+      st = alma__errorf(ALMA_ERR_SHAPE,
+                        "data '%s' has shape %s, but input '%s' has no batch axis (its first dimension is fixed while "
+                        "other inputs' are symbolic): give its one value, shape %s, fed whole to every batch",
+                        path, fs, in->name, ms);
+    }
+  }
+  if (st == ALMA_OK) {
+    memcpy(shape->dims, raw.dims, sizeof shape->dims);
+    st = alma__tensor_alloc(&b->full[i], shape->dtype, shape->rank, shape->dims);
+    if (st == ALMA_OK) convert_elems(&raw, 0, &b->full[i], 0, alma_tensor_numel(&raw), b->d->scale, b->d->offset);
+  }
+  alma_tensor_free_data(&raw);
+  return st;
+}
+
 /* A data set file [N, ...] becomes [N, model per-sample shape] in the model's dtype. */
 static alma_status load_dataset(alma__batcher *b, int i, const alma__input_desc *in, const char *path,
                                 alma__warn_fn warn, void *user) {
@@ -476,7 +508,7 @@ static alma_status load_dataset(alma__batcher *b, int i, const alma__input_desc 
   if (st == ALMA_OK) convert_elems(&raw, 0, &b->full[i], 0, N * per_file, b->d->scale, b->d->offset);
   alma_tensor_free_data(&raw);
   if (st != ALMA_OK) return st;
-  if (i == 0) b->n_samples = N;
+  if (b->n_samples == 0) b->n_samples = N; /* the first batched input */
   else if (N != b->n_samples)
     return alma__errorf(ALMA_ERR_SHAPE, "data files disagree on the number of samples: %lld in '%s', %lld in '%s'",
                         (long long)b->n_samples, b->d->paths[0], (long long)N, path);
@@ -660,23 +692,38 @@ alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n
   } else if (b->kind == D_NPY || b->kind == D_IDX) {
     b->full = calloc((size_t)n, sizeof *b->full);
     b->scratch = calloc((size_t)n, sizeof *b->scratch);
-    if (!b->full || !b->scratch) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    /* The batch: batch_size, unless the first input's first dim is fixed (as for random data). */
-    int64_t eb = b->shapes[0].rank >= 1 ? b->shapes[0].dims[0] : batch_size;
+    b->unbatched = calloc((size_t)n, 1);
+    if (!b->full || !b->scratch || !b->unbatched) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    /* Samples are stacked along every input's first axis, except, when some inputs have a symbolic
+     * first dimension, the inputs whose first dimension is fixed or that are scalars: those have no
+     * batch axis (a merged decoder's use_cache_branch [1], a step count) and their file is their one
+     * value. The batch comes from the first batched input. */
+    int some_symbolic = 0, first = 0;
+    for (int i = 0; i < n; i++) some_symbolic |= in[i].rank >= 1 && in[i].dims[0] < 0 && !find_override(d, in[i].name);
+    for (int i = 0; st == ALMA_OK && some_symbolic && i < n; i++)
+      b->unbatched[i] = in[i].rank >= 0 && (in[i].rank == 0 || in[i].dims[0] >= 0) && !find_override(d, in[i].name);
+    while (st == ALMA_OK && first < n - 1 && b->unbatched[first]) first++;
+    /* The batch: batch_size, unless that input's first dim is fixed (as for random data). */
+    int64_t eb = b->shapes[first].rank >= 1 ? b->shapes[first].dims[0] : batch_size;
     if (eb != batch_size && warn) {
       char msg[256];
       snprintf(msg, sizeof msg, "input '%s' has a fixed first dimension %lld: batch size %lld used instead of %lld",
-               in[0].name, (long long)eb, (long long)eb, (long long)batch_size);
+               in[first].name, (long long)eb, (long long)eb, (long long)batch_size);
       warn(user, msg);
     }
     if (eb < 1) eb = 1;
     for (int i = 0; st == ALMA_OK && i < n; i++) {
+      if (b->unbatched[i]) {
+        st = load_unbatched(b, i, &in[i], d->paths[i]);
+        continue;
+      }
       if (b->shapes[i].rank >= 1) b->shapes[i].dims[0] = eb;
       st = load_dataset(b, i, &in[i], d->paths[i], warn, user);
     }
     batch_size = eb;
     b->batch = batch_size;
     for (int i = 0; st == ALMA_OK && i < n; i++) {
+      if (b->unbatched[i]) continue;
       if (b->shapes[i].rank < 1) {
         b->shapes[i].rank = 1;
         b->shapes[i].dims[0] = batch_size;
@@ -725,6 +772,10 @@ alma_status alma__batcher_next(alma__batcher *b, alma_tensor *inputs, int64_t *s
       int64_t start = (k * b->batch) % b->n_samples;
       for (int i = 0; i < b->n; i++) {
         alma_tensor *full = &b->full[i];
+        if (b->unbatched[i]) {
+          inputs[i] = alma__tensor_view(full);
+          continue;
+        }
         int64_t per = full->dims[0] ? alma_tensor_numel(full) / full->dims[0] : 0;
         size_t es = alma_dtype_size(full->dtype);
         if (start + b->batch <= b->n_samples) {

@@ -161,6 +161,51 @@ static void test_npy_dataset(void **state) {
   alma_data_free(d);
 }
 
+/* Beside inputs with a symbolic first dimension, one whose first dimension is fixed (a merged
+ * decoder's use_cache_branch [1]) or a scalar has no batch axis: its file is its one value, fed
+ * whole to every batch, the batch coming from the batched inputs whatever their order. */
+static void test_npy_unbatched_inputs(void **state) {
+  (void)state;
+  char px[512], pf[512], ps[512];
+  snprintf(pf, sizeof pf, "%s/flag.npy", tmp);
+  snprintf(px, sizeof px, "%s/x5.npy", tmp);
+  snprintf(ps, sizeof ps, "%s/step.npy", tmp);
+  write_npy(pf, ALMA_DTYPE_FLOAT32, 1, (int64_t[]){1}, 7);
+  write_npy(px, ALMA_DTYPE_FLOAT32, 2, (int64_t[]){5, 4}, 0); /* 5 samples of 4 */
+  write_npy(ps, ALMA_DTYPE_INT64, 0, NULL, 3);
+  const char *paths[] = {pf, px, ps};
+  alma_data *d;
+  assert_int_equal(alma_data_from_npy(paths, 3, &d), ALMA_OK);
+  alma__input_desc in[3] = {desc("flag", ALMA_DTYPE_FLOAT32, 1, (int64_t[]){1}),
+                            desc("x", ALMA_DTYPE_FLOAT32, 2, (int64_t[]){-1, 4}),
+                            desc("step", ALMA_DTYPE_INT64, 0, NULL)};
+  alma__batcher *b;
+  assert_int_equal(alma__batcher_new_ex(d, in, 3, 2, 0, NULL, NULL, &b), ALMA_OK);
+  assert_int_equal(alma__batcher_batch(b), 2);
+  alma_tensor t[3];
+  int64_t ns;
+  for (int k = 0; k < 3; k++) { /* batches 0-1, 2-3, 4-0: flag and step the same every time */
+    assert_int_equal(alma__batcher_next(b, t, &ns), ALMA_OK);
+    assert_int_equal(ns, 2);
+    assert_int_equal(t[0].rank, 1);
+    assert_int_equal(t[0].dims[0], 1);
+    assert_true(((float *)t[0].data)[0] == 7.0f);
+    assert_int_equal(t[1].dims[0], 2);
+    assert_true(((float *)t[1].data)[0] == (float)(8 * k % 20));
+    assert_int_equal(t[2].rank, 0);
+    assert_int_equal(((int64_t *)t[2].data)[0], 3);
+  }
+  alma__batcher_free(b);
+  alma_data_free(d);
+  /* samples stacked for the flag are refused, naming the input and the shape it takes */
+  const char *stacked[] = {px, px, ps};
+  assert_int_equal(alma_data_from_npy(stacked, 3, &d), ALMA_OK);
+  assert_int_equal(alma__batcher_new_ex(d, in, 3, 2, 0, NULL, NULL, &b), ALMA_ERR_SHAPE);
+  assert_non_null(strstr(alma_last_error(), "input 'flag' has no batch axis"));
+  assert_non_null(strstr(alma_last_error(), "[1]"));
+  alma_data_free(d);
+}
+
 static void test_dir_of_batches(void **state) {
   (void)state;
   char dir[512], path[600];
@@ -307,6 +352,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_input_spec), cmocka_unit_test(test_random_symbolic_and_deterministic),
       cmocka_unit_test(test_fixed_batch_dim_wins), cmocka_unit_test(test_npy_dataset),
+      cmocka_unit_test(test_npy_unbatched_inputs),
       cmocka_unit_test(test_dir_of_batches), cmocka_unit_test(test_idx), cmocka_unit_test(test_loader),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
