@@ -1,6 +1,7 @@
 /* Gemm and MatMul on alma__sgemm (float32), alma__dgemm (float64) and alma__igemm (integers);
  * float16/bfloat16 compute in float32. */
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
@@ -38,6 +39,31 @@ int alma__packed_gemm_enabled(void) {
   return v;
 }
 
+/* Packed copies double the memory of the weights they copy: past a budget (a quarter of physical
+ * memory, or ALMA_PACKED_GEMM_MAX_MB) further nodes run the unpacked kernel, so a model that fits
+ * in memory still fits when its decode steps run. Shared by every graph in the process. */
+static _Atomic int64_t packed_bytes;
+
+static _Atomic int64_t packed_budget_v = -1;
+
+static int64_t packed_budget(void) {
+  int64_t v = atomic_load_explicit(&packed_budget_v, memory_order_relaxed);
+  if (v < 0) {
+    const char *e = getenv("ALMA_PACKED_GEMM_MAX_MB");
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    v = e && *e ? (int64_t)strtoll(e, NULL, 10) << 20 : pages > 0 && psz > 0 ? (int64_t)pages * psz / 4 : (int64_t)1 << 30;
+    if (v < 0) v = 0;
+    atomic_store_explicit(&packed_budget_v, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+void alma__packed_gemm_set_budget(int64_t bytes) { atomic_store_explicit(&packed_budget_v, bytes, memory_order_relaxed); }
+
+int64_t alma__packed_gemm_bytes(void) { return atomic_load(&packed_bytes); }
+
+static int64_t packed_size(int64_t K, int64_t N) { return K * ((N + 15) / 16 * 16) * (int64_t)sizeof(float); }
+
 typedef struct packed_entry {
   const void *data; /* the B it was packed from */
   int64_t d0, d1;
@@ -57,6 +83,7 @@ static void packed_release(alma_prepared *self) {
   packed_state *s = (packed_state *)self;
   packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
   if (e) {
+    atomic_fetch_sub(&packed_bytes, packed_size(e->pk.K, e->pk.N));
     alma__sgemm_packed_free(&e->pk);
     free(e);
   }
@@ -82,9 +109,15 @@ const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_
   packed_state *s = (packed_state *)pp; /* the slot is written once, atomically (above) */
   packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
   if (!e) {
-    packed_entry *mine = calloc(1, sizeof *mine);
     int64_t K = b->dims[trans_b ? 1 : 0], N = b->dims[trans_b ? 0 : 1];
+    int64_t bytes = K <= INT64_MAX / 4 / ((N + 15) / 16 * 16) ? packed_size(K, N) : INT64_MAX / 2;
+    if (atomic_fetch_add(&packed_bytes, bytes) + bytes > packed_budget()) {
+      atomic_fetch_sub(&packed_bytes, bytes); /* over the budget: the unpacked kernel */
+      return NULL;
+    }
+    packed_entry *mine = calloc(1, sizeof *mine);
     if (!mine || alma__sgemm_pack(trans_b, K, N, b->data, b->dims[1], &mine->pk) != ALMA_OK) {
+      atomic_fetch_sub(&packed_bytes, bytes);
       free(mine);
       alma__error_clear();
       return NULL;
@@ -96,6 +129,7 @@ const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_
     if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) {
       e = mine;
     } else { /* another thread packed first: e is its copy */
+      atomic_fetch_sub(&packed_bytes, bytes);
       alma__sgemm_packed_free(&mine->pk);
       free(mine);
     }

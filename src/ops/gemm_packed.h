@@ -1,7 +1,7 @@
 /* Few-row products on constant weights (decode steps): a Gemm/MatMul node whose B is an initializer
  * keeps a copy of op(B) packed in column panels (sgemm.h, alma__sgemm_packed) in its prepared state,
  * made the first time the node runs with at most ALMA_PACKED_MAX_ROWS rows (a prefill-only graph
- * never pays the memory). EAGER's Gemm/MatMul kernels, the BLAS runtime and the DNNL runtime's
+ * never pays the memory), within a budget. EAGER's Gemm/MatMul kernels, the BLAS runtime and the DNNL runtime's
  * few-row path use it; the original stays in the graph (other runtimes, output checks), so weights
  * that are used take twice their size in memory. ALMA_PACKED_GEMM=0 turns the path off (A/B
  * measurements of one build). */
@@ -14,6 +14,11 @@
 /* Up to this many rows the packed kernel (B from memory once, each row group re-reading the panel
  * from L2) beats repacking B per call (alma's blocked SGEMM, OpenBLAS); see docs/performance.md. */
 #define ALMA_PACKED_MAX_ROWS 16
+
+/* Packed copies stop (nodes run the unpacked kernel) once all of them together would pass a budget:
+ * a quarter of physical memory, ALMA_PACKED_GEMM_MAX_MB, or what tests set; the bytes held now. */
+void alma__packed_gemm_set_budget(int64_t bytes);
+int64_t alma__packed_gemm_bytes(void);
 
 /* 0 when ALMA_PACKED_GEMM=0 is set (read once). */
 int alma__packed_gemm_enabled(void);

@@ -204,6 +204,32 @@ static void test_ops(void **state) {
   }
 }
 
+/* The budget: a node whose copy would pass it gets none (NULL: its caller runs the unpacked kernel),
+ * and a freed copy gives its bytes back. */
+static void test_budget(void **state) {
+  (void)state;
+  enum { K = 40, N = 20 }; /* 40 x 32 floats once padded to panels of 16 */
+  static float W[K * N];
+  alma_tensor w = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {K, N}, .data = W, .nbytes = sizeof W};
+  alma_graph *g = alma__graph_new(NULL);
+  assert_non_null(g);
+  int x = alma__graph_add_value(g, "x"), wv = alma__graph_add_value(g, "w"), y1 = alma__graph_add_value(g, "y1"),
+      y2 = alma__graph_add_value(g, "y2");
+  int in[2] = {x, wv};
+  assert_int_equal(alma__graph_add_node(g, "MatMul", "", "a", in, 2, &y1, 1), 0);
+  assert_int_equal(alma__graph_add_node(g, "MatMul", "", "b", in, 2, &y2, 1), 1);
+  for (int i = 0; i < 2; i++) assert_int_equal(alma__op_resolve(&g->nodes[i], 17), ALMA_OK);
+  int64_t before = alma__packed_gemm_bytes(), one = K * 32 * (int64_t)sizeof(float);
+  alma__packed_gemm_set_budget(before + one + one / 2);
+  assert_non_null(alma__gemm_packed_b(&g->nodes[0], 0, &w));
+  assert_int_equal(alma__packed_gemm_bytes(), before + one);
+  assert_null(alma__gemm_packed_b(&g->nodes[1], 0, &w)); /* over the budget */
+  assert_int_equal(alma__packed_gemm_bytes(), before + one);
+  alma__graph_free(g);
+  assert_int_equal(alma__packed_gemm_bytes(), before);
+  alma__packed_gemm_set_budget((int64_t)1 << 40);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shapes),
@@ -211,6 +237,7 @@ int main(void) {
       cmocka_unit_test(test_alpha_zero),
       cmocka_unit_test(test_size_refused),
       cmocka_unit_test(test_ops),
+      cmocka_unit_test(test_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
