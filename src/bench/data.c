@@ -327,6 +327,7 @@ struct alma__batcher {
    * axis (unbatched[i]) holds its one value, fed whole to every batch */
   alma_tensor *full;
   unsigned char *unbatched;
+  const char *samples_path;     /* the file n_samples was read from (the first batched input's) */
   int64_t n_samples;
   alma_tensor *scratch;         /* a wrapped batch copied here */
   /* dir: batches[b * n + i] */
@@ -508,10 +509,13 @@ static alma_status load_dataset(alma__batcher *b, int i, const alma__input_desc 
   if (st == ALMA_OK) convert_elems(&raw, 0, &b->full[i], 0, N * per_file, b->d->scale, b->d->offset);
   alma_tensor_free_data(&raw);
   if (st != ALMA_OK) return st;
-  if (b->n_samples == 0) b->n_samples = N; /* the first batched input */
-  else if (N != b->n_samples)
+  if (b->n_samples == 0) { /* the first batched input */
+    b->n_samples = N;
+    b->samples_path = path;
+  } else if (N != b->n_samples) {
     return alma__errorf(ALMA_ERR_SHAPE, "data files disagree on the number of samples: %lld in '%s', %lld in '%s'",
-                        (long long)b->n_samples, b->d->paths[0], (long long)N, path);
+                        (long long)b->n_samples, b->samples_path, (long long)N, path);
+  }
   return ALMA_OK;
 }
 
