@@ -96,6 +96,15 @@ alma_status alma__graph_clone(const alma_graph *src, alma_graph **out) {
   return ALMA_OK;
 }
 
+/* The value an outer-scope name refers to: its definition in the nearest enclosing graph. */
+static const alma_value *outer_def(const alma_graph *parent, const char *name) {
+  for (const alma_graph *p = parent; p; p = p->parent) {
+    int u = alma__graph_find_value(p, name);
+    if (u >= 0 && !p->values[u].is_outer) return &p->values[u];
+  }
+  return NULL;
+}
+
 alma_status alma__graph_clone_standalone(const alma_graph *sub, alma_graph **out) {
   ALMA_TRY(alma__graph_clone(sub, out));
   alma_graph *g = *out;
@@ -110,11 +119,7 @@ alma_status alma__graph_clone_standalone(const alma_graph *sub, alma_graph **out
   for (int v = 0; v < g->n_values; v++) {
     alma_value *val = &g->values[v];
     if (!val->is_outer) continue;
-    const alma_value *def = NULL;
-    for (const alma_graph *p = sub->parent; p && !def; p = p->parent) {
-      int u = alma__graph_find_value(p, val->name);
-      if (u >= 0 && !p->values[u].is_outer) def = &p->values[u];
-    }
+    const alma_value *def = outer_def(sub->parent, val->name);
     if (!def) {
       alma__graph_free(g);
       *out = NULL;
@@ -145,14 +150,6 @@ nomem:
   alma__graph_free(g);
   *out = NULL;
   return alma__errorf(ALMA_ERR_NOMEM, "out of memory outlining a subgraph");
-}
-
-static const alma_value *outer_def(const alma_graph *parent, const char *name) {
-  for (const alma_graph *p = parent; p; p = p->parent) {
-    int u = alma__graph_find_value(p, name);
-    if (u >= 0 && !p->values[u].is_outer) return &p->values[u];
-  }
-  return NULL;
 }
 
 alma_status alma__graph_clone_into(const alma_graph *standalone, alma_graph *parent, alma_graph **out) {

@@ -6,10 +6,9 @@
 
 #include "ops/op.h"
 
-/* A runtime's parallel loop: calls fn(arg, item) once for every item in [0, items), on any of its
- * threads, items concurrently, and returns when all are done. */
-typedef void (*alma__nbits_item_fn)(void *arg, int64_t item);
-typedef void (*alma__nbits_parfor)(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg);
+/* A runtime's parallel loop: op.h's alma_exec_parfor (these names predate it). */
+typedef alma_exec_item_fn alma__nbits_item_fn;
+typedef alma_exec_parfor alma__nbits_parfor;
 
 /* MatMulNBits's exec (inputs checked as EAGER checks them, out allocated with the inferred shape)
  * with the output columns split into items run by pf (NULL: in order on the calling thread) for

@@ -139,7 +139,7 @@ alma_status alma__op_run_node(alma_exec_ctx *ctx, const alma_node *n, const alma
  * the very data t points to): kernels may then keep something derived from it (a packed copy of a
  * Gemm's weights) for the node's lifetime. 0 with ctx NULL. */
 int alma__exec_input_is_const(const alma_exec_ctx *ctx, const alma_node *n, int k, const alma_tensor *t);
-/* A runtime's parallel loop (the same shape as contrib_nbits.h's alma__nbits_parfor): calls
+/* A runtime's parallel loop (contrib_nbits.h's alma__nbits_parfor too): calls
  * fn(arg, item) once for every item in [0, items), on any of its threads, and returns when all are
  * done. */
 typedef void (*alma_exec_item_fn)(void *arg, int64_t item);

@@ -103,8 +103,16 @@ static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_o
       alma_graph *b = n->attrs[a].type == ALMA_ATTR_GRAPH ? n->attrs[a].g : NULL;
       if (!b || b->subplan) continue;
       alma__subplan *sp = calloc(1, sizeof *sp);
-      if (!sp) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      if (!sp) {
+        alma__infer_result_free(&r2);
+        alma__infer_result_free(&r3);
+        return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      }
+      /* the session owns it from here: a converted branch written back below may hold views of
+       * constants the passes made in sp->g, so sp->g lives as long as the session */
       sp->rt = s->conv.runtime;
+      sp->next = s->subplans;
+      s->subplans = sp;
       alma_status st = alma__graph_clone_standalone(b, &sp->g);
       if (st == ALMA_OK && r2.info && r3.info) type_branch_inputs(g, &r2, &r3, sp->g);
       if (st == ALMA_OK) {
@@ -124,18 +132,10 @@ static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_o
         alma__graph_free(b);
         n->attrs[a].g = b = conv_b;
       }
-      if (conv_b) { /* its constants may be views of ones the passes made in sp->g: sp->g lives on */
-        sp->next = s->subplans;
-        s->subplans = sp;
-      }
       if (st == ALMA_OK) st = sp->rt->compile(sp->g, ropts, &sp->plan);
       if (st != ALMA_OK) {
         if (sp->plan) sp->rt->free(sp->plan);
         sp->plan = NULL;
-        if (!conv_b) {
-          alma__graph_free(sp->g);
-          free(sp);
-        }
         if (st == ALMA_ERR_NOMEM) {
           alma__infer_result_free(&r2);
           alma__infer_result_free(&r3);
@@ -147,10 +147,6 @@ static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_o
         continue;
       }
       sp->plan_pending = ropts->verbose && sp->rt->describe;
-      if (!conv_b) {
-        sp->next = s->subplans;
-        s->subplans = sp;
-      }
       b->subplan = sp;
     }
   }

@@ -3054,13 +3054,11 @@ static void nbits_task(void *arg, int tid, int nt) {
   for (int64_t i; (i = atomic_fetch_add(&t->next, 1)) < t->items;) t->fn(t->arg, i);
 }
 
-static void nbits_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
+void alma__dn_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
   nbits_par t = {.fn = fn, .arg = arg, .items = items};
   atomic_init(&t.next, 0);
   alma__dn_parallel(*(const int *)pctx, nbits_task, &t);
 }
-
-void alma__dn_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) { nbits_parfor(pctx, items, fn, arg); }
 
 static alma_status run_nbits(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                              int *done) {
@@ -3080,7 +3078,7 @@ static alma_status run_nbits(dn_plan *p, int idx, dn_val **in, int nin, const al
   y.data = db->ptr;
   y.nbytes = dnnl_memory_desc_get_size(&ymd);
   y.owns_data = 0;
-  alma_status st = alma__mnb_exec_par(n, t, nin, &y, p->threads, nbits_parfor, &p->threads);
+  alma_status st = alma__mnb_exec_par(n, t, nin, &y, p->threads, alma__dn_parfor, &p->threads);
   return alma__dn_finish(p, st, db, out[0], &os[0], &ymd, done);
 }
 
@@ -3093,7 +3091,7 @@ alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tens
     alma_tensor shape = out[i];
     if (n->outputs[i] >= 0) st = alma__tensor_alloc(&out[i], shape.dtype, shape.rank, shape.dims);
   }
-  if (st == ALMA_OK) st = alma__contrib_exec_par(n, in, n->n_inputs, out, nout, p->threads, nbits_parfor, &p->threads);
+  if (st == ALMA_OK) st = alma__contrib_exec_par(n, in, n->n_inputs, out, nout, p->threads, alma__dn_parfor, &p->threads);
   if (st != ALMA_OK)
     for (int i = 0; i < nout; i++) alma_tensor_free_data(&out[i]);
   return st;
