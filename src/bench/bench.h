@@ -229,18 +229,20 @@ void alma__result_set_baseline(alma_result *r, const char *baseline, double drop
 alma_scaling_point *alma__result_add_scaling(alma_result *r);
 
 /* ---- per-node profile (profile.c) ----------------------------------------------------------- */
-struct alma_graph;
-struct alma__prof_node;
+struct alma__prof_graph;
 /* An empty profile of `runtime` (NaN numbers), or one that says why it is unavailable (reason not
  * NULL). */
 alma_status alma__profile_init(alma_profile *p, const char *runtime, const char *reason);
 void alma__profile_clear(alma_profile *p);
-/* Fills p (from alma__profile_init) from a runtime's per-node times over `batches` batches: one
- * entry per node that heads itself or a group, named by it, its op type (a group's: its members'
- * joined by '+'), sorted by time, and the op-type table. batch_ms: the profiled batches' mean
- * latency; timed_mean_ms: the timed phase's (for the overhead). */
-alma_status alma__profile_build(alma_profile *p, const struct alma_graph *g, const struct alma__prof_node *nodes,
-                                int64_t batches, double seconds, double batch_ms, double timed_mean_ms);
+/* Fills p (from alma__profile_init) from a session's per-node times over `batches` batches
+ * (alma__session_profile_read: the model's graph, then its compiled If branches): one entry per
+ * node that heads itself or a group, named by it (a branch's node by its path, "If/then_branch/
+ * node"; an If keeps the time outside its branch's entries; a branch's nodes that never ran are
+ * left out), its op type (a group's: its members' joined by '+'), sorted by time, and the op-type
+ * table. batch_ms: the profiled batches' mean latency; timed_mean_ms: the timed phase's (for the
+ * overhead). */
+alma_status alma__profile_build(alma_profile *p, const struct alma__prof_graph *graphs, int n_graphs, int64_t batches,
+                                double seconds, double batch_ms, double timed_mean_ms);
 /* Appends one entry / op type (strings copied), for reading a profile back; the caller keeps the
  * order. */
 alma_status alma__profile_add_node(alma_profile *p, const alma_profile_node *n);

@@ -802,7 +802,6 @@ static alma_status accuracy_pass(const job_args *a, alma__chan *ch, alma_result 
 static alma_status profile_pass(const job_args *a, alma__chan *ch, alma_result *r, alma_session *s, alma__batcher *b,
                                 alma_tensor *batch, alma_tensor *inputs, int n_in, alma_tensor *outs, int n_out) {
   const alma_config *cfg = a->cfg;
-  const alma_graph *g = alma__session_graph(s);
   alma_status st = alma__session_profile_start(s);
   if (st == ALMA_ERR_UNSUPPORTED) {
     char why[512];
@@ -836,15 +835,14 @@ static alma_status profile_pass(const job_args *a, alma__chan *ch, alma_result *
     }
   }
   double seconds = alma__bench_now() - t0;
-  alma__prof_node *nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
-  if (!nodes) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  for (int i = 0; i < g->n_nodes; i++) nodes[i] = (alma__prof_node){.head = i, .members = 1};
-  st = alma__session_profile_read(s, nodes);
+  alma__prof_graph *graphs = NULL;
+  int n_graphs = 0;
+  st = alma__session_profile_read(s, &graphs, &n_graphs);
   if (st == ALMA_OK && (st = alma__profile_init(&r->prof, alma__session_runtime_name(s), NULL)) == ALMA_OK) {
     r->has_profile = 1;
-    st = alma__profile_build(&r->prof, g, nodes, n, seconds, sum_ms / (double)n, r->latency.mean);
+    st = alma__profile_build(&r->prof, graphs, n_graphs, n, seconds, sum_ms / (double)n, r->latency.mean);
   }
-  free(nodes);
+  alma__prof_graphs_free(graphs, n_graphs);
   return st;
 }
 

@@ -57,38 +57,68 @@ alma_status alma__profile_add_op(alma_profile *p, const alma_profile_op *o) {
   return ALMA_OK;
 }
 
-/* Slowest first; ties in graph order (the entries are built in graph order, and qsort is not
+/* Slowest first; ties in list order (the entries are built in graph order, and qsort is not
  * stable: the index decides). */
 typedef struct {
   double s;
-  int idx;
+  int gi, idx;  /* graph in the list, node in it */
+  int key;      /* position in build order */
 } by_time;
 static int by_time_desc(const void *a, const void *b) {
   const by_time *x = a, *y = b;
   if (x->s != y->s) return x->s < y->s ? 1 : -1;
-  return (x->idx > y->idx) - (x->idx < y->idx);
+  return (x->key > y->key) - (x->key < y->key);
 }
 
-alma_status alma__profile_build(alma_profile *p, const alma_graph *g, const alma__prof_node *nodes, int64_t batches,
+alma_status alma__profile_build(alma_profile *p, const alma__prof_graph *graphs, int n_graphs, int64_t batches,
                                 double seconds, double batch_ms, double timed_mean_ms) {
-  int nn = g->n_nodes;
   if (batches < 1) return alma__errorf(ALMA_ERR_INTERNAL, "profile of %lld batches", (long long)batches);
-  /* Each entry's op-type label: its own, then its members' in graph order (they follow their head). */
-  char (*label)[128] = calloc((size_t)nn + 1, sizeof *label);
-  by_time *order = calloc((size_t)nn + 1, sizeof *order);
-  if (!label || !order) {
+  if (n_graphs < 1 || !graphs) return alma__errorf(ALMA_ERR_INTERNAL, "profile of no graph");
+  int total_nodes = 0;
+  for (int gi = 0; gi < n_graphs; gi++) total_nodes += graphs[gi].g->n_nodes;
+  /* Each entry's op-type label: its own, then its members' in graph order (they follow their head);
+   * its time: a branch's If holds the time of the branch's nodes, which are entries of their own,
+   * so the If keeps only what is outside them (choosing, looking up and copying values). */
+  char (*label)[128] = calloc((size_t)total_nodes + 1, sizeof *label);
+  double *secs = calloc((size_t)total_nodes + 1, sizeof *secs);
+  int *base = calloc((size_t)n_graphs + 1, sizeof *base);
+  by_time *order = calloc((size_t)total_nodes + 1, sizeof *order);
+  if (!label || !secs || !base || !order) {
     free(label);
+    free(secs);
+    free(base);
     free(order);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
+  for (int gi = 1; gi < n_graphs; gi++) base[gi] = base[gi - 1] + graphs[gi - 1].g->n_nodes;
+  for (int gi = 0; gi < n_graphs; gi++)
+    for (int i = 0; i < graphs[gi].g->n_nodes; i++) secs[base[gi] + i] = graphs[gi].nodes[i].seconds;
+  for (int gi = 1; gi < n_graphs; gi++) {
+    const alma__prof_graph *pg = &graphs[gi];
+    if (pg->parent < 0 || pg->parent >= n_graphs || pg->parent_node < 0 ||
+        pg->parent_node >= graphs[pg->parent].g->n_nodes)
+      continue;
+    double inner = 0;
+    for (int i = 0; i < pg->g->n_nodes; i++)
+      if (pg->nodes[i].head == i && pg->nodes[i].members > 0) inner += pg->nodes[i].seconds;
+    double *s = &secs[base[pg->parent] + pg->parent_node];
+    *s = *s > inner ? *s - inner : 0;
+  }
   int ne = 0;
-  for (int i = 0; i < nn; i++) {
-    int h = nodes[i].head;
-    if (h < 0 || h >= nn) h = i;
-    size_t len = strlen(label[h]);
-    if (len < sizeof label[0] - 1)
-      snprintf(label[h] + len, sizeof label[0] - len, "%s%s", len ? "+" : "", g->nodes[i].op_type);
-    if (h == i && nodes[i].members > 0) order[ne++] = (by_time){nodes[i].seconds, i};
+  for (int gi = 0; gi < n_graphs; gi++) {
+    const alma__prof_graph *pg = &graphs[gi];
+    int nn = pg->g->n_nodes;
+    for (int i = 0; i < nn; i++) {
+      int h = pg->nodes[i].head;
+      if (h < 0 || h >= nn) h = i;
+      char *lb = label[base[gi] + h];
+      size_t len = strlen(lb);
+      if (len < sizeof label[0] - 1)
+        snprintf(lb + len, sizeof label[0] - len, "%s%s", len ? "+" : "", pg->g->nodes[i].op_type);
+      /* a branch's nodes that never ran (the branch not taken) are not listed */
+      if (h == i && pg->nodes[i].members > 0 && (gi == 0 || pg->nodes[i].runs > 0))
+        order[ne] = (by_time){secs[base[gi] + i], gi, i, ne}, ne++;
+    }
   }
   qsort(order, (size_t)ne, sizeof *order, by_time_desc);
   alma_status st = ALMA_OK;
@@ -97,15 +127,33 @@ alma_status alma__profile_build(alma_profile *p, const alma_graph *g, const alma
   p->seconds = seconds;
   p->batch_ms = batch_ms;
   p->overhead = timed_mean_ms > 0 && isfinite(timed_mean_ms) ? batch_ms / timed_mean_ms - 1 : NAN;
+  char *name = NULL;
+  size_t name_cap = 0;
   for (int k = 0; k < ne && st == ALMA_OK; k++) {
-    const alma__prof_node *e = &nodes[order[k].idx];
-    double ms = 1e3 * e->seconds / (double)batches;
+    const alma__prof_graph *pg = &graphs[order[k].gi];
+    const alma__prof_node *e = &pg->nodes[order[k].idx];
+    const char *nm = pg->g->nodes[order[k].idx].name, *pre = pg->prefix ? pg->prefix : "";
+    size_t need = strlen(pre) + strlen(nm) + 1;
+    if (need > name_cap) {
+      char *t = realloc(name, need);
+      if (!t) {
+        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+        break;
+      }
+      name = t;
+      name_cap = need;
+    }
+    snprintf(name, need, "%s%s", pre, nm);
+    double ms = 1e3 * order[k].s / (double)batches;
     total += ms;
-    alma_profile_node pn = {.name = g->nodes[order[k].idx].name, .op_type = label[order[k].idx],
+    alma_profile_node pn = {.name = name, .op_type = label[base[order[k].gi] + order[k].idx],
                             .placement = e->where ? e->where : "?", .members = e->members, .runs = e->runs, .ms = ms,
                             .share = batch_ms > 0 ? ms / batch_ms : NAN};
     st = alma__profile_add_node(p, &pn);
   }
+  free(name);
+  free(secs);
+  free(base);
   p->nodes_ms = total;
   /* The op-type table: entries grouped by label, in order of their summed time. */
   for (int k = 0; k < p->n_nodes && st == ALMA_OK; k++) {

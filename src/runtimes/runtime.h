@@ -17,6 +17,17 @@ typedef struct alma__prof_node {
   const char *where;    /* placement: "DNNL", "BLAS", "EAGER", "EAGER (declined)" ... (static) */
 } alma__prof_node;
 
+/* One graph's per-node profile within a session's: the model's graph, then each If branch the
+ * session compiled for its runtime (alma bench --profile lists a branch's nodes, named by the path
+ * "If/then_branch/node", instead of one If entry holding them all). */
+typedef struct alma__prof_graph {
+  const struct alma_graph *g;
+  alma__prof_node *nodes;   /* g->n_nodes entries (owned) */
+  char *prefix;             /* before its nodes' names: "" for the model's graph (owned) */
+  int parent;               /* index of the graph holding the If that runs it; -1 for the model's */
+  int parent_node;          /* that If's node index there */
+} alma__prof_graph;
+
 typedef struct alma_runtime_opts {
   int threads;    /* > 0 */
   int verbose;    /* describe placement on stderr at compile */

@@ -17,6 +17,11 @@ typedef struct alma__subplan {
   void *plan;
   const char *label;        /* "branch 'then_branch' of If 'node'" (g's arena) */
   int plan_pending;         /* verbose: printed after its first run */
+  /* for the profile: the graph holding the If (the session's or another branch's) and its index
+   * there; the path before the branch's node names ("If/then_branch/", malloc'd) */
+  const alma_graph *parent_g;
+  int parent_node;
+  char *prefix;
   struct alma__subplan *next;
 } alma__subplan;
 
@@ -82,7 +87,7 @@ static void type_branch_inputs(const alma_graph *g, const alma_infer_result *r2,
 /* Compiles the then/else branches of g's If nodes (and, through the branches' own graphs, nested
  * ones) for the session's runtime. A branch its runtime cannot take stays on EAGER's walk, as
  * before, with the reason logged. */
-static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_opts *popts,
+static alma_status outline_ifs(alma_session *s, alma_graph *g, const char *prefix, const alma_pass_opts *popts,
                                const alma_runtime_opts *ropts) {
   alma_infer_result r2 = {0}, r3 = {0};
   int inferred = 0;
@@ -113,6 +118,16 @@ static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_o
       sp->rt = s->conv.runtime;
       sp->next = s->subplans;
       s->subplans = sp;
+      sp->parent_g = g;
+      sp->parent_node = i;
+      size_t plen = strlen(prefix) + strlen(n->name) + strlen(n->attrs[a].name) + 32;
+      if (!(sp->prefix = malloc(plen))) {
+        alma__infer_result_free(&r2);
+        alma__infer_result_free(&r3);
+        return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      }
+      if (n->name[0]) snprintf(sp->prefix, plen, "%s%s/%s/", prefix, n->name, n->attrs[a].name);
+      else snprintf(sp->prefix, plen, "%sIf#%d/%s/", prefix, i, n->attrs[a].name);
       alma_status st = alma__graph_clone_standalone(b, &sp->g);
       if (st == ALMA_OK && r2.info && r3.info) type_branch_inputs(g, &r2, &r3, sp->g);
       if (st == ALMA_OK) {
@@ -124,7 +139,7 @@ static alma_status outline_ifs(alma_session *s, alma_graph *g, const alma_pass_o
         st = s->conv.passes[k]->run(sp->g, popts);
         if (st != ALMA_OK) alma__error_prefix(st, "pass %s: ", s->conv.passes[k]->name);
       }
-      if (st == ALMA_OK) st = outline_ifs(s, sp->g, popts, ropts);
+      if (st == ALMA_OK) st = outline_ifs(s, sp->g, sp->prefix, popts, ropts);
       /* The converted branch goes back into the session's graph, which the build cache stores and
        * --save-converted writes: a cache hit (no passes) then finds it converted. */
       alma_graph *conv_b = NULL;
@@ -174,14 +189,68 @@ alma_status alma__session_profile_start(alma_session *s) {
   const alma_runtime *rt = s->conv.runtime;
   if (!rt->profile_start || !rt->profile_read)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "the %s runtime has no per-node profile", rt->name);
-  return rt->profile_start(s->plan);
+  ALMA_TRY(rt->profile_start(s->plan));
+  for (alma__subplan *sp = s->subplans; sp; sp = sp->next)
+    if (sp->plan) ALMA_TRY(sp->rt->profile_start(sp->plan));
+  return ALMA_OK;
 }
 
-alma_status alma__session_profile_read(alma_session *s, alma__prof_node *nodes) {
-  if (!s || !nodes) return alma__errorf(ALMA_ERR_INVALID_ARG, "session or nodes is NULL");
+void alma__prof_graphs_free(alma__prof_graph *graphs, int n) {
+  for (int i = 0; graphs && i < n; i++) {
+    free(graphs[i].nodes);
+    free(graphs[i].prefix);
+  }
+  free(graphs);
+}
+
+/* Reads one plan's profile into a new entry of *v (nodes default to themselves, untimed). */
+static alma_status read_graph(const alma_runtime *rt, void *plan, const alma_graph *g, const char *prefix, int parent,
+                              int parent_node, alma__prof_graph *e) {
+  *e = (alma__prof_graph){.g = g, .parent = parent, .parent_node = parent_node};
+  e->nodes = calloc((size_t)g->n_nodes + 1, sizeof *e->nodes);
+  e->prefix = alma__strdup(prefix);
+  if (!e->nodes || !e->prefix) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < g->n_nodes; i++) e->nodes[i] = (alma__prof_node){.head = i, .members = 1};
+  return rt->profile_read(plan, e->nodes);
+}
+
+alma_status alma__session_profile_read(alma_session *s, alma__prof_graph **graphs, int *n) {
+  if (!s || !graphs || !n) return alma__errorf(ALMA_ERR_INVALID_ARG, "session, graphs or n is NULL");
+  *graphs = NULL;
+  *n = 0;
   const alma_runtime *rt = s->conv.runtime;
   if (!rt->profile_read) return alma__errorf(ALMA_ERR_UNSUPPORTED, "the %s runtime has no per-node profile", rt->name);
-  return rt->profile_read(s->plan, nodes);
+  int cap = 1;
+  for (alma__subplan *sp = s->subplans; sp; sp = sp->next) cap++;
+  alma__prof_graph *v = calloc((size_t)cap, sizeof *v);
+  if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int nv = 0;
+  alma_status st = read_graph(rt, s->plan, s->graph, "", -1, -1, &v[nv++]);
+  /* Branches in an order where each parent comes before its branches (nested ones were created
+   * after their parent, and the list is newest first: repeated passes pick up each level). A branch
+   * whose parent is not listed (a branch that fell back to EAGER's walk) is left out: its If's
+   * walk times it. */
+  for (int added = 1; st == ALMA_OK && added;) {
+    added = 0;
+    for (alma__subplan *sp = s->subplans; sp && st == ALMA_OK; sp = sp->next) {
+      if (!sp->plan) continue;
+      int parent = -1, seen = 0;
+      for (int k = 0; k < nv; k++) {
+        if (v[k].g == sp->parent_g) parent = k;
+        if (v[k].g == sp->g) seen = 1;
+      }
+      if (seen || parent < 0) continue;
+      st = read_graph(sp->rt, sp->plan, sp->g, sp->prefix, parent, sp->parent_node, &v[nv++]);
+      added = 1;
+    }
+  }
+  if (st != ALMA_OK) {
+    alma__prof_graphs_free(v, nv);
+    return st;
+  }
+  *graphs = v;
+  *n = nv;
+  return ALMA_OK;
 }
 
 void alma_session_options_init(alma_session_options *o) {
@@ -216,7 +285,7 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
   for (int i = 0; i < s->conv.n_passes; i++) calibrated |= s->conv.passes[i]->needs_calibration;
   if (st == ALMA_OK) {
     alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose};
-    if (s->conv.runtime != &alma__runtime_eager && !calibrated) st = outline_ifs(s, s->graph, &popts, &ropts);
+    if (s->conv.runtime != &alma__runtime_eager && !calibrated) st = outline_ifs(s, s->graph, "", &popts, &ropts);
     if (st == ALMA_OK) st = s->conv.runtime->compile(s->graph, &ropts, &s->plan);
     if (st != ALMA_OK) alma__error_prefix(st, "compiling for %s: ", s->conv.runtime->name);
     else if (opts->verbose && s->conv.runtime->describe)
@@ -239,6 +308,7 @@ void alma_session_free(alma_session *s) {
     print_subplan(sp, ", never run");
     if (sp->plan) sp->rt->free(sp->plan);
     alma__graph_free(sp->g);
+    free(sp->prefix);
     free(sp);
   }
   alma__graph_free(s->graph);

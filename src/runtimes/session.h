@@ -15,9 +15,12 @@ const alma_model *alma__session_model(const alma_session *s);
 const char *alma__session_runtime_name(const alma_session *s);
 
 /* Per-node profile (alma bench --profile): from profile_start on, every run times each node (a
- * fused group once); profile_read fills nodes[0..alma__session_graph(s)->n_nodes) with the time
- * since. ALMA_ERR_UNSUPPORTED, naming the runtime, when it has no per-node profile. */
+ * fused group once), in the model's graph and in the If branches compiled for the runtime;
+ * profile_read gives the time since: *graphs (n of them; free with alma__prof_graphs_free) holds the
+ * model's graph first, then the branches that ran. ALMA_ERR_UNSUPPORTED, naming the runtime, when
+ * it has no per-node profile. */
 alma_status alma__session_profile_start(alma_session *s);
-alma_status alma__session_profile_read(alma_session *s, alma__prof_node *nodes);
+alma_status alma__session_profile_read(alma_session *s, alma__prof_graph **graphs, int *n);
+void alma__prof_graphs_free(alma__prof_graph *graphs, int n);
 
 #endif

@@ -392,14 +392,8 @@ static alma_status run_profile(alma_session *s, const char *conversion, const al
     return ALMA_OK;
   }
   ALMA_TRY(st);
-  const alma_graph *g = alma__session_graph(s);
   alma_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
-  alma__prof_node *nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
-  if (!out || !nodes) {
-    free(out);
-    free(nodes);
-    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  }
+  if (!out) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   double t0 = alma__now_s(), in_runs = 0;
   for (long k = 0; k < n && st == ALMA_OK; k++) {
     double t = alma__now_s();
@@ -408,19 +402,20 @@ static alma_status run_profile(alma_session *s, const char *conversion, const al
     for (int j = 0; j < n_out; j++) alma_tensor_free_data(&out[j]);
   }
   double seconds = alma__now_s() - t0;
-  for (int i = 0; i < g->n_nodes; i++) nodes[i] = (alma__prof_node){.head = i, .members = 1};
-  if (st == ALMA_OK) st = alma__session_profile_read(s, nodes);
+  alma__prof_graph *graphs = NULL;
+  int n_graphs = 0;
+  if (st == ALMA_OK) st = alma__session_profile_read(s, &graphs, &n_graphs);
   if (st == ALMA_OK) st = alma__profile_init(&p, alma__session_runtime_name(s), NULL);
   if (st == ALMA_OK) {
-    st = alma__profile_build(&p, g, nodes, n, seconds, 1e3 * in_runs / (double)n, NAN);
+    st = alma__profile_build(&p, graphs, n_graphs, n, seconds, 1e3 * in_runs / (double)n, NAN);
     if (st == ALMA_OK) {
       printf("profile of %s over %ld more run%s:\n", conversion, n, n == 1 ? "" : "s");
       alma__profile_print(&p, stdout);
     }
     alma__profile_clear(&p);
   }
+  alma__prof_graphs_free(graphs, n_graphs);
   free(out);
-  free(nodes);
   return st;
 }
 
