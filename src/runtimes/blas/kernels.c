@@ -84,7 +84,10 @@ ALMA__BLAS_CLONES static void epi_row(float *dst, const float *src, int64_t len,
       break;
     }
     case ALMA__BLAS_ACT_SIGMOID: EPI_LOOPS(v >= 0 ? 1 / (1 + expf(-v)) : expf(v) / (1 + expf(v))); break;
-    case ALMA__BLAS_ACT_TANH: EPI_LOOPS(tanhf(v)); break;
+    case ALMA__BLAS_ACT_TANH:  /* vectorised (EAGER's Tanh kernel too): libm's tanhf was scalar */
+      EPI_LOOPS(v);
+      alma__tanh_row(dst, dst, len);
+      break;
     case ALMA__BLAS_ACT_OTHER:
       EPI_LOOPS(v);
       alma__fused_act_f32(&act->other, dst, len);
