@@ -32,8 +32,16 @@ ACT(relu_k, v < 0 ? (T)0 : v) /* NaN passes through, as in numpy.maximum(x, 0) *
 ACT(leaky_k, v < 0 ? a * v : v)
 ACT(elu_k, v < 0 ? a * (exp(v) - 1) : v)
 ACT(selu_k, v > 0 ? g * v : g * (a * exp(v) - a))
-/* Stable on both sides: exp never overflows. */
-ACT(sigmoid_k, v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)))
+/* Stable on both sides: exp never overflows. float32 on the vectorised expf (softmax_row.h), the
+ * same two-sided formula. */
+static void sigmoid_k_f32(const float *x, float *y, int64_t n, const alma__ew_uparam *p) {
+  (void)p;
+  alma__sigmoid_row(y, x, n, 0);
+}
+static void sigmoid_k_f64(const double *x, double *y, int64_t n, const alma__ew_uparam *p) {
+  (void)p;
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0 ? 1 / (1 + exp(-x[i])) : exp(x[i]) / (1 + exp(x[i]));
+}
 ACT(hsigmoid_k, fmax((T)0, fmin((T)1, a * v + b)))
 ACT(hswish_k, v * fmax((T)0, fmin((T)1, v / 6 + (T)0.5)))
 /* log(1+e^v) without overflow for large v. */

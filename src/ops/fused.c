@@ -105,9 +105,11 @@ alma_status alma__fused_act_parse(const alma_node *n, alma_fused_act *act) {
 ACT_KERNEL(act_f32, float)
 ACT_KERNEL(act_f64, double)
 
-/* float32: Tanh and the tanh Gelu on the vectorised tanhf (softmax_row.h), as their standalone ops */
+/* float32: Tanh, the tanh Gelu, Sigmoid and SiLU on the vectorised tanhf/expf (softmax_row.h), as their
+ * standalone ops */
 static void act_f32v(const alma_fused_act *act, float *y, int64_t cnt) {
   if (act->kind == ALMA_ACT_TANH) alma__tanh_row(y, y, cnt);
+  else if (act->kind == ALMA_ACT_SIGMOID || act->kind == ALMA_ACT_SILU) alma__sigmoid_row(y, y, cnt, act->kind == ALMA_ACT_SILU);
   else if (act->kind == ALMA_ACT_GELU_TANH) alma__gelu_tanh_row(y, y, cnt);
   else act_f32(act, y, cnt);
 }

@@ -123,6 +123,30 @@ ALMA_MULTIVERSION void alma__gelu_row(float *y, const float *x, const float *bia
   for (; j < n; j++) y[j] = gelu_one(x[j] + (bias ? bias[j] : 0.0f), kind, alpha);
 }
 
+static inline __attribute__((always_inline)) void sigmoid8(sr_v8f *pv, int silu) {
+  const sr_v8f zero = {0}, one = zero + 1.0f, v = *pv;
+  sr_v8f e = (sr_v8f)((sr_v8i)v | (int)0x80000000); /* -|v| */
+  exp8(&e);
+  sr_v8f r = SR_SEL8((sr_v8i)(v >= zero), one, e) / (one + e); /* NaN: e is NaN, so is r */
+  if (silu) r *= v;
+  *pv = r;
+}
+
+ALMA_MULTIVERSION void alma__sigmoid_row(float *y, const float *x, int64_t n, int silu) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    sr_v8f v = *(const sr_v8f *)(x + j);
+    sigmoid8(&v, silu);
+    *(sr_v8f *)(y + j) = v;
+  }
+  if (j < n) { /* the tail through the same lanes, so every element gets the same function */
+    sr_v8f v = {0};
+    for (int64_t k = j; k < n; k++) v[k - j] = x[k];
+    sigmoid8(&v, silu);
+    for (int64_t k = j; k < n; k++) y[k] = v[k - j];
+  }
+}
+
 /* tanhf on 8 lanes, from |x| with the sign put back (odd; -0 stays -0, NaN stays NaN): Cephes'
  * tanhf, an odd degree-11 polynomial below 0.625 and 1 - 2 / (exp(2|x|) + 1) above, |x| clamped to
  * 9.5 (beyond 9.01 tanhf is 1). Within a few ulps of libm's tanhf (tests/ops_gelu measures it); on

@@ -15,6 +15,12 @@ float alma__softmax_exp_row(float *s, int64_t n, const float *mask, int64_t m_co
  * (tests/ops_bert measures it); the BLAS and DNNL runtimes use it, EAGER keeps libm's. */
 void alma__gelu_row(float *y, const float *x, const float *bias, int64_t n, int kind, float alpha);
 
+/* y[j] = sigmoid(x[j]) (silu = 0), or x[j] * sigmoid(x[j]) (silu = 1), for j < n (y may be x),
+ * vectorised: the reference's two-sided form, e = exp(-|x|), 1 / (1 + e) or e / (1 + e), so neither
+ * side overflows or loses its tail; within a few float ulps of it with libm's expf, NaN -> NaN.
+ * Sigmoid and the Sigmoid/SiLU activations fused into Conv/Gemm (EAGER's and BLAS's epilogues). */
+void alma__sigmoid_row(float *y, const float *x, int64_t n, int silu);
+
 /* y[j] = tanh(x[j]) for j < n (y may be x), vectorised: within a few float ulps of libm's tanhf,
  * odd (-0 -> -0), NaN -> NaN. EAGER's Tanh (float32) and the Tanh/Gelu(tanh) activations. */
 void alma__tanh_row(float *y, const float *x, int64_t n);

@@ -1,8 +1,9 @@
 /* The vectorised tanhf (alma__tanh_row, src/ops/softmax_row.c) against libm's tanhf over every 97th
  * float32 bit pattern (44 million values, both signs): at most 2 ulps apart (measured: 2, in the
  * polynomial range below 0.625; 97.3% equal), odd at zero, exact on denormals, NaN -> NaN, ±1 beyond
- * 9.01; every tail length gives what the full vectors give; and alma__gelu_tanh_row against the same
- * formula on tanhf. */
+ * 9.01; every tail length gives what the full vectors give; alma__gelu_tanh_row against the same
+ * formula on tanhf; and alma__sigmoid_row (Sigmoid, SiLU) against the functions in double over the
+ * same bit patterns. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,12 +101,69 @@ static void gelu_tanh(void **state) {
   assert_true(worst <= 1.0);
 }
 
+/* sigmoid(x) and x sigmoid(x) against double precision: within a few ulps where the sigmoid is a
+ * normal float; below that (x < -87: it is denormal or 0) within FLT_MIN (times |x|) absolutely. */
+static void sigmoid_sweep(void **state) {
+  (void)state;
+  enum { B = 4096 };
+  static float x[B], y[B];
+  for (int silu = 0; silu <= 1; silu++) {
+    int64_t worst = 0, n = 0;
+    int k = 0;
+    for (uint64_t u = 0; u < (1ull << 32); u += 97) {
+      uint32_t b = (uint32_t)u;
+      memcpy(&x[k++], &b, 4);
+      if (k < B && u + 97 < (1ull << 32)) continue;
+      alma__sigmoid_row(y, x, k, silu);
+      for (int i = 0; i < k; i++) {
+        double v = x[i], sg = v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
+        float r = (float)(silu ? v * sg : sg);
+        if (isnan(r)) {
+          assert_true(isnan(y[i]));
+          continue;
+        }
+        if (fabs(sg) < FLT_MIN) { /* the sigmoid is denormal: x sigmoid(x) within |x| FLT_MIN */
+          assert_true(fabs((double)y[i] - r) <= (silu ? fabs(v) : 1) * FLT_MIN);
+          continue;
+        }
+        int64_t d = llabs(ord(r) - ord(y[i]));
+        if (d > worst) worst = d;
+        n++;
+      }
+      k = 0;
+    }
+    print_message("%s: %lld values, at most %lld ulps from double\n", silu ? "silu" : "sigmoid", (long long)n,
+                  (long long)worst);
+    assert_true(worst <= 4);
+  }
+  const float in[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 100.0f, -100.0f, 5.0f, -5.0f};
+  enum { N = sizeof in / sizeof in[0] };
+  float out[N];
+  alma__sigmoid_row(out, in, N, 0);
+  assert_true(out[0] == 0.5f && out[1] == 0.5f && out[2] == 1.0f && out[3] == 0.0f && isnan(out[4]));
+  assert_true(out[5] == 1.0f && out[6] >= 0 && out[6] < 1e-38f);
+  /* odd symmetry up to rounding: sigmoid(-x) = 1 - sigmoid(x) */
+  assert_true(fabsf(out[7] + out[8] - 1.0f) <= 2 * FLT_EPSILON);
+  alma__sigmoid_row(out, in, N, 1);
+  assert_true(out[0] == 0 && out[2] == INFINITY && isnan(out[4]) && out[5] == 100.0f);
+  /* every tail length gives what a full pass gives */
+  float xs[64], full[64], part[64];
+  for (int i = 0; i < 64; i++) xs[i] = (float)(i - 32) * 0.41f;
+  alma__sigmoid_row(full, xs, 64, 1);
+  for (int m = 1; m <= 40; m++) {
+    memcpy(part, xs + 3, sizeof(float) * (size_t)m);
+    alma__sigmoid_row(part, part, m, 1);
+    assert_memory_equal(part, full + 3, sizeof(float) * (size_t)m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tanh_sweep),
       cmocka_unit_test(tanh_edges),
       cmocka_unit_test(tails),
       cmocka_unit_test(gelu_tanh),
+      cmocka_unit_test(sigmoid_sweep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

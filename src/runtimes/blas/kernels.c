@@ -83,7 +83,10 @@ ALMA__BLAS_CLONES static void epi_row(float *dst, const float *src, int64_t len,
       EPI_LOOPS(v < 0 ? a * v : v);
       break;
     }
-    case ALMA__BLAS_ACT_SIGMOID: EPI_LOOPS(v >= 0 ? 1 / (1 + expf(-v)) : expf(v) / (1 + expf(v))); break;
+    case ALMA__BLAS_ACT_SIGMOID:  /* vectorised, the same two-sided formula (EAGER's Sigmoid kernel too) */
+      EPI_LOOPS(v);
+      alma__sigmoid_row(dst, dst, len, 0);
+      break;
     case ALMA__BLAS_ACT_TANH:  /* vectorised (EAGER's Tanh kernel too): libm's tanhf was scalar */
       EPI_LOOPS(v);
       alma__tanh_row(dst, dst, len);
