@@ -606,6 +606,25 @@ void alma__xrt_build_free(xrt_build *b) {
   b->ext = NULL;
 }
 
+/* A partition of element-wise and data-movement nodes whose values hold at most XRT_TINY_ELEMS
+ * elements together (a decode step's [2, hidden] Adds and Muls): split over the pool it costs more
+ * in the hand-off (waking a worker, waiting for it on a shared core) than it saves, so its runtime
+ * runs on the calling thread. */
+#define XRT_TINY_ELEMS 16384
+static int tiny(const xrt_plan *p, const xrt_part *P, const alma_tensor *shape) {
+  int64_t total = 0;
+  for (int k = 0; k < P->n_nodes; k++) {
+    int ni = P->nodes[k], kind = p->xn[ni].kind;
+    if (kind == XK_CONV || kind == XK_DWCONV || kind == XK_FC || kind == XK_MAXPOOL || kind == XK_AVGPOOL ||
+        kind == XK_GAP || p->xn[ni].q || p->xn[ni].qlin)
+      return 0;
+    const alma_node *n = &p->g->nodes[ni];
+    for (int o = 0; o < n->n_outputs; o++)
+      if (n->outputs[o] >= 0) total += alma__numel(shape[n->outputs[o]].rank, shape[n->outputs[o]].dims);
+  }
+  return total <= XRT_TINY_ELEMS;
+}
+
 alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, xrt_build *b) {
   const alma_graph *g = p->g;
   bctx c = {.p = p, .P = P, .shape = shape, .b = b};
@@ -656,7 +675,9 @@ alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, 
   for (int k = 0; !bad && k < P->n_nodes; k++)
     if (p->xn[P->nodes[k]].fused_into < 0 && define_node(&c, P->nodes[k])) bad = 1;
   if (!bad) {
-    xst = xnn_create_runtime_v2(c.sg, p->pool, 0, &b->rt);
+    /* pthreadpool's workers sleep after the subgraph's last operator instead of spinning while
+     * alma's kernels (EAGER nodes, the plan's own pool: xnn_pool.c) run between subgraphs */
+    xst = xnn_create_runtime_v2(c.sg, tiny(p, P, shape) ? NULL : p->pool, XNN_FLAG_YIELD_WORKERS, &b->rt);
     if (xst != xnn_status_success) {
       b->rt = NULL;
       fail(&c, NULL, "xnn_create_runtime_v2: %s", xs(xst));

@@ -38,7 +38,8 @@ typedef struct tctx {
 TRANSPOSE_TASK(transpose_task32, uint32_t)
 TRANSPOSE_TASK(transpose_task8, uint8_t)
 
-void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols) {
+void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols,
+                         uint32_t flags) {
   if (rows == 1 || cols == 1) {
     /* the same order either way */
     memcpy(dst, src, batch * rows * cols * es);
@@ -52,7 +53,7 @@ void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t 
       for (size_t rb = 0; rb < blocks; rb++) task(&t, b, rb);
     return;
   }
-  pthreadpool_parallelize_2d(pool, task, &t, batch, blocks, 0);
+  pthreadpool_parallelize_2d(pool, task, &t, batch, blocks, flags);
 }
 
 #endif

@@ -134,6 +134,10 @@ typedef struct xrt_part {
   unsigned char *in_copy;   /* per external input: the executor frees it before the anchor, copy it */
   int n_out, *out;          /* values read outside the partition (or graph outputs) */
   int reorders;             /* rank-4 boundary values transposed per run (NHWC mode) */
+  int fc_only;              /* plain layout, only float fully-connected nodes on constant 2-D weights, the
+                               nodes folded into them and reshapes: with at most ALMA_PACKED_MAX_ROWS rows
+                               in every one, the nodes run on EAGER's kernels on the pool (packed) */
+  int64_t packed_runs;      /* runs that took that path (describe) */
   xrt_build *builds;        /* one per input-shape signature, newest first */
   int n_builds;
 } xrt_part;
@@ -141,9 +145,13 @@ typedef struct xrt_part {
 typedef struct xrt_plan {
   const alma_graph *g;
   int threads;
-  pthreadpool_t pool;       /* NULL when threads == 1 */
+  pthreadpool_t pool;       /* NULL when threads == 1: XNNPACK's operators and the NHWC reorders */
+  struct alma__xrt_pool *apool; /* NULL when threads == 1: alma's kernels between subgraphs (xnn_pool.c) */
   xrt_node *xn;             /* one per node */
   unsigned char *defer;     /* per node: in a partition (the executor leaves it to the hook) */
+  unsigned char *pooled;    /* per node outside partitions: a float Gemm/MatMul (or FUSE's fused form) run
+                               by EAGER's kernel with the pool as its parallel loop (few rows on constant
+                               weights: the packed kernel, ops/gemm_packed.h); deferred, the hook runs it */
   unsigned char *exported;  /* per value: a partition value read outside it (allocated by the hook) */
   int n_parts;
   xrt_part *parts;
@@ -179,8 +187,18 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node);
 void alma__xrt_static_free(xrt_static *s);
 
 /* dst[b][c][r] = src[b][r][c] for b < batch, r < rows, c < cols (NCHW <-> NHWC with rows/cols
- * being C and H*W or the reverse), elements of `es` bytes (4 or 1). Parallel over the pool. */
-void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols);
+ * being C and H*W or the reverse), elements of `es` bytes (4 or 1). Parallel over the pool, with
+ * pthreadpool's flags (PTHREADPOOL_FLAG_YIELD_WORKERS after a partition's last reorder). */
+void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols,
+                         uint32_t flags);
+
+/* alma's parallel loop beside XNNPACK's pthreadpool (xnn_pool.c): items claimed from a counter, the
+ * caller waiting only for workers that joined the job (nthreads includes the caller; NULL when out
+ * of memory or no thread starts). parfor is an alma_exec_parfor (pctx: the pool, NULL: serial). */
+typedef struct alma__xrt_pool alma__xrt_pool;
+alma__xrt_pool *alma__xrt_pool_new(int nthreads);
+void alma__xrt_pool_free(alma__xrt_pool *p);
+void alma__xrt_pool_parfor(void *pctx, int64_t items, alma_exec_item_fn fn, void *arg);
 
 /* ---- int8 (xnn_quant.c) ---- */
 typedef struct uses_t {

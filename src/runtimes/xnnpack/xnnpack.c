@@ -20,6 +20,7 @@
 
 #include "ops/contrib_bert.h"
 #include "ops/contrib_nbits.h"
+#include "ops/gemm_packed.h"
 #include "runtimes/xnnpack/xnn_rt.h"
 
 /* ---- static analysis: which nodes XNNPACK takes ----------------------------------------------- */
@@ -722,9 +723,25 @@ static void plan_free(xrt_plan *p) {
   free(p->vdt);
   free(p->xn);
   free(p->defer);
+  free(p->pooled);
   free(p->exported);
   if (p->pool) pthreadpool_destroy(p->pool);
+  alma__xrt_pool_free(p->apool);
   free(p);
+}
+
+/* A Gemm / MatMul (or alma.FusedGemm / FusedMatMul) whose B is a 2-D float32 initializer: EAGER's
+ * kernel packs B for few float32 rows (ops/gemm_packed.h) and splits it over a parallel loop. (The
+ * static dtype of its output may be unknown: shapes computed at run time; the kernel checks.) */
+static int gemm_on_const(const alma_graph *g, const alma_node *n) {
+  const char *t = n->op_type;
+  int std = !n->domain[0] && (!strcmp(t, "Gemm") || !strcmp(t, "MatMul"));
+  int fused = !strcmp(n->domain, "alma") && (!strcmp(t, "FusedGemm") || !strcmp(t, "FusedMatMul"));
+  if ((!std && !fused) || !n->op || n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 || n->n_outputs < 1 ||
+      n->outputs[0] < 0)
+    return 0;
+  const alma_tensor *w = g->values[n->inputs[1]].init;
+  return w && w->dtype == ALMA_DTYPE_FLOAT32 && w->rank == 2 && w->data;
 }
 
 static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
@@ -735,11 +752,12 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   p->threads = opts && opts->threads > 0 ? opts->threads : 1;
   p->xn = calloc((size_t)g->n_nodes + 1, sizeof *p->xn);
   p->defer = calloc((size_t)g->n_nodes + 1, 1);
+  p->pooled = calloc((size_t)g->n_nodes + 1, 1);
   p->exported = calloc((size_t)g->n_values + 1, 1);
   p->cval = calloc((size_t)g->n_values + 1, sizeof *p->cval);
   p->vq = calloc((size_t)g->n_values + 1, sizeof *p->vq);
   p->vdt = calloc((size_t)g->n_values + 1, sizeof *p->vdt);
-  if (!p->xn || !p->defer || !p->exported || !p->cval || !p->vq || !p->vdt) {
+  if (!p->xn || !p->defer || !p->pooled || !p->exported || !p->cval || !p->vq || !p->vdt) {
     plan_free(p);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
@@ -790,6 +808,25 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
     p->defer[i] = (unsigned char)all;
   }
   uses_free(&u);
+  /* float Gemm/MatMul nodes outside partitions on constant weights: EAGER's kernel with the pool as
+   * its parallel loop (the packed few-row kernel splits its panels over it), as BLAS and DNNL run
+   * them, instead of EAGER's one thread while the pool's workers spin */
+  for (int i = 0; st == ALMA_OK && i < g->n_nodes; i++)
+    if (p->xn[i].part < 0 && !p->defer[i] && gemm_on_const(g, &g->nodes[i])) p->pooled[i] = p->defer[i] = 1;
+  /* partitions of few-row candidates: fully-connected nodes on constant weights (and what folds
+   * into them, reshapes) in the plain layout */
+  for (int q = 0; st == ALMA_OK && q < p->n_parts; q++) {
+    xrt_part *P = &p->parts[q];
+    int n_fc = 0, ok = !P->nhwc;
+    for (int k = 0; k < P->n_nodes && ok; k++) {
+      int ni = P->nodes[k];
+      const xrt_node *xn = &p->xn[ni];
+      if (xn->fused_into >= 0 || (xn->kind == XK_RESHAPE && !xn->q && !xn->qpass)) continue;
+      ok = xn->kind == XK_FC && !xn->q && !xn->qlin && !xn->flatten_perm && gemm_on_const(g, &g->nodes[ni]);
+      n_fc++;
+    }
+    P->fc_only = ok && n_fc > 0;
+  }
   /* rank-4 boundary values of NHWC partitions are reordered on every run */
   for (int q = 0; st == ALMA_OK && r2.info && q < p->n_parts; q++) {
     xrt_part *P = &p->parts[q];
@@ -799,6 +836,8 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   alma__infer_result_free(&r2);
   alma__infer_result_free(&r3);
   if (st == ALMA_OK && p->threads > 1 && !(p->pool = pthreadpool_create((size_t)p->threads)))
+    st = alma__errorf(ALMA_ERR_NOMEM, "could not create a thread pool of %d threads", p->threads);
+  if (st == ALMA_OK && p->threads > 1 && !(p->apool = alma__xrt_pool_new(p->threads)))
     st = alma__errorf(ALMA_ERR_NOMEM, "could not create a thread pool of %d threads", p->threads);
   if (st != ALMA_OK) {
     plan_free(p);
@@ -824,7 +863,9 @@ static void flip8(void *data, size_t n) {
   for (size_t i = 0; i < n; i++) d[i] ^= 0x80;
 }
 
-/* Runs the partition's nodes with EAGER kernels (a shape XNNPACK rejected). */
+/* Runs the partition's nodes with EAGER kernels (a shape XNNPACK rejected, or few rows of an
+ * fc_only partition), with the pool as their parallel loop and the graph's constants known (a
+ * few-row Gemm/MatMul packs its weights, ops/gemm_packed.h). */
 static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
   const alma_graph *g = rs->p->g;
   alma_tensor *loc = calloc((size_t)g->n_values + 1, sizeof(alma_tensor));
@@ -844,7 +885,7 @@ static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
       const alma_tensor *cv = v < 0 ? NULL : alma__xrt_cst(g, rs->p->cval, v);
       in[j] = v < 0 ? NULL : e >= 0 ? &rs->cap[q][e] : cv ? cv : &loc[v];
     }
-    st = alma__op_run_node(NULL, n, in, n->n_inputs, out, n->n_outputs);
+    st = alma__op_run_node_of(g, n, in, n->n_inputs, out, n->n_outputs, rs->p->threads, alma__xrt_pool_parfor, rs->p->apool);
     for (int o = 0; st == ALMA_OK && o < n->n_outputs; o++) {
       if (n->outputs[o] >= 0) loc[n->outputs[o]] = out[o];
       else alma_tensor_free_data(&out[o]);
@@ -864,11 +905,34 @@ static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
   return st;
 }
 
+/* An fc_only partition whose fully-connected nodes all have at most ALMA_PACKED_MAX_ROWS rows now:
+ * the packed kernel streams each weight once, split over the pool (XNNPACK's fully_connected at
+ * [2,512]x[512,2048]: see docs/runtimes/xnnpack.md, Performance). */
+static int few_rows(const xrt_run *rs, const xrt_part *P, int q) {
+  if (!P->fc_only || !alma__packed_gemm_enabled()) return 0;
+  const xrt_plan *p = rs->p;
+  for (int k = 0; k < P->n_nodes; k++) {
+    int ni = P->nodes[k];
+    const xrt_node *xn = &p->xn[ni];
+    if (xn->kind != XK_FC || xn->fused_into >= 0) continue;
+    int e = xn->ext_slot[0], x = p->g->nodes[ni].inputs[0];
+    const alma_tensor *a = e >= 0 ? &rs->cap[q][e] : &rs->shape[x];
+    if (a->rank < 1) return 0;
+    int64_t rows = alma__numel(a->rank - 1, a->dims);
+    if (rows < 1 || rows > ALMA_PACKED_MAX_ROWS) return 0;
+  }
+  return 1;
+}
+
 static alma_status run_part(xrt_run *rs, int q) {
   xrt_plan *p = rs->p;
   xrt_part *P = &p->parts[q];
   const alma_graph *g = p->g;
   alma_tensor *cap = rs->cap[q];
+  if (few_rows(rs, P, q)) {
+    P->packed_runs++;
+    return run_eager(rs, P, q);
+  }
   /* the signature: every external input's rank and dims */
   int64_t sig[(ALMA_MAX_RANK + 1) * 64], *sigp = sig;
   int n_sig = 0;
@@ -918,7 +982,7 @@ static alma_status run_part(xrt_run *rs, int q) {
     size_t es = alma_dtype_size(t->dtype), numel = (size_t)alma_tensor_numel(t);
     if (nhwc4(P, t))
       alma__xrt_transpose(p->pool, t->data, b->in_buf[e], es, (size_t)t->dims[0], (size_t)t->dims[1],
-                          (size_t)(t->dims[2] * t->dims[3]));
+                          (size_t)(t->dims[2] * t->dims[3]), 0);
     else
       memcpy(b->in_buf[e], t->data, numel * es);
     if (p->vq[P->in[e]].flip) flip8(b->in_buf[e], numel);
@@ -938,41 +1002,24 @@ static alma_status run_part(xrt_run *rs, int q) {
     alma_tensor *t = &rs->shape[P->out[e]];
     if (b->out_buf[e])
       alma__xrt_transpose(p->pool, b->out_buf[e], t->data, alma_dtype_size(t->dtype), (size_t)t->dims[0],
-                          (size_t)(t->dims[2] * t->dims[3]), (size_t)t->dims[1]);
+                          (size_t)(t->dims[2] * t->dims[3]), (size_t)t->dims[1], PTHREADPOOL_FLAG_YIELD_WORKERS);
     if (p->vq[P->out[e]].flip) flip8(t->data, (size_t)alma_tensor_numel(t));
   }
   return ALMA_OK;
 }
 
-/* The contrib ops' parallel loop (contrib_nbits.h) on XNNPACK's pthreadpool; NULL pool (one
- * thread): in order on the calling thread, as pthreadpool does for a NULL pool. */
-typedef struct par_item {
-  alma__nbits_item_fn fn;
-  void *arg;
-} par_item;
-
-static void par_task(void *arg, size_t i) {
-  const par_item *t = arg;
-  t->fn(t->arg, (int64_t)i);
-}
-
-static void pool_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
-  par_item t = {fn, arg};
-  if (items > 0) pthreadpool_parallelize_1d(*(pthreadpool_t *)pctx, par_task, &t, (size_t)items, 0);
-}
-
 /* A node outside every partition that has a threaded form (ONNX Runtime's transformer contrib ops,
- * MatMulNBits: contrib_bert.h, contrib_nbits.h) runs it on the pool, as BLAS and DNNL do, instead
- * of EAGER's single thread. The executor has allocated (and zeroed) its outputs. */
+ * MatMulNBits: contrib_bert.h, contrib_nbits.h) runs it on the plan's own pool (xnn_pool.c), as BLAS
+ * and DNNL do, instead of EAGER's single thread. The executor has allocated (and zeroed) its outputs. */
 static int run_contrib(xrt_plan *p, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                        int nout, alma_status *st) {
   if (alma__contrib_par(n)) {
-    *st = alma__contrib_exec_par(n, in, nin, out, nout, p->threads, pool_parfor, &p->pool);
+    *st = alma__contrib_exec_par(n, in, nin, out, nout, p->threads, alma__xrt_pool_parfor, p->apool);
     return 1;
   }
   if (alma__is_mnb(n) && nin >= 1 && in[0] && in[0]->dtype == ALMA_DTYPE_FLOAT32 && nout >= 1 &&
       out[0].dtype == ALMA_DTYPE_FLOAT32) {
-    *st = alma__mnb_exec_par(n, in, nin, &out[0], p->threads, pool_parfor, &p->pool);
+    *st = alma__mnb_exec_par(n, in, nin, &out[0], p->threads, alma__xrt_pool_parfor, p->apool);
     return 1;
   }
   return 0;
@@ -987,6 +1034,11 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   xrt_plan *p = rs->p;
   const alma_graph *g = p->g;
   const xrt_node *xn = &p->xn[idx];
+  if (xn->part < 0 && p->pooled[idx]) {
+    /* deferred: the executor left the outputs to this call, which allocates them */
+    *handled = 1;
+    return alma__op_run_node_of(g, n, in, nin, out, nout, p->threads, alma__xrt_pool_parfor, p->apool);
+  }
   if (xn->part < 0) {
     *handled = p->defer[idx]; /* a constant only partitions read */
     alma_status st = ALMA_OK;
@@ -1059,7 +1111,8 @@ static alma_status xrt_run_plan(void *plan, const alma_tensor *inputs, int n_inp
     rs.have[q] = haves + o;
     o += p->parts[q].n_in;
   }
-  st = alma__exec_graph_deferred(p->g, p->n_parts ? hook : NULL, &rs, p->defer, inputs, n_inputs, outputs, n_outputs);
+  /* the hook also runs pooled nodes and contrib ops on the pool when no partition exists */
+  st = alma__exec_graph_deferred(p->g, hook, &rs, p->defer, inputs, n_inputs, outputs, n_outputs);
 out:
   for (int i = 0; caps && i < total_in; i++) alma_tensor_free_data(&caps[i]);
   free(caps);
@@ -1098,13 +1151,17 @@ static void xrt_describe(void *plan, FILE *f) {
     fprintf(f, "  partition %d: %d nodes, %s, %d input%s, %d output%s, %d reorder%s, ends at '%s'\n", q, P->n_nodes,
             P->nhwc ? "NHWC" : "plain layout", P->n_in, P->n_in == 1 ? "" : "s", P->n_out, P->n_out == 1 ? "" : "s",
             P->reorders, P->reorders == 1 ? "" : "s", g->nodes[P->anchor].name);
+    if (P->fc_only)
+      fprintf(f, "    fully-connected on constant weights: at most %d rows run EAGER's packed kernel on XNNPACK's threads (%lld run%s so far)\n",
+              ALMA_PACKED_MAX_ROWS, (long long)P->packed_runs, P->packed_runs == 1 ? "" : "s");
     for (xrt_build *b = P->builds; b; b = b->next)
       if (b->failed) fprintf(f, "    a shape signature runs on EAGER: %s\n", b->why);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const xrt_node *xn = &p->xn[i];
     char where[128];
-    if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
+    if (xn->part < 0 && p->pooled[i]) snprintf(where, sizeof where, "EAGER kernel on XNNPACK's threads (packed weights for few rows)");
+    else if (xn->part < 0 && p->defer[i]) snprintf(where, sizeof where, "skipped (constant baked into XNNPACK)");
     else if (xn->part < 0 && (alma__contrib_par(&g->nodes[i]) || alma__is_mnb(&g->nodes[i])))
       snprintf(where, sizeof where, "EAGER kernel on XNNPACK's threads");
     else if (xn->part < 0) snprintf(where, sizeof where, "EAGER");

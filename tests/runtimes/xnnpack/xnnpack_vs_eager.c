@@ -1,6 +1,6 @@
 /* XNNPACK against EAGER on the models of make_models.py: for each model in DIR/manifest.txt it
  * checks the placement (nodes on XNNPACK, partitions) against the manifest, then runs random
- * inputs at batch 1, 3 and 1 again (a new shape signature, then the cached runtime) with 1 and 2
+ * inputs at batch 1, 3, 17 and 1 again (new shape signatures, then the cached runtime) with 1 and 2
  * threads and compares every output with EAGER's.
  *
  * usage: xnnpack_vs_eager DIR
@@ -185,8 +185,10 @@ static int run_model(const char *path, int want_nodes, int want_parts, int want_
       alma_model_free(m);
       return 0;
     }
-    static const int batches[] = {1, 3, 1};
-    for (int bi = 0; bi < 3; bi++) {
+    /* 17: partitions of fully-connected nodes run EAGER's packed kernel up to 16 rows, XNNPACK's
+     * fully_connected above (check_few_rows.py checks the few-row side against numpy) */
+    static const int batches[] = {1, 3, 17, 1};
+    for (int bi = 0; bi < 4; bi++) {
       alma_tensor in[8], oe[8], ox[8];
       make_inputs(m, batches[bi], in);
       alma_status s1 = alma_session_run(se, in, ni, oe, no);
