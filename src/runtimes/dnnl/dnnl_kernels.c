@@ -1317,6 +1317,30 @@ static void ext_dims(const alma_tensor *t, int r, int64_t *dims) {
   for (int i = 0; i < r; i++) dims[i] = i < off ? 1 : t->dims[i - off];
 }
 
+/* src1 of a binary that broadcasts per channel (N or 1 x C x 1 x 1: a squeeze-and-excitation scale,
+ * a bias) next to a channel-blocked src0 (nChw8c, nChw16c): the same blocking, which oneDNN's jit
+ * binary requires of both; given plain, it took the reference kernel (EfficientNet-B0's SE Muls 25-97
+ * ms each at batch 1, where the jit kernel streams them in well under one). 0 when src0 is not
+ * channel-blocked in a standard order or the broadcast is another shape. */
+static int blocked_src1(const dnnl_memory_desc_t *m0, int r, const int64_t *dout, const int64_t *d1, alma_dtype dt,
+                        dnnl_memory_desc_t *m1) {
+  if (m0->format_kind != dnnl_blocked || r < 3 || r > 5 || d1[1] != dout[1]) return 0;
+  const dnnl_blocking_desc_t *bk = &m0->format_desc.blocking;
+  if (bk->inner_nblks != 1 || bk->inner_idxs[0] != 1 || (bk->inner_blks[0] != 8 && bk->inner_blks[0] != 16)) return 0;
+  for (int k = 2; k < r; k++)
+    if (d1[k] != 1) return 0;
+  int b16 = bk->inner_blks[0] == 16;
+  dnnl_format_tag_t tag = r == 3 ? (b16 ? dnnl_aBc16b : dnnl_aBc8b)
+                          : r == 4 ? (b16 ? dnnl_aBcd16b : dnnl_aBcd8b)
+                                   : (b16 ? dnnl_aBcde16b : dnnl_aBcde8b);
+  dnnl_dims_t a, b;
+  for (int k = 0; k < r; k++) a[k] = dout[k], b[k] = d1[k];
+  dnnl_memory_desc_t same;
+  dnnl_data_type_t t = alma__dn_dtype(dt);
+  if (dnnl_memory_desc_init_by_tag(&same, r, a, t, tag) != dnnl_success || !dnnl_memory_desc_equal(&same, m0)) return 0;
+  return dnnl_memory_desc_init_by_tag(m1, r, b, t, tag) == dnnl_success;
+}
+
 static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
@@ -1349,8 +1373,11 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
     ALMA_TRY(alma__dn_val_plain(p, s0, n));
     plain_md(&m0, r, dout, dt);
   }
+  int s1_blocked = 0;
   if (s1_full && s1->t.rank == r) {
     m1 = m0;
+  } else if ((s1_blocked = blocked_src1(&m0, r, dout, d1, dt, &m1))) {
+    if (s1->t.rank != r) ALMA_TRY(alma__dn_val_plain(p, s1, n));
   } else {
     ALMA_TRY(alma__dn_val_plain(p, s1, n));
     plain_md(&m1, r, d1, dt);
@@ -1372,8 +1399,21 @@ static alma_status run_binary(dn_plan *p, int idx, dn_val **in, const alma_tenso
   void *p0 = s0->has_blk && dnnl_memory_desc_equal(&s0->bmd, &m0) ? s0->bbuf->ptr : s0->t.data;
   void *p1 = NULL;
   dn_buf *tmp1 = NULL;
-  if (s1_full && s1->t.rank == r) ALMA_TRY(alma__dn_val_get(p, s1, &m1, 1, &p1, &tmp1, n));
-  else p1 = s1->t.data;
+  if ((s1_full || s1_blocked) && s1->t.rank == r) {
+    ALMA_TRY(alma__dn_val_get(p, s1, &m1, 1, &p1, &tmp1, n));
+  } else if (s1_blocked) { /* a lower rank broadcast ([C,1,1]): its plain data as the output's rank, reordered */
+    dnnl_memory_desc_t pl;
+    plain_md(&pl, r, d1, dt);
+    if (!(tmp1 = alma__dn_alloc(p, dnnl_memory_desc_get_size(&m1)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    alma_status rs = alma__dn_reorder(p, &pl, s1->t.data, &m1, tmp1->ptr, n);
+    if (rs != ALMA_OK) {
+      alma__dn_unref(p, tmp1);
+      return rs;
+    }
+    p1 = tmp1->ptr;
+  } else {
+    p1 = s1->t.data;
+  }
   dn_buf *db = s0 != s1 ? alma__dn_val_steal(s0, &m0) : NULL;
   if (!db && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&m0)))) {
     alma__dn_unref(p, tmp1);

@@ -105,6 +105,27 @@ def depthwise(d):
     save(d, "depthwise", nodes, [x_in("x", 4, 11, 11)], [y_out("y", 4)], inits, opset=14)
 
 
+def native_se_scale(d):
+    """Squeeze-and-excitation as EfficientNet/MobileNet-V3 write it: a per-channel scale [N,C,1,1]
+    computed from the blocked activation multiplies it (oneDNN's jit binary takes it only in the
+    activation's channel blocking), then a rank-3 [C,1,1] constant scale and a [1,C,1,1] shift; C = 20
+    pads the 8/16-channel blocks."""
+    nodes = [
+        N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        N("Relu", ["c1"], ["r1"]),
+        N("GlobalAveragePool", ["r1"], ["sq"]),
+        N("Conv", ["sq", "w2", "b2"], ["ex"]),
+        N("Sigmoid", ["ex"], ["sc"]),
+        N("Mul", ["r1", "sc"], ["se"]),
+        N("Mul", ["ks", "se"], ["se2"]),  # the broadcast operand first: swapped
+        N("Add", ["se2", "kb"], ["se3"]),
+        N("Conv", ["se3", "w3"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    inits = [w("w1", 20, 3, 3, 3), w("b1", 20), w("w2", 20, 20, 1, 1), w("b2", 20), w("w3", 8, 20, 3, 3),
+             w("ks", 20, 1, 1, scale=1.0), w("kb", 1, 20, 1, 1)]
+    save(d, "native_se_scale", nodes, [x_in("x", 3, 9, 9)], [y_out("y", 4)], inits)
+
+
 def boundaries(d):
     # blocked conv outputs read by EAGER nodes (Transpose, Reshape->Conv), by two convs, and
     # returned as a graph output while also used inside
@@ -502,7 +523,7 @@ def upsample_linear_eager(d):
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
+    for f in (resblock, downsample, depthwise, native_se_scale, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
               native_resize11, resize_f32_ties_eager, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
