@@ -40,9 +40,14 @@
  * int16 sums of two products saturate (255 * 127 * 2 > 32767): oneDNN leaves that to the user for
  * u8 sources (observed here: results off by up to 128 steps on random data), and for s8 sources
  * shifts by +128 and halves the convolution weights (7-bit weights: a bounded error of one weight
- * step) while its s8 matmul is exact. So on such CPUs the sources are given to oneDNN as s8
- * (x - 128, zero point - 128): exact matmuls, convolutions with oneDNN's 7-bit weights
- * (ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating u8 form instead). Depthwise
+ * step) while its s8 matmul is exact. So on such CPUs convolution sources with a non-zero zero
+ * point get 7-bit weights: the u8 source as it is, the weights halved here as oneDNN's s8 path
+ * would halve them and the output scales doubled (the same integers as giving the source as s8,
+ * x - 128, without that extra pass over it; ALMA_DNNL_INT8_HALVE=0 shifts instead), and
+ * ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating full-weight form instead.
+ * A convolution without padding takes its source zero point in the bias (- zp * sum(w), exact)
+ * rather than as oneDNN's zero-point attribute. A 1x1 cluster whose int8 output only a depthwise
+ * 3x3 cluster reads runs with that cluster as oneDNN's depthwise post-op (plan_dw, q_exec_dw). Depthwise
  * convolutions are the exception: oneDNN's depthwise kernels multiply in 32 bits, exact with u8
  * sources on any CPU, so they always get u8 (s8 sources shifted up; see conv_is_dw). With VNNI or AMX
  * (vpdpbusd) u8 sources go in as they are and everything is exact. Weights within [-64, 64] cannot
@@ -88,6 +93,9 @@ typedef struct qprim {
   int32_t zpv;
   float xsv;
   dn_buf *cache;                    /* DK_QDQ of a constant: its result, kept across runs */
+  dnnl_memory_t m_dww, m_dwb;       /* 1x1 + depthwise: the depthwise post-op's weights and bias */
+  void *dww;                        /* its weights in the primitive's layout (owned) */
+  float *dwb;                       /* its bias in accumulator units (owned) */
   char impl[64];
   char why[160];
 } qprim;
@@ -168,6 +176,11 @@ typedef struct qclu {
   int n_int8_runs, n_fallback_runs;
   qprim pr;
   qprim pr2;                        /* dyn: the primitive for a non-zero source zero point (pr: zero point 0) */
+  int dw_next;                      /* 1x1 cluster: the depthwise cluster it may run fused (oneDNN's dw post-op), -1 */
+  int dw_prev;                      /* depthwise cluster: the 1x1 cluster that may compute it, -1 */
+  int64_t dw_done_run;              /* depthwise cluster: the run in which the 1x1 cluster computed it */
+  int n_dw_runs;                    /* 1x1 cluster: runs fused with its depthwise cluster */
+  qprim prdw;                       /* 1x1 cluster: the fused 1x1 + depthwise primitive */
 } qclu;
 
 typedef struct qlazy {
@@ -175,6 +188,7 @@ typedef struct qlazy {
 } qlazy;
 
 typedef struct dn_qstate {
+  int dw_off;                       /* ALMA_DNNL_DW_FUSE=0: no int8 1x1 + depthwise fusion */
   qclu *clu;
   int nclu;
   qlazy *lazy;
@@ -230,6 +244,8 @@ static dn_qstate *qstate(dn_plan *p) {
   S->fallback = m && !strcmp(m, "fallback");
   const char *mv = getenv("ALMA_DNNL_INT8_MOVE");
   S->move_off = mv && !strcmp(mv, "0");
+  const char *dwf = getenv("ALMA_DNNL_DW_FUSE");
+  S->dw_off = dwf && !strcmp(dwf, "0");
   p->q = S;
   return S;
 }
@@ -248,11 +264,13 @@ static void new_run(dn_plan *p, dn_qstate *S) {
 static void qprim_free(qprim *q) {
   if (q->p) dnnl_primitive_destroy(q->p);
   if (q->pd) dnnl_primitive_desc_destroy(q->pd);
-  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->m_zp, &q->m_xs};
+  dnnl_memory_t *ms[] = {&q->m_src, &q->m_wei, &q->m_bias, &q->m_dst, &q->m_scr, &q->m_zp, &q->m_xs, &q->m_dww, &q->m_dwb};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     if (*ms[i]) dnnl_memory_destroy(*ms[i]);
   free(q->wei);
   free(q->bias);
+  free(q->dww);
+  free(q->dwb);
   if (q->cache && --q->cache->refs <= 0) { /* values hold it only during a run */
     free(q->cache->ptr);
     free(q->cache);
@@ -278,11 +296,52 @@ static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) 
   return ALMA_OK;
 }
 
+/* qdecline for the fused 1x1 + depthwise primitive: the two clusters then run apart, in int8. */
+static alma_status dw_decline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static alma_status dw_decline(qprim *q, const alma_node *n, const char *fmt, ...) {
+  char why[sizeof q->why];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  dnnl_memory_desc_t xmd = q->xmd;
+  uint64_t k = q->pkey;
+  qprim_free(q);
+  q->valid = q->declined = 1;
+  q->xmd = xmd;
+  q->pkey = k;
+  memcpy(q->why, why, sizeof why);
+  ALMA_LOGD("DNNL int8: node '%s' (%s): no 1x1 + depthwise fusion, the two run apart: %s", n->name, n->op_type, q->why);
+  return ALMA_OK;
+}
+
 static dnnl_primitive_attr_t new_attr(void) {
   dnnl_primitive_attr_t a = NULL;
   if (dnnl_primitive_attr_create(&a) != dnnl_success) return NULL;
   dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user);
   return a;
+}
+
+/* The weights halved (round to nearest even, as oneDNN's own s8-source path rounds them): 7-bit
+ * weights, whose u8 x s8 pair sums cannot saturate vpmaddubsw (255 * 64 * 2 < 32767). NULL on OOM. */
+static int8_t *half_weights(const int8_t *w, int64_t n) {
+  int8_t *h = malloc((size_t)(n > 0 ? n : 1));
+  if (h)
+    for (int64_t i = 0; i < n; i++) h[i] = (int8_t)nearbyintf((float)w[i] * 0.5f);
+  return h;
+}
+
+/* ALMA_DNNL_INT8_HALVE=0: without VNNI, u8 sources with a zero point are shifted to s8 for oneDNN's s8
+ * path, as before (comparisons); default: given as u8 with the weights halved here (shift 2). */
+static int q_halve_off(void) {
+  const char *e = getenv("ALMA_DNNL_INT8_HALVE");
+  return e && !strcmp(e, "0");
+}
+
+/* ALMA_DNNL_INT8_ZP_BIAS=0: source zero points of unpadded convolutions stay oneDNN attributes (comparisons). */
+static int q_zp_fold_off(void) {
+  const char *e = getenv("ALMA_DNNL_INT8_ZP_BIAS");
+  return e && !strcmp(e, "0");
 }
 
 static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
@@ -440,8 +499,13 @@ static int add_memory(dn_plan *p, dnnl_memory_t *m, const dnnl_memory_desc_t *md
 static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tensor *os, int shift) {
   const alma_node *n = a->n;
   const alma_tensor *x = &a->x->t;
+  int half = shift == 2; /* u8 source as it is, weights halved here (7-bit), output scales doubled */
+  if (half) shift = 0;
   dnnl_data_type_t sdt = a->emu ? dnnl_f32 : shift > 0 ? dnnl_s8 : shift < 0 ? dnnl_u8 : alma__dn_dtype(x->dtype);
   dnnl_data_type_t wdt = a->emu ? dnnl_f32 : dnnl_s8;
+  int8_t *wh = half ? half_weights(a->w, alma__numel(a->wrank, a->wdims)) : NULL;
+  if (half && !wh) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  const void *wsrc = half ? (const void *)wh : a->w;
   dnnl_data_type_t ddt = alma__dn_dtype(os->dtype);
   int64_t OC = a->kind == QK_CONV ? a->wdims[0] : os->dims[os->rank - 1];
   if (a->nws != 1 && a->nws != OC) return qdecline(q, n, "weight scales neither per tensor nor per output channel");
@@ -535,12 +599,27 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
     /* dyn: x_scale is this run's, a binary post-op (oneDNN 2.6's int8 convolutions take no run-time output scales) */
     double s = a->s32 ? 1.0 : (a->dyn ? 1.0 : (double)a->xs) * (a->ws ? a->ws[c] : 1.0f);
     if (fold_y) s /= a->ys;
+    if (half) s *= 2.0;
     sc[c] = (float)s;
   }
   dnnl_status_t s = dnnl_success;
   if (!a->s32 && !a->emu) s = dnnl_primitive_attr_set_output_scales(attr, a->nws, a->nws > 1 ? mask : 0, sc);
   int32_t szp = a->emu ? 0 : a->xzp - 128 * shift, rtz = DNNL_RUNTIME_S32_VAL;
   int with_zp = a->dyn ? !a->emu && (a->xzp != 0 || shift) : szp != 0;
+  /* A convolution without padding reads only real source values, so its source zero point is a
+   * constant per output channel: sum(w * (x - zp)) = sum(w * x) - zp * sum(w). It goes into the
+   * bias (in accumulator units) instead of oneDNN's zero-point attribute, whose compensation costs
+   * every output (and which rules out oneDNN's fused 1x1 + depthwise kernel). */
+  int zp_in_bias = 0;
+  if (with_zp && !a->dyn && a->kind == QK_CONV && a->wconst && !q_zp_fold_off()) {
+    alma__nn_geom gm;
+    int nsp = x->rank - 2;
+    zp_in_bias = alma__nn_geom_read(n, nsp, x->dims + 2, a->wdims + 2, 1, &gm) == ALMA_OK &&
+                 alma__nn_geom_forward(n, &gm, 0) == ALMA_OK;
+    alma__error_clear();
+    for (int i = 0; i < nsp && zp_in_bias; i++) zp_in_bias = gm.pb[i] == 0 && gm.pe[i] == 0;
+    if (zp_in_bias) with_zp = 0, with_bias = 1;
+  }
   if (s == dnnl_success && with_zp) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, a->dyn ? &rtz : &szp);
   int bin = a->dyn && !a->emu; /* post-op 0 multiplies by this run's x_scale */
   dnnl_memory_desc_t one_md;
@@ -563,6 +642,7 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   if (s != dnnl_success) {
     dnnl_primitive_attr_destroy(attr);
     free(sc);
+    free(wh);
     return qdecline(q, n, "attributes rejected (status %d)", (int)s);
   }
   if (a->kind == QK_CONV) {
@@ -588,14 +668,20 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   }
   dnnl_primitive_attr_destroy(attr);
   free(sc);
-  if (s != dnnl_success) return qdecline(q, n, "no int8 implementation (status %d)", (int)s);
+  if (s != dnnl_success) {
+    free(wh);
+    return qdecline(q, n, "no int8 implementation (status %d)", (int)s);
+  }
   /* a reference int8 kernel is slower than the float path it replaces */
-  if (impl_is_ref(q->impl)) return qdecline(q, n, "only a reference int8 kernel (%s)", q->impl);
+  if (impl_is_ref(q->impl)) {
+    free(wh);
+    return qdecline(q, n, "only a reference int8 kernel (%s)", q->impl);
+  }
   q->src_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0);
   q->wei_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
   q->dst_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0);
   q->bias_md = b_md;
-  q->shift = shift;
+  q->shift = half ? 2 : shift;
   q->has_sum = a->res != NULL;
   q->rt_zp = a->dyn && with_zp;
   dnnl_memory_desc_t zmd;
@@ -604,27 +690,45 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
   if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, &q->src_md) ||
       !add_memory(p, &q->m_wei, &q->wei_md) || (with_bias && !add_memory(p, &q->m_bias, &b_md)) ||
       !add_memory(p, &q->m_dst, &q->dst_md) || (bin && !add_memory(p, &q->m_xs, &one_md)) ||
-      (q->rt_zp && !add_memory(p, &q->m_zp, &zmd)))
+      (q->rt_zp && !add_memory(p, &q->m_zp, &zmd))) {
+    free(wh);
     return qdecline(q, n, "primitive creation failed");
+  }
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
-  if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd))
+  if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd)) {
+    free(wh);
     return qdecline(q, n, "primitive creation failed");
+  }
   /* bias in accumulator units: dst = scale * (acc + bias) in oneDNN 2.x (dyn: filled each run, as
    * x_scale changes; emu: no scale, real units) */
   if (with_bias) {
-    if (!(q->bias = malloc(sizeof(float) * (size_t)OC))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    if (!(q->bias = malloc(sizeof(float) * (size_t)OC))) {
+      free(wh);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    }
+    int64_t per = OC > 0 ? alma__numel(a->wrank, a->wdims) / OC : 0; /* weights per output channel */
     for (int64_t c = 0; c < OC; c++) {
       double wsc = a->ws ? a->ws[a->nws > 1 ? c : 0] : 1.0;
-      q->bias[c] = a->bq ? (float)a->bq[c] : a->emu ? a->bf[c] : (float)((double)a->bf[c] / ((double)a->xs * wsc));
+      double b = a->bq ? (double)a->bq[c] : a->emu ? a->bf[c] : a->bf ? (double)a->bf[c] / ((double)a->xs * wsc) : 0.0;
+      if (half) b *= 0.5; /* accumulator units of the halved weights */
+      if (zp_in_bias) { /* - zp * sum(w[c]), exact in integers */
+        const int8_t *wc = (const int8_t *)wsrc + c * per;
+        int64_t sum = 0;
+        for (int64_t k = 0; k < per; k++) sum += wc[k];
+        b -= (double)szp * (double)sum;
+      }
+      q->bias[c] = (float)b;
     }
   }
+  alma_status st = ALMA_OK;
   if (a->wconst) {
     size_t sz = dnnl_memory_desc_get_size(&q->wei_md);
-    if (!(q->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    if (!(q->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     p->n_reorder_wei++;
-    ALMA_TRY(alma__dn_reorder(p, &q->wplain, (void *)a->w, &q->wei_md, q->wei, n));
+    if (st == ALMA_OK) st = alma__dn_reorder(p, &q->wplain, (void *)wsrc, &q->wei_md, q->wei, n);
   }
-  return ALMA_OK;
+  free(wh);
+  return st;
 }
 
 /* The u8 -> s8 (x - 128) or s8 -> u8 (x + 128) shift of the source (q->shift 1 or -1), from layout
@@ -704,6 +808,9 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
   int shift = a->emu || is_mm ? 0
               : dw ? (x->t.dtype == S8 ? -1 : 0)
               : x->t.dtype == U8 && !a->w7 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
+  /* without VNNI: rather than shifting the source to s8 (a pass over it, then oneDNN's s8 path,
+   * which adds 128 back and halves the weights), the u8 source as it is with the weights halved here */
+  if (shift == 1 && S->conv_s8 == 2 && !a->dyn && !a->s32 && a->wconst && !q_halve_off()) shift = 2;
   if (a->dyn && a->alt && !a->emu && a->xzp != 0) q = a->alt;
   /* the key: the source's dims and type (its layout is converted into the primitive's) */
   dnnl_memory_desc_t xmd, xpl;
@@ -716,7 +823,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
     q->xmd = xpl;
     q->pkey = key;
     ALMA_LOGD("DNNL int8: node '%s': building its primitive (source %s%s, zero point %d)", n->name, dt_name(x->t.dtype),
-              shift > 0 ? " as s8" : shift < 0 ? " as u8" : "", a->xzp);
+              shift == 2 ? " with 7-bit weights" : shift > 0 ? " as s8" : shift < 0 ? " as u8" : "", a->xzp);
     ALMA_TRY(q_build(p, q, a, &os, shift));
   }
   if (q->declined) return ALMA_OK;
@@ -765,7 +872,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
       alma__dn_unref(p, ftmp);
     }
     sp = stmp ? stmp->ptr : NULL;
-  } else if (shift) {
+  } else if (shift == 1 || shift == -1) {
     if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     st = q_shift(p, q, &xmd, x->has_blk ? x->bbuf->ptr : x->t.data, stmp->ptr, n);
     sp = stmp->ptr;
@@ -824,6 +931,212 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
   alma__dn_unref(p, stmp);
   alma__dn_unref(p, wtmp);
   return q_done(p, st, db, out, &os, &omd, done, !a->emu);
+}
+
+static void clu_args(dn_plan *p, qclu *c, qargs *a);
+
+/* Builds the fused 1x1 (a) + depthwise 3x3 (b) convolution: a's source (shift as q_exec chose it),
+ * its zero point folded into the bias (no padding), output scales x_scale * w_scale / y_scale with
+ * its Relu/Clip, the u8 intermediate, then oneDNN's depthwise post-op with b's weights, bias (in
+ * b's accumulator units) and scales, and b's Relu/Clip, into b's int8 destination. */
+static alma_status q_build_dw(dn_plan *p, qprim *q, const qargs *a, const qargs *b, const alma_tensor *os,
+                              const alma_tensor *ds, int shift, int stride) {
+  const alma_node *n = a->n;
+  const alma_tensor *x = &a->x->t;
+  int64_t N = x->dims[0], C = x->dims[1], OC = a->wdims[0], H = x->dims[2], W = x->dims[3];
+  dnnl_dims_t sd = {N, C, H, W}, wd = {OC, C, 1, 1}, bd = {OC}, dd = {N, OC, os->dims[2], os->dims[3]};
+  dnnl_dims_t one = {1, 1}, zero = {0, 0};
+  int half = shift == 2; /* as in q_build */
+  if (half) shift = 0;
+  dnnl_data_type_t sdt = shift > 0 ? dnnl_s8 : alma__dn_dtype(x->dtype);
+  dnnl_memory_desc_t s_md, w_md, b_md, d_md;
+  dnnl_memory_desc_init_by_tag(&s_md, 4, sd, sdt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&w_md, 4, wd, dnnl_s8, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
+  dnnl_memory_desc_init_by_tag(&d_md, 4, dd, alma__dn_dtype(a->ydt), dnnl_format_tag_any);
+  int32_t szp = a->xzp - 128 * shift;
+  if (a->nws != 1 && a->nws != OC) return dw_decline(q, n, "weight scales neither per tensor nor per output channel");
+  if (b->nws != 1 && b->nws != OC) return dw_decline(q, n, "depthwise weight scales neither per tensor nor per channel");
+  float *sc = malloc(sizeof(float) * (size_t)OC), *scb = malloc(sizeof(float) * (size_t)OC);
+  q->bias = malloc(sizeof(float) * (size_t)OC);
+  float *bdw = malloc(sizeof(float) * (size_t)OC);
+  int8_t *wdw = malloc((size_t)(OC * 9));
+  int8_t *w1 = half ? half_weights(a->w, OC * C) : NULL;
+  const int8_t *wa = half ? w1 : a->w;
+  dnnl_primitive_attr_t attr = new_attr();
+  dnnl_post_ops_t po = NULL;
+  if (!sc || !scb || !q->bias || !bdw || !wdw || (half && !w1) || !attr || dnnl_post_ops_create(&po) != dnnl_success) {
+    free(sc), free(scb), free(bdw), free(wdw), free(w1);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  for (int64_t c = 0; c < OC; c++) {
+    double wsa = a->ws[a->nws > 1 ? c : 0], wsb = b->ws[b->nws > 1 ? c : 0];
+    sc[c] = (float)((double)a->xs * wsa / a->ys * (half ? 2.0 : 1.0));
+    scb[c] = (float)((double)b->xs * wsb / b->ys);
+    const int8_t *wc = wa + c * C;
+    int64_t sum = 0;
+    for (int64_t k = 0; k < C; k++) sum += wc[k];
+    double ba = a->bq ? (double)a->bq[c] : a->bf ? (double)a->bf[c] / ((double)a->xs * wsa) : 0.0;
+    if (half) ba *= 0.5;
+    q->bias[c] = (float)(ba - (double)szp * (double)sum);
+    bdw[c] = b->bq ? (float)b->bq[c] : b->bf ? (float)((double)b->bf[c] / ((double)b->xs * wsb)) : 0.0f;
+  }
+  memcpy(wdw, b->w, (size_t)(OC * 9));
+  dnnl_status_t s = dnnl_primitive_attr_set_output_scales(attr, OC, 1 << 1, sc);
+  for (int e = 0; s == dnnl_success && e < a->n_elt; e++) {
+    int clip = a->elt[e].alg != dnnl_eltwise_relu;
+    s = dnnl_post_ops_append_eltwise(po, 1.0f, a->elt[e].alg, clip ? a->elt[e].alpha / a->ys : a->elt[e].alpha,
+                                     clip ? a->elt[e].beta / a->ys : a->elt[e].beta);
+  }
+  if (s == dnnl_success)
+    s = dnnl_post_ops_append_dw(po, dnnl_s8, dnnl_f32, alma__dn_dtype(b->ydt), 3, stride, 1, OC, 1 << 1, scb);
+  for (int e = 0; s == dnnl_success && e < b->n_elt; e++) {
+    int clip = b->elt[e].alg != dnnl_eltwise_relu;
+    s = dnnl_post_ops_append_eltwise(po, 1.0f, b->elt[e].alg, clip ? b->elt[e].alpha / b->ys : b->elt[e].alpha,
+                                     clip ? b->elt[e].beta / b->ys : b->elt[e].beta);
+  }
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  dnnl_post_ops_destroy(po);
+  free(sc);
+  free(scb);
+  dnnl_convolution_desc_t cd;
+  if (s == dnnl_success)
+    s = dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_md, &w_md, &b_md,
+                                           &d_md, one, zero, zero);
+  if (s == dnnl_success) s = alma__dn_pd_create(p, &q->pd, &cd, attr, q->impl, sizeof q->impl);
+  dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) {
+    free(bdw), free(wdw), free(w1);
+    return dw_decline(q, n, "no int8 1x1 convolution with a depthwise post-op (status %d)", (int)s);
+  }
+  if (impl_is_ref(q->impl)) {
+    free(bdw), free(wdw), free(w1);
+    return dw_decline(q, n, "1x1 + depthwise only on a reference kernel (%s)", q->impl);
+  }
+  size_t il = strlen(q->impl); /* oneDNN names the 1x1 kernel only: the plan shows the fusion */
+  snprintf(q->impl + il, sizeof q->impl - il, "+dw%d", stride);
+  q->src_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0);
+  q->wei_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_weights_md, 0);
+  q->dst_md = *dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0);
+  const dnnl_memory_desc_t *dwmd =
+      dnnl_primitive_desc_query_md(q->pd, dnnl_query_exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+  const dnnl_memory_desc_t *dbmd =
+      dnnl_primitive_desc_query_md(q->pd, dnnl_query_exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS);
+  if (q->dst_md.ndims != 4 || q->dst_md.dims[0] != ds->dims[0] || q->dst_md.dims[1] != OC ||
+      q->dst_md.dims[2] != ds->dims[2] || q->dst_md.dims[3] != ds->dims[3] || !dwmd || dwmd->ndims == 0 || !dbmd ||
+      dbmd->ndims == 0) {
+    free(bdw), free(wdw), free(w1);
+    return dw_decline(q, n, "depthwise post-op output of another shape");
+  }
+  q->bias_md = b_md;
+  q->shift = half ? 2 : shift;
+  q->wplain = *dwmd; /* (the depthwise weights' layout) */
+  q->dwb = bdw;
+  dnnl_memory_desc_t dwplain;
+  int64_t dw64[5] = {OC, 1, 1, 3, 3}, wd64[4] = {OC, C, 1, 1};
+  alma__dn_plain_md_dt(&dwplain, 5, dw64, dnnl_s8);
+  dnnl_memory_desc_t wplain;
+  alma__dn_plain_md_dt(&wplain, 4, wd64, dnnl_s8);
+  if (dnnl_primitive_create(&q->p, q->pd) != dnnl_success || !add_memory(p, &q->m_src, &q->src_md) ||
+      !add_memory(p, &q->m_wei, &q->wei_md) || !add_memory(p, &q->m_bias, &b_md) || !add_memory(p, &q->m_dst, &q->dst_md) ||
+      !add_memory(p, &q->m_dww, dwmd) || !add_memory(p, &q->m_dwb, dbmd)) {
+    free(wdw), free(w1);
+    return dw_decline(q, n, "primitive creation failed");
+  }
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(q->pd, dnnl_query_scratchpad_md, 0);
+  if (smd && smd->ndims > 0 && (q->scr_size = dnnl_memory_desc_get_size(smd)) > 0 && !add_memory(p, &q->m_scr, smd)) {
+    free(wdw), free(w1);
+    return dw_decline(q, n, "primitive creation failed");
+  }
+  size_t sz = dnnl_memory_desc_get_size(&q->wei_md), sz2 = dnnl_memory_desc_get_size(dwmd);
+  q->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63);
+  q->dww = aligned_alloc(64, (sz2 + 63) & ~(size_t)63);
+  if (!q->wei || !q->dww) {
+    free(wdw), free(w1);
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  }
+  p->n_reorder_wei += 2;
+  alma_status st = alma__dn_reorder(p, &wplain, (void *)wa, &q->wei_md, q->wei, n);
+  if (st == ALMA_OK) st = alma__dn_reorder(p, &dwplain, wdw, dwmd, q->dww, n);
+  free(wdw), free(w1);
+  return st;
+}
+
+/* Runs cluster a (a 1x1 convolution) fused with its depthwise cluster b into b's output (*done = 1),
+ * or declines (*done = 0: both then run apart). */
+static alma_status q_exec_dw(dn_plan *p, qclu *ca, qclu *cb, int *done) {
+  dn_qstate *S = p->q;
+  qargs a, b;
+  *done = 0;
+  clu_args(p, ca, &a);
+  clu_args(p, cb, &b);
+  dn_val *x = a.x;
+  const alma_node *n = a.n, *bn = b.n;
+  if (!x || !x->live || !is_q8(x->t.dtype) || x->t.rank != 4 || (ca->xdt && ca->xdt != x->t.dtype)) return ALMA_OK;
+  alma_tensor os, ds;
+  if (!q_shape(&a, &os) || alma__numel(os.rank, os.dims) == 0) return ALMA_OK;
+  /* a: 1x1, stride 1, no pads, one group; b: the depthwise 3x3 of stride 1 or 2, pads 1, no dilation */
+  alma__nn_geom ga, gb;
+  int ok = alma__attr_i(n, "group", 1) == 1 && alma__nn_geom_read(n, 2, x->t.dims + 2, a.wdims + 2, 1, &ga) == ALMA_OK &&
+           alma__nn_geom_forward(n, &ga, 0) == ALMA_OK && alma__nn_geom_read(bn, 2, os.dims + 2, b.wdims + 2, 1, &gb) == ALMA_OK &&
+           alma__nn_geom_forward(bn, &gb, 0) == ALMA_OK;
+  alma__error_clear();
+  for (int i = 0; i < 2 && ok; i++)
+    ok = ga.s[i] == 1 && ga.d[i] == 1 && ga.pb[i] == 0 && ga.pe[i] == 0 && gb.s[i] == gb.s[0] && (gb.s[i] == 1 || gb.s[i] == 2) &&
+         gb.d[i] == 1 && gb.pb[i] == 1 && gb.pe[i] == 1 && gb.out[i] == (os.dims[2 + i] - 1) / gb.s[i] + 1;
+  if (!ok) return ALMA_OK;
+  ds = os;
+  ds.dtype = b.ydt;
+  ds.dims[2] = gb.out[0];
+  ds.dims[3] = gb.out[1];
+  int shift = x->t.dtype == U8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a.xzp != 0));
+  if (shift == 1 && S->conv_s8 == 2 && !q_halve_off()) shift = 2; /* as in q_exec */
+  qprim *q = &ca->prdw;
+  dnnl_memory_desc_t xmd, xpl;
+  alma__dn_plain_md_dt(&xpl, x->t.rank, x->t.dims, alma__dn_dtype(x->t.dtype));
+  alma__dn_val_md(x, &xmd);
+  uint64_t key = q_key(&a, &os, shift) * 31 + q_key(&b, &ds, 0) + 1;
+  if (!q->valid || q->pkey != key || !dnnl_memory_desc_equal(&q->xmd, &xpl)) {
+    qprim_free(q);
+    q->valid = 1;
+    q->xmd = xpl;
+    q->pkey = key;
+    ALMA_LOGD("DNNL int8: node '%s': building its primitive with '%s' as depthwise post-op", n->name, bn->name);
+    ALMA_TRY(q_build_dw(p, q, &a, &b, &os, &ds, shift, (int)gb.s[0]));
+  }
+  if (q->declined) return ALMA_OK;
+  alma_status st = ALMA_OK;
+  dn_buf *stmp = NULL, *db = NULL;
+  void *sp = NULL;
+  if (shift == 1) {
+    if (!(stmp = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->src_md)))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    st = q_shift(p, q, &xmd, x->has_blk ? x->bbuf->ptr : x->t.data, stmp->ptr, n);
+    sp = stmp->ptr;
+  } else {
+    st = alma__dn_val_get(p, x, &q->src_md, 1, &sp, &stmp, n);
+  }
+  if (st == ALMA_OK && !(db = alma__dn_alloc(p, dnnl_memory_desc_get_size(&q->dst_md))))
+    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) {
+    dnnl_exec_arg_t args[8];
+    int na = 0;
+    dnnl_memory_set_data_handle(q->m_src, sp);
+    dnnl_memory_set_data_handle(q->m_wei, q->wei);
+    dnnl_memory_set_data_handle(q->m_bias, q->bias);
+    dnnl_memory_set_data_handle(q->m_dst, db->ptr);
+    dnnl_memory_set_data_handle(q->m_dww, q->dww);
+    dnnl_memory_set_data_handle(q->m_dwb, q->dwb);
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, q->m_src};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, q->m_wei};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, q->m_bias};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, q->m_dst};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, q->m_dww};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, q->m_dwb};
+    st = q_execute(p, q, n, args, na);
+  }
+  alma__dn_unref(p, stmp);
+  return q_done(p, st, db, &p->vals[cb->outv], &ds, &q->dst_md, done, 1);
 }
 
 /* QK_ADD: y = Q(DQ(a) + DQ(b)) [through eltwise steps] as one oneDNN binary primitive on the int8
@@ -1090,6 +1403,7 @@ static void clu_free(qclu *c) {
   free(c->wf);
   free(c->wsplit);
   qprim_free(&c->pr);
+  qprim_free(&c->prdw);
   qprim_free(&c->pr2);
 }
 
@@ -1433,6 +1747,54 @@ no:
   return 0;
 }
 
+/* Eltwise steps that commute with a positive scale (1/y_scale folds into the output scales). */
+static int elt_folds(const qclu *c) {
+  for (int e = 0; e < c->n_elt; e++)
+    if (c->elt[e].alg != dnnl_eltwise_relu && c->elt[e].alg != dnnl_eltwise_clip && c->elt[e].alg != dnnl_eltwise_clip_v2)
+      return 0;
+  return 1;
+}
+
+/* The int8 form of the float path's 1x1 + depthwise fusion (MobileNet's expand and depthwise
+ * convolutions): a 1x1 convolution cluster A whose int8 output (zero point 0, u8: after Relu/Clip)
+ * is read only through a lazy DequantizeLinear by a depthwise 3x3 cluster B of the same scale and
+ * zero point, B with eltwise steps only and a u8/s8 destination of zero point 0. A then runs as one
+ * oneDNN convolution with a depthwise post-op whose output is B's (the expand output never stored);
+ * the geometry and oneDNN's answer are checked when it runs (q_exec_dw), else both run apart. */
+static void plan_dw(dn_plan *p, dn_qstate *S, const int *consumer) {
+  const alma_graph *g = p->g;
+  for (int ci = 0; ci < S->nclu; ci++) {
+    S->clu[ci].dw_next = S->clu[ci].dw_prev = -1;
+    S->clu[ci].dw_done_run = INT64_MIN;
+  }
+  if (S->dw_off) return;
+  for (int ci = 0; ci < S->nclu; ci++) {
+    qclu *a = &S->clu[ci];
+    if (a->kind != QK_CONV || a->dyn || a->emu || !a->yq || a->ydt != U8 || a->yzp != 0 || a->sum_other >= 0 ||
+        a->wrank != 4 || a->wdims[2] != 1 || a->wdims[3] != 1 || !elt_folds(a) || a->dw_prev >= 0)
+      continue;
+    int v = a->outv;
+    if (p->static_uses[v] != 1 || consumer[v] < 0) continue;
+    int di = consumer[v];
+    const alma_node *dq = &g->nodes[di];
+    if (!is_op(dq, "DequantizeLinear") || p->nodes[di].q_role != DN_Q_LAZY || dq->inputs[0] != v || dq->outputs[0] < 0)
+      continue;
+    int dv = dq->outputs[0];
+    if (p->static_uses[dv] != 1 || consumer[dv] < 0) continue;
+    int bi = consumer[dv];
+    if (p->nodes[bi].q_role != DN_Q_MEMBER) continue;
+    qclu *b = &S->clu[p->nodes[bi].q_idx];
+    const alma_node *bn = &g->nodes[b->anchor];
+    if (b == a || b->anchor != bi || bn->inputs[0] != dv || b->kind != QK_CONV || b->dyn || b->emu || !b->yq ||
+        !is_q8(b->ydt) || b->yzp != 0 || b->sum_other >= 0 || b->xv != v || b->xs != a->ys || b->xzp != a->yzp ||
+        b->wrank != 4 || b->wdims[1] != 1 || b->wdims[2] != 3 || b->wdims[3] != 3 || !elt_folds(b) || b->dw_next >= 0 ||
+        b->dw_prev >= 0 || alma__attr_i(bn, "group", 1) != b->wdims[0] || b->wdims[0] != a->wdims[0])
+      continue;
+    a->dw_next = p->nodes[bi].q_idx;
+    b->dw_prev = ci;
+  }
+}
+
 void alma__dn_q_plan(dn_plan *p) {
   const alma_graph *g = p->g;
   dn_qstate *S = qstate(p);
@@ -1513,6 +1875,7 @@ void alma__dn_q_plan(dn_plan *p) {
     const alma_node *qn = producer(g, c->xv);
     if (qn && is_op(qn, "QuantizeLinear") && S->hint[qn - g->nodes] < 0) S->hint[qn - g->nodes] = ci;
   }
+  plan_dw(p, S, consumer);
   free(consumer);
 }
 
@@ -1624,10 +1987,21 @@ alma_status alma__dn_q_step(dn_plan *p, int idx, int *at) {
   *at = c->anchor;
   const alma_graph *g = p->g;
   int done = 0;
-  if (!S->fallback) {
+  if (c->dw_prev >= 0 && c->dw_done_run == S->run_id) {
+    done = 1; /* computed by its 1x1 cluster's fused primitive: only its inputs are retired */
+  } else if (!S->fallback) {
     qargs a;
     clu_args(p, c, &a);
-    if (c->kind == QK_MOVE) {
+    if (c->dw_next >= 0) {
+      qclu *b = &S->clu[c->dw_next];
+      ALMA_TRY(q_exec_dw(p, c, b, &done));
+      if (done) {
+        b->dw_done_run = S->run_id;
+        c->n_dw_runs++;
+      }
+    }
+    if (done) {
+    } else if (c->kind == QK_MOVE) {
       ALMA_TRY(q_exec_move(p, c, &done));
       p->n_int8 += done && is_op(&g->nodes[c->anchor], "MaxPool"); /* (a view is no primitive) */
     } else if (c->kind == QK_ADD) {
@@ -2106,7 +2480,10 @@ int alma__dn_q_describe(dn_plan *p, int idx, FILE *f) {
   }
   fprintf(f, "  %-40s %-20s DNNL  int8 %s (src %s%s, weights s8 %s, %s dst)", n->name, n->op_type,
           c->kind == QK_CONV ? "convolution" : "matmul", c->xdt ? dt_name(c->xdt) : "u8/s8",
-          !c->pr.valid ? "" : c->pr.shift > 0 ? " given as s8" : c->pr.shift < 0 ? " given as u8" : "", /* what ran */
+          /* what ran (the fused 1x1 + depthwise primitive when it replaced the cluster's own) */
+          c->pr.valid ? (c->pr.shift == 2 ? ", 7-bit weights" : c->pr.shift > 0 ? " given as s8" : c->pr.shift < 0 ? " given as u8" : "")
+          : c->prdw.valid && !c->prdw.declined ? (c->prdw.shift == 2 ? ", 7-bit weights" : c->prdw.shift > 0 ? " given as s8" : "")
+                                               : "",
           c->nws > 1 ? "per channel" : "per tensor", c->yq ? dt_name(c->ydt) : "f32");
 tail:
   if (c->nmem > 1) fprintf(f, " + %d post-op node%s", c->nmem - 1, c->nmem > 2 ? "s" : "");
@@ -2115,6 +2492,15 @@ tail:
   if (c->pr.declined) fprintf(f, " [declined at run time: %s]", c->pr.why);
   if (c->pr2.declined) fprintf(f, " [declined at run time: %s]", c->pr2.why);
   if (c->n_fallback_runs) fprintf(f, " (%d runs on the float path)", c->n_fallback_runs);
+  if (c->dw_next >= 0) {
+    const qclu *b = &S->clu[c->dw_next];
+    if (c->prdw.valid && !c->prdw.declined)
+      fprintf(f, "; with '%s' as depthwise post-op [%s]", g->nodes[b->anchor].name, c->prdw.impl);
+    else if (c->prdw.declined)
+      fprintf(f, "; not fused with '%s': %s", g->nodes[b->anchor].name, c->prdw.why);
+  }
+  if (c->dw_prev >= 0 && c->dw_done_run >= 0)
+    fprintf(f, " (computed by '%s' as its depthwise post-op)", g->nodes[S->clu[c->dw_prev].anchor].name);
   fputc('\n', f);
   return 1;
 }
@@ -2128,9 +2514,11 @@ void alma__dn_q_summary(dn_plan *p, FILE *f) {
     ndq += p->nodes[i].kind == DK_QDQ && dq;
     nql += p->nodes[i].kind == DK_QLINEAR && !p->nodes[i].q_role;
   }
-  int nmove = 0;
+  int nmove = 0, ndw = 0, ndwr = 0;
   for (int k = 0; S && k < S->nclu; k++) {
     nmove += S->clu[k].kind == QK_MOVE;
+    ndw += S->clu[k].dw_next >= 0;
+    ndwr += S->clu[k].dw_next >= 0 && S->clu[k].prdw.valid && !S->clu[k].prdw.declined;
     ndyn += S->clu[k].dyn;
     nemu += S->clu[k].emu;
   }
@@ -2139,6 +2527,7 @@ void alma__dn_q_summary(dn_plan *p, FILE *f) {
   if (!nc && !nq && !nql && !ndq && !ndyn) return;
   fprintf(f, "  DNNL int8: %d QDQ clusters as int8 primitives (%d DequantizeLinear absorbed), ", nc, nl);
   if (nmove) fprintf(f, "%d of them MaxPool/Flatten/Reshape on int8 values, ", nmove);
+  if (ndw) fprintf(f, "%d 1x1 + depthwise pairs (%d fused in the last run), ", ndw, ndwr);
   if (ndyn || ndq)
     fprintf(f, "%d DynamicQuantizeLinear, %d dynamic clusters (%d as float32 matmuls), ", ndq, ndyn, nemu);
   fprintf(f,
