@@ -126,6 +126,19 @@ def native_se_scale(d):
     save(d, "native_se_scale", nodes, [x_in("x", 3, 9, 9)], [y_out("y", 4)], inits)
 
 
+def binary_bcast_eager(d):
+    """Broadcasts oneDNN's jit binary does not take, which DNNL leaves to EAGER instead of its
+    reference kernel: Swin's shifted-window mask ([N,W,H,L,L] + [1,W,1,L,L]) and a scale broadcast
+    over N, H and W only."""
+    nodes = [
+        N("Add", ["x", "mask"], ["a"]),
+        N("Relu", ["a"], ["r"]),
+        N("Mul", ["r", "k"], ["y"]),
+    ]
+    inits = [w("mask", 1, 4, 1, 6, 6, scale=1.0), w("k", 4, 3, 1, 1, scale=1.0)]
+    save(d, "binary_bcast_eager", nodes, [x_in("x", 4, 3, 6, 6)], [y_out("y", 5)], inits)
+
+
 def boundaries(d):
     # blocked conv outputs read by EAGER nodes (Transpose, Reshape->Conv), by two convs, and
     # returned as a graph output while also used inside
@@ -523,7 +536,7 @@ def upsample_linear_eager(d):
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
-    for f in (resblock, downsample, depthwise, native_se_scale, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
+    for f in (resblock, downsample, depthwise, native_se_scale, binary_bcast_eager, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
               native_resize11, resize_f32_ties_eager, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
         f(d)
