@@ -14,6 +14,9 @@
  *   - with "moved N" (DequantizeLinear -> MaxPool/Flatten/Reshape -> QuantizeLinear pairs of one
  *     scale and zero point), the default mode must run exactly 2 * N fewer int8 reorders (and the
  *     pools as int8 steps) than with ALMA_DNNL_INT8_MOVE=0, which keeps those ops in float32;
+ *   - with "dwfused N" (1x1 + depthwise 3x3 pairs): at batch 3 the default mode must run N int8
+ *     primitives fewer than with ALMA_DNNL_DW_FUSE=0 on AVX2 (oneDNN's fused jit kernel there; on other
+ *     CPUs its size rule may keep the two apart: then 0 or N), both within the tolerance;
  *   - ALMA_DNNL_INT8_DYN_MATMUL=split: INT8_DYNAMIC matmuls with 8-bit weights on CPUs without
  *     VNNI as two exact 7-bit halves instead of float32 (the same as default elsewhere).
  * Every output must be within A of EAGER's, and 99% of its elements within S (one quantization
@@ -23,6 +26,8 @@
  * usage: dnnl_int8_test DIR   (exit 1 on any mismatch) */
 #ifdef ALMA_HAVE_DNNL
 #include <math.h>
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include "alma/alma.h"
 #include "core/core.h"
@@ -89,7 +94,8 @@ static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int n
   return ok;
 }
 
-static int read_spec(const char *model, double *atol, double *step, int *n_int8, int *forced, int *rebuild, int *moved) {
+static int read_spec(const char *model, double *atol, double *step, int *n_int8, int *forced, int *rebuild, int *moved,
+                     int *dwfused) {
   char path[4096];
   snprintf(path, sizeof path, "%.*s.txt", (int)(strlen(model) - 5), model);
   FILE *f = fopen(path, "r");
@@ -104,6 +110,7 @@ static int read_spec(const char *model, double *atol, double *step, int *n_int8,
     if (!strcmp(key, "forced")) *forced = (int)v;
     if (!strcmp(key, "rebuild")) *rebuild = (int)v;
     if (!strcmp(key, "moved")) *moved = (int)v;
+    if (!strcmp(key, "dwfused")) *dwfused = (int)v;
   }
   fclose(f);
   return got == 7;
@@ -114,8 +121,8 @@ static const char *modes[][2] = {
 
 static int test_model(const char *path) {
   double atol = 0, step = 0;
-  int want_int8 = 0, forced = 1, rebuild = 1, moved = -1;
-  if (!read_spec(path, &atol, &step, &want_int8, &forced, &rebuild, &moved)) {
+  int want_int8 = 0, forced = 1, rebuild = 1, moved = -1, dwfused = -1;
+  if (!read_spec(path, &atol, &step, &want_int8, &forced, &rebuild, &moved, &dwfused)) {
     printf("%s: no readable .txt beside it\n", path);
     return 0;
   }
@@ -194,6 +201,25 @@ static int test_model(const char *path) {
         }
         if (ok) printf("%s batch %d: %lld int8 reorders, %lld with ALMA_DNNL_INT8_MOVE=0\n", path, batch, (long long)nqre,
                        (long long)nqre_off);
+      }
+      if (ok && md == 0 && dwfused >= 0 && batch == 3) { /* the same run with the int8 1x1 + depthwise fusion off */
+        int64_t n8_off = -1, nwei_off = -1, nqre_off = -1;
+        alma_tensor got2[16];
+        setenv("ALMA_DNNL_DW_FUSE", "0", 1);
+        ok = count_int8(m, in, nin, nout, got2, &n8_off, &nwei_off, &nqre_off);
+        unsetenv("ALMA_DNNL_DW_FUSE");
+        for (int k = 0; k < nout && ok; k++) {
+          ok &= compare("DNNL (ALMA_DNNL_DW_FUSE=0)", &got2[k], &want[k], atol, step);
+          alma_tensor_free_data(&got2[k]);
+        }
+        int avx2 = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2;
+        if (ok && n8_off - n8 != dwfused && (avx2 || n8_off != n8)) {
+          printf("  %lld int8 primitives, %lld with ALMA_DNNL_DW_FUSE=0: expected %d fewer%s\n", (long long)n8,
+                 (long long)n8_off, dwfused, avx2 ? " (AVX2)" : " or none");
+          ok = 0;
+        }
+        if (ok) printf("%s batch %d: %lld int8 primitives, %lld with ALMA_DNNL_DW_FUSE=0\n", path, batch, (long long)n8,
+                       (long long)n8_off);
       }
       if (ok && md == 2 && n8 != 0) {
         printf("  fallback mode: %lld int8 primitives ran\n", (long long)n8);

@@ -153,6 +153,35 @@ def depthwise(outdir):
     g.save(outdir, (1, 12, 9, 9), "out", 0.03, 0.1, 1)
 
 
+def expand_dw(outdir):
+    """MobileNet-V2's inverted residual as INT8_STATIC writes it: a 1x1 expand convolution of a
+    source with a zero point (120), Clip(0, 6) and a u8 requantization of zero point 0, read only by
+    a depthwise 3x3 convolution (stride 2, pads 1, per-channel weights) with Clip(0, 6), then a 1x1
+    projection. The DNNL runtime runs the first two as one primitive (oneDNN's depthwise post-op)
+    where oneDNN has a jit kernel for it, the expand source's zero point in the bias (no padding),
+    and without VNNI the weights halved for that source (even weights: exact). 160x160 at batch 3
+    is large enough for oneDNN 2.6's fused kernel on AVX2 (its size rule); "dwfused 1": that many
+    primitives fewer than with ALMA_DNNL_DW_FUSE=0 there."""
+    g = G("mbv2_expand_dw")  # (named to sort last: the test draws inputs in name order)
+    xs, xzp = 0.03, 120
+    x = g.qdq("x", xs, xzp)
+    w, _, ws = g.wq((32, 16, 1, 1))
+    y = g.node("Conv", [x, w, g.bias_q(xs, ws, 32)])
+    y = g.node("Clip", [y, g.init("lo", np.float32(0)), g.init("hi", np.float32(6))])
+    hs = 0.025
+    h = g.qdq(y, hs, 0)
+    wd, _, wds = g.wq((32, 1, 3, 3))
+    z = g.node("Conv", [h, wd, g.bias_q(hs, wds, 32)], {"group": 32, "pads": [1, 1, 1, 1], "strides": [2, 2]})
+    z = g.node("Clip", [z, g.init("lo", np.float32(0)), g.init("hi", np.float32(6))])
+    zs = 0.025
+    zq = g.qdq(z, zs, 0)
+    wp, _, wps = g.wq((8, 32, 1, 1))
+    o = g.node("Conv", [zq, wp, g.bias_q(zs, wps, 8)])
+    g.dq(g.q(o, 0.05, 128), 0.05, 128)
+    g.nodes[-1].output[0] = "out"
+    g.save(outdir, (1, 16, 160, 160), "out", 0.05, 0.3, 2, extra="dwfused 1\n")
+
+
 def depthwise5(outdir):
     """Depthwise 5x5 convs (48 channels, pads 2) whose sources have non-zero zero points, as after
     MobileNet-V3's HardSwish and EfficientNet's SiLU: u8 (zero point 100), then s8 (zero point
@@ -531,7 +560,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     for f in (conv_relu_q, resblock, depthwise, depthwise5, gemm_mlp, matmul3d, qat_weights, qlinear, fallbacks, quantize_exact, int8_add,
-              dyn_conv, dyn_conv_odd_channels, dyn_depthwise, dyn_depthwise5, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback, int8_pool):
+              dyn_conv, dyn_conv_odd_channels, dyn_depthwise, dyn_depthwise5, dyn_matmul, dyn_matmul_batched, dyn_gemm8, dyn_fallback, int8_pool, expand_dw):
         f(outdir)
 
 
