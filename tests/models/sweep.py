@@ -7,11 +7,14 @@ segmentation, video and detection models, small PyTorch models of other families
 transformer with a causal mask, stacked bidirectional GRU/LSTM, Conv1d audio, a UNet with
 GroupNorm / ConvTranspose / PixelShuffle / Upsample, Einsum / TopK / CumSum / Where), at several
 opsets, and Hugging Face models from configs when `transformers` is installed (random weights,
-nothing downloaded). Each model is exported, run by ONNX Runtime (the reference), and run by
-`alma run` under each conversion; the table gives, per output, the largest difference over the
-largest reference value, the cosine and the argmax agreement per row.
+nothing downloaded: BERT, DistilBERT, GPT-2, T5 encoder, ViT, ConvNeXt, BART, Whisper's encoder,
+CLIP, wav2vec2, Swin, MobileViT; BART, wav2vec2 and one BERT with a dynamic sequence axis, fed
+another length than the traced one). Each model is exported, run by ONNX Runtime (the reference),
+and run by `alma run` under each conversion; the table gives, per output, the largest difference
+over the largest reference value, the cosine and the argmax agreement per row.
 
-    /usr/bin/python3 tests/models/sweep.py export OUTDIR [--models a,b]      (needs torch)
+    .venv-hf/bin/python tests/models/sweep.py export OUTDIR [--models a,b]   (needs torch; transformers
+                                                                           for the hf_* models)
     .venv-test/bin/python tests/models/sweep.py compare OUTDIR --alma build/alma \\
         [--models a,b] [--conversions EAGER,FOLD+FUSE+DNNL,...]              (needs onnxruntime)
 
@@ -27,12 +30,14 @@ import subprocess
 import sys
 import time
 
-FLOAT = "EAGER,FOLD+FUSE+DNNL,FOLD+XNNPACK,FOLD+BLAS"
+# FUSE on every runtime (its fused ops run on each runtime's own kernels) and each runtime unfused too
+FLOAT = "EAGER,FOLD+FUSE+EAGER,FOLD+FUSE+DNNL,FOLD+FUSE+XNNPACK,FOLD+FUSE+BLAS,FOLD+XNNPACK,FOLD+BLAS"
 INT8 = "FOLD+INT8_STATIC+DNNL,FOLD+INT8_DYNAMIC+DNNL,FOLD+INT8_STATIC+XNNPACK,FOLD+INT8_STATIC+EAGER"
 
 
 def torch_models():
-    """name -> (builder, example inputs, input names, opset, dynamic batch)"""
+    """name -> (builder, example inputs, input names, opset, dynamic batch (True) or torch.onnx's dynamic_axes
+    [, the inputs compare feeds])"""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -163,26 +168,79 @@ def torch_models():
         "hf_convnext": (lambda: T.ConvNextModel(T.ConvNextConfig(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1])),
                         lambda: (torch.randn(2, 3, 64, 64),), ["pixel_values"], 14, True),
     })
+    # more Hugging Face families (session 13): encoder-decoder text, speech encoders, CLIP's two towers,
+    # windowed and convolutional vision transformers, and a sequence length left dynamic at export
+    # A model with a dynamic sequence axis also gives the inputs compare feeds it (NAME.feeds.npz), of
+    # another length than the traced one, with padding in its attention mask.
+    seq = {0: "batch", 1: "seq"}
+
+    def padded(b, n):
+        m = torch.ones(b, n, dtype=torch.long)
+        m[1, n - 4:] = 0
+        return m
+
+    tv.update({
+        "hf_bart": (lambda: T.BartModel(T.BartConfig(vocab_size=1000, d_model=64, encoder_layers=2, decoder_layers=2,
+                                                     encoder_attention_heads=4, decoder_attention_heads=4,
+                                                     encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                                     max_position_embeddings=64, use_cache=False)),
+                    lambda: (ids(), torch.ones(2, 16, dtype=torch.long), torch.randint(0, 1000, (2, 9))),
+                    ["input_ids", "attention_mask", "decoder_input_ids"], 14,
+                    {"input_ids": seq, "attention_mask": seq, "decoder_input_ids": {0: "batch", 1: "dec_seq"}},
+                    lambda: (torch.randint(0, 1000, (2, 11)), padded(2, 11), torch.randint(0, 1000, (2, 5)))),
+        "hf_whisper_enc": (lambda: T.WhisperModel(T.WhisperConfig(
+            vocab_size=1000, d_model=64, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=80,
+            max_source_positions=32, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            decoder_start_token_id=1)).get_encoder(),
+            lambda: (torch.randn(2, 80, 64),), ["input_features"], 17, True),
+        "hf_clip": (lambda: T.CLIPModel(T.CLIPConfig(
+            text_config=dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, max_position_embeddings=32),
+            vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                               image_size=64, patch_size=16), projection_dim=32)),
+            lambda: (ids(), torch.randn(2, 3, 64, 64), torch.ones(2, 16, dtype=torch.long)),
+            ["input_ids", "pixel_values", "attention_mask"], 14, True),
+        "hf_wav2vec2": (lambda: T.Wav2Vec2Model(T.Wav2Vec2Config(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4, do_stable_layer_norm=False)),
+            lambda: (torch.randn(2, 1600),), ["input_values"], 14, {"input_values": seq},
+            lambda: (torch.randn(2, 2000),)),
+        "hf_swin": (lambda: T.SwinModel(T.SwinConfig(image_size=64, patch_size=4, embed_dim=32, depths=[2, 2],
+                                                     num_heads=[2, 4], window_size=4)),
+                    lambda: (torch.randn(2, 3, 64, 64),), ["pixel_values"], 14, True),
+        "hf_mobilevit": (lambda: T.MobileViTModel(T.MobileViTConfig(image_size=64, hidden_sizes=[48, 64, 80],
+                                                                    neck_hidden_sizes=[16, 24, 32, 48, 64, 80, 160])),
+                         lambda: (torch.randn(2, 3, 64, 64),), ["pixel_values"], 13, True),
+        "hf_bert_dynseq": (lambda: T.BertModel(T.BertConfig(vocab_size=1000, **small)), with_mask,
+                           ["input_ids", "attention_mask"], 17, {"input_ids": seq, "attention_mask": seq},
+                           lambda: (torch.randint(0, 1000, (2, 23)), padded(2, 23))),
+    })
     return tv
 
 
 def export(outdir, names):
     import warnings
 
+    import numpy as np
     import torch
 
     warnings.filterwarnings("ignore")
     specs = torch_models()
     bad = 0
     for n in names or list(specs):
-        build, args, inputs, opset, dyn = specs[n]
+        build, args, inputs, opset, dyn = specs[n][:5]
         torch.manual_seed(0)
         try:
             m = build().eval()
             if hasattr(m, "config"):
                 m.config.return_dict = False
             torch.onnx.export(m, args(), os.path.join(outdir, n + ".onnx"), opset_version=opset, input_names=inputs,
-                              dynamic_axes={k: {0: "batch"} for k in inputs} if dyn else None)
+                              dynamic_axes=dyn if isinstance(dyn, dict) else
+                              {k: {0: "batch"} for k in inputs} if dyn else None)
+            if len(specs[n]) > 5:
+                np.savez(os.path.join(outdir, n + ".feeds.npz"), **{k: v.numpy() for k, v in zip(inputs, specs[n][5]())})
             print("exported", n, flush=True)
         except Exception as e:  # an exporter's failure is reported, not ours to judge
             bad += 1
