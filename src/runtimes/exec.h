@@ -30,13 +30,15 @@ alma_status alma__exec_graph_timed(const alma_graph *g, alma_node_hook hook, alm
  * runtimes with a node loop). On failure both are freed and NULL. */
 alma_status alma__prof_counters(int n, double **seconds, int64_t **runs);
 
-/* Like alma__exec_graph, for runtimes that run a group of nodes at once (XNNPACK partitions). The
- * executor neither infers nor allocates the outputs of a node i with defer[i] != 0: the hook gets
- * out[] zeroed (data NULL) and must set *handled = 1; an output it allocates (alma__tensor_alloc)
- * becomes the value, one it leaves empty has no data and only deferred nodes may read it. Inputs
- * of deferred nodes are not checked for data. defer: one flag per g->nodes (NULL: none). */
-alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
-                                      const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs);
+/* Like alma__exec_graph_timed, for runtimes that run a group of nodes at once (XNNPACK partitions).
+ * The executor neither infers nor allocates the outputs of a node i with defer[i] != 0: the hook
+ * gets out[] zeroed (data NULL) and must set *handled = 1; an output it allocates
+ * (alma__tensor_alloc) becomes the value, one it leaves empty has no data and only deferred nodes
+ * may read it. Inputs of deferred nodes are not checked for data. defer: one flag per g->nodes
+ * (NULL: none); timer may be NULL. */
+alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, alma_node_timer timer, void *user,
+                                      const unsigned char *defer, const alma_tensor *inputs, int n_inputs,
+                                      alma_tensor *outputs, int n_outputs);
 
 /* The value an outer-scope name refers to in the executions enclosing ctx (its innermost
  * definition), or NULL when none holds it. */

@@ -195,9 +195,10 @@ alma_status alma__exec_graph_timed(const alma_graph *g, alma_node_hook hook, alm
   return exec_graph_hooked(NULL, g, hook, timer, user, NULL, inputs, n_inputs, outputs, n_outputs);
 }
 
-alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, void *user, const unsigned char *defer,
-                                      const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
-  return exec_graph_hooked(NULL, g, hook, NULL, user, defer, inputs, n_inputs, outputs, n_outputs);
+alma_status alma__exec_graph_deferred(const alma_graph *g, alma_node_hook hook, alma_node_timer timer, void *user,
+                                      const unsigned char *defer, const alma_tensor *inputs, int n_inputs,
+                                      alma_tensor *outputs, int n_outputs) {
+  return exec_graph_hooked(NULL, g, hook, timer, user, defer, inputs, n_inputs, outputs, n_outputs);
 }
 
 /* ---- the runtime ------------------------------------------------------------------------------ */

@@ -161,6 +161,8 @@ typedef struct xrt_plan {
   int n_qnodes, n_qother;   /* convolution/matmul nodes and pooling/reshape nodes computed in 8 bits */
   int n_qadds;              /* Add nodes computed in 8 bits */
   char why_none[256];       /* why no node runs on XNNPACK, when static inference failed */
+  double *prof_s;           /* profile_start: wall seconds per node since (a partition's on its nodes) */
+  int64_t *prof_runs;
 } xrt_plan;
 
 struct xrt_build {

@@ -710,6 +710,8 @@ static void plan_free(xrt_plan *p) {
     free(P->out);
   }
   free(p->parts);
+  free(p->prof_s);
+  free(p->prof_runs);
   if (p->xn)
     for (int i = 0; i < p->g->n_nodes; i++) {
       alma__xrt_static_free(&p->xn[i].w);
@@ -1091,6 +1093,14 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   return idx == P->anchor ? run_part(rs, q) : ALMA_OK;
 }
 
+/* --profile: each node's wall time (shape inference, the hook, the EAGER kernel); a partition runs at
+ * its last node, its other nodes only infer shapes, and profile_read gives the sum to the partition */
+static void xrt_timer(void *user, int idx, double seconds) {
+  xrt_plan *p = ((xrt_run *)user)->p;
+  p->prof_s[idx] += seconds;
+  p->prof_runs[idx]++;
+}
+
 static alma_status xrt_run_plan(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   xrt_plan *p = plan;
   xrt_run rs = {.p = p};
@@ -1112,7 +1122,8 @@ static alma_status xrt_run_plan(void *plan, const alma_tensor *inputs, int n_inp
     o += p->parts[q].n_in;
   }
   /* the hook also runs pooled nodes and contrib ops on the pool when no partition exists */
-  st = alma__exec_graph_deferred(p->g, hook, &rs, p->defer, inputs, n_inputs, outputs, n_outputs);
+  st = alma__exec_graph_deferred(p->g, hook, p->prof_s ? xrt_timer : NULL, &rs, p->defer, inputs, n_inputs, outputs,
+                                 n_outputs);
 out:
   for (int i = 0; caps && i < total_in; i++) alma_tensor_free_data(&caps[i]);
   free(caps);
@@ -1124,6 +1135,47 @@ out:
 }
 
 static void xrt_free(void *plan) { plan_free(plan); }
+
+static alma_status xrt_profile_start(void *plan) {
+  xrt_plan *p = plan;
+  return alma__prof_counters(p->g->n_nodes, &p->prof_s, &p->prof_runs);
+}
+
+/* One entry per partition (named by its first node, every node a member: XNNPACK runs it as one
+ * call), and one per node outside partitions. */
+static alma_status xrt_profile_read(void *plan, alma__prof_node *nodes) {
+  xrt_plan *p = plan;
+  const alma_graph *g = p->g;
+  if (!p->prof_s) return alma__errorf(ALMA_ERR_INVALID_ARG, "XNNPACK: profile_read before profile_start");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    const char *where = "EAGER";
+    if (p->pooled[i] || alma__contrib_par(n) || alma__is_mnb(n)) where = "XNNPACK pool";
+    else if (p->defer[i]) where = "XNNPACK (baked)"; /* a constant only partitions read */
+    nodes[i] = (alma__prof_node){.seconds = p->prof_s[i], .runs = p->prof_runs[i], .head = i, .members = 1, .where = where};
+  }
+  for (int q = 0; q < p->n_parts; q++) {
+    const xrt_part *P = &p->parts[q];
+    int head = -1, failed = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (p->xn[i].part == q && head < 0) head = i;
+    if (head < 0) continue;
+    for (const xrt_build *b = P->builds; b; b = b->next) failed |= b->failed;
+    double sum = 0;
+    int members = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (p->xn[i].part == q) {
+        sum += p->prof_s[i];
+        members++;
+        nodes[i] = (alma__prof_node){.runs = p->prof_runs[i], .head = head, .members = 0, .where = "XNNPACK"};
+      }
+    nodes[head].seconds = sum;
+    nodes[head].members = members;
+    nodes[head].runs = p->prof_runs[P->anchor];
+    nodes[head].where = failed ? "XNNPACK (some runs on EAGER)" : P->fc_only && P->packed_runs ? "XNNPACK (packed)" : "XNNPACK";
+  }
+  return ALMA_OK;
+}
 
 static const char *kind_name(int k) {
   static const char *names[] = {"-", "conv", "dwconv", "fc", "maxpool", "avgpool", "gap", "binary", "unary",
@@ -1192,6 +1244,8 @@ const alma_runtime alma__runtime_xnnpack = {
     .run = xrt_run_plan,
     .free = xrt_free,
     .describe = xrt_describe,
+    .profile_start = xrt_profile_start,
+    .profile_read = xrt_profile_read,
 };
 
 #endif
