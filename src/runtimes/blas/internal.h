@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "ops/fused.h"
 #include "runtimes/blas/blas.h"
+#include "runtimes/pool.h"
 
 /* Loops that vectorise get an AVX2+FMA clone beside the baseline one, picked at load time, so the
  * library needs no -march flags. clang < 15 cannot call such clones across files; elsewhere than
@@ -51,20 +52,7 @@ void alma__blas_set_threads(int n);
 
 /* ---- thread pool ------------------------------------------------------------------------------- */
 
-/* A job runs fn(arg, tid, nt) on up to nt threads (tid 0 is the caller, tids are distinct); fn
- * takes its work items with alma__blas_claim, so any number of the nt threads may take part. */
-typedef struct alma__blas_pool alma__blas_pool;
-typedef void (*alma__blas_task)(void *arg, int tid, int nt);
-
-/* nthreads includes the calling thread; NULL with a message on failure. */
-alma__blas_pool *alma__blas_pool_new(int nthreads);
-void alma__blas_pool_free(alma__blas_pool *p);
-int alma__blas_pool_size(const alma__blas_pool *p);
-/* Runs the job on min(nt, pool size) threads and returns when all are done. p may be NULL (serial). */
-void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int nt);
-/* Takes the next `step` items of `total` from a job's counter: the first index (and *end), or -1
- * when none are left. */
-int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end);
+/* runtimes/pool.h: the runtimes' fork-join pool (alma__pool_run, alma__pool_claim) */
 
 /* ---- activation buffers (mem.c) ---------------------------------------------------------------- */
 
@@ -145,7 +133,7 @@ typedef struct alma__blas_scratch {
 
 /* What runs a kernel: the pool (NULL = serial), its size, and one scratch per thread. */
 typedef struct alma__blas_ctx {
-  alma__blas_pool *pool;
+  alma__pool *pool;
   int threads;
   alma__blas_scratch *scratch; /* [threads] */
 } alma__blas_ctx;

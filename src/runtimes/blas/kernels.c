@@ -277,7 +277,7 @@ static void conv_task(void *arg, int tid, int nt) {
   int need_epi = epi_needed(epi, stolen);
   int64_t mrows = round_up(ceil_div(cv->Mg, cv->mblocks), 4);
   int64_t K = cv->K, outsp = cv->outsp, M = cv->M, Mg = cv->Mg;
-  for (int64_t it, end; (it = alma__blas_claim(&j->next, 1, cv->items, &end)) >= 0;) {
+  for (int64_t it, end; (it = alma__pool_claim(&j->next, 1, cv->items, &end)) >= 0;) {
     int64_t mb = it % cv->mblocks, rest = it / cv->mblocks;
     int64_t g = rest / cv->chunks_per_group, c = rest % cv->chunks_per_group;
     int64_t n0, n1, p0, p1;
@@ -442,7 +442,7 @@ static void depthwise_task(void *arg, int tid, int nt) {
   int64_t kplane = cv->k[0] * cv->k[1];
   /* planes in runs of a few: one claim per run */
   int64_t step = max64(1, min64(16, cv->items / (8 * nt)));
-  for (int64_t s, e; (s = alma__blas_claim(&j->next, step, cv->items, &e)) >= 0;)
+  for (int64_t s, e; (s = alma__pool_claim(&j->next, step, cv->items, &e)) >= 0;)
     for (int64_t it = s; it < e; it++) {
       int64_t n = it / cv->M, m = it % cv->M, g = m / cv->Mg;
       int64_t yoff = (n * cv->M + m) * cv->outsp;
@@ -462,7 +462,7 @@ alma_status alma__blas_conv_run(const alma__blas_ctx *ctx, const alma__blas_conv
   atomic_init(&j.failed, 0);
   int64_t macs = cv->N * cv->M * cv->outsp * cv->Cg * cv->kprod;
   int nt = macs < PARALLEL_MIN_MACS ? 1 : (int)min64(ctx->threads, cv->items);
-  alma__blas_pool_run(ctx->pool, cv->depthwise ? depthwise_task : conv_task, &j, nt);
+  alma__pool_run(ctx->pool, cv->depthwise ? depthwise_task : conv_task, &j, nt);
   if (atomic_load(&j.failed)) return alma__errorf(ALMA_ERR_NOMEM, "out of memory for convolution scratch");
   return ALMA_OK;
 }
@@ -522,7 +522,7 @@ static void gemm_block(const alma__blas_gemm *g, const float *a, const float *b,
 static void gemm_task(void *arg, int tid, int nt) {
   gemm_job *j = arg;
   const alma__blas_gemm *g = j->g;
-  for (int64_t b, end; (b = alma__blas_claim(&j->next, 1, j->blocks, &end)) >= 0;) {
+  for (int64_t b, end; (b = alma__pool_claim(&j->next, 1, j->blocks, &end)) >= 0;) {
     int64_t s = j->block * b, e = j->block * (b + 1);
     if (j->by_rows) gemm_block(g, j->a, j->b, j->y, j->epi, min64(s, g->M), min64(e, g->M), 0, g->N);
     else gemm_block(g, j->a, j->b, j->y, j->epi, 0, g->M, min64(s, g->N), min64(e, g->N));
@@ -545,7 +545,7 @@ static void gemm_split(const alma__blas_ctx *ctx, const alma__blas_gemm *g, cons
   }
   atomic_init(&j.next, 0);
   nt = (int)max64(1, min64(nt, j.blocks));
-  alma__blas_pool_run(ctx->pool, gemm_task, &j, nt);
+  alma__pool_run(ctx->pool, gemm_task, &j, nt);
 }
 
 alma_status alma__blas_gemm_run(const alma__blas_ctx *ctx, const alma__blas_gemm *g, const float *a, const float *b,
@@ -569,7 +569,7 @@ typedef struct matmul_job {
 static void matmul_task(void *arg, int tid, int nt) {
   matmul_job *j = arg;
   alma__blas_gemm g = {.M = j->M, .N = j->N, .K = j->K, .lda = j->K, .ldb = j->N, .alpha = 1.0f};
-  for (int64_t i, end; (i = alma__blas_claim(&j->next, 1, j->batch, &end)) >= 0;) {
+  for (int64_t i, end; (i = alma__pool_claim(&j->next, 1, j->batch, &end)) >= 0;) {
     float *yi = j->y + i * j->M * j->N;
     alma__blas_epi e = *j->epi;
     if (e.res) e.res = e.res == j->y ? yi : e.res + i * j->M * j->N;
@@ -587,7 +587,7 @@ alma_status alma__blas_matmul_run(const alma__blas_ctx *ctx, int64_t batch, int6
     matmul_job j = {.batch = batch, .M = M, .N = N, .K = K, .a = a, .b = b, .a_off = a_off, .b_off = b_off,
                     .y = y, .epi = epi};
     atomic_init(&j.next, 0);
-    alma__blas_pool_run(ctx->pool, matmul_task, &j, (int)min64(nt, batch));
+    alma__pool_run(ctx->pool, matmul_task, &j, (int)min64(nt, batch));
     return ALMA_OK;
   }
   /* fewer products than threads: split inside each */
@@ -647,7 +647,7 @@ static void attn_task(void *arg, int tid, int nt) {
     return;
   }
   float *inv = s + a->rows * Sk;
-  for (int64_t it, end; (it = alma__blas_claim(&j->next, 1, a->batch * a->blocks, &end)) >= 0;) {
+  for (int64_t it, end; (it = alma__pool_claim(&j->next, 1, a->batch * a->blocks, &end)) >= 0;) {
     /* causal: the last blocks (most keys) first, so the short ones fill in at the end */
     int64_t b = it / a->blocks, blk = a->causal ? a->blocks - 1 - it % a->blocks : it % a->blocks;
     int64_t r0 = blk * a->rows, nr = min64(Sq, r0 + a->rows) - r0;
@@ -702,7 +702,7 @@ alma_status alma__blas_attn_run(const alma__blas_ctx *ctx, const alma__blas_attn
   int64_t items = a->batch * a->blocks;
   int64_t macs = a->batch * a->Sq * max64(1, a->causal ? a->Sk / 2 : a->Sk) * (a->D + a->Dv + 1);
   int nt = macs < PARALLEL_MIN_MACS ? 1 : (int)min64(ctx->threads, items);
-  alma__blas_pool_run(ctx->pool, attn_task, &j, nt);
+  alma__pool_run(ctx->pool, attn_task, &j, nt);
   if (atomic_load(&j.failed)) return alma__errorf(ALMA_ERR_NOMEM, "out of memory for attention scores");
   return ALMA_OK;
 }

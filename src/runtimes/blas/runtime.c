@@ -77,7 +77,7 @@ typedef struct blas_plan {
   group *groups;
   int n_groups;
   int *uses0;              /* per value: input slots reading it (+ 1<<20 for graph outputs) */
-  alma__blas_pool *pool;
+  alma__pool *pool;
   alma__blas_scratch *scratch;
   alma__blas_ctx ctx;
   double *prof_s;          /* profile_start: seconds per node (a group's on its head), NULL: off */
@@ -282,7 +282,7 @@ static int blas_supports(const alma_graph *g, const alma_node *n) { return nativ
 static void blas_free(void *plan) {
   blas_plan *p = plan;
   if (!p) return;
-  alma__blas_pool_free(p->pool);
+  alma__pool_free(p->pool);
   for (int i = 0; p->scratch && i < p->threads; i++) free(p->scratch[i].p);
   for (int i = 0; i < p->n_groups; i++) {
     free(p->groups[i].buf);
@@ -365,7 +365,7 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
     p->role[gr->nodes[gr->n - 1]] = ROLE_TAIL;
     p->n_groups++;
   }
-  if (!p->library_threads && p->threads > 1 && !(p->pool = alma__blas_pool_new(p->threads))) {
+  if (!p->library_threads && p->threads > 1 && !(p->pool = alma__pool_new(p->threads))) {
     blas_free(p);
     return ALMA_ERR_UNAVAILABLE;
   }
@@ -644,14 +644,14 @@ static void nbits_task(void *arg, int tid, int nt) {
   (void)tid, (void)nt;
   nbits_par *t = arg;
   int64_t end;
-  for (int64_t i; (i = alma__blas_claim(&t->next, 1, t->items, &end)) >= 0;) t->fn(t->arg, i);
+  for (int64_t i; (i = alma__pool_claim(&t->next, 1, t->items, &end)) >= 0;) t->fn(t->arg, i);
 }
 
 static void nbits_parfor(void *pctx, int64_t items, alma__nbits_item_fn fn, void *arg) {
   blas_plan *p = pctx;
   nbits_par t = {.fn = fn, .arg = arg, .items = items};
   atomic_init(&t.next, 0);
-  alma__blas_pool_run(p->pool, nbits_task, &t, p->ctx.threads);
+  alma__pool_run(p->pool, nbits_task, &t, p->ctx.threads);
 }
 
 static alma_status run_nbits(blas_plan *p, const alma_node *n, const alma_tensor *const *in, int nin,

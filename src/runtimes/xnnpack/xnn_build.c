@@ -676,7 +676,7 @@ alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, 
     if (p->xn[P->nodes[k]].fused_into < 0 && define_node(&c, P->nodes[k])) bad = 1;
   if (!bad) {
     /* pthreadpool's workers sleep after the subgraph's last operator instead of spinning while
-     * alma's kernels (EAGER nodes, the plan's own pool: xnn_pool.c) run between subgraphs */
+     * alma's kernels (EAGER nodes, the plan's own pool: runtimes/pool.c) run between subgraphs */
     xst = xnn_create_runtime_v2(c.sg, tiny(p, P, shape) ? NULL : p->pool, XNN_FLAG_YIELD_WORKERS, &b->rt);
     if (xst != xnn_status_success) {
       b->rt = NULL;

@@ -146,7 +146,7 @@ typedef struct xrt_plan {
   const alma_graph *g;
   int threads;
   pthreadpool_t pool;       /* NULL when threads == 1: XNNPACK's operators and the NHWC reorders */
-  struct alma__xrt_pool *apool; /* NULL when threads == 1: alma's kernels between subgraphs (xnn_pool.c) */
+  struct alma__pool *apool; /* NULL when threads == 1: alma's kernels between subgraphs (runtimes/pool.c) */
   xrt_node *xn;             /* one per node */
   unsigned char *defer;     /* per node: in a partition (the executor leaves it to the hook) */
   unsigned char *pooled;    /* per node outside partitions: a float Gemm/MatMul (or FUSE's fused form) run
@@ -193,14 +193,6 @@ void alma__xrt_static_free(xrt_static *s);
  * pthreadpool's flags (PTHREADPOOL_FLAG_YIELD_WORKERS after a partition's last reorder). */
 void alma__xrt_transpose(pthreadpool_t pool, const void *src, void *dst, size_t es, size_t batch, size_t rows, size_t cols,
                          uint32_t flags);
-
-/* alma's parallel loop beside XNNPACK's pthreadpool (xnn_pool.c): items claimed from a counter, the
- * caller waiting only for workers that joined the job (nthreads includes the caller; NULL when out
- * of memory or no thread starts). parfor is an alma_exec_parfor (pctx: the pool, NULL: serial). */
-typedef struct alma__xrt_pool alma__xrt_pool;
-alma__xrt_pool *alma__xrt_pool_new(int nthreads);
-void alma__xrt_pool_free(alma__xrt_pool *p);
-void alma__xrt_pool_parfor(void *pctx, int64_t items, alma_exec_item_fn fn, void *arg);
 
 /* ---- int8 (xnn_quant.c) ---- */
 typedef struct uses_t {

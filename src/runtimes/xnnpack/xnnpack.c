@@ -21,6 +21,7 @@
 #include "ops/contrib_bert.h"
 #include "ops/contrib_nbits.h"
 #include "ops/gemm_packed.h"
+#include "runtimes/pool.h"
 #include "runtimes/xnnpack/xnn_rt.h"
 
 /* ---- static analysis: which nodes XNNPACK takes ----------------------------------------------- */
@@ -728,7 +729,7 @@ static void plan_free(xrt_plan *p) {
   free(p->pooled);
   free(p->exported);
   if (p->pool) pthreadpool_destroy(p->pool);
-  alma__xrt_pool_free(p->apool);
+  alma__pool_free(p->apool);
   free(p);
 }
 
@@ -839,7 +840,7 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   alma__infer_result_free(&r3);
   if (st == ALMA_OK && p->threads > 1 && !(p->pool = pthreadpool_create((size_t)p->threads)))
     st = alma__errorf(ALMA_ERR_NOMEM, "could not create a thread pool of %d threads", p->threads);
-  if (st == ALMA_OK && p->threads > 1 && !(p->apool = alma__xrt_pool_new(p->threads)))
+  if (st == ALMA_OK && p->threads > 1 && !(p->apool = alma__pool_new(p->threads)))
     st = alma__errorf(ALMA_ERR_NOMEM, "could not create a thread pool of %d threads", p->threads);
   if (st != ALMA_OK) {
     plan_free(p);
@@ -887,7 +888,7 @@ static alma_status run_eager(xrt_run *rs, xrt_part *P, int q) {
       const alma_tensor *cv = v < 0 ? NULL : alma__xrt_cst(g, rs->p->cval, v);
       in[j] = v < 0 ? NULL : e >= 0 ? &rs->cap[q][e] : cv ? cv : &loc[v];
     }
-    st = alma__op_run_node_of(g, n, in, n->n_inputs, out, n->n_outputs, rs->p->threads, alma__xrt_pool_parfor, rs->p->apool);
+    st = alma__op_run_node_of(g, n, in, n->n_inputs, out, n->n_outputs, rs->p->threads, alma__pool_parfor, rs->p->apool);
     for (int o = 0; st == ALMA_OK && o < n->n_outputs; o++) {
       if (n->outputs[o] >= 0) loc[n->outputs[o]] = out[o];
       else alma_tensor_free_data(&out[o]);
@@ -1011,17 +1012,17 @@ static alma_status run_part(xrt_run *rs, int q) {
 }
 
 /* A node outside every partition that has a threaded form (ONNX Runtime's transformer contrib ops,
- * MatMulNBits: contrib_bert.h, contrib_nbits.h) runs it on the plan's own pool (xnn_pool.c), as BLAS
+ * MatMulNBits: contrib_bert.h, contrib_nbits.h) runs it on the plan's own pool (runtimes/pool.c), as BLAS
  * and DNNL do, instead of EAGER's single thread. The executor has allocated (and zeroed) its outputs. */
 static int run_contrib(xrt_plan *p, const alma_node *n, const alma_tensor *const *in, int nin, alma_tensor *out,
                        int nout, alma_status *st) {
   if (alma__contrib_par(n)) {
-    *st = alma__contrib_exec_par(n, in, nin, out, nout, p->threads, alma__xrt_pool_parfor, p->apool);
+    *st = alma__contrib_exec_par(n, in, nin, out, nout, p->threads, alma__pool_parfor, p->apool);
     return 1;
   }
   if (alma__is_mnb(n) && nin >= 1 && in[0] && in[0]->dtype == ALMA_DTYPE_FLOAT32 && nout >= 1 &&
       out[0].dtype == ALMA_DTYPE_FLOAT32) {
-    *st = alma__mnb_exec_par(n, in, nin, &out[0], p->threads, alma__xrt_pool_parfor, p->apool);
+    *st = alma__mnb_exec_par(n, in, nin, &out[0], p->threads, alma__pool_parfor, p->apool);
     return 1;
   }
   return 0;
@@ -1039,7 +1040,7 @@ static alma_status hook(void *user, int idx, const alma_node *n, const alma_tens
   if (xn->part < 0 && p->pooled[idx]) {
     /* deferred: the executor left the outputs to this call, which allocates them */
     *handled = 1;
-    return alma__op_run_node_of(g, n, in, nin, out, nout, p->threads, alma__xrt_pool_parfor, p->apool);
+    return alma__op_run_node_of(g, n, in, nin, out, nout, p->threads, alma__pool_parfor, p->apool);
   }
   if (xn->part < 0) {
     *handled = p->defer[idx]; /* a constant only partitions read */

@@ -1,26 +1,28 @@
-/* A small fork-join pool for the BLAS runtime. The runtime parallelises its own loops (im2col,
- * GEMM blocks, epilogues) over these threads and calls the library single-threaded inside each,
- * so one set of threads does all the work: two pools (ours and OpenBLAS's, both spinning) would
- * fight over the cores.
+/* A small fork-join pool for the runtimes' own loops. The BLAS runtime parallelises im2col, GEMM
+ * blocks and epilogues over these threads and calls the library single-threaded inside each, so one
+ * set of threads does all the work: two pools (ours and OpenBLAS's, both spinning) would fight over
+ * the cores. The XNNPACK runtime runs alma's kernels between its subgraphs (few-row GEMMs, contrib
+ * ops, MatMulNBits) on one, rather than on pthreadpool, whose parallelize calls return only when
+ * every worker has checked in (a descheduled worker stalls the caller for a scheduler slice after
+ * every node) and whose workers spin about a million iterations after each call.
  *
- * Jobs hand out their work items through an atomic counter (alma__blas_claim), so a thread that
+ * Jobs hand out their work items through an atomic counter (alma__pool_claim), so a thread that
  * is descheduled (the machine is shared) leaves its items to the others, and the caller does not
  * wait for a worker that never started: once the caller has run out of items it closes the job,
  * and a worker that wakes later sees it closed and leaves it alone. The caller then waits only
  * for workers inside the job. Workers spin for a short while after a job, since the next native
  * node usually follows within microseconds, then sleep on a condition variable. */
-#ifdef ALMA_HAVE_BLAS
-
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
-#include "runtimes/blas/internal.h"
+#include "runtimes/pool.h"
 
 #define SPIN_NS 50000  /* a worker waits this long for the next job before sleeping */
 #define YIELD_NS 20000 /* the caller spins this long for workers to finish, then yields the core */
 
-struct alma__blas_pool {
+struct alma__pool {
   int n; /* threads including the caller */
   pthread_t *th;
   pthread_mutex_t mu;
@@ -28,14 +30,14 @@ struct alma__blas_pool {
   atomic_ullong gen;     /* bumped once per job */
   atomic_ullong closed;  /* the last job the caller closed */
   atomic_int active;     /* workers inside a job */
-  alma__blas_task fn;    /* the open job (valid while gen > closed) */
+  alma__pool_task fn;    /* the open job (valid while gen > closed) */
   void *arg;
   int nt;
   atomic_int stop;
 };
 
 typedef struct worker_arg {
-  alma__blas_pool *p;
+  alma__pool *p;
   int tid;
 } worker_arg;
 
@@ -48,7 +50,7 @@ static inline void cpu_relax(void) {
 static void *worker(void *wa_) {
   worker_arg wa = *(worker_arg *)wa_;
   free(wa_);
-  alma__blas_pool *p = wa.p;
+  alma__pool *p = wa.p;
   unsigned long long seen = 0;
   for (;;) {
     unsigned long long g = atomic_load(&p->gen);
@@ -74,8 +76,8 @@ static void *worker(void *wa_) {
   }
 }
 
-alma__blas_pool *alma__blas_pool_new(int nthreads) {
-  alma__blas_pool *p = calloc(1, sizeof *p);
+alma__pool *alma__pool_new(int nthreads) {
+  alma__pool *p = calloc(1, sizeof *p);
   if (!p) {
     alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     return NULL;
@@ -90,7 +92,7 @@ alma__blas_pool *alma__blas_pool_new(int nthreads) {
   if (p->n > 1) {
     p->th = calloc((size_t)p->n, sizeof *p->th);
     if (!p->th) {
-      alma__blas_pool_free(p);
+      alma__pool_free(p);
       alma__errorf(ALMA_ERR_NOMEM, "out of memory");
       return NULL;
     }
@@ -100,8 +102,8 @@ alma__blas_pool *alma__blas_pool_new(int nthreads) {
       if (rc != 0) {
         free(wa);
         p->n = i; /* the workers started so far are joined by free */
-        alma__blas_pool_free(p);
-        alma__errorf(ALMA_ERR_UNAVAILABLE, "cannot start thread %d of the BLAS runtime's pool", i);
+        alma__pool_free(p);
+        alma__errorf(ALMA_ERR_UNAVAILABLE, "cannot start thread %d of a runtime's thread pool", i);
         return NULL;
       }
     }
@@ -109,7 +111,7 @@ alma__blas_pool *alma__blas_pool_new(int nthreads) {
   return p;
 }
 
-void alma__blas_pool_free(alma__blas_pool *p) {
+void alma__pool_free(alma__pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   atomic_store(&p->stop, 1);
@@ -123,9 +125,9 @@ void alma__blas_pool_free(alma__blas_pool *p) {
   free(p);
 }
 
-int alma__blas_pool_size(const alma__blas_pool *p) { return p ? p->n : 1; }
+int alma__pool_size(const alma__pool *p) { return p ? p->n : 1; }
 
-void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int nt) {
+void alma__pool_run(alma__pool *p, alma__pool_task fn, void *arg, int nt) {
   if (!p || p->n == 1 || nt <= 1) {
     fn(arg, 0, 1);
     return;
@@ -152,11 +154,35 @@ void alma__blas_pool_run(alma__blas_pool *p, alma__blas_task fn, void *arg, int 
   }
 }
 
-int64_t alma__blas_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end) {
+int64_t alma__pool_claim(atomic_llong *next, int64_t step, int64_t total, int64_t *end) {
   int64_t s = atomic_fetch_add(next, step);
   if (s >= total) return -1;
   *end = s + step < total ? s + step : total;
   return s;
 }
 
-#endif /* ALMA_HAVE_BLAS */
+/* alma__pool_parfor: every thread drains the items from one counter */
+typedef struct parfor_job {
+  atomic_llong next;
+  int64_t items;
+  alma_exec_item_fn fn;
+  void *arg;
+} parfor_job;
+
+static void parfor_task(void *arg, int tid, int nt) {
+  (void)tid, (void)nt;
+  parfor_job *j = arg;
+  for (int64_t i; (i = atomic_fetch_add(&j->next, 1)) < j->items;) j->fn(j->arg, i);
+}
+
+void alma__pool_parfor(void *pool, int64_t items, alma_exec_item_fn fn, void *arg) {
+  alma__pool *p = pool;
+  if (items <= 0) return;
+  if (!p || p->n == 1 || items == 1) {
+    for (int64_t i = 0; i < items; i++) fn(arg, i);
+    return;
+  }
+  parfor_job j = {.items = items, .fn = fn, .arg = arg};
+  atomic_init(&j.next, 0);
+  alma__pool_run(p, parfor_task, &j, p->n);
+}
