@@ -278,13 +278,12 @@ static void qprim_free(qprim *q) {
   memset(q, 0, sizeof *q);
 }
 
-static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) {
+/* Frees q's primitive and marks it declined for its key, with the reason (formatted before the free:
+ * the message may quote q->impl). */
+static void decline_v(qprim *q, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void decline_v(qprim *q, const char *fmt, va_list ap) {
   char why[sizeof q->why];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap); /* before the free: the message may quote q->impl */
-  va_end(ap);
+  vsnprintf(why, sizeof why, fmt, ap);
   dnnl_memory_desc_t xmd = q->xmd;
   uint64_t k = q->pkey;
   qprim_free(q);
@@ -292,6 +291,14 @@ static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) 
   q->xmd = xmd;
   q->pkey = k;
   memcpy(q->why, why, sizeof why);
+}
+
+static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  decline_v(q, fmt, ap);
+  va_end(ap);
   ALMA_LOGD("DNNL int8: node '%s' (%s) not in int8: %s", n->name, n->op_type, q->why);
   return ALMA_OK;
 }
@@ -299,18 +306,10 @@ static alma_status qdecline(qprim *q, const alma_node *n, const char *fmt, ...) 
 /* qdecline for the fused 1x1 + depthwise primitive: the two clusters then run apart, in int8. */
 static alma_status dw_decline(qprim *q, const alma_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static alma_status dw_decline(qprim *q, const alma_node *n, const char *fmt, ...) {
-  char why[sizeof q->why];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
+  decline_v(q, fmt, ap);
   va_end(ap);
-  dnnl_memory_desc_t xmd = q->xmd;
-  uint64_t k = q->pkey;
-  qprim_free(q);
-  q->valid = q->declined = 1;
-  q->xmd = xmd;
-  q->pkey = k;
-  memcpy(q->why, why, sizeof why);
   ALMA_LOGD("DNNL int8: node '%s' (%s): no 1x1 + depthwise fusion, the two run apart: %s", n->name, n->op_type, q->why);
   return ALMA_OK;
 }
