@@ -109,7 +109,8 @@ ACT_KERNEL(act_f64, double)
  * standalone ops */
 static void act_f32v(const alma_fused_act *act, float *y, int64_t cnt) {
   if (act->kind == ALMA_ACT_TANH) alma__tanh_row(y, y, cnt);
-  else if (act->kind == ALMA_ACT_SIGMOID || act->kind == ALMA_ACT_SILU) alma__sigmoid_row(y, y, cnt, act->kind == ALMA_ACT_SILU);
+  else if (act->kind == ALMA_ACT_SIGMOID || act->kind == ALMA_ACT_SILU)
+    alma__sigmoid_row(y, y, cnt, act->kind == ALMA_ACT_SILU);
   else if (act->kind == ALMA_ACT_GELU_TANH) alma__gelu_tanh_row(y, y, cnt);
   else act_f32(act, y, cnt);
 }
