@@ -23,31 +23,47 @@ static int64_t ord(float f) {
   return i < 0 ? (int64_t)INT32_MIN - i : i;
 }
 
-static void tanh_sweep(void **state) {
-  (void)state;
+/* Calls fn on every 97th float32 bit pattern (44 million values, both signs), B at a time. */
+static void every_97th(void (*fn)(const float *x, int k, void *ctx), void *ctx) {
   enum { B = 4096 };
-  static float x[B], y[B];
-  int64_t worst = 0, n = 0;
+  static float x[B];
   int k = 0;
   for (uint64_t u = 0; u < (1ull << 32); u += 97) {
     uint32_t b = (uint32_t)u;
     memcpy(&x[k++], &b, 4);
     if (k < B && u + 97 < (1ull << 32)) continue;
-    alma__tanh_row(y, x, k);
-    for (int i = 0; i < k; i++) {
-      float r = tanhf(x[i]);
-      if (isnan(r)) {
-        assert_true(isnan(y[i]));
-        continue;
-      }
-      int64_t d = llabs(ord(r) - ord(y[i]));
-      if (d > worst) worst = d;
-      n++;
-    }
+    fn(x, k, ctx);
     k = 0;
   }
-  print_message("tanh: %lld values, at most %lld ulps from tanhf\n", (long long)n, (long long)worst);
-  assert_true(worst <= 2);
+}
+
+typedef struct sweep_ctx {
+  int silu;           /* sigmoid_block: x sigmoid(x) */
+  int64_t worst, n;   /* largest ulp distance over the n values compared */
+} sweep_ctx;
+
+static void tanh_block(const float *x, int k, void *ctx) {
+  sweep_ctx *c = ctx;
+  static float y[4096];
+  alma__tanh_row(y, x, k);
+  for (int i = 0; i < k; i++) {
+    float r = tanhf(x[i]);
+    if (isnan(r)) {
+      assert_true(isnan(y[i]));
+      continue;
+    }
+    int64_t d = llabs(ord(r) - ord(y[i]));
+    if (d > c->worst) c->worst = d;
+    c->n++;
+  }
+}
+
+static void tanh_sweep(void **state) {
+  (void)state;
+  sweep_ctx c = {0};
+  every_97th(tanh_block, &c);
+  print_message("tanh: %lld values, at most %lld ulps from tanhf\n", (long long)c.n, (long long)c.worst);
+  assert_true(c.worst <= 2);
 }
 
 static void tanh_edges(void **state) {
@@ -103,38 +119,35 @@ static void gelu_tanh(void **state) {
 
 /* sigmoid(x) and x sigmoid(x) against double precision: within a few ulps where the sigmoid is a
  * normal float; below that (x < -87: it is denormal or 0) within FLT_MIN (times |x|) absolutely. */
+static void sigmoid_block(const float *x, int k, void *ctx) {
+  sweep_ctx *c = ctx;
+  static float y[4096];
+  alma__sigmoid_row(y, x, k, c->silu);
+  for (int i = 0; i < k; i++) {
+    double v = x[i], sg = v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
+    float r = (float)(c->silu ? v * sg : sg);
+    if (isnan(r)) {
+      assert_true(isnan(y[i]));
+      continue;
+    }
+    if (fabs(sg) < FLT_MIN) { /* the sigmoid is denormal: x sigmoid(x) within |x| FLT_MIN */
+      assert_true(fabs((double)y[i] - r) <= (c->silu ? fabs(v) : 1) * FLT_MIN);
+      continue;
+    }
+    int64_t d = llabs(ord(r) - ord(y[i]));
+    if (d > c->worst) c->worst = d;
+    c->n++;
+  }
+}
+
 static void sigmoid_sweep(void **state) {
   (void)state;
-  enum { B = 4096 };
-  static float x[B], y[B];
   for (int silu = 0; silu <= 1; silu++) {
-    int64_t worst = 0, n = 0;
-    int k = 0;
-    for (uint64_t u = 0; u < (1ull << 32); u += 97) {
-      uint32_t b = (uint32_t)u;
-      memcpy(&x[k++], &b, 4);
-      if (k < B && u + 97 < (1ull << 32)) continue;
-      alma__sigmoid_row(y, x, k, silu);
-      for (int i = 0; i < k; i++) {
-        double v = x[i], sg = v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
-        float r = (float)(silu ? v * sg : sg);
-        if (isnan(r)) {
-          assert_true(isnan(y[i]));
-          continue;
-        }
-        if (fabs(sg) < FLT_MIN) { /* the sigmoid is denormal: x sigmoid(x) within |x| FLT_MIN */
-          assert_true(fabs((double)y[i] - r) <= (silu ? fabs(v) : 1) * FLT_MIN);
-          continue;
-        }
-        int64_t d = llabs(ord(r) - ord(y[i]));
-        if (d > worst) worst = d;
-        n++;
-      }
-      k = 0;
-    }
-    print_message("%s: %lld values, at most %lld ulps from double\n", silu ? "silu" : "sigmoid", (long long)n,
-                  (long long)worst);
-    assert_true(worst <= 4);
+    sweep_ctx c = {.silu = silu};
+    every_97th(sigmoid_block, &c);
+    print_message("%s: %lld values, at most %lld ulps from double\n", silu ? "silu" : "sigmoid", (long long)c.n,
+                  (long long)c.worst);
+    assert_true(c.worst <= 4);
   }
   const float in[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 100.0f, -100.0f, 5.0f, -5.0f};
   enum { N = sizeof in / sizeof in[0] };
