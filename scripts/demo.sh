@@ -6,10 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target alma
+# alma itself and the example programs (examples/*/README.md run them from build/)
+cmake --build build -j "$(nproc)" --target alma linear_bench mnist_bench
 model="${1:-examples/models/mnist_cnn.onnx}"
 shift || true
 mkdir -p build/demo
 ./build/alma info "$model"
 echo
-exec ./build/alma bench "$model" --keep-going --json build/demo/results.json --csv build/demo/results.csv "$@"
+rc=0
+./build/alma bench "$model" --keep-going --json build/demo/results.json --csv build/demo/results.csv "$@" || rc=$?
+echo
+echo "demo: results saved as build/demo/results.json and build/demo/results.csv (formats: docs/json.md)"
+echo "demo: the alma binary is build/alma; to run it as 'alma': export PATH=\"$PWD/build:\$PATH\""
+echo "      (or install it: cmake --install build --prefix ~/.local, with ~/.local/bin on PATH)"
+exit "$rc"
