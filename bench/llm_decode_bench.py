@@ -13,8 +13,8 @@ intra-op threads, all optimizations, median of >= S seconds of runs) alternating
 machine's load hits both alike; prints each round's p50 (and fastest run) and, per conversion, the
 best and median round's p50 and the fastest run of all rounds.
 
-    .venv-hf/bin/python bench/llm_decode_bench.py export /tmp/llm512
-    .venv-test/bin/python bench/llm_decode_bench.py time /tmp/llm512 --alma build/alma \\
+    .venv-hf/bin/python bench/llm_decode_bench.py export llm512
+    .venv-test/bin/python bench/llm_decode_bench.py time llm512 --alma build/alma \\
         [--graphs gpt2_decode,gpt_neox_decode] [--conversions FOLD+FUSE+DNNL,FOLD+FUSE+BLAS] [--rounds 4]
 """
 import argparse

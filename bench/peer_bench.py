@@ -5,7 +5,9 @@ the same models, shapes and thread count. Prints (and with --markdown writes) p5
 throughput, the ratio alma-best / ONNX Runtime, and GFLOP/s with the percentage of the machine's
 peak measured here with a large SGEMM.
 
-usage: bench/run.sh [--quick] [--threads N] [--markdown OUT.md] [--conversions LIST]
+usage: bench/run.sh [--quick] [--threads N] [--markdown OUT.md] [--json OUT.json] [--conversions LIST]
+--json writes every number with the machine, library versions, alma's commit and the command;
+bench/run.sh writes one under bench/results/ unless given --json.
 (bench/run.sh makes the virtual environment with onnxruntime; this script needs python3 with
 torch, onnx, numpy and onnxruntime, and the alma binary.)
 """
@@ -34,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 def mnist_cnn():
     nn = torch.nn
 
-    class Net(nn.Module):  # conv32-conv64-fc128, as in issue 4
+    class Net(nn.Module):  # conv32-conv64-fc128: an MNIST-sized CNN
         def __init__(self):
             super().__init__()
             self.c1 = nn.Conv2d(1, 32, 3)
@@ -66,7 +68,7 @@ def transformer():
     return torch.nn.TransformerEncoder(layer, num_layers=4), (128, 256)
 
 
-MODELS = [  # name, builder, batch sizes (1 and the larger batch of issue 4)
+MODELS = [  # name, builder, batch sizes (1, and a throughput batch)
     ("resnet18", resnet18, (1, 32)),
     ("mobilenet_v2", mobilenet_v2, (1, 32)),
     ("transformer", transformer, (1, 8)),
@@ -207,6 +209,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer runs (smoke test)")
     ap.add_argument("--models", default="", help="comma list of model names")
     ap.add_argument("--markdown", default="")
+    ap.add_argument("--json", default="", help="write the results, machine and commit as JSON")
     ap.add_argument("--alma-args", default="", help="more options for alma bench, e.g. '--calibration-batches 2'")
     ARGS = args = ap.parse_args()
     if args.quick:
@@ -285,6 +288,47 @@ def main():
                 cells = ", ".join(f"{c} {p:.3f}" if p is not None else f"{c} ({chk})" for c, p, chk in r["all"])
                 f.write(f"- {r['model']} b={r['batch']}: {cells}\n")
             f.write(f"\n{header}\n")
+    if args.json:
+        save_json(args.json, args, header, dict(cpu=cpu, logical_cpus=os.cpu_count(), isa=cpu_flags(),
+                                                 onnxruntime=ort.__version__, torch=torch.__version__,
+                                                 sgemm_peak_gflops=peak, sgemm_peak_source=peak_src), rows)
+
+
+def cpu_flags():
+    """The SIMD/ML flags of /proc/cpuinfo that decide which kernels run (AVX2, AVX-512, VNNI, AMX)."""
+    keep = ("avx", "fma", "vnni", "amx", "bf16", "f16c", "sse4")
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next(l.split(":", 1)[1].split() for l in f if l.startswith("flags"))
+        return " ".join(x for x in flags if any(k in x for k in keep))
+    except Exception:
+        return ""
+
+
+def save_json(path, args, header, machine, rows):
+    """One result file: enough to compare with a later run (machine, versions, commit, command)."""
+    import datetime
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except Exception:
+        commit = ""
+
+    def clean(v):  # NaN is not JSON
+        if isinstance(v, float) and v != v:
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    doc = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               alma_commit=commit, alma=args.alma, command=sys.argv, threads=args.threads,
+               load_average=list(os.getloadavg()), machine=machine, header=header, rows=clean(rows))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":
