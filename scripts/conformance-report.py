@@ -3,7 +3,7 @@
 
 usage: conformance-report.py RUNNER NODE_DIR KNOWN_FILE OUT.md [CONVERSION...]
 Groups the ONNX node test cases by the operator they test (the op types of the case's model) and
-lists, for the operators alma must support (issue 2) and those of opsets 23-28, passes / unsupported
+lists, for the operators of opsets up to 22 and those of opsets 23-28, passes / unsupported
 / deviations. Sections of OUT.md other than the generated ones (hand-written notes) are kept, in
 order, after the generated part.
 """

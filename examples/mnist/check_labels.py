@@ -4,7 +4,7 @@ usage: check_labels.py ALMA DIGITS_DIR OUTDIR
 
 DIGITS_DIR is what train.py wrote. Checks, on the 360 held-out digits:
 - fp32 EAGER and post-training static int8 (INT8_STATIC+EAGER, calibrated by default on the first
-  8 batches of the benchmark data) keep top-1 >= 95%, and int8 loses at most 1 point (issue 5's
+  8 batches of the benchmark data) keep top-1 >= 95%, and int8 loses at most 1 point (the int8
   target); the JSON's accuracy object agrees with the labels and the report prints the column;
 - the same from the uint8 IDX files (images scaled by --data-scale, IDX labels);
 - the QAT model, when train.py wrote it, keeps top-1 >= 95% on EAGER;

@@ -13,11 +13,11 @@ static const char *const columns[] = {
     "latency_mean_ci95_lo_ms", "latency_mean_ci95_hi_ms", "latency_median_ci95_lo_ms",
     "latency_median_ci95_hi_ms", "latency_n", "check_performed", "check_max_abs_err", "check_max_rel_err",
     "check_argmax_agreement", "check_cosine", "check_passed", "warnings", "error",
-    /* issue 6: appended, so that readers by position keep working */
+    /* appended later, so that readers by position keep working */
     "mode", "instances", "workers", "threads_per_instance", "concurrent", "duration_s", "inferences",
     "throughput_avg", "throughput_peak", "cache", "cache_build", "cache_reason", "preprocess_mean_ms",
     "postprocess_mean_ms",
-    /* issue 5 */
+    /* appended after those */
     "accuracy_top1", "accuracy_correct", "accuracy_samples", "accuracy_top1_drop", "accuracy_baseline",
     "saved_converted", "saved_alma_ops",
     /* --profile: the per-node profile's totals and its slowest entry and op type */

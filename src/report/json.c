@@ -477,7 +477,7 @@ alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, con
   cJSON *root = cJSON_CreateObject();
   if (!root) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   cJSON_AddStringToObject(root, "alma_version", alma_version());
-  /* 2: check.cosine_similarity renamed check.cosine (issue 5); readers take both. */
+  /* 2: check.cosine_similarity renamed check.cosine; readers take both. */
   cJSON_AddNumberToObject(root, "schema_version", 2);
   char when[64] = "";
   time_t now = time(NULL);

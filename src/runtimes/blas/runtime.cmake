@@ -1,4 +1,4 @@
-# BLAS runtime (issue 4): im2col+SGEMM convolution, Gemm and MatMul through a CBLAS library.
+# BLAS runtime: im2col+SGEMM convolution, Gemm and MatMul through a CBLAS library.
 #   -DALMA_BLAS_VENDOR=openblas (default; Debian's libopenblas-dev) or blis (libblis-dev)
 #   -DALMA_BLAS=OFF leaves the runtime out.
 # The library is loaded at run time with dlopen (see vendor.c: OpenBLAS picks its kernel set when it

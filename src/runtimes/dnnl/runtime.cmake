@@ -1,4 +1,4 @@
-# DNNL runtime (issue 4): oneDNN 2.x through its C API (Debian's libdnnl-dev). Optional: without
+# DNNL runtime: oneDNN 2.x through its C API (Debian's libdnnl-dev). Optional: without
 # the library the sources compile empty (they are guarded by ALMA_HAVE_DNNL) and the runtime is not
 # registered. Debian's oneDNN ships no pkg-config file, so look for the header and library.
 option(ALMA_WITH_DNNL "Build the DNNL (oneDNN) runtime when the library is found" ON)

@@ -1,4 +1,4 @@
-# XNNPACK runtime (issue 4): Debian's libxnnpack-dev (snapshot 2022-02-16) through its subgraph API,
+# XNNPACK runtime: Debian's libxnnpack-dev (snapshot 2022-02-16) through its subgraph API,
 # with pthreadpool for threads. Optional: without the library the sources compile empty (guarded by
 # ALMA_HAVE_XNNPACK) and the runtime is not registered. Neither package ships a pkg-config file.
 option(ALMA_WITH_XNNPACK "Build the XNNPACK runtime when the library is found" ON)
