@@ -220,7 +220,25 @@ void alma__sha256_final(alma_sha256 *s, char hex_out[65]);
 double alma__now_s(void);    /* CLOCK_MONOTONIC seconds */
 
 /* ---- files --------------------------------------------------------------------------------- */
-/* Reads a whole file (malloc'd). ALMA_ERR_IO naming the path on failure. */
+/* Every file alma reads from a user or from disk state goes through these (file.c): regular
+ * files only, known before the first read, so a FIFO, a device (/dev/zero), a socket or a
+ * directory is refused with ALMA_ERR_IO naming the path and what it is, never blocked on.
+ *
+ * alma__open_regular: open(path, flags | O_NONBLOCK | O_CLOEXEC), fstat, refuse non-regular,
+ * then clear O_NONBLOCK. flags may hold O_RDWR/O_WRONLY/O_CREAT/O_APPEND/O_NOFOLLOW...; a new
+ * file gets mode 0644. *st_out (if given) is the fstat of the opened file.
+ * alma__fopen_regular: the same, read-only, as a FILE* ("rb"). */
+struct stat;
+alma_status alma__open_regular(const char *path, int flags, int *fd_out, struct stat *st_out);
+alma_status alma__fopen_regular(const char *path, FILE **f_out, struct stat *st_out);
+/* Largest file alma__read_file reads whole: protobuf's own 2 GiB message limit (bigger models keep
+ * their weights in external data files, which are read tensor by tensor). */
+#define ALMA_MAX_FILE_BYTES ((size_t)2 << 30)
+/* Reads a whole regular file (malloc'd) of at most max_bytes (ALMA_MAX_FILE_BYTES for
+ * alma__read_file); ALMA_ERR_IO naming the path on failure, non-regular files refused. */
 alma_status alma__read_file(const char *path, uint8_t **data_out, size_t *n_out);
+alma_status alma__read_file_max(const char *path, size_t max_bytes, uint8_t **data_out, size_t *n_out);
+/* The same from an open descriptor (its current offset; path only names it in messages). */
+alma_status alma__read_fd(int fd, const char *path, size_t max_bytes, uint8_t **data_out, size_t *n_out);
 
 #endif

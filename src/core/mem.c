@@ -1,5 +1,4 @@
 /* Allocation helpers and the arena. */
-#include <errno.h>
 #include <time.h>
 #include <openssl/evp.h>
 
@@ -95,43 +94,6 @@ double alma__now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-alma_status alma__read_file(const char *path, uint8_t **data_out, size_t *n_out) {
-  *data_out = NULL;
-  *n_out = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  uint8_t *buf = malloc(cap);
-  if (!buf) {
-    fclose(f);
-    return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading '%s'", path);
-  }
-  for (;;) {
-    if (n == cap) {
-      uint8_t *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading '%s'", path);
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err) {
-    free(buf);
-    return alma__errorf(ALMA_ERR_IO, "error reading '%s'", path);
-  }
-  *data_out = buf;
-  *n_out = n;
-  return ALMA_OK;
 }
 
 struct alma_sha256 {
