@@ -288,6 +288,10 @@ const alma_accuracy *alma_result_accuracy(const alma_result *r);
  * alma-domain ops (FUSE's fused ops), which ONNX Runtime and other ONNX tools cannot run. */
 const char *alma_result_saved_path(const alma_result *r);
 int alma_result_saved_alma_ops(const alma_result *r);
+/* The runtime's facts about its build of the model, as the text of one JSON object ("" when the
+ * runtime reports none): for ORT the onnxruntime version, the settings and the binding's
+ * measured per-call cost (docs/json.md). */
+const char *alma_result_runtime_info(const alma_result *r);
 int alma_result_threads(const alma_result *r);
 const char *alma_result_affinity(const alma_result *r);    /* CPU list, "0-7" */
 double alma_result_timer_overhead_ns(const alma_result *r);

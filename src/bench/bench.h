@@ -189,6 +189,7 @@ struct alma_result {
   /* per-node profile */
   int has_profile;                /* prof filled (config profile); its strings and arrays owned */
   alma_profile prof;
+  char *runtime_info;             /* the runtime's facts, a JSON object's text (alma_runtime.info), or NULL */
 };
 
 typedef struct alma__model_io {

@@ -1149,6 +1149,17 @@ static void worker(void *arg, alma__chan *ch) {
 
   /* The latency mode's peak: the throughput mode's extra sessions come after. */
   r->peak_rss_bytes = alma__peak_rss_bytes();
+  {
+    /* the runtime's facts (version, settings, its binding's per-call cost): after the timed phase,
+     * since measuring that cost runs the runtime */
+    char info[2048];
+    if (alma__session_runtime_info(s, info, sizeof info) != ALMA_OK) {
+      alma__result_warn(r, "runtime info: %s", alma_last_error());
+      alma__error_clear();
+    } else if (info[0]) {
+      r->runtime_info = alma__strdup(info);
+    }
+  }
   if (cfg->throughput) {
     STEP("throughput");
     throughput_mode(a, ch, r, m, s, hit, b, n_in, n_out);

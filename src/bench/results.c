@@ -51,6 +51,7 @@ void alma__result_clear(alma_result *r) {
   for (int i = 0; i < r->n_scaling; i++) alma__scaling_point_clear(&r->scaling[i]);
   free(r->scaling);
   free(r->saved_path);
+  free(r->runtime_info);
   free((char *)r->acc.baseline);
   if (r->has_profile) alma__profile_clear(&r->prof);
   alma__result_init(r);
@@ -160,6 +161,7 @@ void alma__result_set_baseline(alma_result *r, const char *baseline, double drop
 }
 const alma_profile *alma_result_profile(const alma_result *r) { return r->has_profile ? &r->prof : NULL; }
 const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_path); }
+const char *alma_result_runtime_info(const alma_result *r) { return S(r->runtime_info); }
 int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i) {

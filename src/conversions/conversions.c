@@ -31,6 +31,17 @@ static const alma_preset presets[] = {
     {49, "FOLD+FUSE+BF16+DNNL", "constant folding and fusion in float32 (BatchNorm folded before rounding), bfloat16, then oneDNN with post-ops", "oneDNN library (libdnnl); CPU with AVX512_BF16 or AMX-BF16"},
     {50, "FOLD+INT8_DYNAMIC+DNNL", "constant folding, dynamic int8 quantization, then oneDNN: each DynamicQuantizeLinear -> ConvInteger/MatMulInteger -> scale, bias, activation chain as one int8 convolution/matmul taking the batch's scale and zero point at run time", "oneDNN library (libdnnl)"},
     {51, "INT8_DYNAMIC+DNNL", "dynamic int8 quantization (int8 weights, activations quantized per batch) run by oneDNN's int8 primitives", "oneDNN library (libdnnl)"},
+    {60, "ORT", "ONNX Runtime, CPU provider, every graph optimization (its own fusions and layouts), threads from --threads", "ONNX Runtime (onnxruntime in the Python environment ALMA_ORT_PYTHON names)"},
+    {61, "ORT_BASIC", "ONNX Runtime at graph optimization level basic (constant folding, redundant nodes removed, no fusions)", "ONNX Runtime (onnxruntime in the Python environment ALMA_ORT_PYTHON names)"},
+    {62, "FOLD+ORT", "alma's constant folding, then ONNX Runtime with every optimization", "ONNX Runtime (onnxruntime in the Python environment ALMA_ORT_PYTHON names)"},
+    {63, "INT8_STATIC+ORT", "alma's static int8 quantization (QDQ graph, calibrated on the data), run by ONNX Runtime's int8 kernels", "ONNX Runtime (onnxruntime in the Python environment ALMA_ORT_PYTHON names)"},
+    {64, "FOLD+INT8_STATIC+ORT", "constant folding, static int8 quantization, then ONNX Runtime", "ONNX Runtime (onnxruntime in the Python environment ALMA_ORT_PYTHON names)"},
+    {70, "OPENVINO", "Intel OpenVINO on the CPU device: the whole graph as ONNX, compiled with inference precision f32 (its own fusions and layouts), threads from --threads", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
+    {71, "FOLD+OPENVINO", "alma's constant folding, then OpenVINO (f32)", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
+    {72, "OPENVINO_BF16", "OpenVINO with inference precision bf16: it runs what it can in bfloat16 (AMX/AVX512_BF16), the rest in f32; judged by accuracy", "OpenVINO; CPU with AVX512_BF16 or AMX-BF16"},
+    {73, "FOLD+OPENVINO_BF16", "constant folding, then OpenVINO with inference precision bf16", "OpenVINO; CPU with AVX512_BF16 or AMX-BF16"},
+    {74, "INT8_STATIC+OPENVINO", "alma's static int8 quantization (QDQ graph, calibrated on the data), run by OpenVINO's int8 kernels", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
+    {75, "FOLD+INT8_STATIC+OPENVINO", "constant folding, static int8 quantization, then OpenVINO", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */
@@ -176,6 +187,11 @@ alma_status alma__conversion_parse(const char *spec, alma_conversion *out) {
 
 alma_status alma__conversion_available(const alma_conversion *c) {
   for (int i = 0; i < c->n_passes; i++) {
+    if (c->runtime->onnx_only && c->passes[i]->emits_alma_ops)
+      return alma__errorf(ALMA_ERR_UNAVAILABLE,
+                          "step %s: its output holds alma-domain operators (FusedConv, Attention...), which runtime "
+                          "%s cannot run: it takes standard ONNX only (leave %s out of the chain)",
+                          c->passes[i]->name, c->runtime->name, c->passes[i]->name);
     if (c->passes[i]->available) {
       alma_status st = c->passes[i]->available();
       if (st != ALMA_OK) return alma__error_prefix(st, "step %s: ", c->passes[i]->name);

@@ -2,7 +2,11 @@
  *
  * The numeric kernels are written once and compiled for float (float32, float16 and bfloat16
  * models, computed in float) and for double (float64 models): this file includes itself with
- * ALMA_RNN_REAL set (see the end of the first part), so the float32 path stays a plain typed loop.
+ * ALMA_RNN_REAL set (see the end of the first part). The input projection of all steps is one
+ * matrix product; each step multiplies the whole batch's state by R at once. Float runs those on
+ * the project's SGEMM (R packed once per call for batches up to ALMA_PACKED_MAX_ROWS) and Sigmoid
+ * and Tanh on the vectorised rows of softmax_row.h; double keeps plain loops and libm. Every
+ * attribute and optional input takes the same path: no case falls back to a slower kernel.
  *
  * Conventions (ONNX): gates are stacked in W/R/B in the order i,o,f,c (LSTM) and z,r,h (GRU); B
  * holds the W biases then the R biases; P holds the peepholes i,o,f. clip bounds the input of the
@@ -13,7 +17,10 @@
 #include <math.h>
 #include <strings.h>
 
+#include "ops/gemm_packed.h"
 #include "ops/op.h"
+#include "ops/sgemm.h"
+#include "ops/softmax_row.h"
 
 typedef enum {
   ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_AFFINE, ACT_LEAKYRELU, ACT_THRESHOLDEDRELU, ACT_SCALEDTANH,
@@ -213,20 +220,25 @@ static void rnn_cost(const alma_node *n, int lstm, const alma_tensor *const *in,
 
 /* ---- typed kernels: float and double ---- */
 /* RNN_M(f): the libm function of the real type (tanhf or tanh ...) */
+/* RNN_F32: the float instantiation, which runs on the project's SGEMM and vectorised activations */
 #define ALMA_RNN_REAL float
 #define RNN_FN(name) name##_f32
 #define RNN_M(fn) fn##f
+#define RNN_F32 1
 #include "ops/rnn.c"
 #undef ALMA_RNN_REAL
 #undef RNN_FN
 #undef RNN_M
+#undef RNN_F32
 #define ALMA_RNN_REAL double
 #define RNN_FN(name) name##_f64
 #define RNN_M(fn) fn
+#define RNN_F32 0
 #include "ops/rnn.c"
 #undef ALMA_RNN_REAL
 #undef RNN_FN
 #undef RNN_M
+#undef RNN_F32
 
 static alma_status rnn_exec(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, alma_tensor *out,
                             int nout) {
@@ -431,8 +443,13 @@ static void RNN_FN(rnn_act)(const rnn_act *a, int has_clip, RNN_FN(real) clip, R
   R al = (R)a->alpha, be = (R)a->beta;
   switch (a->kind) {
     case ACT_RELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0 ? v[i] : 0; break;
+#if RNN_F32
+    case ACT_TANH: alma__tanh_row(v, v, n); break; /* vectorised, within a few ulps of libm */
+    case ACT_SIGMOID: alma__sigmoid_row(v, v, n, 0); break;
+#else
     case ACT_TANH: for (int64_t i = 0; i < n; i++) v[i] = RNN_M(tanh)(v[i]); break;
     case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) v[i] = (R)1 / ((R)1 + RNN_M(exp)(-v[i])); break;
+#endif
     case ACT_AFFINE: for (int64_t i = 0; i < n; i++) v[i] = al * v[i] + be; break;
     case ACT_LEAKYRELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] >= 0 ? v[i] : al * v[i]; break;
     case ACT_THRESHOLDEDRELU: for (int64_t i = 0; i < n; i++) v[i] = v[i] > al ? v[i] : 0; break;
@@ -449,18 +466,78 @@ static void RNN_FN(rnn_act)(const rnn_act *a, int has_clip, RNN_FN(real) clip, R
   }
 }
 
-static RNN_FN(real) RNN_FN(rnn_dot)(const RNN_FN(real) *a, const RNN_FN(real) *b, int64_t n) {
-  RNN_FN(real) s = 0;
-  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
+/* C[M, N] (row stride ldc) = A[M, K] (row stride lda) Bt^T + bias, with Bt [N, K] row-major (a block
+ * of W or R rows; bias [N] or NULL). float: the project's SGEMM, or pk (Bt packed once per call,
+ * sgemm.h) for the few-row products of the recurrence; double: plain dot products. */
+static alma_status RNN_FN(rnn_mm)(int64_t M, int64_t N, int64_t K, const RNN_FN(real) *A, int64_t lda,
+                                  const RNN_FN(real) *Bt, const RNN_FN(real) *bias, const void *pk,
+                                  RNN_FN(real) *C, int64_t ldc) {
+#if RNN_F32
+  if (pk) {
+    alma__sgemm_packed_rows(M, 0, ((const alma__sgemm_packed *)pk)->panels, 1.0f, A, lda, pk, 0.0f, C, ldc, NULL, bias);
+    return ALMA_OK;
+  }
+  return alma__sgemm_bias(0, 1, M, N, K, 1.0f, A, lda, Bt, K, 0.0f, C, ldc, NULL, bias);
+#else
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      RNN_FN(real) s = 0;
+      for (int64_t k = 0; k < K; k++) s += A[i * lda + k] * Bt[j * K + k];
+      C[i * ldc + j] = s + (bias ? bias[j] : 0);
+    }
+  return ALMA_OK;
+#endif
+}
+
+/* The recurrent weight blocks of one direction, packed for the per-step products when the batch
+ * is small enough for the packed kernel (float only; NULL: unpacked). LSTM: all 4H rows; GRU: the
+ * z,r rows and the h rows apart (h's product takes r * h unless linear_before_reset). */
+typedef struct {
+  void *all, *h;
+} RNN_FN(rnn_pk);
+
+static void RNN_FN(rnn_pk_free)(RNN_FN(rnn_pk) *p) {
+#if RNN_F32
+  if (p->all) alma__sgemm_packed_free(p->all);
+  if (p->h) alma__sgemm_packed_free(p->h);
+  free(p->all);
+  free(p->h);
+#endif
+  p->all = p->h = NULL;
+}
+
+static alma_status RNN_FN(rnn_pk_make)(const rnn_cfg *c, const RNN_FN(real) *Rd, RNN_FN(rnn_pk) *p) {
+  p->all = p->h = NULL;
+#if RNN_F32
+  int64_t H = c->H, nall = c->lstm ? 4 * H : 2 * H;
+  if (c->B > ALMA_PACKED_MAX_ROWS || H < 1 || !alma__packed_gemm_enabled()) return ALMA_OK;
+  p->all = calloc(1, sizeof(alma__sgemm_packed));
+  p->h = c->lstm ? NULL : calloc(1, sizeof(alma__sgemm_packed));
+  if (!p->all || (!c->lstm && !p->h)) {
+    RNN_FN(rnn_pk_free)(p);
+    return alma__errorf(ALMA_ERR_NOMEM, "packed recurrent weights");
+  }
+  alma_status st = alma__sgemm_pack(1, H, nall, Rd, H, p->all);
+  if (st == ALMA_OK && !c->lstm) st = alma__sgemm_pack(1, H, H, Rd + 2 * H * H, H, p->h);
+  if (st != ALMA_OK) RNN_FN(rnn_pk_free)(p);
+  return st;
+#else
+  (void)c, (void)Rd;
+  return ALMA_OK;
+#endif
 }
 
 /* One direction d. Xc: [S, B, I]; Yw: [S, ndir, B, H] (may be NULL); Hs, Cs: [B, H] state, in/out.
- * XW: [S * B, G * H] scratch; gates: [G * H] scratch. */
-static void RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const RNN_FN(real) *Xc,
-                                  const RNN_FN(real) *W, const RNN_FN(real) *R, const RNN_FN(real) *Bv,
-                                  const RNN_FN(real) *P, RNN_FN(real) *Hs, RNN_FN(real) *Cs, RNN_FN(real) *Yw,
-                                  RNN_FN(real) *XW, RNN_FN(real) *gates, RNN_FN(real) *tmp) {
+ * Scratch: XW [S * B, G * H]; HR [B, G * H]; T1, T2 [B, H]; tmp [H].
+ * The input projection of every step is one product; each step then takes one product of the
+ * whole batch's state with R (GRU without linear_before_reset: two, the second on r * h), and the
+ * gate arithmetic row by row. Batch entries past their sequence length are computed with the rest
+ * and left unchanged. */
+static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const RNN_FN(real) *Xc,
+                                         const RNN_FN(real) *W, const RNN_FN(real) *R, const RNN_FN(real) *Bv,
+                                         const RNN_FN(real) *P, RNN_FN(real) *Hs, RNN_FN(real) *Cs,
+                                         RNN_FN(real) *Yw, RNN_FN(real) *XW, RNN_FN(real) *HR, RNN_FN(real) *T1,
+                                         RNN_FN(real) *T2, RNN_FN(real) *tmp) {
   typedef RNN_FN(real) Rl;
   int64_t S = c->S, Bn = c->B, I = c->I, H = c->H, GH = c->G * c->H;
   const Rl *Wd = W + d * GH * I, *Rd = R + d * GH * H;
@@ -469,20 +546,30 @@ static void RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const 
   const int32_t *lens = c->seq_lens ? c->seq_lens->data : NULL;
   const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
   Rl clip = (Rl)c->clip;
+  RNN_FN(rnn_pk) pk;
   /* input projection of every step at once: XW = X W^T + Wb */
-  for (int64_t r = 0; r < S * Bn; r++)
-    for (int64_t j = 0; j < GH; j++)
-      XW[r * GH + j] = RNN_FN(rnn_dot)(Xc + r * I, Wd + j * I, I) + (Wb ? Wb[j] : 0);
-  for (int64_t s = 0; s < S; s++)
+  if (S * Bn > 0 && I > 0) ALMA_TRY(RNN_FN(rnn_mm)(S * Bn, GH, I, Xc, I, Wd, Wb, NULL, XW, GH));
+  else
+    for (int64_t r = 0; r < S * Bn; r++)
+      for (int64_t j = 0; j < GH; j++) XW[r * GH + j] = Wb ? Wb[j] : 0;
+  if (H < 1 || Bn < 1) return ALMA_OK;
+  ALMA_TRY(RNN_FN(rnn_pk_make)(c, Rd, &pk));
+  alma_status st = ALMA_OK;
+  const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
+  for (int64_t s = 0; s < S && st == ALMA_OK; s++) {
+    /* LSTM: HR = Hs R^T + Rb (all four gates); GRU: the z, r columns (and h's with linear_before_reset, in T2) */
+    st = RNN_FN(rnn_mm)(Bn, c->lstm ? GH : 2 * H, H, Hs, H, Rd, Rb, pk.all, HR, GH);
+    if (st == ALMA_OK && !c->lstm && c->linear_before_reset) st = RNN_FN(rnn_mm)(Bn, H, H, Hs, H, Rh, Rbh, pk.h, T2, H);
+    if (st != ALMA_OK) break;
     for (int64_t b = 0; b < Bn; b++) {
       int64_t len = lens ? lens[b] : S;
       if (s >= len) continue;
       int64_t t = backwards ? len - 1 - s : s;
-      Rl *h = Hs + b * H, *cst = Cs ? Cs + b * H : NULL;
+      Rl *h = Hs + b * H, *cst = Cs ? Cs + b * H : NULL, *gates = HR + b * GH;
       const Rl *xw = XW + (t * Bn + b) * GH;
       if (c->lstm) {
         /* gates i, o, f, c */
-        for (int64_t j = 0; j < GH; j++) gates[j] = xw[j] + RNN_FN(rnn_dot)(h, Rd + j * H, H) + (Rb ? Rb[j] : 0);
+        for (int64_t j = 0; j < GH; j++) gates[j] += xw[j];
         Rl *gi = gates, *go = gates + H, *gf = gates + 2 * H, *gc = gates + 3 * H;
         if (Pd)
           for (int64_t k = 0; k < H; k++) {
@@ -502,26 +589,45 @@ static void RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const 
         for (int64_t k = 0; k < H; k++) tmp[k] = cst[k];
         RNN_FN(rnn_act)(ah, 0, clip, tmp, H);
         for (int64_t k = 0; k < H; k++) h[k] = go[k] * tmp[k];
+        if (Yw) memcpy(Yw + ((t * c->ndir + d) * Bn + b) * H, h, (size_t)H * sizeof *h);
       } else {
-        /* gates z, r from x and h; then the candidate h~ */
-        Rl *gz = gates, *gr = gates + H, *gh = gates + 2 * H;
-        for (int64_t j = 0; j < 2 * H; j++) gates[j] = xw[j] + RNN_FN(rnn_dot)(h, Rd + j * H, H) + (Rb ? Rb[j] : 0);
-        RNN_FN(rnn_act)(af, c->has_clip, clip, gz, H);
-        RNN_FN(rnn_act)(af, c->has_clip, clip, gr, H);
-        const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
-        if (c->linear_before_reset) {
-          for (int64_t k = 0; k < H; k++)
-            gh[k] = xw[2 * H + k] + gr[k] * (RNN_FN(rnn_dot)(h, Rh + k * H, H) + (Rbh ? Rbh[k] : 0));
-        } else {
-          for (int64_t k = 0; k < H; k++) tmp[k] = gr[k] * h[k];
-          for (int64_t k = 0; k < H; k++)
-            gh[k] = xw[2 * H + k] + RNN_FN(rnn_dot)(tmp, Rh + k * H, H) + (Rbh ? Rbh[k] : 0);
-        }
-        RNN_FN(rnn_act)(ag, c->has_clip, clip, gh, H);
-        for (int64_t k = 0; k < H; k++) h[k] = (1 - gz[k]) * gh[k] + gz[k] * h[k];
+        /* gates z, r; then r * h for the candidate's product (T1) */
+        for (int64_t j = 0; j < 2 * H; j++) gates[j] += xw[j];
+        RNN_FN(rnn_act)(af, c->has_clip, clip, gates, H);
+        RNN_FN(rnn_act)(af, c->has_clip, clip, gates + H, H);
+        if (!c->linear_before_reset)
+          for (int64_t k = 0; k < H; k++) T1[b * H + k] = gates[H + k] * h[k];
       }
+    }
+    if (c->lstm) continue;
+    /* the candidate h~: (r * h) Rh^T + Rbh, or r * (h Rh^T + Rbh) with linear_before_reset */
+    if (!c->linear_before_reset && (st = RNN_FN(rnn_mm)(Bn, H, H, T1, H, Rh, Rbh, pk.h, T2, H)) != ALMA_OK) break;
+    for (int64_t b = 0; b < Bn; b++) {
+      int64_t len = lens ? lens[b] : S;
+      if (s >= len) continue;
+      int64_t t = backwards ? len - 1 - s : s;
+      Rl *h = Hs + b * H, *gz = HR + b * GH, *gr = gz + H, *gh = gz + 2 * H, *hh = T2 + b * H;
+      const Rl *xw = XW + (t * Bn + b) * GH + 2 * H;
+      if (c->linear_before_reset)
+        for (int64_t k = 0; k < H; k++) gh[k] = xw[k] + gr[k] * hh[k];
+      else
+        for (int64_t k = 0; k < H; k++) gh[k] = xw[k] + hh[k];
+      RNN_FN(rnn_act)(ag, c->has_clip, clip, gh, H);
+      for (int64_t k = 0; k < H; k++) h[k] = (1 - gz[k]) * gh[k] + gz[k] * h[k];
       if (Yw) memcpy(Yw + ((t * c->ndir + d) * Bn + b) * H, h, (size_t)H * sizeof *h);
     }
+  }
+  RNN_FN(rnn_pk_free)(&pk);
+  return st;
+}
+
+/* Copies n reals to t's data from element i on (t's dtype). */
+static void RNN_FN(rnn_store_n)(alma_tensor *t, int64_t i, const RNN_FN(real) *v, int64_t n) {
+  if ((sizeof(RNN_FN(real)) == 4 && t->dtype == ALMA_DTYPE_FLOAT32) ||
+      (sizeof(RNN_FN(real)) == 8 && t->dtype == ALMA_DTYPE_FLOAT64))
+    memcpy((char *)t->data + (size_t)i * sizeof *v, v, (size_t)n * sizeof *v);
+  else
+    for (int64_t k = 0; k < n; k++) RNN_FN(rnn_store)(t, i + k, v[k]);
 }
 
 static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor *Yh, alma_tensor *Yc) {
@@ -538,8 +644,9 @@ static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor
   Rl *Hs = alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Hs);
   Rl *Cs = c->lstm ? alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Cs) : NULL;
   Rl *XW = alma__malloc((size_t)(S * Bn * GH + 1) * sizeof *XW);
-  Rl *gates = alma__malloc((size_t)(GH + H + 1) * sizeof *gates);
-  if (fail || (c->layout && !Xc) || (Y && !Yw) || !Hs || (c->lstm && !Cs) || !XW || !gates) {
+  /* HR [B, GH], T1, T2 [B, H], tmp [H]; zeroed, so rows of finished batch entries stay finite */
+  Rl *scr = alma__calloc((size_t)(Bn * GH + 2 * Bn * H + H + 1), sizeof *scr);
+  if (fail || (c->layout && !Xc) || (Y && !Yw) || !Hs || (c->lstm && !Cs) || !XW || !scr) {
     st = ALMA_ERR_NOMEM;
     goto done;
   }
@@ -554,24 +661,24 @@ static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor
       if (h0) memcpy(Hs + dst, h0 + src, (size_t)H * sizeof *Hs);
       if (c0) memcpy(Cs + dst, c0 + src, (size_t)H * sizeof *Cs);
     }
-  for (int d = 0; d < nd; d++)
-    RNN_FN(rnn_direction)(c, d, nd == 2 ? d == 1 : c->reverse, c->layout ? Xc : X, W, Rm, Bv, P, Hs + d * Bn * H,
-                          Cs ? Cs + d * Bn * H : NULL, Yw, XW, gates, gates + GH);
-  if (Y)
-    for (int64_t s = 0; s < S; s++)
-      for (int64_t d = 0; d < nd; d++)
-        for (int64_t b = 0; b < Bn; b++) {
-          int64_t src = ((s * nd + d) * Bn + b) * H;
-          int64_t dst = c->layout ? ((b * S + s) * nd + d) * H : src;
-          for (int64_t k = 0; k < H; k++) RNN_FN(rnn_store)(Y, dst + k, Yw[src + k]);
-        }
+  for (int d = 0; d < nd && st == ALMA_OK; d++)
+    st = RNN_FN(rnn_direction)(c, d, nd == 2 ? d == 1 : c->reverse, c->layout ? Xc : X, W, Rm, Bv, P,
+                               Hs + d * Bn * H, Cs ? Cs + d * Bn * H : NULL, Yw, XW, scr, scr + Bn * GH,
+                               scr + Bn * GH + Bn * H, scr + Bn * GH + 2 * Bn * H);
+  if (st != ALMA_OK) goto done;
+  if (Y) {
+    if (!c->layout) RNN_FN(rnn_store_n)(Y, 0, Yw, S * nd * Bn * H);
+    else
+      for (int64_t s = 0; s < S; s++)
+        for (int64_t d = 0; d < nd; d++)
+          for (int64_t b = 0; b < Bn; b++)
+            RNN_FN(rnn_store_n)(Y, ((b * S + s) * nd + d) * H, Yw + ((s * nd + d) * Bn + b) * H, H);
+  }
   for (int64_t d = 0; d < nd; d++)
     for (int64_t b = 0; b < Bn; b++) {
       int64_t src = (d * Bn + b) * H, dst = c->layout ? (b * nd + d) * H : src;
-      for (int64_t k = 0; k < H; k++) {
-        if (Yh) RNN_FN(rnn_store)(Yh, dst + k, Hs[src + k]);
-        if (Yc) RNN_FN(rnn_store)(Yc, dst + k, Cs[src + k]);
-      }
+      if (Yh) RNN_FN(rnn_store_n)(Yh, dst, Hs + src, H);
+      if (Yc) RNN_FN(rnn_store_n)(Yc, dst, Cs + src, H);
     }
 done:
   if (oX) free((void *)X);
@@ -586,7 +693,7 @@ done:
   free(Hs);
   free(Cs);
   free(XW);
-  free(gates);
+  free(scr);
   return st;
 }
 

@@ -395,4 +395,5 @@ const alma_pass alma__pass_fuse = {
     .description = "zero Pad -> Conv/AveragePool pads, Conv/Gemm/MatMul + BatchNormalization/bias/residual/activation, "
                    "MatMul+Add -> Gemm, LayerNorm/RMSNorm/GELU/attention subgraphs -> single nodes",
     .run = fuse_run,
+    .emits_alma_ops = 1,
 };

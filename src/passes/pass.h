@@ -26,6 +26,8 @@ typedef struct alma_pass {
                                 outputs by accuracy (cosine, argmax), not by elementwise tolerance */
   /* optional: ALMA_OK, or ALMA_ERR_UNAVAILABLE with the reason (a CPU feature missing) */
   alma_status (*available)(void);
+  int emits_alma_ops;        /* its output may hold "alma"-domain nodes (FUSE): a runtime that takes
+                                only standard ONNX (runtime.onnx_only) cannot follow it */
 } alma_pass;
 
 int alma__pass_count(void);

@@ -302,6 +302,8 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
     cJSON_AddNullToObject(o, "saved_converted");
   }
   cJSON_AddItemToObject(o, "profile", profile_to_cjson(r));
+  cJSON *ri = r->runtime_info ? cJSON_Parse(r->runtime_info) : NULL;
+  cJSON_AddItemToObject(o, "runtime_info", ri ? ri : cJSON_CreateNull());
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) {
@@ -383,6 +385,8 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
     r->saved_path = get_str(sv, "path");
     r->saved_alma_ops = (int)get_i64(sv, "alma_ops", 0);
   }
+  const cJSON *ri = cJSON_GetObjectItemCaseSensitive(o, "runtime_info");
+  if (cJSON_IsObject(ri)) r->runtime_info = cJSON_PrintUnformatted(ri);
   if (profile_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "profile"), r) != ALMA_OK)
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading the profile");
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings"), *it;

@@ -1,5 +1,6 @@
 /* The text report: a header (model, machine, settings), a block per conversion, and a summary
  * table sorted by throughput with the speed-up over the first conversion. */
+#include <cjson/cJSON.h>
 #include <math.h>
 
 #include "report/report.h"
@@ -59,6 +60,26 @@ static void print_cache(const alma_result *x, FILE *f) {
             c->build);
   else
     fprintf(f, "      cache      off%s%s\n", c->reason[0] ? ": " : "", c->reason);
+}
+
+/* The runtime's facts (alma_result_runtime_info), "key value" pairs in its order. */
+static void print_runtime_info(const alma_result *x, FILE *f) {
+  cJSON *o = x->runtime_info ? cJSON_Parse(x->runtime_info) : NULL, *it;
+  if (!cJSON_IsObject(o)) {
+    cJSON_Delete(o);
+    return;
+  }
+  fprintf(f, "      runtime   ");
+  int k = 0;
+  cJSON_ArrayForEach(it, o) {
+    fprintf(f, "%s %s ", k++ ? "," : "", it->string);
+    if (cJSON_IsString(it)) fputs(it->valuestring, f);
+    else if (cJSON_IsNumber(it)) fprintf(f, "%.4g", it->valuedouble);
+    else if (cJSON_IsBool(it)) fputs(cJSON_IsTrue(it) ? "true" : "false", f);
+    else fputs("-", f);
+  }
+  fputc('\n', f);
+  cJSON_Delete(o);
 }
 
 static void print_saved(const alma_result *x, FILE *f) {
@@ -180,6 +201,7 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
       fprintf(f, "      hooks      preprocess %s ms, postprocess %s ms per batch (mean; not in the latency)\n",
               x->pre.n ? ms(x->pre.mean, a, sizeof a) : "-", x->post.n ? ms(x->post.mean, b, sizeof b) : "-");
     fprintf(f, "      memory     peak RSS %s\n", mib(x->peak_rss_bytes, a, sizeof a));
+    print_runtime_info(x, f);
     print_cache(x, f);
     if (x->check.performed)
       fprintf(f, "      check      %s vs EAGER: max abs err %.3g, max rel err %.3g, argmax %s, cosine %.6f\n",

@@ -13,6 +13,11 @@ extern const alma_runtime alma__runtime_xnnpack;
 #ifdef ALMA_HAVE_BLAS
 extern const alma_runtime alma__runtime_blas;
 #endif
+#ifdef ALMA_HAVE_ORT
+extern const alma_runtime alma__runtime_ort;
+extern const alma_runtime alma__runtime_ort_extended;
+extern const alma_runtime alma__runtime_ort_basic;
+#endif
 
 static const alma_runtime *const runtimes[] = {
     &alma__runtime_eager,
@@ -24,6 +29,11 @@ static const alma_runtime *const runtimes[] = {
 #endif
 #ifdef ALMA_HAVE_BLAS
     &alma__runtime_blas,
+#endif
+#ifdef ALMA_HAVE_ORT
+    &alma__runtime_ort,
+    &alma__runtime_ort_extended,
+    &alma__runtime_ort_basic,
 #endif
 };
 

@@ -54,6 +54,13 @@ typedef struct alma_runtime {
    * batches); profile_read fills nodes[0..g->n_nodes) with what was timed since. */
   alma_status (*profile_start)(void *plan);
   alma_status (*profile_read)(void *plan, alma__prof_node *nodes);
+  /* takes the whole graph as standard ONNX (a foreign engine: ONNX Runtime, OpenVINO): a chain
+   * with a pass that emits "alma"-domain ops (pass.emits_alma_ops) before it is unavailable */
+  int onnx_only;
+  /* optional: facts about the plan for the results (the library's version, settings chosen, a
+   * measured per-call overhead), as one JSON object's text in json[0..n); called once, after the
+   * timed phase (it may run the plan's library) */
+  alma_status (*info)(void *plan, char *json, size_t n);
 } alma_runtime;
 
 /* All runtimes compiled into this build, EAGER first. */

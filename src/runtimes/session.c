@@ -285,7 +285,9 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
   for (int i = 0; i < s->conv.n_passes; i++) calibrated |= s->conv.passes[i]->needs_calibration;
   if (st == ALMA_OK) {
     alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose};
-    if (s->conv.runtime != &alma__runtime_eager && !calibrated) st = outline_ifs(s, s->graph, "", &popts, &ropts);
+    /* a runtime that takes the whole graph as ONNX (onnx_only) runs its If branches itself */
+    if (s->conv.runtime != &alma__runtime_eager && !s->conv.runtime->onnx_only && !calibrated)
+      st = outline_ifs(s, s->graph, "", &popts, &ropts);
     if (st == ALMA_OK) st = s->conv.runtime->compile(s->graph, &ropts, &s->plan);
     if (st != ALMA_OK) alma__error_prefix(st, "compiling for %s: ", s->conv.runtime->name);
     else if (opts->verbose && s->conv.runtime->describe)
@@ -400,4 +402,10 @@ alma_status alma_session_run(alma_session *s, const alma_tensor *inputs, int n_i
   if (st == ALMA_OK && s->conv.runtime->synchronize) st = s->conv.runtime->synchronize(s->plan);
   print_plan(s, st == ALMA_OK ? ", after the first run" : ", first run failed");
   return st;
+}
+
+alma_status alma__session_runtime_info(alma_session *s, char *buf, size_t n) {
+  if (n) buf[0] = 0;
+  if (!s || !s->plan || !s->conv.runtime->info) return ALMA_OK;
+  return s->conv.runtime->info(s->plan, buf, n);
 }

@@ -14,6 +14,10 @@ const alma_model *alma__session_model(const alma_session *s);
 /* The name of the session's runtime ("DNNL"). */
 const char *alma__session_runtime_name(const alma_session *s);
 
+/* The runtime's facts about its plan (alma_runtime.info) as a JSON object's text in buf, or "" when
+ * it has none. */
+alma_status alma__session_runtime_info(alma_session *s, char *buf, size_t n);
+
 /* Per-node profile (alma bench --profile): from profile_start on, every run times each node (a
  * fused group once), in the model's graph and in the If branches compiled for the runtime;
  * profile_read gives the time since: *graphs (n of them; free with alma__prof_graphs_free) holds the
