@@ -420,6 +420,7 @@ static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) 
     v->dims[2] = k, v->dims[3] = e;
     return ALMA_OK;
   }
+  if (el && el->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) el = NULL; /* element type unknown */
   if (el && el->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
     return alma__errorf(ALMA_ERR_UNSUPPORTED,
                         "value '%s': only sequences and optionals of tensors (and optionals of sequences of tensors), "
@@ -441,14 +442,17 @@ static alma_status set_container_type(alma_value *v, const Onnx__TypeProto *tp) 
 }
 
 static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *vi, alma_arena *a) {
-  if (!vi->type) return ALMA_OK;
+  /* An empty TypeProto (no value case; spox and torch write them for some If-branch outputs) says
+   * nothing: the value stays unknown and shape inference types it, as ONNX Runtime does. */
+  if (!vi->type || vi->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return ALMA_OK;
   if (vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ||
       vi->type->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ||
       vi->type->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE)
     return set_container_type(v, vi->type);
   if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "value '%s': only tensor, sequence, optional and map types are supported "
-                        "(sparse tensors are not)", v->name);
+                        "(%s types are not)", v->name,
+                        vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE ? "sparse tensor" : "opaque");
   const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
   if (!tt) return ALMA_OK;
   if (tt->has_elem_type) {
