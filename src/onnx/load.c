@@ -472,7 +472,9 @@ static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *
       v->dim_params[i] = NULL;
       if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
         v->dims[i] = d->dim_value;
-      else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+      else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+               d->dim_param[0] && strcmp(d->dim_param, "?"))
+        /* "" and "?" (paddle2onnx's [-1,3,?,?]) mean unknown, not one size shared by every such dim */
         v->dim_params[i] = alma__arena_strdup(a, d->dim_param);
     }
   }
