@@ -247,12 +247,13 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
   opts_t o = {.conversion = "EAGER", .rtol = 1e-3, .atol = 1e-7};
-  const char *expect_file = NULL, *known_file = NULL;
+  const char *expect_file = NULL, *known_files[4] = {NULL};
+  int n_known_files = 0;
   int ai = 1;
   for (; ai < argc && argv[ai][0] == '-'; ai++) {
     if (!strcmp(argv[ai], "--conversion") && ai + 1 < argc) o.conversion = argv[++ai];
     else if (!strcmp(argv[ai], "--expect-pass") && ai + 1 < argc) expect_file = argv[++ai];
-    else if (!strcmp(argv[ai], "--known") && ai + 1 < argc) known_file = argv[++ai];
+    else if (!strcmp(argv[ai], "--known") && ai + 1 < argc && n_known_files < 4) known_files[n_known_files++] = argv[++ai];
     else if (!strcmp(argv[ai], "-v")) o.verbose = 1;
     else {
       usage();
@@ -289,8 +290,18 @@ int main(int argc, char **argv) {
    * the name is the reason, '#' starts a comment line. */
   size_t ne = 0, nk = 0;
   char **expect = expect_file ? read_list(expect_file, &ne) : NULL;
-  char **known = known_file ? read_list(known_file, &nk) : NULL;
-  if ((expect_file && !expect) || (known_file && !known)) return 2;
+  /* --known may be given more than once (ONNX's data against the spec, then a runtime's own) */
+  char **known = NULL;
+  for (int k = 0; k < n_known_files; k++) {
+    size_t n1 = 0;
+    char **l = read_list(known_files[k], &n1);
+    if (!l) return 2;
+    known = realloc(known, (nk + n1 + 1) * sizeof *known);
+    memcpy(known + nk, l, n1 * sizeof *l);
+    nk += n1;
+    free(l);
+  }
+  if (expect_file && !expect) return 2;
   int pass = 0, fail = 0, unsup = 0, deviation = 0, missing_expected = 0;
   for (size_t i = 0; i < nn; i++) {
     char dir[2048], why[2048] = "";

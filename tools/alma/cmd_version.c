@@ -8,6 +8,9 @@
 #ifdef ALMA_HAVE_BLAS
 #include "runtimes/blas/blas.h"
 #endif
+#ifdef ALMA_HAVE_ORT
+#include "runtimes/ort/ort.h"
+#endif
 
 int alma_cmd_version(int argc, char **argv) {
   static const struct option opts[] = {{"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -47,6 +50,13 @@ int alma_cmd_version(int argc, char **argv) {
     char blas[512];
     int rc = alma__blas_version(blas, sizeof blas);
     printf("  BLAS library %s%s\n", rc == 0 ? "" : "unavailable: ", blas);
+  }
+#endif
+#ifdef ALMA_HAVE_ORT
+  {
+    char ort[1536];
+    int rc = alma__ort_version(ort, sizeof ort);
+    printf("  ORT library  %s%s\n", rc == 0 ? "" : "unavailable: ", ort);
   }
 #endif
   if (verbose) {

@@ -25,6 +25,38 @@
 
 #include "onnx/onnx.h"
 #include "onnx/onnx.pb-c.h"
+#include "runtimes/ort/ort.h"
+
+/* Under LeakSanitizer the interpreter's own allocations are left out of the leak report: the
+ * interpreter is never finalized (finalizing with onnxruntime's threads loaded is not safe), so
+ * its modules, interned objects and caches are alive at exit by design. Only allocations made
+ * while this file holds the interpreter's lock are left out (__lsan_disable is per thread). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALMA_ORT_LSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(ALMA_ORT_LSAN)
+#define ALMA_ORT_LSAN 1
+#endif
+#ifdef ALMA_ORT_LSAN
+#include <sanitizer/lsan_interface.h>
+#define LSAN_OFF() __lsan_disable()
+#define LSAN_ON() __lsan_enable()
+#else
+#define LSAN_OFF() ((void)0)
+#define LSAN_ON() ((void)0)
+#endif
+
+static PyGILState_STATE py_enter(void) {
+  LSAN_OFF();
+  return PyGILState_Ensure();
+}
+
+static void py_leave(PyGILState_STATE g) {
+  PyGILState_Release(g);
+  LSAN_ON();
+}
 
 /* ---- the interpreter ------------------------------------------------------------------------- */
 static struct {
@@ -129,11 +161,12 @@ static void resolve_python(void) {
 static int start_python(void) {
   resolve_python();
   const char *sp = getenv("ALMA_ORT_SPINNING");
-  snprintf(py.spinning, sizeof py.spinning, "%s", sp && sp[0] ? sp : "run");
-  if (strcmp(py.spinning, "run") && strcmp(py.spinning, "on") && strcmp(py.spinning, "off")) {
-    snprintf(py.reason, sizeof py.reason, "ALMA_ORT_SPINNING is '%s'; use run, on or off", py.spinning);
+  if (!sp || !sp[0]) sp = "run";
+  if (strcmp(sp, "run") && strcmp(sp, "on") && strcmp(sp, "off")) {
+    snprintf(py.reason, sizeof py.reason, "ALMA_ORT_SPINNING is '%.64s'; use run, on or off", sp);
     return -1;
   }
+  snprintf(py.spinning, sizeof py.spinning, "%s", sp);
   if (access(py.python, X_OK) != 0) {
     snprintf(py.reason, sizeof py.reason,
              "no Python interpreter at %s (%s): point ALMA_ORT_PYTHON at a venv's bin/python with onnxruntime "
@@ -158,7 +191,7 @@ static int start_python(void) {
     py.started = 1;
   }
   /* else the host program runs Python already: its lock is taken like any other thread's */
-  PyGILState_STATE g = PyGILState_Ensure();
+  PyGILState_STATE g = py_enter();
   int ok = 0;
   PyObject *sys = PyImport_ImportModule("sys");
   if (sys) {
@@ -212,7 +245,7 @@ static int start_python(void) {
     }
     Py_DECREF(mod);
   }
-  PyGILState_Release(g);
+  py_leave(g);
   if (py.started) py.main_ts = PyEval_SaveThread(); /* let other threads in */
   return ok ? 1 : -1;
 }
@@ -230,13 +263,26 @@ static alma_status ort_ready(void) {
   }
   if (py.state == 0) {
     py.pid = getpid();
+    LSAN_OFF();
     py.state = start_python();
+    LSAN_ON();
   }
   if (py.state != 1) return alma__errorf(ALMA_ERR_UNAVAILABLE, "%s", py.reason);
   return ALMA_OK;
 }
 
 static alma_status ort_init(void) { return ort_ready(); }
+
+int alma__ort_version(char *buf, size_t n) {
+  if (ort_ready() != ALMA_OK) {
+    snprintf(buf, n, "%s", py.reason);
+    alma__error_clear();
+    return -1;
+  }
+  snprintf(buf, n, "onnxruntime %s, numpy %s, Python %s in %s (interpreter %s; spinning %s)", py.version,
+           py.numpy_version, py.py_version, py.prefix, py.python, py.spinning);
+  return 0;
+}
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
 static const char *np_dtype(alma_dtype t) {
@@ -314,7 +360,7 @@ static void plan_free(void *pv) {
   ort_plan *p = pv;
   if (!p) return;
   if (Py_IsInitialized()) {
-    PyGILState_STATE g = PyGILState_Ensure();
+    PyGILState_STATE g = py_enter();
     Py_XDECREF(p->run);
     Py_XDECREF(p->sess);
     Py_XDECREF(p->prof_run);
@@ -323,7 +369,7 @@ static void plan_free(void *pv) {
     Py_XDECREF(p->feeds);
     for (int i = 0; p->in_names && i < p->n_in; i++) Py_XDECREF(p->in_names[i]);
     for (int i = 0; p->cache && i < p->n_in; i++) Py_XDECREF(p->cache[i].arr);
-    PyGILState_Release(g);
+    py_leave(g);
   }
   if (p->prof_dir[0]) nftw(p->prof_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   for (int i = 0; p->node_names && i < p->n_named; i++) free(p->node_names[i]);
@@ -405,7 +451,7 @@ static alma_status compile_level(const alma_graph *g, const alma_runtime_opts *o
     plan_free(p);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
-  PyGILState_STATE gs = PyGILState_Ensure();
+  PyGILState_STATE gs = py_enter();
   p->sess = make_session(p, NULL);
   if (!p->sess) st = py_fail("creating the session");
   if (st == ALMA_OK && !(p->run = PyObject_GetAttrString(p->sess, "run"))) st = py_fail("session.run");
@@ -417,7 +463,7 @@ static alma_status compile_level(const alma_graph *g, const alma_runtime_opts *o
     for (int i = 0; i < p->n_in; i++) p->in_names[i] = PyUnicode_FromString(g->values[g->inputs[i]].name);
     if (!p->out_names || !p->feeds || PyErr_Occurred()) st = py_fail("building the call's arguments");
   }
-  PyGILState_Release(gs);
+  py_leave(gs);
   if (st != ALMA_OK) {
     plan_free(p);
     return st;
@@ -534,14 +580,14 @@ static alma_status prof_warm_run(ort_plan *p, const alma_tensor *like) {
 static alma_status ort_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   ort_plan *p = plan;
   ALMA_TRY(ort_ready());
-  PyGILState_STATE gs = PyGILState_Ensure();
+  PyGILState_STATE gs = py_enter();
   alma_status st = ALMA_OK;
   if (p->prof_sess && p->prof_warm) {
     p->prof_warm = 0;
     st = prof_warm_run(p, inputs);
   }
   if (st == ALMA_OK) st = ort_call(p, p->prof_sess ? p->prof_run : p->run, inputs, n_inputs, outputs, n_outputs);
-  PyGILState_Release(gs);
+  py_leave(gs);
   return st;
 }
 
@@ -571,13 +617,13 @@ static alma_status ort_profile_start(void *plan) {
   }
   char prefix[PATH_MAX + 16];
   snprintf(prefix, sizeof prefix, "%s/ort", p->prof_dir);
-  PyGILState_STATE gs = PyGILState_Ensure();
+  PyGILState_STATE gs = py_enter();
   alma_status st = ALMA_OK;
   /* ONNX Runtime profiles a session from its creation: a second one, built with profiling on */
   if (!(p->prof_sess = make_session(p, prefix))) st = py_fail("creating the profiling session");
   else if (!(p->prof_run = PyObject_GetAttrString(p->prof_sess, "run"))) st = py_fail("session.run");
   p->prof_warm = 1;
-  PyGILState_Release(gs);
+  py_leave(gs);
   return st;
 }
 
@@ -606,7 +652,7 @@ static alma_status ort_profile_read(void *plan, alma__prof_node *nodes) {
   if (!p->prof_sess) return alma__errorf(ALMA_ERR_INVALID_ARG, "ORT profile: profile_start was not called");
   ALMA_TRY(ort_ready());
   char path[PATH_MAX] = "";
-  PyGILState_STATE gs = PyGILState_Ensure();
+  PyGILState_STATE gs = py_enter();
   PyObject *r = PyObject_CallMethod(p->prof_sess, "end_profiling", NULL);
   const char *c = r ? PyUnicode_AsUTF8(r) : NULL;
   alma_status st = c ? ALMA_OK : py_fail("end_profiling");
@@ -614,7 +660,7 @@ static alma_status ort_profile_read(void *plan, alma__prof_node *nodes) {
   Py_XDECREF(r);
   Py_CLEAR(p->prof_run);
   Py_CLEAR(p->prof_sess);
-  PyGILState_Release(gs);
+  py_leave(gs);
   if (st != ALMA_OK) return st;
   char *text = NULL;
   size_t n = 0;
@@ -755,7 +801,7 @@ static alma_status measure_overhead(const ort_plan *like, double *binding_us, do
   double t[N];
   float xv = 1.0f;
   alma_tensor x = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 1, .dims = {1}, .data = &xv, .nbytes = sizeof xv}, y;
-  PyGILState_STATE gs = PyGILState_Ensure();
+  PyGILState_STATE gs = py_enter();
   alma_status st = ALMA_OK;
   if (!(p.sess = make_session(&p, NULL)) || !(p.run = PyObject_GetAttrString(p.sess, "run"))) st = py_fail("identity session");
   if (st == ALMA_OK) {
@@ -786,7 +832,7 @@ static alma_status measure_overhead(const ort_plan *like, double *binding_us, do
   Py_XDECREF(p.out_names);
   Py_XDECREF(p.run);
   Py_XDECREF(p.sess);
-  PyGILState_Release(gs);
+  py_leave(gs);
   free(p.model);
   return st;
 }
