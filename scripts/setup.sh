@@ -26,3 +26,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: all build and test dependencies are installed"
+
+# OpenVINO from PyPI for the OPENVINO runtime: alma builds against the wheel's C headers and loads
+# its libopenvino_c at run time (src/runtimes/openvino/runtime.cmake finds .venv-openvino). An
+# isolated venv: the wheel brings its own numpy. Offline, the runtime is not built and its tests
+# report SKIP.
+(
+  cd "$(dirname "$0")/.."
+  if [ -x .venv-openvino/bin/python ] && .venv-openvino/bin/python -c "import openvino" 2>/dev/null; then
+    :
+  elif { [ -x .venv-openvino/bin/python ] || /usr/bin/python3 -m venv .venv-openvino; } &&
+       .venv-openvino/bin/python -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 openvino; then
+    echo "setup: OpenVINO $(.venv-openvino/bin/python -c 'import openvino; print(openvino.__version__)') in .venv-openvino"
+  else
+    echo "WARNING: could not install openvino into .venv-openvino (offline?): the OPENVINO runtime will not be built" >&2
+  fi
+)

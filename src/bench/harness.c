@@ -579,6 +579,7 @@ static int calibrates(const alma_conversion *c) {
 
 /* A step that changes the numbers on purpose (int8, bf16, fp16). */
 static int is_lossy(const alma_conversion *c) {
+  if (c->runtime->lossy) return 1;
   for (int i = 0; i < c->n_passes; i++)
     if (c->passes[i]->lossy) return 1;
   return 0;

@@ -18,6 +18,10 @@ extern const alma_runtime alma__runtime_ort;
 extern const alma_runtime alma__runtime_ort_extended;
 extern const alma_runtime alma__runtime_ort_basic;
 #endif
+#ifdef ALMA_HAVE_OPENVINO
+extern const alma_runtime alma__runtime_openvino;
+extern const alma_runtime alma__runtime_openvino_bf16;
+#endif
 
 static const alma_runtime *const runtimes[] = {
     &alma__runtime_eager,
@@ -34,6 +38,10 @@ static const alma_runtime *const runtimes[] = {
     &alma__runtime_ort,
     &alma__runtime_ort_extended,
     &alma__runtime_ort_basic,
+#endif
+#ifdef ALMA_HAVE_OPENVINO
+    &alma__runtime_openvino,
+    &alma__runtime_openvino_bf16,
 #endif
 };
 

@@ -61,6 +61,9 @@ typedef struct alma_runtime {
    * measured per-call overhead), as one JSON object's text in json[0..n); called once, after the
    * timed phase (it may run the plan's library) */
   alma_status (*info)(void *plan, char *json, size_t n);
+  /* computes in reduced precision of its own accord (OPENVINO_BF16): its outputs are judged like a
+   * lossy pass's (pass.lossy), by cosine and argmax agreement */
+  int lossy;
 } alma_runtime;
 
 /* All runtimes compiled into this build, EAGER first. */

@@ -11,6 +11,9 @@
 #ifdef ALMA_HAVE_ORT
 #include "runtimes/ort/ort.h"
 #endif
+#ifdef ALMA_HAVE_OPENVINO
+#include "runtimes/openvino/openvino.h"
+#endif
 
 int alma_cmd_version(int argc, char **argv) {
   static const struct option opts[] = {{"verbose", no_argument, 0, 'v'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -50,6 +53,14 @@ int alma_cmd_version(int argc, char **argv) {
     char blas[512];
     int rc = alma__blas_version(blas, sizeof blas);
     printf("  BLAS library %s%s\n", rc == 0 ? "" : "unavailable: ", blas);
+  }
+#endif
+#ifdef ALMA_HAVE_OPENVINO
+  {
+    /* this process forks nothing after: starting OpenVINO's CPU plugin here to name the device is safe */
+    const char *v = alma__openvino_version(), *dev = v ? alma__openvino_device_name() : NULL;
+    if (v) printf("  OpenVINO     %s, CPU device: %s\n", v, dev ? dev : alma_last_error());
+    else printf("  OpenVINO     unavailable: %s\n", alma_last_error());
   }
 #endif
 #ifdef ALMA_HAVE_ORT
