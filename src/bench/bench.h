@@ -176,13 +176,13 @@ struct alma_result {
   char *traceback;
   int64_t n_raw;
   double *raw_ms;
-  /* issue 6 */
+  /* mode, hooks, cache, throughput mode */
   char mode[12];                  /* "latency" | "build" */
   alma_latency_stats pre, post;   /* hook times per batch (n = 0: no hook) */
   alma_cache_info cache;          /* strings owned (malloc'd), status NULL = no cache info */
   int n_scaling;
   alma_scaling_point *scaling;    /* stop_reason/error owned */
-  /* issue 5 */
+  /* saved converted graph */
   char *saved_path;               /* save_converted: the file written, NULL when none */
   int saved_alma_ops;             /* alma-domain nodes in it */
   alma_accuracy acc;              /* acc.samples 0: not measured; acc.baseline owned (NULL: none) */

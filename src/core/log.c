@@ -13,6 +13,8 @@ alma_log_level alma__log_level(void) {
       else if (!strcasecmp(e, "warn") || !strcasecmp(e, "warning")) lvl = ALMA_LOG_WARN;
       else if (!strcasecmp(e, "info")) lvl = ALMA_LOG_INFO;
       else if (!strcasecmp(e, "debug")) lvl = ALMA_LOG_DEBUG;
+      else if (*e)  /* a typo would otherwise hide the logging asked for */
+        fprintf(stderr, "alma: warning: ALMA_LOG='%s' is not one of error, warn, info, debug: using warn\n", e);
     }
     alma__log_cached = lvl;
   }

@@ -751,12 +751,25 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
   return alma__graph_validate(g);
 }
 
+/* protobuf-c answers NULL both for a malformed message and for a failed allocation: an allocator
+ * that notes the latter, so that a memory limit is not reported as a corrupt file. */
+static void *pb_alloc(void *failed, size_t n) {
+  void *p = malloc(n);
+  if (!p && n) *(int *)failed = 1;
+  return p;
+}
+static void pb_free(void *failed, void *p) { free(p); }
+
 alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *base_dir, alma_graph **g_out,
                                    alma_onnx_meta *meta_out) {
   *g_out = NULL;
   memset(meta_out, 0, sizeof *meta_out);
   if (n == 0) return alma__errorf(ALMA_ERR_PARSE, "the file is empty");
-  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, n, bytes);
+  int alloc_failed = 0;
+  ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, &alloc_failed};
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, n, bytes);
+  if (!mp && alloc_failed)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory parsing the model (%zu bytes of protobuf)", n);
   if (!mp) return alma__errorf(ALMA_ERR_PARSE, "not a valid ONNX model (protobuf parse failed: truncated or corrupt)");
   alma_status st = ALMA_OK;
   alma_graph *g = NULL;

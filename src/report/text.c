@@ -1,5 +1,5 @@
 /* The text report: a header (model, machine, settings), a block per conversion, and a summary
- * table sorted by throughput with the speed-up over the first conversion. */
+ * table ranked by median latency, with the speed-up over the first conversion from the medians. */
 #include <cjson/cJSON.h>
 #include <math.h>
 
@@ -225,13 +225,33 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
   for (int i = 0; i < x->n_warnings; i++) fprintf(f, "      warning: %s\n", x->warnings[i]);
 }
 
-static int by_throughput_desc(const void *pa, const void *pb) {
+/* The summary ranks and compares by one statistic, the median latency per batch: robust to the
+ * outliers a shared machine adds, and shown with its 95% CI. */
+static int timed_ok(const alma_result *x) {
+  return x->status == ALMA_RESULT_OK && strcmp(x->mode, "build") && isfinite(x->latency.p50) && x->latency.p50 > 0;
+}
+
+static int by_median_asc(const void *pa, const void *pb) {
   const alma_result *a = *(const alma_result *const *)pa, *b = *(const alma_result *const *)pb;
-  int ao = a->status == ALMA_RESULT_OK && isfinite(a->throughput), bo = b->status == ALMA_RESULT_OK && isfinite(b->throughput);
+  int ao = timed_ok(a), bo = timed_ok(b);
   if (ao != bo) return bo - ao;
   if (!ao) return (a > b) - (a < b);  /* failures keep their order */
-  if (a->throughput != b->throughput) return a->throughput < b->throughput ? 1 : -1;
+  if (a->latency.p50 != b->latency.p50) return a->latency.p50 > b->latency.p50 ? 1 : -1;
   return (a > b) - (a < b);
+}
+
+/* Why a row's numbers should not be trusted, "" when nothing says so: high variability, drift
+ * between the run's halves, a wide CI of the median, or a runtime's own warning of load. */
+static const char *unreliable(const alma_result *x) {
+  const alma_latency_stats *s = &x->latency;
+  if (!timed_ok(x)) return "";
+  if (isfinite(s->cv) && s->cv > ALMA__CV_WARN) return "cv";
+  if (isfinite(s->median_ci95[0]) && isfinite(s->median_ci95[1]) &&
+      s->median_ci95[1] - s->median_ci95[0] > 0.2 * s->p50)
+    return "ci";
+  for (int i = 0; i < x->n_warnings; i++)
+    if (!strncmp(x->warnings[i], "drift:", 6) || strstr(x->warnings[i], "under load")) return "warning";
+  return "";
 }
 
 static const char *cache_word(const alma_result *x, char *buf, size_t n) {
@@ -287,7 +307,8 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
     cached |= v[i]->cache.status != NULL;
     accuracy |= v[i]->acc.samples > 0;
   }
-  qsort(v, (size_t)r->n, sizeof *v, by_throughput_desc);
+  qsort(v, (size_t)r->n, sizeof *v, by_median_asc);
+  int noisy = 0;
   /* With a batch-size sweep, one table per batch size: speed-ups compare like with like. */
   int64_t done_bs[64];
   int n_done = 0;
@@ -300,35 +321,48 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
     const alma_result *base = NULL;
     for (int i = 0; i < r->n && !base; i++) {
       const alma_result *x = &r->items[i];
-      if ((!sweep || x->batch_size == bs) && x->status == ALMA_RESULT_OK && isfinite(x->throughput) && x->throughput > 0)
-        base = x;
+      if ((!sweep || x->batch_size == bs) && timed_ok(x)) base = x;
     }
     if (sweep) fprintf(f, "%sbatch size %lld\n", n_done > 1 ? "\n" : "", (long long)bs);
-    fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  ", "id", width, "conversion", "status", "samples/s",
-            "median ms", "p99 ms", "speed-up");
+    fprintf(f, "%4s  %-*s  %-11s  %12s  %-28s  %10s  %8s  ", "id", width, "conversion", "status", "samples/s",
+            "median ms [95% CI]", "p99 ms", "speed-up");
     if (accuracy) fprintf(f, "%-16s  ", "top-1");
     fprintf(f, "%s\n", cached ? "check    cache" : "check");
     const alma_result *acc_base = NULL;
     for (int i = 0; i < r->n; i++) {
       const alma_result *x = v[i];
       if (sweep && x->batch_size != bs) continue;
-      char id[16] = "-", tp[32] = "-", md[32], p99[32], su[32] = "-", cw[48];
+      char id[16] = "-", tp[32] = "-", md[96] = "-", p99[32] = "-", su[32] = "-", cw[48], st[24];
       if (x->id >= 0) snprintf(id, sizeof id, "%d", x->id);
       const char *chk = "-";
       const char *status = alma__result_status_str(x->status);
       if (x->status == ALMA_RESULT_OK && !strcmp(x->mode, "build")) {
         status = "built";
       } else if (x->status == ALMA_RESULT_OK) {
-        snprintf(tp, sizeof tp, "%.4g", x->throughput);
-        if (base) {
-          double ratio = x->throughput / base->throughput;
-          snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
-        }
         chk = !x->check.performed ? "not run" : x->check.passed ? "ok" : "FAILED";
       }
-      int timed = x->status == ALMA_RESULT_OK && strcmp(x->mode, "build");
-      fprintf(f, "%4s  %-*s  %-11s  %12s  %10s  %10s  %8s  ", id, width, x->conversion ? x->conversion : "", status, tp,
-              timed ? ms(x->latency.p50, md, sizeof md) : "-", timed ? ms(x->latency.p99, p99, sizeof p99) : "-", su);
+      if (timed_ok(x)) {
+        const alma_latency_stats *s = &x->latency;
+        char m0[32], m1[32], m2[32];
+        snprintf(tp, sizeof tp, "%.4g", 1e3 * (double)x->batch_size / s->p50);
+        if (isfinite(s->median_ci95[0]) && isfinite(s->median_ci95[1]))
+          snprintf(md, sizeof md, "%s [%s, %s]", ms(s->p50, m0, sizeof m0), ms(s->median_ci95[0], m1, sizeof m1),
+                   ms(s->median_ci95[1], m2, sizeof m2));
+        else
+          snprintf(md, sizeof md, "%s", ms(s->p50, m0, sizeof m0));
+        ms(s->p99, p99, sizeof p99);
+        if (base) {
+          double ratio = base->latency.p50 / s->p50;
+          snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
+        }
+        if (*unreliable(x)) {
+          snprintf(st, sizeof st, "%s, noisy", status);
+          status = st;
+          noisy = 1;
+        }
+      }
+      fprintf(f, "%4s  %-*s  %-11s  %12s  %-28s  %10s  %8s  ", id, width, x->conversion ? x->conversion : "", status, tp,
+              md, p99, su);
       if (accuracy) {
         char t1[48];
         fprintf(f, "%-16s  ", top1_str(x, t1, sizeof t1));
@@ -338,11 +372,22 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
       else fputs(chk, f);
       fputc('\n', f);
     }
-    if (base) fprintf(f, "speed-up: throughput relative to %s\n", base->conversion);
+    if (base)
+      fprintf(f, "ranked by median latency per batch; samples/s = batch size / median; speed-up = median of %s / "
+              "median\n", base->conversion);
     if (acc_base)
       fprintf(f, "top-1: share of the %lld labelled samples whose argmax (first output) is their label%s%s%s\n",
               (long long)acc_base->acc.samples, acc_base->acc.baseline && *acc_base->acc.baseline ? "; (+-x): points vs " : "",
               acc_base->acc.baseline ? acc_base->acc.baseline : "", acc_base->acc.baseline && *acc_base->acc.baseline ? ", the first conversion without a lossy step" : "");
+  }
+  if (noisy)
+    fprintf(f, "noisy: CV above %.0f%%, the median's 95%% CI wider than +-10%%, drift or load warned in the row's block: "
+            "compare on an idle machine\n", 100 * ALMA__CV_WARN);
+  {
+    const alma_system_info *si = &r->system;
+    if (si->logical_cores > 0 && si->load_average[0] >= si->logical_cores)
+      fprintf(f, "busy machine: load average %.2f on %d logical CPUs when the sweep began: other work shared the CPUs\n",
+              si->load_average[0], si->logical_cores);
   }
   for (int i = 0; i < r->n; i++)
     if (r->items[i].status != ALMA_RESULT_OK)

@@ -36,6 +36,7 @@ typedef struct alma_runtime_opts {
 typedef struct alma_runtime {
   const char *name;          /* "EAGER" */
   const char *description;
+  int single_threaded;       /* ignores opts->threads: results report 1 thread */
   /* ALMA_OK if usable here; otherwise ALMA_ERR_UNAVAILABLE with the reason in alma_last_error()
    * ("library libdnnl not found at build time", "CPU lacks AVX512_BF16", "no CUDA device"). */
   alma_status (*init)(void);

@@ -306,7 +306,8 @@ static void test_text(void **state) {
   assert_true(fold && eager && err && fold < eager && eager < err);
   assert_non_null(strstr(table, "2.00x"));
   assert_non_null(strstr(table, "1.00x"));
-  assert_non_null(strstr(buf, "speed-up: throughput relative to EAGER"));
+  assert_non_null(strstr(buf, "ranked by median latency per batch; samples/s = batch size / median; "
+                              "speed-up = median of EAGER / median"));
   /* accuracy: a line per conversion, a column with the change in points against the baseline */
   assert_non_null(strstr(buf, "accuracy   top-1 90.00% (180 of 200 labelled samples"));
   assert_non_null(strstr(buf, "accuracy   top-1 89.50% (179 of 200 labelled samples; 0.5 s, not timed), -0.50 points vs EAGER"));
@@ -315,6 +316,76 @@ static void test_text(void **state) {
   assert_non_null(strstr(buf, "top-1: share of the 200 labelled samples"));
   assert_non_null(strstr(buf, "line two"));  /* traceback included */
   assert_non_null(strstr(buf, "unavailable: no CUDA device"));
+  free(buf);
+  alma_results_free(rs);
+}
+
+/* One conversion with a steady run, one with a faster median but a mean (and so a throughput)
+ * pulled down by one outlier: the summary ranks and compares by the median alone, and marks the
+ * outlier row noisy; a load average at the CPU count adds the busy-machine line. */
+static alma_result *add_timed(alma_results *rs, const char *name, int id, const double *ms, int n) {
+  alma_result *r = alma__results_add(rs);
+  r->id = id;
+  r->conversion = strdup(name);
+  r->status = ALMA_RESULT_OK;
+  r->batch_size = 4;
+  alma__latency_stats(ms, n, &r->latency);
+  r->samples = 4 * n;
+  r->inference_s = 0;
+  for (int i = 0; i < n; i++) r->inference_s += 1e-3 * ms[i];
+  r->throughput = (double)r->samples / r->inference_s;
+  r->threads = 1;
+  r->check.performed = r->check.passed = 1;
+  return r;
+}
+
+static char *summary_of(alma_results *rs) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_int_equal(alma_results_print_summary(rs, f), ALMA_OK);
+  fclose(f);
+  return buf;
+}
+
+static void test_text_median(void **state) {
+  (void)state;
+  double steady[20], outlier[20];
+  for (int i = 0; i < 20; i++) {
+    steady[i] = 2.0 + 0.001 * (i % 3);
+    outlier[i] = 1.0 + 0.001 * (i % 3);
+  }
+  outlier[7] = 100;  /* mean 5.95 ms: by mean throughput it would rank last, at 0.34x */
+  alma_results *rs = calloc(1, sizeof *rs);
+  alma_config_init(&rs->config);
+  rs->system.logical_cores = 2;
+  rs->system.load_average[0] = 0.5;
+  alma_result *a = add_timed(rs, "EAGER", 0, steady, 20);
+  alma_result *b = add_timed(rs, "FOLD+EAGER", 1, outlier, 20);
+  assert_true(b->throughput < a->throughput);
+  char *buf = summary_of(rs);
+  const char *fold = strstr(buf, "FOLD+EAGER"), *eager = strstr(buf, "   0  EAGER");
+  assert_true(fold && eager && fold < eager);  /* ranked by the median */
+  const char *line = fold;
+  const char *nl = strchr(line, '\n');
+  char row[256];
+  snprintf(row, sizeof row, "%.*s", (int)(nl - line), line);
+  assert_non_null(strstr(row, "ok, noisy"));
+  assert_non_null(strstr(row, "2.00x"));            /* 2.001 / 1.001 from the medians */
+  assert_non_null(strstr(row, "3996"));             /* 4 samples / 1.001 ms */
+  assert_non_null(strstr(row, "1.001 ["));          /* the median with its CI */
+  line = eager;
+  nl = strchr(line, '\n');
+  snprintf(row, sizeof row, "%.*s", (int)(nl - line), line);
+  assert_null(strstr(row, "noisy"));
+  assert_non_null(strstr(row, "1.00x"));
+  assert_non_null(strstr(buf, "ranked by median latency per batch"));
+  assert_non_null(strstr(buf, "noisy: CV above 10%"));
+  assert_null(strstr(buf, "busy machine"));
+  free(buf);
+  rs->system.load_average[0] = 2.5;
+  buf = summary_of(rs);
+  assert_non_null(strstr(buf, "busy machine: load average 2.50 on 2 logical CPUs"));
   free(buf);
   alma_results_free(rs);
 }
@@ -359,6 +430,7 @@ int main(void) {
       cmocka_unit_test(test_json_load_back),
       cmocka_unit_test(test_csv),
       cmocka_unit_test(test_text),
+      cmocka_unit_test(test_text_median),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,7 +109,7 @@ PYEOF
 
 # --- success: JSON, CSV, raw, text report
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,FOLD+EAGER -b 2 $FAST --json "$OUT/r.json" --csv "$OUT/r.csv" --raw
-contains "$OUT/out" "speed-up: throughput relative to EAGER"
+contains "$OUT/out" "speed-up = median of EAGER / median"
 contains "$OUT/out" "check      passed vs EAGER"
 # not a terminal: no progress line
 if grep -q "$(printf '\r')" "$OUT/err"; then fail "progress output although stderr is not a terminal"; fi
@@ -164,12 +164,43 @@ PYEOF
 ALMA_TEST_FAULT=abort@FOLD+EAGER expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 1,0 $FAST --json "$OUT/g.json"
 "$PY" -c "import json,sys; rs=json.load(open(sys.argv[1]))['results']; assert len(rs)==1 and 'SIGABRT' in rs[0]['error']" "$OUT/g.json" || fail "fail-fast"
 contains "$OUT/err" "stopped after the first failure"
+# ... and that line comes after the report, also when both streams go to one file
+ALMA_TEST_FAULT=abort@FOLD+EAGER "$ALMA" bench "$DIR/linear.onnx" -c 1,0 $FAST >"$OUT/both" 2>&1
+tail -n 1 "$OUT/both" | grep -q "stopped after the first failure" ||
+  { fail "'stopped after the first failure' is not the last line"; tail -n 5 "$OUT/both" | sed 's/^/  | /'; }
 ALMA_TEST_FAULT=hang expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 0 $FAST --timeout 1
 contains "$OUT/out" "timed out after 1 s"
 if [ -z "${ALMA_TEST_NO_MEMORY_LIMIT:-}" ]; then
   ALMA_TEST_FAULT=oom expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 0 $FAST --memory-limit 300
   contains "$OUT/out" "out of memory"
+  # a limit too tight even to load the model: each conversion gets an error row (exit 1); the
+  # model itself is examined without the limit, so no "corrupt model" and no early exit 3
+  expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 0,1 $FAST --keep-going --no-cache --memory-limit 1 --json "$OUT/ml.json"
+  "$PY" - "$OUT/ml.json" <<'PYEOF' || fail "tight --memory-limit: error rows"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+assert [r["conversion"] for r in rs] == ["EAGER", "FOLD+EAGER"], rs
+for r in rs:
+    assert r["status"] == "error", r
+    assert "corrupt" not in (r["error"] or ""), r["error"]
+PYEOF
 fi
+
+# --- the summary table: ranked by the median, which it says; EAGER reports its one thread
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,1 $FAST --no-cache --json "$OUT/t.json"
+contains "$OUT/out" "median ms [95% CI]"
+contains "$OUT/out" "ranked by median latency per batch"
+"$PY" -c "import json,sys; rs=json.load(open(sys.argv[1]))['results']; assert rs[0]['conversion']=='EAGER' and rs[0]['threads']==1, rs[0]['threads']" "$OUT/t.json" ||
+  fail "EAGER's thread count"
+
+# --- ALMA_LOG: a value it does not know is reported, not taken silently
+ALMA_LOG=bogus expect 0 "$ALMA" version
+contains "$OUT/err" "ALMA_LOG='bogus' is not one of error, warn, info, debug"
+ALMA_LOG=debug expect 0 "$ALMA" version
+if grep -q "ALMA_LOG=" "$OUT/err"; then fail "ALMA_LOG=debug reported as unknown"; fi
+# a command that does not exist is an unknown command (exit 2), not a stub
+expect 2 "$ALMA" compare a.json b.json
+contains "$OUT/err" "unknown command 'compare'"
 
 # --- the matrix: batch-size sweep x throughput configurations, in the table, JSON and CSV
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,1 --batch-sizes 1,2 --instances 1,2 --workers 1 --duration 0.05 \

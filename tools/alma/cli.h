@@ -13,7 +13,6 @@ int alma_cmd_run(int argc, char **argv);
 int alma_cmd_info(int argc, char **argv);
 int alma_cmd_list(int argc, char **argv);
 int alma_cmd_cache(int argc, char **argv);
-int alma_cmd_compare(int argc, char **argv);
 int alma_cmd_version(int argc, char **argv);
 
 /* "alma: error: <status name>: <detail>" on stderr; returns the exit code for the status. */

@@ -444,8 +444,10 @@ int alma_cmd_bench(int argc, char **argv) {
     code = alma_cli_fail(ALMA_ERR_IO, "--json");
   unavailable_free(&unav);
   if (csv_path && alma_results_save_csv(res, csv_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
-  if (st != ALMA_OK && !quiet && cfg.fail_on_error && n_conv > alma_results_count(res))
+  if (st != ALMA_OK && !quiet && cfg.fail_on_error && n_conv > alma_results_count(res)) {
+    fflush(report);  /* after the report also when both streams go to one file */
     fprintf(stderr, "alma bench: stopped after the first failure (--keep-going runs the rest)\n");
+  }
   alma_results_free(res);
   return code;
 }

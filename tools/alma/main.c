@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/core.h"
 
 /* Weak: a command whose file is not in this build reports that instead of failing to link. */
 #pragma weak alma_cmd_bench
@@ -10,7 +11,6 @@
 #pragma weak alma_cmd_info
 #pragma weak alma_cmd_list
 #pragma weak alma_cmd_cache
-#pragma weak alma_cmd_compare
 #pragma weak alma_cmd_version
 
 static const struct {
@@ -23,7 +23,6 @@ static const struct {
     {"info", alma_cmd_info, "describe a model: inputs, outputs, ops, parameters, FLOPs, hash"},
     {"list", alma_cmd_list, "list conversion options and their availability here"},
     {"cache", alma_cmd_cache, "inspect and clean the build cache"},
-    {"compare", alma_cmd_compare, "compare two result files"},
     {"version", alma_cmd_version, "print versions of alma and its libraries"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -49,6 +48,7 @@ int alma_cli_fail(alma_status st, const char *context) {
 }
 
 int main(int argc, char **argv) {
+  (void)alma__log_level();  /* reads ALMA_LOG now, so that a bad value is reported whatever runs */
   if (argc < 2) {
     usage(stderr);
     return ALMA_EXIT_USAGE;

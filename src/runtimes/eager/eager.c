@@ -276,6 +276,7 @@ static alma_status eager_profile_read(void *plan, alma__prof_node *nodes) {
 const alma_runtime alma__runtime_eager = {
     .name = "EAGER",
     .description = "reference kernels, single-threaded, in topological order (the oracle)",
+    .single_threaded = 1,
     .init = eager_init,
     .supports_node = eager_supports,
     .compile = eager_compile,
