@@ -4,7 +4,6 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alma_build_id.h"
 #include "bench/bench.h"
 
 struct alma__cache {
@@ -164,21 +164,9 @@ static int remove_tree(const char *path, int depth) {
 void alma__cache_key_init(alma__cache_key *k) {
   memset(k, 0, sizeof *k);
   snprintf(k->alma_version, sizeof k->alma_version, "%s", alma_version());
-  /* The file holding this code: the shared library, or the executable alma is linked into. */
-  char path[PATH_MAX] = "";
-  Dl_info info;
-  if (dladdr((void *)alma__cache_key_init, &info) && info.dli_fname && info.dli_fname[0] == '/')
-    snprintf(path, sizeof path, "%s", info.dli_fname);
-  else {
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    path[n > 0 ? n : 0] = 0;
-  }
-  struct stat sb;
-  if (path[0] && stat(path, &sb) == 0)
-    snprintf(k->alma_build, sizeof k->alma_build, "%lld bytes, mtime %lld.%09ld", (long long)sb.st_size,
-             (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
-  else
-    snprintf(k->alma_build, sizeof k->alma_build, "unknown");
+  /* The build id, not the file this code sits in: the CLI and a program linked to libalma.so from
+   * one build are the same code and share builds; any change to the code makes a new id. */
+  snprintf(k->alma_build, sizeof k->alma_build, "build %s", ALMA_BUILD_ID);
 }
 
 static void sanitize(const char *in, char *out, size_t n, size_t maxlen) {
@@ -350,7 +338,7 @@ static double jnum(const cJSON *o, const char *k) {
 static void stale_parts(const cJSON *parts, const alma__cache_key *k, char *out, size_t n) {
   static const char *const names[][2] = {{"model_hash", "model hash"}, {"conversion", "conversion"},
                                          {"inputs", "input shapes"},   {"options", "options"},
-                                         {"alma_version", "alma version"}, {"alma_build", "alma binary"}};
+                                         {"alma_version", "alma version"}, {"alma_build", "alma build"}};
   const char *mine[] = {k->model_hash, k->conversion, k->inputs, k->options, k->alma_version, k->alma_build};
   size_t len = 0;
   out[0] = 0;
@@ -839,7 +827,7 @@ alma_status alma__cache_print(alma__cache *c, const char *name, FILE *f) {
     fprintf(f, "model       %s\n", jstr(s, "model_path") && *jstr(s, "model_path") ? jstr(s, "model_path") : "(loaded model)");
     fprintf(f, "key         %s\n", jstr(s, "key"));
     const char *labels[][2] = {{"model_hash", "  model hash"}, {"conversion", "  conversion"}, {"inputs", "  inputs"},
-                               {"options", "  options"}, {"alma_version", "  alma"}, {"alma_build", "  alma binary"}};
+                               {"options", "  options"}, {"alma_version", "  alma"}, {"alma_build", "  alma build"}};
     for (int i = 0; i < 6; i++) {
       const char *v = jstr(kp, labels[i][0]);
       fprintf(f, "%-15s%s\n", labels[i][1], v && *v ? v : "-");

@@ -10,7 +10,7 @@
  *
  * NAME = <model file stem>-<conversion>-<8 hex of (model path, input shapes)>: the build's identity.
  * The key (SHA-256 of every key part) decides whether what is stored under NAME is fresh: a changed
- * model, option, alma version or alma binary makes it stale. Every file is written to a temporary
+ * model, option, alma version or alma build makes it stale. Every file is written to a temporary
  * name, fsync'ed and renamed into place, so a reader sees a whole file or none; a graph is only
  * ever loaded after its SHA-256 matches the state's. */
 #ifndef ALMA_CACHE_H
@@ -28,7 +28,7 @@ typedef struct alma__cache alma__cache;
 /* What a build is made from. Fill the parts, then alma__cache_key_finish derives name and key. */
 typedef struct alma__cache_key {
   char alma_version[32];
-  char alma_build[128];       /* the alma binary: path, size and mtime (a rebuilt alma is stale) */
+  char alma_build[128];       /* "build <id>": the build id of alma's code (changed code is stale) */
   char model_hash[65];        /* alma_model_hash of the source model */
   char model_path[PATH_MAX];  /* absolute; "" for a model passed loaded */
   char conversion[128];       /* canonical chain */
