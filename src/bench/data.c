@@ -4,6 +4,7 @@
  * region, so it counts in total elapsed time but never in inference time. */
 #include <dirent.h>
 #include <errno.h>
+#include <ctype.h>
 #include <math.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -361,6 +362,59 @@ static const override_t *find_override(const alma_data *d, const char *name) {
   return NULL;
 }
 
+static int contains_nocase(const char *s, const char *w) {
+  for (size_t n = strlen(w); *s; s++)
+    if (!strncasecmp(s, w, n)) return 1;
+  return 0;
+}
+
+/* 1 when a symbolic dim's name says what it counts and that is not a batch ("frames", "seq_len",
+ * "time"): exporters' generated names (unk__12, s0, DynamicDimension.0, dim_0) and one-letter
+ * names say nothing, and "batch", "bs", "N" say batch. */
+static int names_non_batch(const char *p) {
+  size_t n = strlen(p), letters = 0;
+  for (size_t i = 0; i < n; i++) letters += isalpha((unsigned char)p[i]) != 0;
+  if (letters < 2 || contains_nocase(p, "batch") || !strcasecmp(p, "bs") || !strcasecmp(p, "bsz") || !strcasecmp(p, "nb") ||
+      !strncasecmp(p, "unk", 3) || contains_nocase(p, "dynamic") || !strncasecmp(p, "dim", 3) || !strcasecmp(p, "none"))
+    return 0;
+  if ((p[0] == 's' || p[0] == 'd') && n > 1 && isdigit((unsigned char)p[1])) return 0; /* torch's s0, d1 */
+  return 1;
+}
+
+/* Warns, once per input, about symbolic dims other than the first that nothing sized: they are
+ * bound to 1, which a model whose pools or strided layers need more than 1 then fails on. */
+static void warn_unsized(const alma_data *d, const alma__input_desc *in, const alma_tensor *t, alma__warn_fn warn,
+                         void *user) {
+  if (!warn || in->rank < 2 || find_override(d, in->name)) return;
+  char names[160] = "", spec[200];
+  size_t len = 0;
+  int k = 0;
+  for (int a = 1; a < in->rank; a++) {
+    if (in->dims[a] >= 0 || t->rank != in->rank || t->dims[a] != 1) continue;
+    int w = snprintf(names + len, sizeof names - len, "%s'%s' (axis %d)", k++ ? ", " : "",
+                     in->dim_params[a][0] ? in->dim_params[a] : "?", a);
+    if (w < 0 || (size_t)w >= sizeof names - len) break;
+    len += (size_t)w;
+  }
+  if (!k) return;
+  len = 0;
+  for (int a = 0; a < in->rank && len < sizeof spec; a++) {
+    int w = in->dims[a] >= 0 ? snprintf(spec + len, sizeof spec - len, "%s%lld", a ? "x" : "", (long long)in->dims[a])
+                             : snprintf(spec + len, sizeof spec - len, "%s%s", a ? "x" : "",
+                                        in->dim_params[a][0] ? in->dim_params[a] : "?");
+    if (a == 0 && in->dims[0] < 0 && t->rank >= 1) /* the batch it runs at */
+      w = snprintf(spec + len, sizeof spec - len, "%lld", (long long)t->dims[0]);
+    if (w < 0 || (size_t)w >= sizeof spec - len) break;
+    len += (size_t)w;
+  }
+  char msg[512];
+  snprintf(msg, sizeof msg,
+           "input '%s': symbolic %s %s bound to 1, as nothing gave %s size; a model that needs more (pools, strided "
+           "layers) fails: give the real shape with --input %s:%s",
+           in->name, k > 1 ? "dims" : "dim", names, k > 1 ? "their" : "its", in->name, spec);
+  warn(user, msg);
+}
+
 /* Model input shape with symbols bound: first dim = batch, others 1; overrides win. */
 static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in, int64_t batch, alma_tensor *t) {
   memset(t, 0, sizeof *t);
@@ -666,6 +720,8 @@ alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n
   alma_status st = b->shapes ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   for (int i = 0; st == ALMA_OK && i < n; i++) st = resolve_shape(d, &in[i], batch_size, &b->shapes[i]);
   if (st != ALMA_OK) goto fail;
+  if (b->kind == D_RANDOM)
+    for (int i = 0; i < n; i++) warn_unsized(d, &in[i], &b->shapes[i], warn, user);
   b->batch = n && b->shapes[0].rank >= 1 ? b->shapes[0].dims[0] : 1;
   if (n == 0) {
     /* A model without inputs (all constants) still runs: every batch is empty. */
@@ -723,6 +779,20 @@ alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n
       }
       if (b->shapes[i].rank >= 1) b->shapes[i].dims[0] = eb;
       st = load_dataset(b, i, &in[i], d->paths[i], warn, user);
+    }
+    /* The first axis is sliced as the batch; when the model names it as something else (a
+     * sequence of frames), say so: one frame per batch measures another workload. */
+    for (int i = 0; st == ALMA_OK && warn && i < n; i++) {
+      if (b->unbatched[i] || in[i].rank < 1 || in[i].dims[0] >= 0 || find_override(d, in[i].name) ||
+          !names_non_batch(in[i].dim_params[0]) || b->n_samples == eb)
+        continue;
+      char msg[512];
+      snprintf(msg, sizeof msg,
+               "input '%s': data '%s' is sliced along its first axis as the batch (%lld per batch, %lld in the file), "
+               "but the model names that axis '%s', not a batch; to feed the file whole, pass -b %lld",
+               in[i].name, d->paths[i], (long long)eb, (long long)b->n_samples, in[i].dim_params[0],
+               (long long)b->n_samples);
+      warn(user, msg);
     }
     batch_size = eb;
     b->batch = batch_size;

@@ -234,6 +234,15 @@ alma_status alma_model_summarize(alma_model *m, const alma_model_summary **summa
     s->n_params += alma_tensor_numel(t);
     s->param_bytes += (int64_t)t->nbytes;
   }
+  /* Weights written as Constant nodes (tf2onnx, paddle2onnx and some torch exports) are parameters
+   * as much as initializers are. */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *nd = &g->nodes[i];
+    const alma_attr *a = !nd->domain[0] && !strcmp(nd->op_type, "Constant") ? alma__node_attr(nd, "value") : NULL;
+    if (!a || a->type != ALMA_ATTR_TENSOR || !a->t) continue;
+    s->n_params += alma_tensor_numel(a->t);
+    s->param_bytes += (int64_t)a->t->nbytes;
+  }
   m->sum_ops = calloc((size_t)g->n_nodes + 1, sizeof(char *));
   m->sum_counts = calloc((size_t)g->n_nodes + 1, sizeof(int64_t));
   if (!m->sum_ops || !m->sum_counts) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");

@@ -15,13 +15,16 @@ void alma__symbind_free(alma_symbind *b) {
 
 /* The value of each symbol in a variant: free symbols (in order of appearance, reversed in
  * variant 1) 3 apart, so that ties of +-1 never make two of them coincide, and variant 0's values
- * (0 mod 3) never equal variant 1's (1 mod 3). Returns 0 when a tie would make a dim below 1. */
+ * (0 mod 3) never equal variant 1's (1 mod 3). Variant ALMA_SYMBIND_LARGE puts them at odd values
+ * above 500, 6 apart: a spatial dim after strided layers (stride product up to 256) is still above 1
+ * there, where the small variants all shrink it to 1. Returns 0 when a tie would make a dim below 1. */
 static int values(const alma_symbind *b, int variant, int64_t *val) {
   int m = 0, n = b->n_sym;
   for (int s = 0; s < n; s++) m += b->free_[s];
   int64_t *base = val + n;
   for (int s = 0, k = 0; s < n; s++)
-    if (b->free_[s]) base[s] = variant ? 4 + 3 * (m - 1 - k++) : 3 + 3 * k++;
+    if (b->free_[s])
+      base[s] = variant == ALMA_SYMBIND_LARGE ? 509 + 6 * k++ : variant ? 4 + 3 * (m - 1 - k++) : 3 + 3 * k++;
   for (int s = 0; s < n; s++) {
     val[s] = b->off[s];
     for (int r = 0; r < n; r++)

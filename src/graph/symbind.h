@@ -29,7 +29,11 @@ typedef struct alma_symbind {
 /* Learns relations between g's symbolic input dims (see above). Zero symbols is not an error
  * (n_sym 0). Inference errors that cannot be blamed on the bindings are returned. */
 alma_status alma__symbind_discover(const alma_graph *g, int64_t max_fold_elems, alma_symbind *b);
-/* Static inference under b's relations, variant 0 or 1. Returns 0 (and *r unset) when b has no
+/* Variant of alma__symbind_infer binding the free symbols to large values (above 500): what a
+ * pass folds must come out the same there too, or it depends on the symbols (two stride-2
+ * convolutions make 2, 3 and 4 all 1). */
+#define ALMA_SYMBIND_LARGE 2
+/* Static inference under b's relations, variant 0, 1 or ALMA_SYMBIND_LARGE. Returns 0 (and *r unset) when b has no
  * symbols or inference fails; else 1. */
 int alma__symbind_infer(const alma_graph *g, const alma_symbind *b, int variant, int64_t max_fold_elems,
                         alma_infer_result *r);

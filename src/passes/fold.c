@@ -9,15 +9,22 @@
  * [past : total] of its attention_mask, total - past = 0 in both runs, and a dim that is 1 at run
  * time was folded to 0. Two more runs bind the symbols as graph/symbind.h says (distinct values
  * for unrelated symbols, in two orders, and the relations the graph needs, such as total = past
- * + 1); a value one of them computes differently is not folded. Where those runs stop early, they
- * say nothing and the first two decide. */
+ * + 1), and a third with the free symbols above 500: small bindings all agree on dims that strided
+ * layers shrink to 1 (W = 2, 3, 4 through two stride-2 convolutions), which are not constant. A
+ * value one of them computes differently is not folded. Where those runs stop early, they say
+ * nothing and the first two decide. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/symbind.h"
 #include "passes/pass.h"
 
-#define FOLD_MAX_ELEMS ((int64_t)1 << 26) /* don't materialize constants above 256 MB of float */
+#define FOLD_MAX_ELEMS ((int64_t)1 << 26) /* values the probing inferences compute (each run holds its own) */
+/* A node whose inputs are all constants computes the same tensor on every inference: folded once up
+ * to this size (1 GiB), outside the probing runs. The runtime holds that tensor during every
+ * inference anyway, so folding it adds no peak memory; what it adds is the copy kept between
+ * inferences (and in saved or cached graphs). Above the limit the node is left to run. */
+#define FOLD_MAX_CONST_BYTES ((int64_t)1 << 30)
 
 static int same_tensor(const alma_tensor *a, const alma_tensor *b) {
   /* a sequence/optional is never folded: an initializer holds a tensor */
@@ -76,15 +83,15 @@ static int remove_identities(alma_graph *g, const alma_symbind *sb) {
 }
 
 static alma_status fold_constants(alma_graph *g, const alma_symbind *sb, int *changed) {
-  alma_infer_result r2, r3, rd[2];
+  alma_infer_result r2, r3, rd[3];
   ALMA_TRY(alma__graph_infer(g, NULL, 2, FOLD_MAX_ELEMS, &r2));
   alma_status st = alma__graph_infer(g, NULL, 3, FOLD_MAX_ELEMS, &r3);
   if (st != ALMA_OK) {
     alma__infer_result_free(&r2);
     return st;
   }
-  int have[2];
-  for (int p = 0; p < 2; p++) have[p] = alma__symbind_infer(g, sb, p, FOLD_MAX_ELEMS, &rd[p]);
+  int have[3];
+  for (int p = 0; p < 3; p++) have[p] = alma__symbind_infer(g, sb, p, FOLD_MAX_ELEMS, &rd[p]);
   for (int i = 0; i < g->n_nodes && st == ALMA_OK; i++) {
     alma_node *n = &g->nodes[i];
     if (n->dead || n->n_implicit) continue;
@@ -92,7 +99,7 @@ static alma_status fold_constants(alma_graph *g, const alma_symbind *sb, int *ch
     for (int k = 0; k < n->n_outputs; k++) {
       int v = n->outputs[k];
       if (v >= 0 && !same_tensor(&r2.info[v], &r3.info[v])) all_const = 0;
-      for (int p = 0; p < 2 && v >= 0; p++) /* computed there, and differently: it depends on them */
+      for (int p = 0; p < 3 && v >= 0; p++) /* computed there, and differently: it depends on them */
         if (have[p] && rd[p].info[v].data && !same_tensor(&r2.info[v], &rd[p].info[v])) all_const = 0;
     }
     if (!all_const) continue;
@@ -116,9 +123,76 @@ static alma_status fold_constants(alma_graph *g, const alma_symbind *sb, int *ch
   }
   alma__infer_result_free(&r2);
   alma__infer_result_free(&r3);
-  for (int p = 0; p < 2; p++)
+  for (int p = 0; p < 3; p++)
     if (have[p]) alma__infer_result_free(&rd[p]);
   return st;
+}
+
+/* Random ops differ between runs: never folded, whatever their inputs. */
+static int nondeterministic(const alma_node *n) {
+  return !strncmp(n->op_type, "Random", 6) || !strcmp(n->op_type, "Bernoulli") || !strcmp(n->op_type, "Multinomial");
+}
+
+/* Nodes of constant inputs only whose outputs are too large for the probing runs (FOLD_MAX_ELEMS)
+ * but within FOLD_MAX_CONST_BYTES: evaluated once (a ConstantOfShape building a weight, the Mul or
+ * Expand after it on the next round). */
+static alma_status fold_large(alma_graph *g, int *changed) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    alma_node *n = &g->nodes[i];
+    if (n->dead || n->n_implicit || !n->op || n->n_inputs > 64 || n->n_outputs > 64 || nondeterministic(n)) continue;
+    const alma_tensor *in[64];
+    int ok = 1;
+    for (int k = 0; k < n->n_inputs && ok; k++) {
+      int v = n->inputs[k];
+      in[k] = v >= 0 ? g->values[v].init : NULL;
+      if (v >= 0 && (!in[k] || !in[k]->data || alma__dtype_is_container(in[k]->dtype))) ok = 0;
+    }
+    for (int k = 0; k < n->n_outputs && ok; k++)
+      if (n->outputs[k] >= 0 && (g->values[n->outputs[k]].is_output || used_by_subgraph(g, n->outputs[k]))) ok = 0;
+    if (!ok) continue;
+    alma_tensor outs[64];
+    memset(outs, 0, sizeof(alma_tensor) * (size_t)n->n_outputs);
+    if (n->op->infer(n, in, n->n_inputs, outs, n->n_outputs) != ALMA_OK) {
+      alma__error_clear(); /* the runtime reports it when the node runs */
+      for (int k = 0; k < n->n_outputs; k++) alma_tensor_free_data(&outs[k]);
+      continue;
+    }
+    int64_t elems = 0, bytes = 0;
+    for (int k = 0; k < n->n_outputs; k++) {
+      if (alma__dtype_is_container(outs[k].dtype) || outs[k].rank < 0) ok = 0;
+      int64_t e = ok ? alma__numel(outs[k].rank, outs[k].dims) : 0;
+      elems += e;
+      bytes += e * (int64_t)alma_dtype_size(outs[k].dtype);
+      alma_tensor_free_data(&outs[k]);
+    }
+    if (!ok || elems <= FOLD_MAX_ELEMS || bytes > FOLD_MAX_CONST_BYTES) continue; /* small ones: fold_constants */
+    alma_tensor res[64];
+    if (alma__op_run_node(NULL, n, in, n->n_inputs, res, n->n_outputs) != ALMA_OK) {
+      alma__error_clear();
+      continue;
+    }
+    alma_status st = ALMA_OK;
+    for (int k = 0; k < n->n_outputs; k++) {
+      int v = n->outputs[k];
+      alma_tensor *t = v >= 0 && st == ALMA_OK ? alma__arena_alloc(g->arena, sizeof *t) : NULL;
+      if (!t) {
+        if (v >= 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+        alma_tensor_free_data(&res[k]);
+        continue;
+      }
+      *t = res[k]; /* owned: freed with the graph's initializers */
+      g->values[v].init = t;
+      g->values[v].producer = -1;
+      g->values[v].dtype = t->dtype;
+      g->values[v].rank = t->rank;
+      for (int d = 0; d < t->rank; d++) g->values[v].dims[d] = t->dims[d];
+    }
+    ALMA_TRY(st);
+    ALMA_LOGD("FOLD: node '%s' (%s) folded: %lld MiB of constants", n->name, n->op_type, (long long)(bytes >> 20));
+    n->dead = 1;
+    *changed = 1;
+  }
+  return ALMA_OK;
 }
 
 /* A fresh value name in g: `name` itself when free, else name/inlined_N. */
@@ -252,6 +326,7 @@ static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
   for (int iter = 0; iter < 8 && st == ALMA_OK; iter++) {
     int changed = remove_identities(g, &sb);
     st = fold_constants(g, &sb, &changed);
+    if (st == ALMA_OK) st = fold_large(g, &changed);
     if (st == ALMA_OK) st = inline_ifs(g, &changed);
     changed |= remove_dead(g);
     if (st == ALMA_OK) st = alma__graph_compact(g);

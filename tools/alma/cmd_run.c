@@ -66,6 +66,12 @@ static alma_status random_input(const alma_model *m, int i, int64_t batch, uint6
   for (int a = 0; a < rank; a++) {
     int64_t d = alma_model_input_dim(m, i, a);
     dims[a] = d >= 0 ? d : a == 0 ? batch : 1;
+    if (d < 0 && a > 0) { /* a pool or strided layer needing more fails far from here: say why now */
+      const char *p = alma_model_input_dim_param(m, i, a);
+      fprintf(stderr, "warning: input '%s': symbolic dim '%s' (axis %d) bound to 1 in its random data; give data "
+              "of the real shape with --input %s=FILE.npy\n", alma_model_input_name(m, i), p && p[0] ? p : "?", a,
+              alma_model_input_name(m, i));
+    }
   }
   if (!alma_dtype_size(dt) || dt == ALMA_DTYPE_STRING)
     return alma__errorf(ALMA_ERR_UNSUPPORTED, "input '%s' has dtype %s, for which alma makes no random data",
