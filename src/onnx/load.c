@@ -10,10 +10,19 @@
 
 typedef struct load_ctx {
   const char *base_dir;
+/* The value names of each graph being parsed (the current one and those enclosing it), hashed:
+ * a linear scan per name made loading quadratic in the number of values. */
+typedef struct name_scope {
+  alma_graph *g;
+  alma_strmap names;
+} name_scope;
+
   alma_arena *arena;
   int depth;
 } load_ctx;
 
+  name_scope scopes[66]; /* parse_graph refuses more than 64 levels */
+  int n_scopes;
 /* ---- tensors ----------------------------------------------------------------------------------- */
 
 static int dtype_supported(int32_t t) {
@@ -483,11 +492,30 @@ static alma_status set_declared_type(alma_value *v, const Onnx__ValueInfoProto *
 
 /* Finds `name` in g, or (for subgraphs) in an enclosing graph, creating the outer reference in
  * every graph between. Returns -1 if it is nowhere. */
-static int resolve_name(alma_graph *g, const char *name) {
-  int v = alma__graph_find_value(g, name);
+static alma_strmap *names_of(load_ctx *c, const alma_graph *g) {
+  for (int i = c->n_scopes - 1; i >= 0; i--)
+    if (c->scopes[i].g == g) return &c->scopes[i].names;
+  return NULL;
+}
+
+static int find_value(load_ctx *c, const alma_graph *g, const char *name) {
+  alma_strmap *m = names_of(c, g);
+  return m ? alma__strmap_get(m, name) : alma__graph_find_value(g, name);
+}
+
+/* alma__graph_add_value, kept in the graph's name index; -1 out of memory */
+static int add_value(load_ctx *c, alma_graph *g, const char *name) {
+  int v = alma__graph_add_value(g, name);
+  alma_strmap *m = names_of(c, g);
+  if (v >= 0 && m && alma__strmap_put(m, g->values[v].name, v) != 0) return -1;
+  return v;
+}
+
+static int resolve_name(load_ctx *c, alma_graph *g, const char *name) {
+  int v = find_value(c, g, name);
   if (v >= 0 || !g->parent) return v;
-  if (resolve_name(g->parent, name) < 0) return -1;
-  v = alma__graph_add_value(g, name);
+  if (resolve_name(c, g->parent, name) < 0) return -1;
+  v = add_value(c, g, name);
   if (v >= 0) g->values[v].is_outer = 1;
   return v;
 }
@@ -605,10 +633,10 @@ static alma_status parse_attr(load_ctx *c, alma_graph *g, const Onnx__AttributeP
 }
 
 /* Collects the outer references of a subgraph as this graph's value indices (deduplicated). */
-static alma_status add_implicit(alma_graph *g, alma_node *n, const alma_graph *sub) {
+static alma_status add_implicit(load_ctx *c, alma_graph *g, alma_node *n, const alma_graph *sub) {
   for (int v = 0; v < sub->n_values; v++) {
     if (!sub->values[v].is_outer) continue;
-    int pv = alma__graph_find_value(g, sub->values[v].name);
+    int pv = find_value(c, g, sub->values[v].name);
     if (pv < 0) return alma__errorf(ALMA_ERR_INTERNAL, "outer value '%s' not found", sub->values[v].name);
     int dup = 0;
     for (int k = 0; k < n->n_implicit; k++) dup |= n->implicit_inputs[k] == pv;
@@ -635,9 +663,9 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
     const Onnx__TensorProto *tp = gp->initializer[i];
     const char *name = tp->name ? tp->name : "";
     if (!name[0]) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': initializer %zu has no name", g->name, i);
-    if (alma__graph_find_value(g, name) >= 0)
+    if (find_value(c, g, name) >= 0)
       return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': initializer '%s' is defined twice", g->name, name);
-    int v = alma__graph_add_value(g, name);
+    int v = add_value(c, g, name);
     if (v < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     alma_tensor *t = alma__arena_alloc(a, sizeof *t);
     if (!t) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -654,10 +682,10 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
     const Onnx__ValueInfoProto *vi = gp->input[i];
     const char *name = vi->name ? vi->name : "";
     if (!name[0]) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': input %zu has no name", g->name, i);
-    int v = alma__graph_find_value(g, name);
+    int v = find_value(c, g, name);
     if (v >= 0 && g->values[v].init) continue;
     if (v >= 0) return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': input '%s' is declared twice", g->name, name);
-    v = alma__graph_add_value(g, name);
+    v = add_value(c, g, name);
     if (v < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     g->values[v].is_input = 1;
     ALMA_TRY(set_declared_type(&g->values[v], vi, a));
@@ -669,11 +697,11 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
     for (size_t k = 0; k < np->n_output; k++) {
       const char *name = np->output[k];
       if (!name || !name[0]) continue;
-      int v = alma__graph_find_value(g, name);
+      int v = find_value(c, g, name);
       if (v >= 0)
         return alma__errorf(ALMA_ERR_INVALID_MODEL, "node '%s' (%s): output '%s' is already defined elsewhere",
                             np->name ? np->name : "", np->op_type ? np->op_type : "?", name);
-      if (alma__graph_add_value(g, name) < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+      if (add_value(c, g, name) < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     }
   }
   /* 4. nodes */
@@ -692,14 +720,31 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
         ins[k] = -1;
         continue;
       }
-      ins[k] = resolve_name(g, name);
+      ins[k] = resolve_name(c, g, name);
       if (ins[k] < 0)
+static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
+
         return alma__errorf(ALMA_ERR_INVALID_MODEL,
+  if (c->n_scopes >= (int)(sizeof c->scopes / sizeof c->scopes[0]))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
+  name_scope *sc = &c->scopes[c->n_scopes++];
+  sc->g = g;
+  alma__strmap_init(&sc->names);
+  alma_status st = ALMA_OK;
+  for (int v = 0; v < g->n_values && st == ALMA_OK; v++)
+    if (alma__strmap_put(&sc->names, g->values[v].name, v) != 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) st = parse_graph_body(c, gp, g);
+  alma__strmap_free(&sc->names);
+  c->n_scopes--;
+  return st;
+}
+
+static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g) {
                             "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input", nname, op,
                             name);
     }
     for (size_t k = 0; k < np->n_output; k++)
-      outs[k] = np->output[k] && np->output[k][0] ? alma__graph_find_value(g, np->output[k]) : -1;
+      outs[k] = np->output[k] && np->output[k][0] ? find_value(c, g, np->output[k]) : -1;
     int ni = alma__graph_add_node(g, op, np->domain, nname, ins, (int)np->n_input, outs, (int)np->n_output);
     if (ni < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     alma_attr *attrs = alma__arena_alloc(a, (np->n_attribute + 1) * sizeof(alma_attr));
@@ -709,8 +754,8 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
       alma_status st = parse_attr(c, g, np->attribute[k], &attrs[k], nname);
       g->nodes[ni].n_attrs = (int)k + 1; /* so cleanup frees parsed subgraphs, even a half-parsed one */
       if (st != ALMA_OK) return st;
-      if (attrs[k].g) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].g));
-      for (int q = 0; q < attrs[k].n && attrs[k].graphs; q++) ALMA_TRY(add_implicit(g, &g->nodes[ni], attrs[k].graphs[q]));
+      if (attrs[k].g) ALMA_TRY(add_implicit(c, g, &g->nodes[ni], attrs[k].g));
+      for (int q = 0; q < attrs[k].n && attrs[k].graphs; q++) ALMA_TRY(add_implicit(c, g, &g->nodes[ni], attrs[k].graphs[q]));
     }
   }
   /* maps come only from ZipMap: a graph input of a map type (DictVectorizer's, CastMap's) is
@@ -736,7 +781,7 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
   for (size_t i = 0; i < gp->n_output; i++) {
     const Onnx__ValueInfoProto *vi = gp->output[i];
     const char *name = vi->name ? vi->name : "";
-    int v = name[0] ? resolve_name(g, name) : -1;
+    int v = name[0] ? resolve_name(c, g, name) : -1;
     if (v < 0)
       return alma__errorf(ALMA_ERR_INVALID_MODEL, "graph '%s': output '%s' is not produced by any node, initializer or input",
                           g->name, name);
@@ -817,3 +862,4 @@ out:
   *g_out = g;
   return ALMA_OK;
 }
+  ALMA_TRY(alma__pb_check_nesting(&onnx__model_proto__descriptor, bytes, n, ALMA_ONNX_MAX_NESTING, "the model"));

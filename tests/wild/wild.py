@@ -17,7 +17,7 @@ set computes, a file's bytes, a tokenized sentence, table rows).
         without the int8 passes) and prints, per model and conversion, the worst cosine and largest
         difference (over the largest reference value) over the float outputs and the status; with
         --bench, `alma bench` p50 of each conversion that matched and ONNX Runtime's p50 on the same
-        inputs (2 threads, batch as given). Exits 1 when some conversion is wrong or fails without
+        inputs (2 threads, batch as given; --bench-conversions to time fewer). Exits 1 when some conversion is wrong or fails without
         saying it is unavailable, 77 when none fails but some model is not fetched.
 """
 import argparse
@@ -415,7 +415,9 @@ def compare_outputs(m, ref, od):
     return cos_min, err_max, None
 
 
-def ort_p50(path, feeds, n=30, seconds=3.0):
+def ort_p50(path, feeds, n=50, seconds=0.5):
+    """ONNX Runtime's p50 (ms) at 2 intra-op threads, as alma bench times: at least n runs and
+    `seconds` after one warm-up run."""
     import numpy as np
     sess = ort_session(path)
     sess.run(None, feeds)
@@ -431,7 +433,7 @@ def ort_p50(path, feeds, n=30, seconds=3.0):
 
 def alma_p50s(alma, path, d, ref, convs):
     """alma bench's p50 (ms) of each conversion on the model's own inputs, one ready-made batch, 2
-    threads, in one bench run; {conversion: p50} for those that ran."""
+    threads, at least 50 runs and 0.5 s, in one bench run; {conversion: p50} for those that ran."""
     import numpy as np
     bd = os.path.join(d, "bench")
     os.makedirs(bd, exist_ok=True)
@@ -444,7 +446,7 @@ def alma_p50s(alma, path, d, ref, convs):
     if os.path.exists(js):
         os.remove(js)
     subprocess.run([alma, "bench", path, "-c", ",".join(convs), "--data", bd, "-t", "2", "-q", "--keep-going",
-                    "--json", js], capture_output=True, text=True)
+                    "-n", "50", "--min-time", "0.5", "--json", js], capture_output=True, text=True)
     out = {}
     try:
         for row in json.load(open(js)).get("results", []):
@@ -458,7 +460,7 @@ def alma_p50s(alma, path, d, ref, convs):
 EXTERNAL = ("ORT", "OPENVINO")  # other projects' runtimes: listed, never alma's best
 
 
-def compare(cache, alma, names, convs, bench, jsonout):
+def compare(cache, alma, names, convs, bench, jsonout, bench_convs=None):
     import numpy as np
     models = [m for m in manifest() if not names or m["name"] in names]
     convs = convs or available(alma)
@@ -496,7 +498,8 @@ def compare(cache, alma, names, convs, bench, jsonout):
                   f"{dt:5.1f}s {row['status']}", flush=True)
             rows.append(row)
         if bench:
-            ok = [r["conversion"] for r in rows if r["model"] == m["name"] and r["status"] == "ok"]
+            ok = [r["conversion"] for r in rows if r["model"] == m["name"] and r["status"] == "ok"
+                  and (not bench_convs or r["conversion"] in bench_convs)]
             p50 = alma_p50s(alma, path, d, ref, ok) if ok else {}
             for r in rows:
                 if r["model"] == m["name"] and r["conversion"] in p50:
@@ -526,6 +529,7 @@ def main():
     ap.add_argument("--alma", default="build/alma")
     ap.add_argument("--conversions", default="")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--bench-conversions", default="", help="time only these (of those that matched)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     names = [n for n in a.models.split(",") if n]
@@ -536,7 +540,8 @@ def main():
     os.makedirs(a.cache, exist_ok=True)
     if a.step == "fetch":
         return fetch(a.cache, names)
-    return compare(a.cache, a.alma, names, [c for c in a.conversions.split(",") if c], a.bench, a.json)
+    return compare(a.cache, a.alma, names, [c for c in a.conversions.split(",") if c], a.bench, a.json,
+                   [c for c in a.bench_conversions.split(",") if c])
 
 
 if __name__ == "__main__":
