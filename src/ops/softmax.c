@@ -1,10 +1,12 @@
 /* Softmax and LogSoftmax. Before opset 13 the input is coerced to 2-D at `axis` (default 1) and
  * the op runs over each row of prod(dims[axis:]) elements; from 13 it runs along `axis` alone
  * (default -1). Both reduce to [outer, n, inner] with the reduction over n. Max-subtracted for
- * stability; float32 computes in float with expf, the other float types in double. */
+ * stability; float32 computes in float (vectorised expf down a strided axis), the other float types
+ * in double. */
 #include <math.h>
 
 #include "ops/nn_util.h"
+#include "ops/softmax_row.h"
 
 typedef struct sm_shape {
   int64_t outer, n, inner;
@@ -66,7 +68,16 @@ static alma_status sm_run(const alma_node *n, const alma_tensor *const *in, alma
     sm_rows_f32(x->data, out[0].data, ss.outer, ss.n, is_log);
     return ALMA_OK;
   }
-  /* general strided case, vectorized over inner: per outer block, column-wise max and sums */
+  if (x->dtype == ALMA_DTYPE_FLOAT32) { /* strided: vectorised across inner, one [n, inner] block at a time */
+    float *buf = alma__nn_alloc(n, (size_t)(2 * ss.inner + 1), sizeof *buf);
+    if (!buf) return ALMA_ERR_NOMEM;
+    for (int64_t o = 0; o < ss.outer; o++)
+      alma__softmax_cols((const float *)x->data + o * ss.n * ss.inner, (float *)out[0].data + o * ss.n * ss.inner,
+                         ss.n, ss.inner, is_log, buf, buf + ss.inner);
+    free(buf);
+    return ALMA_OK;
+  }
+  /* other dtypes, in double: per outer block, column-wise max and sums */
   double *buf = alma__nn_alloc(n, (size_t)(2 * (ss.inner ? ss.inner : 1)), sizeof *buf);
   if (!buf) return ALMA_ERR_NOMEM;
   double *mx = buf, *sum = buf + ss.inner;

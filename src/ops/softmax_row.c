@@ -200,3 +200,49 @@ ALMA_MULTIVERSION void alma__gelu_tanh_row(float *y, const float *x, int64_t n) 
       for (int64_t k = 0; k < m; k++) y[j + k] = r[k];
   }
 }
+
+/* Softmax (or log-softmax) along a strided axis: x and y are [n, inner] row-major, the reduction
+ * runs down each column, eight columns a vector (the tail on libm's expf/logf). mx and sum hold
+ * inner floats each. The maximum skips NaN and an all -inf column takes 0, as the reference's. */
+ALMA_MULTIVERSION void alma__softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int is_log, float *mx,
+                                          float *sum) {
+  const sr_v8f zero = {0};
+  int64_t i = 0;
+  for (; i + 8 <= inner; i += 8) {
+    sr_v8f m = zero - INFINITY, s = zero;
+    for (int64_t j = 0; j < n; j++) {
+      sr_v8f v = *(const sr_v8f *)(x + j * inner + i);
+      m = SR_SEL8((sr_v8i)(v > m), v, m);
+    }
+    m = SR_SEL8((sr_v8i)(m == zero - INFINITY), zero, m);
+    for (int64_t j = 0; j < n; j++) {
+      sr_v8f e = *(const sr_v8f *)(x + j * inner + i) - m;
+      exp8(&e);
+      s += e;
+      if (!is_log) *(sr_v8f *)(y + j * inner + i) = e;
+    }
+    if (is_log) {
+      for (int l = 0; l < 8; l++) s[l] = m[l] + logf(s[l]); /* y = x - (max + log(sum)) */
+      for (int64_t j = 0; j < n; j++) *(sr_v8f *)(y + j * inner + i) = *(const sr_v8f *)(x + j * inner + i) - s;
+    } else {
+      sr_v8f inv = (zero + 1.0f) / s;
+      for (int64_t j = 0; j < n; j++) *(sr_v8f *)(y + j * inner + i) *= inv;
+    }
+  }
+  if (i == inner) return;
+  for (int64_t k = i; k < inner; k++) mx[k] = -INFINITY, sum[k] = 0.0f;
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = i; k < inner; k++) mx[k] = x[j * inner + k] > mx[k] ? x[j * inner + k] : mx[k];
+  for (int64_t k = i; k < inner; k++)
+    if (mx[k] == -INFINITY) mx[k] = 0.0f;
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = i; k < inner; k++) {
+      float e = expf(x[j * inner + k] - mx[k]);
+      sum[k] += e;
+      if (!is_log) y[j * inner + k] = e;
+    }
+  for (int64_t k = i; k < inner; k++) sum[k] = is_log ? mx[k] + logf(sum[k]) : 1.0f / sum[k];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = i; k < inner; k++)
+      y[j * inner + k] = is_log ? x[j * inner + k] - sum[k] : y[j * inner + k] * sum[k];
+}

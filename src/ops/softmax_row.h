@@ -29,4 +29,9 @@ void alma__tanh_row(float *y, const float *x, int64_t n);
  * be x): Gelu(approximate="tanh") in float32, as EAGER's formula with libm's tanhf. */
 void alma__gelu_tanh_row(float *y, const float *x, int64_t n);
 
+/* Softmax (is_log 0) or LogSoftmax (1) down the columns of x [n, inner] into y (y may be x),
+ * vectorised over the columns on the expf above: the strided case (an axis
+ * other than the last, YOLO's DFL head). mx and sum are scratch of inner floats each. */
+void alma__softmax_cols(const float *x, float *y, int64_t n, int64_t inner, int is_log, float *mx, float *sum);
+
 #endif

@@ -562,6 +562,44 @@ static void test_softmax_legacy_axis(void **state) {
   alma_tensor_free_data(&x), alma_tensor_free_data(&h);
 }
 
+/* Softmax/LogSoftmax along a strided axis (float32: vectorised over the elements after the axis)
+ * against a double reference, for inner sizes on both sides of the 8-lane vectors and tails, with
+ * large values, a column holding -inf and a column of only -inf (NaN out, as the reference). */
+static void test_softmax_strided(void **state) {
+  (void)state;
+  static const int64_t inners[] = {2, 7, 8, 13, 24, 35};
+  for (size_t ii = 0; ii < sizeof inners / sizeof inners[0]; ii++)
+    for (int is_log = 0; is_log < 2; is_log++) {
+      int64_t inner = inners[ii], N = 5, xd[3] = {3, N, inner}, cnt = 3 * N * inner;
+      alma_tensor x = mkt(ALMA_DTYPE_FLOAT32, 3, xd, NULL), out;
+      float *xv = x.data;
+      for (int64_t k = 0; k < cnt; k++) xv[k] = xv[k] * 40.0f - 20.0f + (k % 11 == 0 ? 60.0f : 0.0f);
+      xv[(1 * N + 2) * inner + inner - 1] = -INFINITY; /* one -inf in a column */
+      for (int64_t j = 0; j < N; j++) xv[(2 * N + j) * inner + 1] = -INFINITY; /* a column of -inf */
+      alma_tensor *in[1] = {&x};
+      tnode t;
+      tn_make(&t, is_log ? "LogSoftmax" : "Softmax", 13, 1, 1);
+      attr_i(&t, "axis", 1);
+      assert_int_equal(tn_exec(&t, in, 1, &out, 1), ALMA_OK);
+      for (int64_t o = 0; o < 3; o++)
+        for (int64_t i = 0; i < inner; i++) {
+          double m = -INFINITY, s = 0;
+          for (int64_t j = 0; j < N; j++) m = fmax(m, xv[(o * N + j) * inner + i]);
+          if (m == -INFINITY) m = 0;
+          for (int64_t j = 0; j < N; j++) s += exp(xv[(o * N + j) * inner + i] - m);
+          for (int64_t j = 0; j < N; j++) {
+            int64_t k = (o * N + j) * inner + i;
+            double v = xv[k] - m, want = is_log ? v - log(s) : exp(v) / s, got = g(&out, k);
+            if (isnan(want)) assert_true(isnan(got));
+            else if (isinf(want)) assert_true(got == want);
+            else assert_true(fabs(got - want) <= 1e-5 * fmax(1.0, fabs(want)));
+          }
+        }
+      alma_tensor_free_data(&out);
+      alma_tensor_free_data(&x);
+    }
+}
+
 /* ---- Gemm / MatMul ----------------------------------------------------------------------- */
 
 static void test_gemm_broadcast_and_types(void **state) {
@@ -853,6 +891,7 @@ int main(void) {
       cmocka_unit_test(test_batchnorm_legacy_and_training),
       cmocka_unit_test(test_layernorm_outputs),
       cmocka_unit_test(test_softmax_legacy_axis),
+      cmocka_unit_test(test_softmax_strided),
       cmocka_unit_test(test_gemm_broadcast_and_types),
       cmocka_unit_test(test_matmul_shapes),
       cmocka_unit_test(test_einsum_equations),
