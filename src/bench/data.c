@@ -99,8 +99,8 @@ static int ends_with(const char *s, const char *suf) {
 static int looks_idx(const char *path) {
   if (ends_with(path, ".idx") || strstr(path, "-ubyte") || strstr(path, ".idx1") || strstr(path, ".idx3"))
     return 1;
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f;
+  if (alma__fopen_regular(path, &f, NULL) != ALMA_OK) return 0; /* the loader reports why */
   unsigned char m[4] = {1, 1, 1, 1};
   size_t got = fread(m, 1, 4, f);
   fclose(f);

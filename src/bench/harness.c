@@ -1440,8 +1440,8 @@ static void outcome_to_error(alma_result *r, const alma__job_outcome *oc) {
 }
 
 static alma_status hash_file(const char *path, char hex[65], int64_t *bytes) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot open model '%s': %s", path, strerror(errno));
+  FILE *f;
+  ALMA_TRY(alma__fopen_regular(path, &f, NULL)); /* /dev/zero would never end, a FIFO never start */
   alma_sha256 *h = alma__sha256_new();
   if (!h) {
     fclose(f);

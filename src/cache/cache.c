@@ -268,8 +268,9 @@ alma_status alma__cache_lock(alma__cache *c, int exclusive) {
   if (c->lock_fd >= 0) return alma__errorf(ALMA_ERR_INTERNAL, "cache lock taken twice");
   char p[PATH_MAX + 8];
   snprintf(p, sizeof p, "%s/lock", c->dir);
-  int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return alma__errorf(ALMA_ERR_IO, "cannot open the cache lock '%s': %s", p, strerror(errno));
+  int fd;
+  if (alma__open_regular(p, O_RDWR | O_CREAT, &fd, NULL) != ALMA_OK)
+    return alma__error_prefix(ALMA_ERR_IO, "the cache lock: ");
   while (flock(fd, exclusive ? LOCK_EX : LOCK_SH) != 0) {
     if (errno == EINTR) continue;
     int e = errno;
@@ -434,8 +435,12 @@ alma_status alma__cache_read_graph(const alma__cache_plan *p, uint8_t **bytes_ou
 static void append_log(const char *dir, const char *text) {
   char p[PATH_MAX + 16];
   snprintf(p, sizeof p, "%s/build.log", dir);
-  int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return;
+  int fd; /* a FIFO here would block every alma process behind the exclusive lock */
+  if (alma__open_regular(p, O_WRONLY | O_CREAT | O_APPEND, &fd, NULL) != ALMA_OK) {
+    ALMA_LOGW("cache: not appending to '%s': %s", p, alma_last_error());
+    alma__error_clear();
+    return;
+  }
   size_t n = strlen(text);
   while (n > 0) {
     ssize_t w = write(fd, text, n);

@@ -75,6 +75,8 @@ alma_status alma__tensor_alloc_like(alma_tensor *t, const alma_tensor *src);
 alma_status alma__tensor_copy(alma_tensor *dst, const alma_tensor *src);
 /* A shallow view sharing data (owns_data = 0). */
 alma_tensor alma__tensor_view(const alma_tensor *t);
+/* Product of dims: -1 when a dimension is unknown (negative), INT64_MAX when it overflows (so a
+ * size check refuses it; never signed-overflow UB), 0 when a dimension is 0. */
 int64_t alma__numel(int rank, const int64_t *dims);
 /* Row-major strides in elements. */
 void alma__strides(int rank, const int64_t *dims, int64_t *strides);
@@ -215,6 +217,36 @@ typedef struct alma_sha256 alma_sha256;
 alma_sha256 *alma__sha256_new(void);
 void alma__sha256_update(alma_sha256 *s, const void *data, size_t n);
 void alma__sha256_final(alma_sha256 *s, char hex_out[65]);
+
+/* ---- string -> int map (strmap.c) ----------------------------------------------------------
+ * Keys are not copied: they must outlive the map (arena strings). put overwrites (the newest
+ * definition wins, as alma__graph_find_value's newest-first scan); get is -1 when absent.
+ * put: 0, or -1 out of memory. Keyed with a per-process random SipHash key (crafted names do not
+ * collide). Zero-initialized (or alma__strmap_init) is an empty map. */
+typedef struct alma_strmap {
+  const char **keys;
+  int *vals;
+  size_t n, cap;
+} alma_strmap;
+void alma__strmap_init(alma_strmap *m);
+void alma__strmap_free(alma_strmap *m);
+int alma__strmap_put(alma_strmap *m, const char *key, int val);
+int alma__strmap_get(const alma_strmap *m, const char *key);
+
+/* ---- text from files, made safe to show (safetext.c) ------------------------------------------
+ * alma__escape_text: s[0..len) with control characters (C0, DEL, C1) written \n \r \t or \xHH
+ * and bytes that are not UTF-8 as \xHH, into out (NUL-terminated, whole escapes only); returns
+ * the length written. alma__utf8_fix: invalid UTF-8 replaced by U+FFFD, the rest kept (for JSON
+ * and CSV, whose writers escape control characters themselves). alma__text_is_safe: 1 when
+ * escape_text would change nothing. alma__safe: s itself when safe, else its escaped form in one of
+ * 16 per-thread buffers (at most ~1 KB, cut names end in "..."), for printf arguments. */
+size_t alma__escape_text(const char *s, size_t len, char *out, size_t cap);
+size_t alma__utf8_fix(const char *s, size_t len, char *out, size_t cap);
+int alma__text_is_safe(const char *s, size_t len);
+const char *alma__safe(const char *s);
+/* text (malloc'd, NUL-terminated) with invalid UTF-8 replaced by U+FFFD: text itself when valid,
+ * else a new buffer (text freed); NULL out of memory. For a printed JSON document. */
+char *alma__utf8_fix_owned(char *text);
 
 /* ---- time ---------------------------------------------------------------------------------- */
 double alma__now_s(void);    /* CLOCK_MONOTONIC seconds */

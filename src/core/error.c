@@ -32,11 +32,17 @@ const char *alma_last_error(void) { return alma__errmsg; }
 
 void alma__error_clear(void) { alma__errmsg[0] = '\0'; }
 
+/* Messages name tensors and nodes from the model file: stored with control characters and
+ * invalid UTF-8 escaped, so no printer (terminal, JSON, CSV) has to trust them. */
+static void store_safe(const char *msg, size_t len) { alma__escape_text(msg, len, alma__errmsg, sizeof alma__errmsg); }
+
 alma_status alma__errorf(alma_status s, const char *fmt, ...) {
+  char tmp[ALMA__ERRMSG_CAP];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(alma__errmsg, sizeof alma__errmsg, fmt, ap);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
+  store_safe(tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
   return s;
 }
 
@@ -51,9 +57,10 @@ alma_status alma__error_prefix(alma_status s, const char *fmt, ...) {
   size_t np = strlen(prefix), nr = strlen(rest);
   if (np > ALMA__ERRMSG_CAP - 1) np = ALMA__ERRMSG_CAP - 1;
   if (nr > ALMA__ERRMSG_CAP - 1 - np) nr = ALMA__ERRMSG_CAP - 1 - np;
-  memcpy(alma__errmsg, prefix, np);
-  memcpy(alma__errmsg + np, rest, nr);
-  alma__errmsg[np + nr] = '\0';
+  char joined[ALMA__ERRMSG_CAP];
+  memcpy(joined, prefix, np);
+  memcpy(joined + np, rest, nr);
+  store_safe(joined, np + nr);
   return s;
 }
 

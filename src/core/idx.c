@@ -25,8 +25,8 @@ static alma_dtype idx_dtype(uint8_t code) {
 alma_status alma_idx_load(const char *path, alma_tensor *out) {
   if (!path || !out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_idx_load: NULL argument");
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  FILE *f;
+  ALMA_TRY(alma__fopen_regular(path, &f, NULL)); /* a FIFO or device is refused, not waited on */
   alma_status st = ALMA_OK;
   alma_tensor t = {0};
   struct stat sb;

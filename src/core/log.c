@@ -26,8 +26,10 @@ void alma__log(alma_log_level lvl, const char *fmt, ...) {
   if (lvl > alma__log_level()) return;
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "alma: %s: ", names[lvl]);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  char msg[4096], safe[4096];
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* names from a model may hold terminal escapes or line breaks: one visible line each */
+  alma__escape_text(msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1, safe, sizeof safe);
+  fprintf(stderr, "alma: %s: %s\n", names[lvl], safe);
 }

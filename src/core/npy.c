@@ -308,8 +308,8 @@ static alma_status npy_strings(const char *path, const npy_header *h, int64_t n,
 alma_status alma_npy_load(const char *path, alma_tensor *out) {
   if (!path || !out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_npy_load: NULL argument");
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return alma__errorf(ALMA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  FILE *f;
+  ALMA_TRY(alma__fopen_regular(path, &f, NULL)); /* a FIFO or device is refused, not waited on */
   alma_status st = ALMA_OK;
   char *hdr = NULL;
   alma_tensor t = {0};

@@ -92,8 +92,13 @@ alma_status alma_dtype_parse(const char *s, alma_dtype *out) {
 
 int64_t alma__numel(int rank, const int64_t *dims) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
-  return n;
+  int over = 0;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) return -1;
+    if (dims[i] == 0) return 0;
+    over |= __builtin_mul_overflow(n, dims[i], &n);
+  }
+  return over ? INT64_MAX : n;
 }
 
 int64_t alma_tensor_numel(const alma_tensor *t) { return alma__numel(t->rank, t->dims); }

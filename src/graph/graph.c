@@ -1,6 +1,7 @@
 /* Graph construction, lookup, topological order, validation and compaction. */
 #include "graph/graph.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 
 alma_graph *alma__graph_new(alma_arena *arena) {
@@ -169,19 +170,47 @@ int alma__graph_count_uses(const alma_graph *g, int v) {
   return uses;
 }
 
-/* Kahn's algorithm, picking the lowest original index among ready nodes to keep file order. */
+/* Min-heap of node indices (toposort's ready set). */
+static void heap_push(int *h, int *n, int x) {
+  int i = (*n)++;
+  while (i > 0 && h[(i - 1) / 2] > x) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = x;
+}
+
+static int heap_pop(int *h, int *n) {
+  int top = h[0], x = h[--(*n)], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && h[c + 1] < h[c]) c++;
+    if (h[c] >= x) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n) h[i] = x;
+  return top;
+}
+
+/* Kahn's algorithm, picking the lowest original index among ready nodes to keep file order:
+ * consumer lists per value and a heap of ready nodes, O((nodes + edges) log nodes). */
 alma_status alma__graph_toposort(alma_graph *g) {
-  int n = g->n_nodes;
+  int n = g->n_nodes, nv = g->n_values;
   if (n <= 0) return ALMA_OK;
+  size_t n_slots = 0;
+  for (int i = 0; i < n; i++) n_slots += (size_t)g->nodes[i].n_inputs + (size_t)g->nodes[i].n_implicit;
   int *indeg = calloc((size_t)n, sizeof(int)), *order = malloc((size_t)n * sizeof(int));
-  int *producer = malloc((size_t)g->n_values * sizeof(int) + 1);
+  int *producer = malloc((size_t)nv * sizeof(int) + 1), *heap = malloc((size_t)n * sizeof(int));
+  int *cstart = calloc((size_t)nv + 1, sizeof(int)), *cons = malloc(n_slots * sizeof(int) + 1);
   char *done = calloc((size_t)n, 1);
   alma_status st = ALMA_OK;
-  if (!indeg || !order || !producer || !done) {
+  if (!indeg || !order || !producer || !heap || !cstart || !cons || !done || n_slots > INT_MAX) {
     st = alma__errorf(ALMA_ERR_NOMEM, "out of memory sorting the graph");
     goto out;
   }
-  for (int v = 0; v < g->n_values; v++) producer[v] = -1;
+  for (int v = 0; v < nv; v++) producer[v] = -1;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g->nodes[i].n_outputs; k++)
       if (g->nodes[i].outputs[k] >= 0) producer[g->nodes[i].outputs[k]] = i;
@@ -190,52 +219,55 @@ alma_status alma__graph_toposort(alma_graph *g) {
     const alma_node *nd = &g->nodes[i];
     for (int k = 0; k < nd->n_inputs + nd->n_implicit; k++) {
       int v = k < nd->n_inputs ? nd->inputs[k] : nd->implicit_inputs[k - nd->n_inputs];
-      if (v >= 0 && producer[v] >= 0) indeg[i]++;
+      if (v >= 0 && producer[v] >= 0) {
+        indeg[i]++;
+        cstart[v + 1]++;
+      }
     }
   }
-  int placed = 0;
-  /* O(n^2) worst case is fine for graphs of thousands of nodes; a heap would be faster. */
-  int scan = 0;
-  while (placed < n) {
-    int pick = -1;
-    for (int i = scan; i < n; i++)
-      if (!done[i] && indeg[i] == 0) {
-        pick = i;
-        break;
-      }
-    if (pick < 0)
-      for (int i = 0; i < scan; i++)
-        if (!done[i] && indeg[i] == 0) {
-          pick = i;
-          break;
-        }
-    if (pick < 0) {
-      for (int i = 0; i < n; i++)
-        if (!done[i]) {
-          st = alma__errorf(ALMA_ERR_INVALID_MODEL, "the graph has a cycle through node '%s' (%s)",
-                            g->nodes[i].name, g->nodes[i].op_type);
-          break;
-        }
+  for (int v = 0; v < nv; v++) cstart[v + 1] += cstart[v];
+  {
+    int *pos = malloc((size_t)nv * sizeof(int) + 1);
+    if (!pos) {
+      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory sorting the graph");
       goto out;
     }
+    memcpy(pos, cstart, (size_t)nv * sizeof(int));
+    for (int i = 0; i < n; i++) {
+      const alma_node *nd = &g->nodes[i];
+      for (int k = 0; k < nd->n_inputs + nd->n_implicit; k++) {
+        int v = k < nd->n_inputs ? nd->inputs[k] : nd->implicit_inputs[k - nd->n_inputs];
+        if (v >= 0 && producer[v] >= 0) cons[pos[v]++] = i;
+      }
+    }
+    free(pos);
+  }
+  int n_heap = 0, placed = 0;
+  for (int i = 0; i < n; i++)
+    if (indeg[i] == 0) heap_push(heap, &n_heap, i);
+  while (n_heap > 0) {
+    int pick = heap_pop(heap, &n_heap);
+    if (done[pick]) continue;
     done[pick] = 1;
     order[placed++] = pick;
-    scan = pick < scan ? pick : scan;
     for (int k = 0; k < g->nodes[pick].n_outputs; k++) {
       int v = g->nodes[pick].outputs[k];
       if (v < 0) continue;
-      for (int j = 0; j < n; j++) {
+      for (int q = cstart[v]; q < cstart[v + 1]; q++) {
+        int j = cons[q];
         if (done[j]) continue;
-        const alma_node *nd = &g->nodes[j];
-        for (int q = 0; q < nd->n_inputs + nd->n_implicit; q++) {
-          int u = q < nd->n_inputs ? nd->inputs[q] : nd->implicit_inputs[q - nd->n_inputs];
-          if (u == v) {
-            indeg[j]--;
-            if (j < scan) scan = j;
-          }
-        }
+        if (--indeg[j] == 0) heap_push(heap, &n_heap, j);
       }
     }
+  }
+  if (placed < n) {
+    for (int i = 0; i < n; i++)
+      if (!done[i]) {
+        st = alma__errorf(ALMA_ERR_INVALID_MODEL, "the graph has a cycle through node '%s' (%s)", g->nodes[i].name,
+                          g->nodes[i].op_type);
+        break;
+      }
+    goto out;
   }
   {
     alma_node *sorted = malloc((size_t)n * sizeof *sorted);
@@ -254,6 +286,9 @@ out:
   free(indeg);
   free(order);
   free(producer);
+  free(heap);
+  free(cstart);
+  free(cons);
   free(done);
   return st;
 }

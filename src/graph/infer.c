@@ -252,14 +252,55 @@ static alma_status infer_scoped(const alma_graph *g, const alma_tensor *const *i
   return ALMA_OK;
 }
 
-/* Lifetime of each produced value: [def step, last use step]. Graph outputs live to the end. */
+/* An int list per segment-tree node or per step (the plan's lookups). */
+typedef struct ilist {
+  int *v;
+  int n, cap;
+} ilist;
+
+static int ilist_push(ilist *l, int x) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 4;
+    int *nv = realloc(l->v, (size_t)cap * sizeof *nv);
+    if (!nv) return -1;
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = x;
+  return 0;
+}
+
+static int cmp_by_offset(const void *a, const void *b, void *key) {
+  const int64_t *off = key;
+  int64_t x = off[*(const int *)a], y = off[*(const int *)b];
+  return (x > y) - (x < y);
+}
+
+static int cmp_by_size_desc(const void *a, const void *b, void *key) {
+  const int64_t *size = key;
+  int u = *(const int *)a, v = *(const int *)b;
+  if (size[u] != size[v]) return size[u] < size[v] ? 1 : -1;
+  return (u > v) - (u < v); /* equal sizes keep value order */
+}
+
+/* Lifetime of each produced value: [def step, last use step]. Graph outputs live to the end.
+ * Largest first; each buffer takes the lowest offset that does not overlap a placed buffer whose
+ * lifetime intersects its own (TFLite's greedy-by-size). The placed buffers live at a step are
+ * found through a segment tree over steps (those alive where this one starts) and per-step lists
+ * (those starting during its life), so a long chain plans in O(n log n). Graphs where most
+ * buffers live at once make the greedy plan itself quadratic: past a work budget the plan is given
+ * up (-1, unknown) rather than taking minutes. */
 int64_t alma__memory_plan_peak(const alma_graph *g, const alma_infer_result *r) {
-  int nv = g->n_values, nn = g->n_nodes;
+  int nv = g->n_values, nn = g->n_nodes, T = nn + 1, P = 1;
+  while (P < T) P *= 2;
   int *first = malloc(sizeof(int) * (size_t)(nv + 1)), *last = malloc(sizeof(int) * (size_t)(nv + 1));
   int64_t *size = malloc(sizeof(int64_t) * (size_t)(nv + 1)), *offset = malloc(sizeof(int64_t) * (size_t)(nv + 1));
-  int *order = malloc(sizeof(int) * (size_t)(nv + 1));
-  int64_t peak = 0;
-  if (!first || !last || !size || !offset || !order) {
+  int *order = malloc(sizeof(int) * (size_t)(nv + 1)), *conf = malloc(sizeof(int) * (size_t)(nv + 1));
+  ilist *tree = calloc(2 * (size_t)P, sizeof *tree), *starts = calloc((size_t)T, sizeof *starts);
+  uint64_t *has_start = calloc((size_t)T / 64 + 1, sizeof *has_start);
+  int64_t peak = 0, work = 0;
+  const int64_t budget = 20 * 1000 * 1000;
+  if (!first || !last || !size || !offset || !order || !conf || !tree || !starts || !has_start) {
     peak = -1;
     goto out;
   }
@@ -285,43 +326,69 @@ int64_t alma__memory_plan_peak(const alma_graph *g, const alma_infer_result *r) 
       peak = -1;
       goto out;
     }
-    size[v] = alma__numel(r->info[v].rank, r->info[v].dims) * (int64_t)alma_dtype_size(r->info[v].dtype);
-    size[v] = (size[v] + 63) & ~(int64_t)63;
+    int64_t ne = alma__numel(r->info[v].rank, r->info[v].dims), bytes;
+    if (ne < 0 || alma__mul_overflow_i64(ne, (int64_t)alma_dtype_size(r->info[v].dtype), &bytes) ||
+        bytes > INT64_MAX / 4) {
+      peak = -1;
+      goto out;
+    }
+    size[v] = (bytes + 63) & ~(int64_t)63;
     order[n_live++] = v;
   }
-  /* Largest first; each buffer takes the lowest offset that does not overlap a placed buffer whose
-   * lifetime intersects its own (TFLite's greedy-by-size). O(n^2), fine for planning. */
-  for (int i = 1; i < n_live; i++) {
-    int x = order[i], j = i - 1;
-    while (j >= 0 && size[order[j]] < size[x]) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = x;
-  }
+  qsort_r(order, (size_t)n_live, sizeof *order, cmp_by_size_desc, size);
   for (int i = 0; i < n_live; i++) {
-    int v = order[i];
-    int64_t off = 0;
-    int moved = 1;
-    while (moved) {
-      moved = 0;
-      for (int j = 0; j < i; j++) {
-        int u = order[j];
-        if (last[u] < first[v] || last[v] < first[u]) continue;
-        if (off < offset[u] + size[u] && offset[u] < off + size[v]) {
-          off = offset[u] + size[u];
-          moved = 1;
-        }
+    int v = order[i], a = first[v], b = last[v], k = 0;
+    /* placed buffers alive at step a: stored at the tree nodes on a's leaf-to-root path */
+    for (int t = a + P; t >= 1; t >>= 1)
+      for (int q = 0; q < tree[t].n; q++) conf[k++] = tree[t].v[q];
+    /* placed buffers starting in (a, b] */
+    for (int s = a + 1; s <= b;) {
+      if (!(s & 63) && !has_start[s >> 6] && s + 64 <= b + 1) {
+        s += 64;
+        work++;
+        continue;
       }
+      if (has_start[s >> 6] >> (s & 63) & 1)
+        for (int q = 0; q < starts[s].n; q++) conf[k++] = starts[s].v[q];
+      s++;
+      work++;
+    }
+    work += k;
+    if (work > budget) {
+      peak = -1;
+      goto out;
+    }
+    qsort_r(conf, (size_t)k, sizeof *conf, cmp_by_offset, offset);
+    int64_t off = 0;
+    for (int q = 0; q < k; q++) {
+      int u = conf[q];
+      if (offset[u] >= off + size[v]) break;
+      if (offset[u] + size[u] > off) off = offset[u] + size[u];
     }
     offset[v] = off;
     if (off + size[v] > peak) peak = off + size[v];
+    /* place v: into the tree's canonical nodes for [a, b], and its start step's list */
+    for (int l = a + P, h = b + P + 1; l < h; l >>= 1, h >>= 1) {
+      if ((l & 1) && ilist_push(&tree[l++], v)) peak = -1;
+      if ((h & 1) && ilist_push(&tree[--h], v)) peak = -1;
+    }
+    if (ilist_push(&starts[a], v)) peak = -1;
+    has_start[a >> 6] |= (uint64_t)1 << (a & 63);
+    if (peak < 0) goto out;
   }
 out:
+  if (tree)
+    for (int t = 0; t < 2 * P; t++) free(tree[t].v);
+  if (starts)
+    for (int t = 0; t < T; t++) free(starts[t].v);
+  free(tree);
+  free(starts);
+  free(has_start);
   free(first);
   free(last);
   free(size);
   free(offset);
   free(order);
+  free(conf);
   return peak;
 }

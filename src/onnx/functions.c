@@ -14,6 +14,7 @@
 #include <limits.h>
 
 #include "onnx/functions.h"
+#include "onnx/onnx.h"
 
 /* Fields of onnx.proto newer than Debian's copy that protobuf-c keeps as unknown fields. */
 enum { NODE_OVERLOAD = 8, FUNCTION_ATTRIBUTE_PROTO = 11, FUNCTION_OVERLOAD = 13 };
@@ -338,6 +339,9 @@ alma_status alma__onnx_inline_functions(const Onnx__ModelProto *mp, alma_graph *
       if (uf->tag != FUNCTION_ATTRIBUTE_PROTO) continue;
       const uint8_t *p;
       size_t n;
+      if (unknown_payload(uf, &p, &n))
+        ALMA_TRY(alma__pb_check_nesting(&onnx__attribute_proto__descriptor, p, n, ALMA_ONNX_MAX_NESTING,
+                                        "a function's default attribute"));
       Onnx__AttributeProto *ap = unknown_payload(uf, &p, &n) ? onnx__attribute_proto__unpack(&c.alloc, n, p) : NULL;
       if (!ap)
         return alma__errorf(ALMA_ERR_INVALID_MODEL, "function '%s': a default attribute does not parse", f->name);

@@ -16,6 +16,18 @@ typedef struct alma_onnx_meta {
 alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *base_dir, alma_graph **g_out,
                                    alma_onnx_meta *meta_out);
 
+/* How deep protobuf messages may nest in a file alma parses: ModelProto is level 1 and every
+ * subgraph costs three (GraphProto, NodeProto, AttributeProto), so the loader's 64 levels of
+ * subgraphs fit, with room for nested sequence/map/optional types. Deeper files are refused before
+ * protobuf-c unpacks them, since protobuf-c recurses once per level on the stack. */
+#define ALMA_ONNX_MAX_NESTING 256
+struct ProtobufCMessageDescriptor;
+/* ALMA_ERR_INVALID_MODEL ("<what>: messages nested more than N deep ...") when bytes, read as a
+ * `desc` message, hold messages nested deeper than max_depth (at most ALMA_ONNX_MAX_NESTING);
+ * ALMA_OK otherwise, malformed framing included (protobuf-c reports that itself). pbscan.c. */
+alma_status alma__pb_check_nesting(const struct ProtobufCMessageDescriptor *desc, const uint8_t *bytes, size_t n,
+                                   int max_depth, const char *what);
+
 /* Reads a serialized TensorProto file (the ONNX backend tests' input_0.pb...) into an owned tensor.
  * name_out (optional) receives a malloc'd copy of the tensor's name. */
 alma_status alma__onnx_load_tensor_file(const char *path, alma_tensor *out, char **name_out);

@@ -26,16 +26,23 @@ static const char *const columns[] = {
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
+  size_t len = strlen(s);
+  char *fixed = NULL;
+  if (!alma__text_is_safe(s, len) && (fixed = malloc(3 * len + 1))) { /* names are not always UTF-8 */
+    alma__utf8_fix(s, len, fixed, 3 * len + 1);
+    s = fixed;
+  }
   if (!strpbrk(s, ",\"\r\n")) {
     fputs(s, f);
-    return;
+  } else {
+    fputc('"', f);
+    for (const char *p = s; *p; p++) {
+      if (*p == '"') fputc('"', f);
+      fputc(*p, f);
+    }
+    fputc('"', f);
   }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputc('"', f);
+  free(fixed);
 }
 
 void alma__csv_num(FILE *f, double v) {

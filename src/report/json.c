@@ -513,7 +513,8 @@ alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, con
     cJSON_AddNullToObject(root, "unavailable");
   }
   cJSON_AddNumberToObject(root, "total_s", isfinite(r->total_s) ? r->total_s : 0);
-  char *text = cJSON_Print(root);
+  /* names from the model may be any bytes; JSON must be UTF-8 */
+  char *text = alma__utf8_fix_owned(cJSON_Print(root));
   cJSON_Delete(root);
   if (!text) return alma__errorf(ALMA_ERR_NOMEM, "out of memory writing JSON");
   *json_out = text;

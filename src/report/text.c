@@ -25,13 +25,13 @@ static void print_header(const alma_results *r, FILE *f) {
   const alma_system_info *s = &r->system;
   const alma_config *c = &r->config;
   char b1[32];
-  fprintf(f, "model    %s", r->model_path && *r->model_path ? r->model_path : "(loaded model)");
+  fprintf(f, "model    %s", r->model_path && *r->model_path ? alma__safe(r->model_path) : "(loaded model)");
   if (r->model_hash[0]) fprintf(f, "  (hash %.12s)", r->model_hash);
   fputc('\n', f);
   for (int i = 0; i < r->n_inputs; i++) {
     char shp[128];
     alma__shape_str(r->inputs[i].rank, r->inputs[i].dims, shp, sizeof shp);
-    fprintf(f, "input    %s %s %s%s%s\n", r->inputs[i].name, r->inputs[i].dtype, shp,
+    fprintf(f, "input    %s %s %s%s%s\n", alma__safe(r->inputs[i].name), r->inputs[i].dtype, shp,
             r->inputs[i].declared[0] ? "  declared " : "", r->inputs[i].declared);
   }
   fprintf(f, "machine  %s, %d cores (%d logical), %s, governor %s, load %.2f\n",
@@ -130,7 +130,7 @@ void alma__profile_print(const alma_profile *p, FILE *f) {
     char grp[32] = "";
     if (e->members > 1) snprintf(grp, sizeof grp, ", %d nodes", e->members);
     fprintf(f, "                 %9s  %5.1f%%  %-18s  %s (%s%s)\n", ms(e->ms, a, sizeof a),
-            isfinite(e->share) ? 100 * e->share : 0.0, e->placement, e->name, e->op_type, grp);
+            isfinite(e->share) ? 100 * e->share : 0.0, e->placement, alma__safe(e->name), alma__safe(e->op_type), grp);
   }
   if (p->n_nodes > PROFILE_TOP_NODES)
     fprintf(f, "                 %9s  %5.1f%%  %-18s  (%d more)\n", ms(rest, a, sizeof a),

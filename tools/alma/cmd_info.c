@@ -9,6 +9,7 @@
 #include <cJSON.h>
 
 #include "cli.h"
+#include "core/core.h"
 
 static void info_usage(FILE *f) {
   fprintf(f,
@@ -78,14 +79,14 @@ static const char *human_bytes(double v, char *buf, size_t n) {
 
 static void print_text(const char *path, alma_model *m, const alma_model_summary *s) {
   char a[64], b[64], shp[512];
-  printf("model            %s\n", path);
-  printf("producer         %s%s%s\n", s->producer_name && s->producer_name[0] ? s->producer_name : "(unknown)",
-         s->producer_version && s->producer_version[0] ? " " : "", s->producer_version ? s->producer_version : "");
+  printf("model            %s\n", alma__safe(path));
+  printf("producer         %s%s%s\n", s->producer_name && s->producer_name[0] ? alma__safe(s->producer_name) : "(unknown)",
+         s->producer_version && s->producer_version[0] ? " " : "", s->producer_version ? alma__safe(s->producer_version) : "");
   printf("opset            %" PRId64, s->opset);
   int others = 0; /* other domains: com.microsoft, ai.onnx.ml, model-local functions */
   for (int i = 0; i < s->n_opset_imports; i++)
     if (strcmp(s->opset_domains[i], "ai.onnx"))
-      printf("%s%s %" PRId64, others++ ? ", " : "  (also ", s->opset_domains[i], s->opset_versions[i]);
+      printf("%s%s %" PRId64, others++ ? ", " : "  (also ", alma__safe(s->opset_domains[i]), s->opset_versions[i]);
   printf("%s\n", others ? ")" : "");
   printf("hash             %s\n", alma_model_hash(m));
   int w = 4;
@@ -97,12 +98,13 @@ static void print_text(const char *path, alma_model *m, const alma_model_summary
   printf("inputs (%d)\n", alma_model_num_inputs(m));
   for (int i = 0; i < alma_model_num_inputs(m); i++) {
     shape_text(m, 1, i, shp, sizeof shp);
-    printf("  %-*s  %-8s %s\n", w, alma_model_input_name(m, i), alma_dtype_name(alma_model_input_dtype(m, i)), shp);
+    printf("  %-*s  %-8s %s\n", w, alma__safe(alma_model_input_name(m, i)), alma_dtype_name(alma_model_input_dtype(m, i)),
+           shp);
   }
   printf("outputs (%d)\n", alma_model_num_outputs(m));
   for (int i = 0; i < alma_model_num_outputs(m); i++) {
     shape_text(m, 0, i, shp, sizeof shp);
-    printf("  %-*s  %-8s %s\n", w, alma_model_output_name(m, i), alma_dtype_name(alma_model_output_dtype(m, i)),
+    printf("  %-*s  %-8s %s\n", w, alma__safe(alma_model_output_name(m, i)), alma_dtype_name(alma_model_output_dtype(m, i)),
            shp);
   }
   printf("parameters       %s (%s)\n", human((double)s->n_params, a, sizeof a),
@@ -115,7 +117,7 @@ static void print_text(const char *path, alma_model *m, const alma_model_summary
     printf("activation peak  %s (planned, batch 1)\n", human_bytes((double)s->planned_peak_bytes, a, sizeof a));
   else printf("activation peak  unknown\n");
   printf("nodes            %" PRId64 " (%d op types)\n", s->n_nodes, s->n_op_types);
-  for (int i = 0; i < s->n_op_types; i++) printf("  %-24s %6" PRId64 "\n", s->op_types[i], s->op_counts[i]);
+  for (int i = 0; i < s->n_op_types; i++) printf("  %-24s %6" PRId64 "\n", alma__safe(s->op_types[i]), s->op_counts[i]);
 }
 
 static int print_json(const char *path, alma_model *m, const alma_model_summary *s) {
@@ -151,7 +153,7 @@ static int print_json(const char *path, alma_model *m, const alma_model_summary 
   cJSON_AddNumberToObject(root, "nodes", (double)s->n_nodes);
   cJSON *ops = cJSON_AddObjectToObject(root, "ops");
   for (int i = 0; i < s->n_op_types; i++) cJSON_AddNumberToObject(ops, s->op_types[i], (double)s->op_counts[i]);
-  char *txt = cJSON_Print(root);
+  char *txt = alma__utf8_fix_owned(cJSON_Print(root)); /* names need not be UTF-8; JSON must */
   cJSON_Delete(root);
   if (!txt) {
     fprintf(stderr, "alma: error: out of memory formatting JSON\n");

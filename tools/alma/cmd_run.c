@@ -158,7 +158,7 @@ static void print_summary(const char *name, const alma_tensor *t) {
   char shp[256];
   alma__shape_str(t->rank, t->dims, shp, sizeof shp);
   int64_t n = alma_tensor_numel(t);
-  printf("%s: %s %s", name, alma_dtype_name(t->dtype), shp);
+  printf("%s: %s %s", alma__safe(name), alma_dtype_name(t->dtype), shp);
   if (n == 0 || !alma_dtype_size(t->dtype)) {
     printf(" (empty)\n");
     return;
@@ -269,14 +269,14 @@ static void print_maps(const char *name, const alma_tensor *t) {
   char ty[96];
   alma__container_type_str(t, ty, sizeof ty);
   if (t->dtype == ALMA__DTYPE_MAP) {
-    printf("%s: %s\n  ", name, ty);
+    printf("%s: %s\n  ", alma__safe(name), ty);
     put_map(stdout, t, 0, 16);
     printf("\n");
     return;
   }
   const alma__seq *sq = alma__container(t);
   int n = sq ? sq->n : 0;
-  printf("%s: %s of %d map%s\n", name, ty, n, n == 1 ? "" : "s");
+  printf("%s: %s of %d map%s\n", alma__safe(name), ty, n, n == 1 ? "" : "s");
   for (int e = 0; e < n && e < 4; e++) {
     printf("  [%d] ", e);
     put_map(stdout, &sq->items[e], 0, 16);
@@ -317,7 +317,7 @@ static void print_container(const char *name, const alma_tensor *t) {
   }
   const alma__seq *sq = alma__container(t);
   int n = sq ? sq->n : 0;
-  printf("%s: %s of %d %s\n", name, alma_dtype_name(t->dtype), n,
+  printf("%s: %s of %d %s\n", alma__safe(name), alma_dtype_name(t->dtype), n,
          alma__container_elem_is_seq(t) ? "sequence" : n == 1 ? "tensor" : "tensors");
   for (int e = 0; e < n; e++) {
     char sub[300];
@@ -558,8 +558,8 @@ int alma_cmd_run(int argc, char **argv) {
     }
     char shp[256];
     alma__shape_str(in[i].rank, in[i].dims, shp, sizeof shp);
-    printf("input %s: %s %s from %s\n", alma_model_input_name(m, i), alma_dtype_name(in[i].dtype), shp,
-           file ? file : "random data");
+    printf("input %s: %s %s from %s\n", alma__safe(alma_model_input_name(m, i)), alma_dtype_name(in[i].dtype), shp,
+           file ? alma__safe(file) : "random data");
   }
 
   /* before the inference, so a bad DIR costs nothing */
