@@ -632,10 +632,12 @@ static int cmp_ts(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The graph node an ONNX Runtime node is named after: the same name, else the longest of our
- * names it contains (its fusions and layout transforms name new nodes after their first source
- * node: "fused Conv_0", "Conv_0_nchwc"), else -1. */
-static int map_node(const ort_plan *p, const char *name) {
+/* The graph node an ONNX Runtime node stands for: the node of the same name; else the longest of
+ * our node names it contains (its fusions name the new node after their first source node:
+ * "fused Conv_0"); else a value it is named after ("r_nchwc": an NCHWc convolution whose fused
+ * chain ends in value r), mapped to the nearest node of its op type (op, from the profile's
+ * args.op_name) at or above that value's producer, the chain's first node; else -1. */
+static int map_node(const ort_plan *p, const char *name, const char *op) {
   int best = -1;
   size_t bl = 0;
   for (int k = 0; k < p->n_named; k++) {
@@ -644,7 +646,23 @@ static int map_node(const ort_plan *p, const char *name) {
     size_t l = strlen(n);
     if (l > bl && l >= 2 && strstr(name, n)) best = p->node_index[k], bl = l;
   }
-  return best;
+  if (best >= 0) return best;
+  const alma_graph *g = p->g;
+  int val = -1;
+  for (int v = 0; v < g->n_values; v++) {
+    const char *vn = g->values[v].name;
+    size_t l = vn ? strlen(vn) : 0;
+    if (l > bl && g->values[v].producer >= 0 && !strncmp(name, vn, l) && (name[l] == 0 || name[l] == '_'))
+      val = v, bl = l;
+  }
+  if (val < 0) return -1;
+  int node = g->values[val].producer;
+  for (int step = 0, n = node; op && step < 16 && n >= 0; step++) {
+    if (!strcmp(g->nodes[n].op_type, op)) return n;
+    int in = g->nodes[n].n_inputs > 0 ? g->nodes[n].inputs[0] : -1;
+    n = in >= 0 ? g->values[in].producer : -1;
+  }
+  return node;
 }
 
 static alma_status ort_profile_read(void *plan, alma__prof_node *nodes) {
@@ -703,7 +721,7 @@ static alma_status ort_profile_read(void *plan, alma__prof_node *nodes) {
   double warm_end = n_runs ? ends[0] : -1;
   free(ends);
   for (int i = 0; i < p->g->n_nodes; i++)
-    nodes[i] = (alma__prof_node){.head = i, .members = 1, .where = "ORT (fused into another node or removed)"};
+    nodes[i] = (alma__prof_node){.head = i, .members = 1, .where = "ORT (fused/removed)"};
   cJSON_ArrayForEach(e, ev) {
     const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat"), *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
     if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "Node") || !cJSON_IsString(nm)) continue;
@@ -713,7 +731,9 @@ static alma_status ort_profile_read(void *plan, alma__prof_node *nodes) {
     if (cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "ts")) < warm_end) continue;
     char base[1024];
     snprintf(base, sizeof base, "%.*s", (int)(l - sl), s);
-    int v = map_node(p, base);
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const cJSON *opn = args ? cJSON_GetObjectItemCaseSensitive(args, "op_name") : NULL;
+    int v = map_node(p, base, cJSON_IsString(opn) ? opn->valuestring : NULL);
     if (v < 0) continue; /* ONNX Runtime's own node with no source among ours: in the overhead */
     nodes[v].seconds += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "dur")) * 1e-6;
     nodes[v].where = "ORT";
