@@ -65,7 +65,9 @@ typedef struct alma_config {
   int threads;                /* intra-op threads; 0 = physical cores (default 0)                 */
   uint64_t seed;              /* random input data seed (default 0)                               */
   double timeout_s;           /* per conversion, whole child; 0 = none (default 600)              */
-  int64_t memory_limit_mb;    /* address-space limit of each child (RLIMIT_AS); 0 = none (default 0) */
+  int64_t memory_limit_mb;    /* address-space limit of each child (RLIMIT_AS); 0 = none; -1 (the
+                                 default): the machine's physical memory, none in sanitizer builds
+                                 and for runtimes on a GPU                                         */
   int check_outputs;          /* compare outputs with EAGER's on the first batch (default 1)      */
   double rtol, atol;          /* check passes when |x - ref| <= atol + rtol*|ref| (1e-3, 1e-4)    */
   int verbose;                /* 0 quiet, 1 normal, 2 verbose: children's stderr is echoed (default 1) */
@@ -138,7 +140,8 @@ alma_status alma_data_random(alma_data **data_out);
  * the benchmark starts). */
 alma_status alma_data_set_input(alma_data *d, const char *name, int rank, const int64_t *dims,
                                 alma_dtype dtype);
-/* The CLI form "NAME:1x3x224x224[:dtype]" ("NAME:" alone, or a scalar "NAME:scalar"). */
+/* The CLI form "NAME:1x3x224x224[:dtype]" ("NAME:" alone, or a scalar "NAME:scalar"). Unlike
+ * alma_data_set_input, a name given before is refused (ALMA_ERR_INVALID_ARG). */
 alma_status alma_data_set_input_spec(alma_data *d, const char *spec);
 
 /* Whole data sets, samples stacked along the first axis: one .npy per model input (in model

@@ -117,6 +117,7 @@ typedef struct alma__job_outcome {
   char reason[512];             /* why not: "killed by signal 11 (SIGSEGV)", "timed out after 5 s" */
   char *record;                 /* the record's JSON or NULL (malloc'd) */
   char last_step[64];           /* the last "step" line seen */
+  char marks[256];              /* the words of every "mark WORD" line, space separated */
   char *stderr_tail;            /* last lines of the child's stderr (malloc'd, may be NULL) */
   char *backtrace;              /* native backtrace printed by the crash handler, or NULL */
   int exit_code;                /* -1 if signalled */
@@ -135,8 +136,32 @@ void alma__job_outcome_free(alma__job_outcome *o);
 alma_status alma__test_fault(const char *conversion, int in_child);
 
 /* Installs SIGSEGV/SIGBUS/SIGILL/SIGFPE/SIGABRT handlers that print a native backtrace to stderr
- * between "--- native backtrace ---" and "--- end of backtrace ---", then die of the signal. */
+ * between "--- native backtrace ---" and "--- end of backtrace ---", then die of the signal; and
+ * one for ALMA__DUMP_SIGNAL that prints the receiving thread's backtrace the same way and returns
+ * (a job past its timeout gets it on its main thread before the kill). */
+#define ALMA__DUMP_SIGNAL SIGUSR2
 void alma__install_crash_handler(void);
+
+/* Async-signal-safe: records sig as the reason alma stops (the first one wins) and SIGKILLs the
+ * running job child's process group. alma__job_run then starts nothing more, and returns an
+ * outcome saying so; the sweep stops after it. For the CLI's SIGINT/SIGTERM/SIGHUP handlers. */
+void alma__interrupt(int sig);
+/* For a command that runs in a child of its own (alma run): forks; the child (its own process
+ * group, dying with the parent, o->memory_limit_bytes as RLIMIT_AS, the crash handler installed)
+ * gets 0 and goes on. The parent waits for it, killing it after o->timeout_s (its main thread
+ * first prints its backtrace on the shared stderr) or on alma__interrupt, fills out (status OK
+ * with exit_code when it exited; else status and reason) and gets 1. -1: fork failed (error set).
+ * Only o->timeout_s and o->memory_limit_bytes are used. */
+int alma__fork_supervised(const alma__job_opts *o, alma__job_outcome *out);
+/* The memory limit a child gets by default: the machine's physical memory, so that a runaway
+ * allocation fails there rather than at the kernel's OOM killer; 0 (none) in sanitizer builds,
+ * whose shadow memory needs terabytes of address space. */
+int64_t alma__default_memory_limit(void);
+/* The signal passed to alma__interrupt, 0 if none. */
+int alma__interrupted(void);
+
+/* "SIGSEGV", "SIGUSR1", "SIGRTMIN+3", or "signal N" for a number without a name, into buf. */
+const char *alma__signal_name(int sig, char *buf, size_t n);
 
 /* ---- output check (harness.c) ---------------------------------------------------------------- */
 /* Compares a conversion's outputs with EAGER's (see alma_output_check): every numeric element within

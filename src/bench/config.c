@@ -24,7 +24,7 @@ void alma_config_init(alma_config *c) {
   c->threads = 0;
   c->seed = 0;
   c->timeout_s = 600;
-  c->memory_limit_mb = 0;
+  c->memory_limit_mb = -1;
   c->check_outputs = 1;
   c->rtol = 1e-3;
   c->atol = 1e-4;
@@ -76,7 +76,8 @@ static const kdesc keys[] = {
     {"threads", K_INT, OFF(threads), 0, 4096, "integer >= 0, default 0 = physical cores"},
     {"seed", K_U64, OFF(seed), 0, 0, "unsigned integer, default 0: random input seed"},
     {"timeout_s", K_F64, OFF(timeout_s), 0, 1e7, "seconds >= 0, default 600: per conversion (0 = none)"},
-    {"memory_limit_mb", K_I64, OFF(memory_limit_mb), 0, 1e9, "MiB >= 0, default 0 = none: child address-space limit"},
+    {"memory_limit_mb", K_I64, OFF(memory_limit_mb), -1, 1e9,
+     "MiB, default -1 = the machine's physical memory (none in sanitizer builds), 0 = none: child address-space limit"},
     {"check_outputs", K_BOOL, OFF(check_outputs), 0, 1, "bool, default true: compare outputs with EAGER"},
     {"rtol", K_F64, OFF(rtol), 0, 1e6, "float >= 0, default 1e-3: relative tolerance of the check"},
     {"atol", K_F64, OFF(atol), 0, 1e6, "float >= 0, default 1e-4: absolute tolerance of the check"},

@@ -223,6 +223,10 @@ alma_status alma_data_set_input_spec(alma_data *d, const char *spec) {
     }
   }
   if (!buf[0]) return alma__errorf(ALMA_ERR_INVALID_ARG, "--input '%s': empty input name", spec);
+  /* The CLI form: a second --input for one name is a mistake, not an override. */
+  for (int i = 0; i < d->n_over; i++)
+    if (!strcmp(d->over[i].name, buf))
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "--input '%s': input '%s' is given twice", spec, buf);
   return alma_data_set_input(d, buf, rank, dims, dt);
 }
 
@@ -430,6 +434,30 @@ static alma_status resolve_shape(const alma_data *d, const alma__input_desc *in,
                         "input '%s' is a string tensor: alma cannot make random strings or read them from IDX files; "
                         "give its samples with --data FILE.npy (a numpy unicode or bytes array, one file per input) "
                         "or a directory of .npy batches", in->name);
+  /* An override the model cannot take would fail every conversion alike: refused up front. */
+  if (o && o->dtype && in->dtype != ALMA_DTYPE_UNDEFINED && o->dtype != in->dtype)
+    return alma__errorf(ALMA_ERR_TYPE, "--input '%s': dtype %s, but the model's input is %s", in->name,
+                        alma_dtype_name(o->dtype), alma_dtype_name(in->dtype));
+  if (o && o->has_shape && in->rank >= 0) {
+    char got[160], want[160];
+    int bad = o->rank != in->rank;
+    for (int a = 0; !bad && a < in->rank; a++) bad = in->dims[a] >= 0 && o->dims[a] != in->dims[a];
+    if (bad) {
+      alma__shape_str(o->rank, o->dims, got, sizeof got);
+      size_t len = 0;
+      want[0] = 0;
+      for (int a = 0; a < in->rank && len + 1 < sizeof want; a++) {
+        int w = in->dims[a] >= 0 ? snprintf(want + len, sizeof want - len, "%s%lld", a ? "," : "[", (long long)in->dims[a])
+                                 : snprintf(want + len, sizeof want - len, "%s%s", a ? "," : "[",
+                                            in->dim_params[a][0] ? in->dim_params[a] : "?");
+        if (w < 0 || (size_t)w >= sizeof want - len) break;
+        len += (size_t)w;
+      }
+      snprintf(want + len, sizeof want - len, in->rank ? "]" : "[]");
+      return alma__errorf(ALMA_ERR_SHAPE, "--input '%s': shape %s does not fit the model's input %s (rank %d%s)", in->name,
+                          got, want, in->rank, o->rank != in->rank ? "" : "; fixed dims must match");
+    }
+  }
   t->dtype = o && o->dtype ? o->dtype : in->dtype;
   if (t->dtype == ALMA_DTYPE_UNDEFINED) t->dtype = ALMA_DTYPE_FLOAT32;
   if (o && o->has_shape) {
@@ -709,7 +737,7 @@ alma_status alma__batcher_new_ex(alma_data *d, const alma__input_desc *in, int n
     }
   }
   if (d && (d->kind == D_NPY || d->kind == D_IDX) && d->n_paths != n)
-    return alma__errorf(ALMA_ERR_INVALID_ARG, "data: %d file(s) given for a model with %d input(s) (one per input, in model order)",
+    return alma__errorf(ALMA_ERR_SHAPE, "data: %d file(s) given for a model with %d input(s) (one per input, in model order)",
                         d->n_paths, n);
   alma__batcher *b = calloc(1, sizeof *b);
   if (!b) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");

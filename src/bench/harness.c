@@ -26,6 +26,7 @@
 
 #define MAX_CONVERSIONS 256
 #define MAX_TIMED_BATCHES 1000000
+#define MAX_SESSIONS 1024 /* instances x workers in the throughput mode */
 
 /* ---- the job arguments ----------------------------------------------------------------------- */
 typedef struct {
@@ -888,7 +889,9 @@ static void worker(void *arg, alma__chan *ch) {
   STEP("load");
   t = alma__bench_now();
   if (plan && plan->use) {
-    /* A cached build: only ever loaded once its bytes match the state's checksum. */
+    /* A cached build: only ever loaded once its bytes match the state's checksum. The parent
+     * hears that this child uses it, so that a crash from here on drops it from the cache. */
+    alma__chan_line(ch, "mark cached_graph");
     uint8_t *bytes = NULL;
     size_t nb = 0;
     alma_status cs = alma__cache_read_graph(plan, &bytes, &nb);
@@ -964,6 +967,10 @@ static void worker(void *arg, alma__chan *ch) {
       alma__result_warn(r, "cache: the build could not be stored: %s", alma_last_error());
       unlink(plan->tmp_graph);
       alma__error_clear();
+    } else if (plan->tmp_graph[0]) {
+      /* The parent stores the file only after this: a child killed while writing it leaves a
+       * partial file, never a cached graph. */
+      alma__chan_line(ch, "mark graph_saved");
     }
   }
   if (cfg->save_converted[0]) {
@@ -1332,6 +1339,13 @@ static void probe(void *arg, alma__chan *ch) {
     probe_fail(ch, rec, st, "reading the first batch");
     goto out;
   }
+  if (n_in > 0 && ns <= 0) {
+    char shp[160];
+    alma__shape_str(inputs[0].rank, inputs[0].dims, shp, sizeof shp);
+    probe_fail(ch, rec, alma__errorf(ALMA_ERR_SHAPE, "input '%s' is %s: a batch of 0 samples, nothing to time", in[0].name, shp),
+               "preparing input data");
+    goto out;
+  }
   cJSON_AddItemToObject(rec, "inputs", io_json(m, 1, alma__batcher_shapes(b)));
   cJSON_AddNumberToObject(rec, "samples", (double)alma__batcher_samples(b));
   cJSON_AddItemToObject(rec, "outputs", io_json(m, 0, NULL));
@@ -1411,7 +1425,9 @@ static void job_opts(const alma_config *cfg, progress_ctx *pc, alma__job_opts *o
   memset(o, 0, sizeof *o);
   o->isolate = cfg->multiprocessing;
   o->timeout_s = cfg->timeout_s;
-  o->memory_limit_bytes = cfg->memory_limit_mb > 0 ? cfg->memory_limit_mb * ((int64_t)1 << 20) : 0;
+  o->memory_limit_bytes = cfg->memory_limit_mb > 0   ? cfg->memory_limit_mb * ((int64_t)1 << 20)
+                          : cfg->memory_limit_mb < 0 ? alma__default_memory_limit()
+                                                     : 0;
   o->echo_stderr = cfg->verbose >= 2 || alma__log_level() >= ALMA_LOG_DEBUG;
   o->on_line = on_line;
   o->user = pc;
@@ -1533,6 +1549,21 @@ static void cache_after(alma__cache *cache, const alma__cache_key *k, const alma
                            plan->graph_bytes);
   int64_t graph_bytes = r->cache.graph_bytes;
   double build_s = r->cache.build_s;
+  /* A stored graph that crashed the process using it (the loader included), or whose outputs
+   * failed the check, is dropped: otherwise every later run would fail the same way. */
+  char why[400] = "";
+  int used = plan->use && oc && strstr(oc->marks, "cached_graph");
+  if (used && oc->status == ALMA_ERR_CRASH)
+    snprintf(why, sizeof why, "quarantined: the process using it %.300s", oc->reason);
+  else if (used && !built && r->check.performed && !r->check.passed)
+    snprintf(why, sizeof why, "the output check failed on it (max abs error %.3g)", r->check.max_abs_err);
+  if (why[0]) {
+    if (alma__cache_drop_graph(cache, plan, why) == ALMA_OK)
+      alma__result_warn(r, "cache: the stored graph was dropped (the next run rebuilds it): %s", why);
+    alma__error_clear();
+  }
+  /* A graph file the child did not finish writing (killed meanwhile) is never stored. */
+  if (plan->tmp_graph[0] && !(oc && strstr(oc->marks, "graph_saved"))) unlink(plan->tmp_graph);
   if (before || unavailable) {
     if (plan->tmp_graph[0]) unlink(plan->tmp_graph);
   } else {
@@ -1676,9 +1707,18 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   bsv[0] = config->batch_size;
   if (config->batch_sizes[0] && (nbs = alma__config_list("batch_sizes", config->batch_sizes, 0, bsv, 64)) < 0)
     return ALMA_ERR_INVALID_ARG;
-  if (config->throughput && (alma__config_list("instances", config->instances, alma__physical_cores(), lst, 64) < 0 ||
-                             alma__config_list("workers", config->workers, 0, lst, 64) < 0))
-    return ALMA_ERR_INVALID_ARG;
+  if (config->throughput) {
+    int64_t wl[64];
+    int ni = alma__config_list("instances", config->instances, alma__physical_cores(), lst, 64);
+    int nw = ni < 0 ? -1 : alma__config_list("workers", config->workers, 0, wl, 64);
+    if (ni < 0 || nw < 0) return ALMA_ERR_INVALID_ARG;
+    /* Each session is a thread of the child: thousands only fail to start (lists are ascending). */
+    if (lst[ni - 1] * wl[nw - 1] > MAX_SESSIONS)
+      return alma__errorf(ALMA_ERR_INVALID_ARG,
+                          "instances %lld x workers %lld = %lld sessions, each a thread: at most %d",
+                          (long long)lst[ni - 1], (long long)wl[nw - 1], (long long)(lst[ni - 1] * wl[nw - 1]),
+                          MAX_SESSIONS);
+  }
   alma__rebuild policy;
   ALMA_TRY(alma__rebuild_parse(config->rebuild, &policy));
   /* Labels belong to a data set with a known number of samples, in order. */
@@ -1773,9 +1813,10 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   alma__job_opts jo, probe_jo;
   job_opts(config, &pc, &jo);
   /* memory_limit_mb bounds the conversions, not the probe: a limit too tight for the model gives
-   * error rows (out of memory) rather than a failed look at the model. */
+   * error rows (out of memory) rather than a failed look at the model. The default (the machine's
+   * memory) bounds the probe too: beyond it is the kernel's OOM killer. */
   probe_jo = jo;
-  probe_jo.memory_limit_bytes = 0;
+  probe_jo.memory_limit_bytes = config->memory_limit_mb < 0 ? jo.memory_limit_bytes : 0;
   alma__job_outcome oc;
   alma_status first_failure = ALMA_OK;
   int index = 0, stop = 0, count = 0;
@@ -1868,7 +1909,10 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       pc.name = conv[i].name;
       pc.phase[0] = 0;
       ja.one = &conv[i];
-      if (alma__job_run(worker, &ja, &jo, &oc) != ALMA_OK) {
+      alma__job_opts cjo = jo;
+      /* A GPU runtime maps device memory into the address space: the default limit is for CPUs. */
+      if (config->memory_limit_mb < 0 && !strcmp(runtime_device(conv[i].runtime), "cuda")) cjo.memory_limit_bytes = 0;
+      if (alma__job_run(worker, &ja, &cjo, &oc) != ALMA_OK) {
         /* Could not even start (fork/pipe failure): that is this conversion's error. */
         oc.status = ALMA_ERR_RUNTIME;
         snprintf(oc.reason, sizeof oc.reason, "%s", alma_last_error());
@@ -1914,6 +1958,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
         if (first_failure == ALMA_OK) first_failure = r->error_status != ALMA_OK ? r->error_status : ALMA_ERR_RUNTIME;
         if (config->fail_on_error) stop = 1;
       }
+      if (alma__interrupted()) stop = 1; /* SIGINT/SIGTERM/SIGHUP: what ran is reported, no more */
     }
     set_baselines(rs, first_result, conv, n_conv);
     free(io);

@@ -14,7 +14,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,35 +88,58 @@ void alma__chan_record(alma__chan *c, const char *json) {
 /* ---- crash handler ------------------------------------------------------------------------- */
 static char altstack[1 << 16];
 
-static const char *sig_name(int sig) {
+/* "SEGV", "USR1"... (glibc's table: static strings, so async-signal-safe), NULL when the number
+ * has no name. */
+static const char *sig_abbrev(int sig) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  return sigabbrev_np(sig);
+#else
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGILL: return "SIGILL";
-    case SIGFPE: return "SIGFPE";
-    case SIGABRT: return "SIGABRT";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGXCPU: return "SIGXCPU";
-    default: return "signal";
+    case SIGSEGV: return "SEGV";
+    case SIGBUS: return "BUS";
+    case SIGILL: return "ILL";
+    case SIGFPE: return "FPE";
+    case SIGABRT: return "ABRT";
+    case SIGKILL: return "KILL";
+    case SIGTERM: return "TERM";
+    case SIGINT: return "INT";
+    case SIGHUP: return "HUP";
+    case SIGPIPE: return "PIPE";
+    case SIGXCPU: return "XCPU";
+    case SIGQUIT: return "QUIT";
+    case SIGUSR1: return "USR1";
+    case SIGUSR2: return "USR2";
+    case SIGTRAP: return "TRAP";
+    case SIGSYS: return "SYS";
+    default: return NULL;
   }
+#endif
 }
+
+const char *alma__signal_name(int sig, char *buf, size_t n) {
+  const char *a = sig_abbrev(sig);
+  if (a) snprintf(buf, n, "SIG%s", a);
+  else if (sig >= SIGRTMIN && sig <= SIGRTMAX) snprintf(buf, n, "SIGRTMIN+%d", sig - SIGRTMIN);
+  else snprintf(buf, n, "signal %d", sig);
+  return buf;
+}
+
 
 static void crash_handler(int sig) {
   /* async-signal-safe only: write(2), backtrace_symbols_fd (no malloc once libgcc is loaded). */
-  const char *name = sig_name(sig);
+  const char *name = sig_abbrev(sig);
   char msg[96];
   int n = 0;
   const char *a = "alma: fatal signal ";
   while (*a) msg[n++] = *a++;
   if (sig >= 10) msg[n++] = (char)('0' + sig / 10);
   msg[n++] = (char)('0' + sig % 10);
-  msg[n++] = ' ';
-  msg[n++] = '(';
-  while (*name && n < 80) msg[n++] = *name++;
-  msg[n++] = ')';
+  if (name) {
+    const char *b = " (SIG";
+    while (*b) msg[n++] = *b++;
+    while (*name && n < 80) msg[n++] = *name++;
+    msg[n++] = ')';
+  }
   msg[n++] = '\n';
   write_all(2, msg, (size_t)n);
   static const char head[] = "--- native backtrace ---\n", tail[] = "--- end of backtrace ---\n";
@@ -125,6 +150,21 @@ static void crash_handler(int sig) {
   write_all(2, tail, sizeof tail - 1);
   signal(sig, SIG_DFL);
   raise(sig);
+}
+
+/* The timeout's stack dump: the parent sends ALMA__DUMP_SIGNAL to the child's main thread before
+ * killing it, and this prints where that thread is, then lets it go on (the kill follows). */
+static void dump_handler(int sig) {
+  (void)sig;
+  int saved = errno;
+  static const char head[] = "--- native backtrace ---\n(the main thread when the timeout expired)\n",
+                    tail[] = "--- end of backtrace ---\n";
+  write_all(2, head, sizeof head - 1);
+  void *frames[64];
+  int nf = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, nf, 2);
+  write_all(2, tail, sizeof tail - 1);
+  errno = saved;
 }
 
 void alma__install_crash_handler(void) {
@@ -139,6 +179,58 @@ void alma__install_crash_handler(void) {
   sigemptyset(&sa.sa_mask);
   int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+  sa.sa_handler = dump_handler;
+  sa.sa_flags = SA_ONSTACK | SA_RESTART;
+  sigaction(ALMA__DUMP_SIGNAL, &sa, NULL);
+}
+
+/* ---- the running child, for signal handlers ------------------------------------------------ */
+/* The process group of the job child now running (0: none) and the first interrupting signal. Read
+ * and written from signal handlers: plain sig_atomic_t. */
+static volatile sig_atomic_t current_group, interrupted;
+
+void alma__interrupt(int sig) {
+  if (!interrupted) interrupted = sig;
+  pid_t g = (pid_t)current_group;
+  if (g > 0) {
+    kill(-g, SIGKILL);
+    kill(g, SIGKILL); /* in case it had not joined its group yet */
+  }
+}
+
+int alma__interrupted(void) { return (int)interrupted; }
+
+/* In a child: SIGINT/SIGTERM/SIGHUP handlers are the parent's (the CLI's, which only take note
+ * and stop the sweep); the child dies of them as any process would. Ignored ones stay ignored. */
+static void default_stop_signals(void) {
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    struct sigaction sa;
+    if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
+      signal(sigs[i], SIG_DFL);
+  }
+}
+
+/* Kills the child and everything it started (its process group), then reaps it. */
+static void kill_child(pid_t pid, int *status) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  current_group = 0;
+}
+
+/* The kernel's count of OOM kills (/proc/vmstat oom_kill, any cgroup), -1 if unknown: whether a
+ * SIGKILL nobody in alma sent came from it. */
+static long oom_kills(void) {
+  FILE *f = fopen("/proc/vmstat", "re");
+  if (!f) return -1;
+  char line[128];
+  long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "oom_kill %ld", &v) == 1) break;
+  fclose(f);
+  return v;
 }
 
 /* ---- fault injection ----------------------------------------------------------------------- */
@@ -166,15 +258,18 @@ alma_status alma__test_fault(const char *conversion, int in_child) {
     *(volatile int *)alma__fault_address = 1;
   } else if (!strcmp(kind, "abort")) {
     abort();
+  } else if (!strcmp(kind, "usr1")) {
+    raise(SIGUSR1); /* a signal outside the crash handler's: it must still be named */
   } else if (!strcmp(kind, "hang")) {
     for (;;) pause();
   } else if (!strcmp(kind, "exit")) {
     fflush(NULL);
     _exit(3);
   } else if (!strcmp(kind, "oom")) {
-    /* Runaway allocation, touched so it is real. Never unbounded: without a limit, impose 512 MiB. */
+    /* Runaway allocation, touched so it is real. Never more than 512 MiB (the default limit, the
+     * machine's memory, is no bound for a test). */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY) {
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > ((rlim_t)512 << 20))) {
       rl.rlim_cur = rl.rlim_max = (rlim_t)512 << 20;
       setrlimit(RLIMIT_AS, &rl);
     }
@@ -188,13 +283,14 @@ alma_status alma__test_fault(const char *conversion, int in_child) {
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory after allocating %zu MiB (injected runaway allocation)",
                         total >> 20);
   } else {
-    return alma__errorf(ALMA_ERR_INVALID_ARG, "ALMA_TEST_FAULT=%s: unknown kind '%s' (segv, abort, hang, oom, exit, error)",
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "ALMA_TEST_FAULT=%s: unknown kind '%s' (segv, abort, usr1, hang, oom, exit, error)",
                         env, kind);
   }
   return ALMA_OK;
 }
 
 /* ---- running a job ------------------------------------------------------------------------- */
+static void limit_memory(int64_t bytes);
 typedef struct {
   char *buf;
   size_t len, cap;
@@ -227,15 +323,19 @@ static void consume_lines(sbuf *b, const alma__job_opts *o, alma__job_outcome *o
     if (!strncmp(line, "record ", 7)) {
       free(out->record);
       out->record = alma__strdup(line + 7);
+    } else if (!strncmp(line, "mark ", 5)) {
+      size_t l = strlen(out->marks);
+      snprintf(out->marks + l, sizeof out->marks - l, "%s%s", l ? " " : "", line + 5);
     } else {
       if (!strncmp(line, "step ", 5)) snprintf(out->last_step, sizeof out->last_step, "%s", line + 5);
       if (o->on_line) o->on_line(o->user, line, alma__bench_now() - t0);
     }
     start = nl ? end + 1 : b->len;
   }
+  if (!b->buf) return; /* nothing came (a child that died before its first line) */
   memmove(b->buf, b->buf + start, b->len - start);
   b->len -= start;
-  if (b->buf) b->buf[b->len] = 0;
+  b->buf[b->len] = 0;
 }
 
 #define STDERR_KEEP (64 * 1024)
@@ -351,6 +451,13 @@ static alma_status run_in_process(alma__job_fn fn, void *arg, const alma__job_op
 alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, alma__job_outcome *out) {
   memset(out, 0, sizeof *out);
   out->exit_code = -1;
+  if (interrupted) {
+    char sn[32];
+    out->status = ALMA_ERR_RUNTIME;
+    snprintf(out->reason, sizeof out->reason, "not started: alma was interrupted (%s)",
+             alma__signal_name(interrupted, sn, sizeof sn));
+    return ALMA_OK;
+  }
   if (!o->isolate) return run_in_process(fn, arg, o, out);
 
   int sp[2], ep[2];
@@ -361,12 +468,23 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
   }
   fflush(NULL);  /* or the child would flush our buffered output a second time */
   double t0 = alma__bench_now();
+  long oom0 = oom_kills();
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(sp[0]), close(sp[1]), close(ep[0]), close(ep[1]);
     return alma__errorf(ALMA_ERR_RUNTIME, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
+    /* Its own process group, so that the parent kills whatever it starts too; and it dies with
+     * the parent (SIGKILL'ed parent included) instead of running on, re-parented to init. The
+     * parent may have died before prctl: then getppid() is no longer it. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    /* Our interrupt handlers' state is the parent's, not ours. */
+    current_group = 0;
+    default_stop_signals();
     /* Child: stdout and stderr both go to the parent's capture (runtime chatter stays hidden). */
     close(sp[0]);
     close(ep[0]);
@@ -374,10 +492,7 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
     dup2(ep[1], 1);
     close(ep[1]);
     setvbuf(stderr, NULL, _IONBF, 0);
-    if (o->memory_limit_bytes > 0) {
-      struct rlimit rl = {(rlim_t)o->memory_limit_bytes, (rlim_t)o->memory_limit_bytes};
-      if (setrlimit(RLIMIT_AS, &rl) != 0) fprintf(stderr, "alma: setrlimit(RLIMIT_AS): %s\n", strerror(errno));
-    }
+    limit_memory(o->memory_limit_bytes);
     alma__install_crash_handler();
 #ifdef __GLIBC__
     /* Outputs are fresh buffers each run. glibc would mmap the large ones and unmap them on free,
@@ -392,28 +507,47 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
     fflush(NULL);
     _exit(0);  /* not exit(): the parent's atexit handlers are not ours to run */
   }
+  setpgid(pid, pid); /* both sides set it: whichever runs first, the group exists before a kill */
+  current_group = pid;
+  if (interrupted) kill(-pid, SIGKILL), kill(pid, SIGKILL); /* came between fork and here */
   close(sp[1]);
   close(ep[1]);
   set_nonblock(sp[0]);
   set_nonblock(ep[0]);
   sbuf lines = {0}, err = {0};
   int open_s = 1, open_e = 1, status = 0, reaped = 0;
-  double deadline = o->timeout_s > 0 ? t0 + o->timeout_s : 0, last_tick = t0;
+  double deadline = o->timeout_s > 0 ? t0 + o->timeout_s : 0, last_tick = t0, dump_until = 0;
   char buf[65536];
   while (!reaped) {
     double now = alma__bench_now();
-    if (deadline && now >= deadline) {
-      kill(pid, SIGKILL);
+    if (interrupted) {
+      kill_child(pid, &status);
+      reaped = 1;
+      break;
+    }
+    if (deadline && now >= deadline && !dump_until) {
+      /* Where it hangs: the main thread prints its stack (crash handler's format) on our capture,
+       * then it is killed; at most 2 s for that. */
       out->timed_out = 1;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      dump_until = now + 2;
+      syscall(SYS_tgkill, pid, pid, ALMA__DUMP_SIGNAL);
+    }
+    if (dump_until && (now >= dump_until || !open_e ||
+                       (err.buf && strstr(err.buf, "--- end of backtrace ---")))) {
+      kill_child(pid, &status);
       reaped = 1;
       break;
     }
     if (!open_s && !open_e) {
       /* Both pipes closed: the child is exiting (or closed them itself; the deadline still holds). */
-      pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
+      siginfo_t si;
+      si.si_pid = 0;
+      if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+        /* Exited but not yet reaped, so its group id cannot be anyone else's: end whatever it
+         * started and left running, then reap. */
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
         reaped = 1;
         break;
       }
@@ -424,8 +558,8 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
     int np = 0;
     if (open_s) pf[np].fd = sp[0], pf[np].events = POLLIN, np++;
     if (open_e) pf[np].fd = ep[0], pf[np].events = POLLIN, np++;
-    int wait_ms = 250;
-    if (deadline) {
+    int wait_ms = dump_until ? 20 : 250;
+    if (deadline && !dump_until) {
       double left = (deadline - now) * 1000;
       if (left < wait_ms) wait_ms = left < 1 ? 1 : (int)left;
     }
@@ -453,11 +587,8 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
       o->on_line(o->user, NULL, now - t0);
     }
   }
-  if (!reaped) {  /* poll failed: do not leave the child behind */
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
+  if (!reaped) kill_child(pid, &status); /* poll failed: do not leave the child behind */
+  current_group = 0;
   /* Whatever is still buffered in the pipes. */
   ssize_t n;
   while (open_s && (n = read(sp[0], buf, sizeof buf)) > 0) sbuf_put(&lines, buf, (size_t)n);
@@ -471,6 +602,14 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
   out->wall_s = alma__bench_now() - t0;
 
   const char *step = out->last_step[0] ? out->last_step : "start";
+  char sn[32];
+  if (interrupted && !out->record) {
+    out->term_signal = SIGKILL;
+    snprintf(out->reason, sizeof out->reason, "interrupted (alma got %s) during step '%s': the child was killed",
+             alma__signal_name(interrupted, sn, sizeof sn), step);
+    out->status = ALMA_ERR_RUNTIME;
+    return ALMA_OK;
+  }
   if (out->timed_out) {
     out->term_signal = SIGKILL;
     snprintf(out->reason, sizeof out->reason, "timed out after %.3g s during step '%s' (killed with SIGKILL)",
@@ -481,13 +620,16 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     out->term_signal = sig;
+    long oom1 = sig == SIGKILL ? oom_kills() : -1;
     if (sig == SIGKILL)
-      snprintf(out->reason, sizeof out->reason,
-               "killed by signal 9 (SIGKILL, not sent by alma: most likely the kernel's OOM killer) "
-               "during step '%s'", step);
+      snprintf(out->reason, sizeof out->reason, "killed by signal 9 (SIGKILL, not sent by alma: %s) during step '%s'",
+               oom0 < 0 || oom1 < 0 ? "the kernel's OOM killer or another process"
+               : oom1 > oom0        ? "the kernel's OOM killer acted meanwhile (/proc/vmstat oom_kill)"
+                                    : "another process; the kernel's OOM killer did not act meanwhile",
+               step);
     else
       snprintf(out->reason, sizeof out->reason, "crashed: signal %d (%s) during step '%s'%s", sig,
-               sig_name(sig), step,
+               alma__signal_name(sig, sn, sizeof sn), step,
                sig == SIGABRT && o->memory_limit_bytes > 0
                    ? " (a memory limit was set: a failed allocation can abort)" : "");
     out->status = ALMA_ERR_CRASH;
@@ -507,6 +649,106 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
            out->exit_code, step);
   out->status = ALMA_ERR_CRASH;
   return ALMA_OK;
+}
+
+/* The job's memory limit in the child: RLIMIT_AS, both soft and hard. */
+static void limit_memory(int64_t bytes) {
+  if (bytes <= 0) return;
+  struct rlimit rl = {(rlim_t)bytes, (rlim_t)bytes};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) fprintf(stderr, "alma: setrlimit(RLIMIT_AS): %s\n", strerror(errno));
+}
+
+int alma__fork_supervised(const alma__job_opts *o, alma__job_outcome *out) {
+  memset(out, 0, sizeof *out);
+  out->exit_code = -1;
+  fflush(NULL);
+  double t0 = alma__bench_now();
+  long oom0 = oom_kills();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    alma__errorf(ALMA_ERR_RUNTIME, "fork: %s", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    current_group = 0;
+    default_stop_signals();
+    limit_memory(o->memory_limit_bytes);
+    alma__install_crash_handler();
+    return 0;
+  }
+  setpgid(pid, pid);
+  current_group = pid;
+  if (interrupted) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+  int status = 0;
+  double deadline = o->timeout_s > 0 ? t0 + o->timeout_s : 0, dump_until = 0;
+  for (;;) {
+    siginfo_t si;
+    si.si_pid = 0;
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+      kill(-pid, SIGKILL); /* what it started and left running */
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      current_group = 0;
+      break;
+    }
+    double now = alma__bench_now();
+    if (interrupted || (dump_until && now >= dump_until)) {
+      kill_child(pid, &status);
+      break;
+    }
+    if (deadline && now >= deadline && !dump_until) {
+      out->timed_out = 1;
+      dump_until = now + 1;
+      syscall(SYS_tgkill, pid, pid, ALMA__DUMP_SIGNAL);
+    }
+    usleep(10000);
+  }
+  out->wall_s = alma__bench_now() - t0;
+  char sn[32];
+  if (interrupted) {
+    out->status = ALMA_ERR_RUNTIME;
+    snprintf(out->reason, sizeof out->reason, "interrupted (alma got %s): the child was killed",
+             alma__signal_name(interrupted, sn, sizeof sn));
+  } else if (out->timed_out) {
+    out->term_signal = SIGKILL;
+    out->status = ALMA_ERR_TIMEOUT;
+    snprintf(out->reason, sizeof out->reason, "timed out after %.3g s (killed with SIGKILL)", o->timeout_s);
+  } else if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    long oom1 = sig == SIGKILL ? oom_kills() : -1;
+    out->term_signal = sig;
+    out->status = ALMA_ERR_CRASH;
+    if (sig == SIGKILL)
+      snprintf(out->reason, sizeof out->reason, "killed by signal 9 (SIGKILL, not sent by alma: %s)",
+               oom0 < 0 || oom1 < 0 ? "the kernel's OOM killer or another process"
+               : oom1 > oom0        ? "the kernel's OOM killer acted meanwhile (/proc/vmstat oom_kill)"
+                                    : "another process; the kernel's OOM killer did not act meanwhile");
+    else
+      snprintf(out->reason, sizeof out->reason, "crashed: signal %d (%s)%s", sig, alma__signal_name(sig, sn, sizeof sn),
+               o->memory_limit_bytes > 0 ? " (a memory limit was set: a failed allocation can crash a library)" : "");
+  } else {
+    out->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    out->status = ALMA_OK;
+  }
+  return 1;
+}
+
+int64_t alma__default_memory_limit(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return 0; /* ASan reserves terabytes of address space for its shadow */
+#else
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
+  return 0;
+#endif
+#endif
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (int64_t)pages * size : 0;
+#endif
 }
 
 void alma__job_outcome_free(alma__job_outcome *o) {

@@ -4,6 +4,7 @@
  * sessions of one model share its weights (graph clones share initializers). An instance is the
  * unit of the intra-op thread budget: each of its sessions gets threads / instances threads.
  * Workers fetch no data while timed: they cycle through a ring of batches prepared beforehand. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -168,11 +169,13 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
       goto done;
     }
   }
+  int prc = 0;
   for (; started < n; started++)
-    if (pthread_create(&tid[started], NULL, worker_main, &w[started]) != 0) break;
+    if ((prc = pthread_create(&tid[started], NULL, worker_main, &w[started])) != 0) break;
   if (started < n) {
     atomic_store(&sh.stop, 1);
-    st = alma__errorf(ALMA_ERR_RUNTIME, "could not start worker thread %d of %d", started + 1, n);
+    st = alma__errorf(prc == EAGAIN ? ALMA_ERR_NOMEM : ALMA_ERR_RUNTIME, "%scould not start worker thread %d of %d: %s",
+                      prc == EAGAIN ? "out of memory: " : "", started + 1, n, strerror(prc));
     snprintf(msg, sizeof msg, "%s", alma_last_error());
   }
   /* Every worker warm, then one common start. */

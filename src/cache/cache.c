@@ -458,7 +458,7 @@ static int drop_graph(const char *dir, cJSON *state, const char *why) {
   char p[PATH_MAX + 32];
   cJSON_ReplaceItemInObjectCaseSensitive(state, "graph", cJSON_CreateNull());
   cJSON_DeleteItemFromObjectCaseSensitive(state, "dropped");
-  char when[40], note[96];
+  char when[40], note[400];
   utc_now(when, sizeof when, 0);
   snprintf(note, sizeof note, "%s at %s", why, when);
   cJSON_AddStringToObject(state, "dropped", note);
@@ -468,6 +468,28 @@ static int drop_graph(const char *dir, cJSON *state, const char *why) {
   free(text);
   snprintf(p, sizeof p, "%s/graph.onnx", dir);
   return st == ALMA_OK && unlink(p) == 0;
+}
+
+alma_status alma__cache_drop_graph(alma__cache *c, const alma__cache_plan *p, const char *why) {
+  ALMA_TRY(alma__cache_lock(c, 1));
+  char problem[256];
+  cJSON *s = read_state(p->dir, problem, sizeof problem);
+  const cJSON *g = s ? cJSON_GetObjectItemCaseSensitive(s, "graph") : NULL;
+  const char *sha = g ? jstr(g, "sha256") : NULL;
+  /* Only the graph this run used: another process may have stored a new one meanwhile. */
+  int dropped = sha && !strcmp(sha, p->graph_sha256) && drop_graph(p->dir, s, why);
+  if (dropped) {
+    char when[40], *entry = malloc(strlen(why) + 128);
+    utc_now(when, sizeof when, 0);
+    if (entry) {
+      sprintf(entry, "== %s pid %ld: graph dropped: %s\n", when, (long)getpid(), why);
+      append_log(p->dir, entry);
+      free(entry);
+    }
+  }
+  cJSON_Delete(s);
+  alma__cache_unlock(c);
+  return dropped ? ALMA_OK : alma__errorf(ALMA_ERR_NOT_FOUND, "the cached graph was already gone or replaced");
 }
 
 alma_status alma__cache_commit(alma__cache *c, const alma__cache_key *k, const alma__cache_plan *p, int built, int ok,
@@ -522,6 +544,12 @@ alma_status alma__cache_commit(alma__cache *c, const alma__cache_key *k, const a
       cJSON_AddStringToObject(g, "sha256", sha);
     } else {
       cJSON_AddNullToObject(s, "graph");
+      /* Why there is none, for the next run's reason (a lean cache keeps none by design). */
+      if (ok && p->tmp_graph[0]) {
+        char note[120];
+        snprintf(note, sizeof note, "the build's graph was not saved: its process failed or was killed first, at %s", when);
+        cJSON_AddStringToObject(s, "dropped", note);
+      }
     }
     cJSON_AddBoolToObject(s, "lean", !p->tmp_graph[0]);
     cJSON_AddStringToObject(s, "model_path", k->model_path);

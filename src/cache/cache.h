@@ -80,6 +80,10 @@ alma_status alma__cache_read_graph(const alma__cache_plan *p, uint8_t **bytes_ou
  * graph's size or -1. */
 alma_status alma__cache_commit(alma__cache *c, const alma__cache_key *k, const alma__cache_plan *p, int built, int ok,
                                double build_s, const char *error, const char *log_text, int64_t *graph_bytes_out);
+/* Drops the stored graph the plan used (when it is still the one stored), the state saying why
+ * ("dropped"): a graph that crashed its process or failed the output check is never used again
+ * (the next run rebuilds it). Under an exclusive lock; ALMA_ERR_NOT_FOUND when it was gone. */
+alma_status alma__cache_drop_graph(alma__cache *c, const alma__cache_plan *p, const char *why);
 /* Stores one benchmark record (JSON text) with the build. */
 alma_status alma__cache_record_benchmark(alma__cache *c, const alma__cache_key *k, const char *json);
 

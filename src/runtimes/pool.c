@@ -12,10 +12,13 @@
  * and a worker that wakes later sees it closed and leaves it alone. The caller then waits only
  * for workers inside the job. Workers spin for a short while after a job, since the next native
  * node usually follows within microseconds, then sleep on a condition variable. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "runtimes/pool.h"
 
@@ -103,7 +106,14 @@ alma__pool *alma__pool_new(int nthreads) {
         free(wa);
         p->n = i; /* the workers started so far are joined by free */
         alma__pool_free(p);
-        alma__errorf(ALMA_ERR_UNAVAILABLE, "cannot start thread %d of a runtime's thread pool", i);
+        /* EAGAIN: no memory for its stack (a memory limit) or the thread limit reached: a
+         * resource ran out, which is no property of the machine's runtimes ("unavailable"). */
+        if (rc == EAGAIN || rc == ENOMEM)
+          alma__errorf(ALMA_ERR_NOMEM, "out of memory: cannot start thread %d of a runtime's thread pool (%s)", i,
+                       strerror(rc));
+        else
+          alma__errorf(ALMA_ERR_RUNTIME, "cannot start thread %d of a runtime's thread pool: %s", i,
+                       rc > 0 ? strerror(rc) : "out of memory");
         return NULL;
       }
     }
@@ -185,4 +195,16 @@ void alma__pool_parfor(void *pool, int64_t items, alma_exec_item_fn fn, void *ar
   parfor_job j = {.items = items, .fn = fn, .arg = arg};
   atomic_init(&j.next, 0);
   alma__pool_run(p, parfor_task, &j, p->n);
+}
+
+alma_status alma__address_space_check(size_t need, const char *what) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return ALMA_OK;
+  void *p = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    munmap(p, need);
+    return ALMA_OK;
+  }
+  return alma__errorf(ALMA_ERR_NOMEM, "out of memory: %s needs %zu MiB of address space, more than the memory limit (%llu MiB) leaves",
+                      what, need >> 20, (unsigned long long)(rl.rlim_cur >> 20));
 }

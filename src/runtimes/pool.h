@@ -25,4 +25,10 @@ int64_t alma__pool_claim(atomic_llong *next, int64_t step, int64_t total, int64_
 /* alma_exec_parfor (ops/op.h) on the pool (pool: an alma__pool, NULL runs the items in order). */
 void alma__pool_parfor(void *pool, int64_t items, alma_exec_item_fn fn, void *arg);
 
+/* Under a finite address-space limit (RLIMIT_AS: --memory-limit), whether `need` more bytes of it
+ * are free, tried with a reservation that is released at once: ALMA_OK, or ALMA_ERR_NOMEM naming
+ * `what`. For libraries that do not report an allocation failure (OpenBLAS retries a failed mmap
+ * for ever, XNNPACK's setup can dereference a failed allocation): checked before calling them. */
+alma_status alma__address_space_check(size_t need, const char *what);
+
 #endif

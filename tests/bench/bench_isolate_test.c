@@ -1,7 +1,10 @@
 /* Fork isolation with fake workloads: every failure mode becomes an outcome with the right reason
  * and the parent (this test) survives; ALMA_TEST_FAULT acts through the same path. */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <setjmp.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -18,7 +21,7 @@
 #endif
 #endif
 
-typedef enum { J_OK, J_SEGV, J_ABORT, J_HANG, J_EXIT, J_OOM, J_NOISY, J_FAULT_ENV, J_NO_RECORD } job_kind;
+typedef enum { J_OK, J_SEGV, J_ABORT, J_HANG, J_EXIT, J_OOM, J_NOISY, J_FAULT_ENV, J_NO_RECORD, J_SILENT, J_GRANDCHILD } job_kind;
 
 #ifdef UNDER_ASAN
 /* ASan would catch SIGSEGV itself and exit 1: leave it to the crash handler under test. */
@@ -31,6 +34,7 @@ static volatile int *volatile null_ptr = (volatile int *)16;
 
 static void job(void *arg, alma__chan *ch) {
   job_kind k = *(job_kind *)arg;
+  if (k == J_SILENT) _exit(5); /* dies before its first line: nothing ever reaches the parent */
   alma__chan_line(ch, "step load");
   alma__chan_line(ch, "progress timed 3 10");
   alma__chan_line(ch, "step run");
@@ -62,7 +66,21 @@ static void job(void *arg, alma__chan *ch) {
       alma__chan_record(ch, rec);
       return;
     }
-    case J_NO_RECORD: return;
+    case J_NO_RECORD:
+    case J_SILENT: return;
+    case J_GRANDCHILD: {
+      /* Starts a process that lets go of every pipe and would run for ever: it must not outlive
+       * the job, which exits normally. */
+      pid_t g = fork();
+      if (g == 0) {
+        for (int fd = 0; fd < 1024; fd++) close(fd);
+        for (;;) pause();
+      }
+      char rec[64];
+      snprintf(rec, sizeof rec, "{\"pid\":%d}", (int)g);
+      alma__chan_record(ch, rec);
+      return;
+    }
   }
   alma__chan_record(ch, "{\"status\":\"ok\",\"value\":\"line\\nbreak\"}");
 }
@@ -142,6 +160,97 @@ static void test_hang_times_out(void **state) {
   assert_non_null(strstr(oc.reason, "timed out after 1 s during step 'run'"));
   assert_true(oc.wall_s >= 1.0 && oc.wall_s < 5.0);
   assert_true(s.ticks >= 2);  /* the parent kept calling back while it waited */
+  alma__job_outcome_free(&oc);
+}
+
+static void test_hang_backtrace(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_HANG, 1, 0.5, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_TIMEOUT);
+  assert_non_null(oc.backtrace); /* where it hung: the main thread's stack before the kill */
+  assert_non_null(strstr(oc.backtrace, "timeout expired"));
+  assert_non_null(strstr(oc.backtrace, "bench_isolate_test"));
+  alma__job_outcome_free(&oc);
+}
+
+static void test_silent_death(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_SILENT, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.exit_code, 5);
+  assert_non_null(strstr(oc.reason, "step 'start'"));
+  assert_int_equal(s.lines, 0);
+  alma__job_outcome_free(&oc);
+}
+
+static int gone(pid_t pid) {
+  char p[64], st[512];
+  snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(p, "r");
+  if (!f) return 1;
+  size_t n = fread(st, 1, sizeof st - 1, f);
+  fclose(f);
+  st[n] = 0;
+  const char *e = strrchr(st, ')');
+  return e && (e[2] == 'Z' || e[2] == 'X');
+}
+
+static void test_grandchild_killed(void **state) {
+  (void)state;
+  seen s = {0};
+  alma__job_outcome oc = run(J_GRANDCHILD, 1, 10, 0, &s);
+  assert_int_equal(oc.status, ALMA_OK);
+  int pid = 0;
+  assert_int_equal(sscanf(oc.record, "{\"pid\":%d}", &pid), 1);
+  assert_true(pid > 0);
+  int dead = 0;
+  for (int i = 0; i < 200 && !(dead = gone(pid)); i++) usleep(10000);
+  if (!dead) kill(pid, SIGKILL);
+  assert_true(dead);
+  alma__job_outcome_free(&oc);
+}
+
+static void test_signal_named(void **state) {
+  (void)state;
+  seen s = {0};
+  setenv("ALMA_TEST_FAULT", "usr1", 1);
+  alma__job_outcome oc = run(J_FAULT_ENV, 1, 10, 0, &s);
+  unsetenv("ALMA_TEST_FAULT");
+  assert_int_equal(oc.status, ALMA_ERR_CRASH);
+  assert_int_equal(oc.term_signal, SIGUSR1);
+  assert_non_null(strstr(oc.reason, "signal 10 (SIGUSR1)"));
+  alma__job_outcome_free(&oc);
+  char buf[32];
+  assert_string_equal(alma__signal_name(SIGHUP, buf, sizeof buf), "SIGHUP");
+  assert_string_equal(alma__signal_name(SIGRTMIN + 2, buf, sizeof buf), "SIGRTMIN+2");
+  assert_string_equal(alma__signal_name(200, buf, sizeof buf), "signal 200");
+}
+
+static void *interrupt_later(void *arg) {
+  (void)arg;
+  usleep(300000);
+  alma__interrupt(SIGTERM);
+  return NULL;
+}
+
+/* Last: the interruption stays for the rest of the process, as it does for alma's sweep. */
+static void test_interrupt(void **state) {
+  (void)state;
+  seen s = {0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, interrupt_later, NULL), 0);
+  alma__job_outcome oc = run(J_HANG, 1, 30, 0, &s);
+  pthread_join(th, NULL);
+  assert_int_equal(alma__interrupted(), SIGTERM);
+  assert_int_equal(oc.status, ALMA_ERR_RUNTIME);
+  assert_non_null(strstr(oc.reason, "interrupted (alma got SIGTERM) during step 'run'"));
+  assert_true(oc.wall_s < 10);
+  alma__job_outcome_free(&oc);
+  oc = run(J_OK, 1, 30, 0, &s);
+  assert_non_null(strstr(oc.reason, "not started"));
+  assert_null(oc.record);
   alma__job_outcome_free(&oc);
 }
 
@@ -241,6 +350,9 @@ int main(void) {
       cmocka_unit_test(test_abort),       cmocka_unit_test(test_hang_times_out),
       cmocka_unit_test(test_exit_without_result), cmocka_unit_test(test_memory_limit),
       cmocka_unit_test(test_stderr_captured), cmocka_unit_test(test_fault_env),
+      cmocka_unit_test(test_hang_backtrace), cmocka_unit_test(test_silent_death),
+      cmocka_unit_test(test_grandchild_killed), cmocka_unit_test(test_signal_named),
+      cmocka_unit_test(test_interrupt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

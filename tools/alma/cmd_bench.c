@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "cli.h"
 #include "conversions/conversions.h"
 #include "report/report.h"
@@ -91,7 +93,8 @@ static void bench_usage(FILE *f) {
           "  -q, --quiet              only the summary table\n"
           "  -h, --help               this help\n\n"
           "Exit status: 0 every conversion ran, 1 some conversion failed or was unavailable,\n"
-          "2 usage error (bad option, unknown conversion), 3 model or data error.\n");
+          "2 usage error (bad option, unknown conversion), 3 model or data error; killed by\n"
+          "SIGINT/SIGTERM/SIGHUP, it kills the running conversion and ends by that signal.\n");
 }
 
 enum {
@@ -235,6 +238,52 @@ static void print_not_run(FILE *f, const unavailable_list *u) {
   for (int i = 0; i < u->n; i++) fprintf(f, "  %3d  %-24s %s\n", u->items[i].id, u->items[i].name, u->items[i].reason);
 }
 
+/* SIGINT, SIGTERM, SIGHUP: the running conversion's process (and what it started) is killed,
+ * the sweep stops, what ran is reported, and alma ends by the same signal. A second one ends it
+ * at once. */
+static void on_stop_signal(int sig) {
+  if (alma__interrupted()) {
+    alma__interrupt(sig);
+    _exit(128 + sig);
+  }
+  alma__interrupt(sig);
+}
+
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; /* no SA_RESTART: the wait for the child wakes up */
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+static int end_interrupted(void) {
+  int sig = alma__interrupted();
+  char sn[32];
+  fflush(NULL);
+  fprintf(stderr, "alma bench: interrupted by %s: the running conversion was killed, the rest not run\n",
+          alma__signal_name(sig, sn, sizeof sn));
+  signal(sig, SIG_DFL);
+  raise(sig);
+  return 128 + sig;
+}
+
+/* A failed throughput configuration is a failure too, though its conversion's row is ok. */
+static int failures(const alma_results *res) {
+  int n = alma_results_n_failed(res);
+  for (int i = 0; i < alma_results_count(res); i++) {
+    const alma_result *r = alma_results_get(res, i);
+    for (int j = 0; alma_result_status_code(r) == ALMA_RESULT_OK && j < alma_result_n_scaling(r); j++)
+      if (alma_result_scaling(r, j)->error) {
+        n++;
+        break;
+      }
+  }
+  return n;
+}
+
 static int usage_error(const char *fmt, const char *arg) {
   fputs("alma bench: ", stderr);
   fprintf(stderr, fmt, arg);
@@ -352,6 +401,10 @@ int alma_cmd_bench(int argc, char **argv) {
     free(inputs);
     return usage_error("%s", "-v and -q exclude each other");
   }
+  if (json_path && csv_path && !strcmp(json_path, "-") && !strcmp(csv_path, "-")) {
+    free(inputs);
+    return usage_error("%s", "--json - and --csv - both write to standard output: give one of them a file");
+  }
   cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
   /* --duration alone means "for a time instead of a count". */
   if (duration_given && !n_given) cfg.n_samples = 1;
@@ -420,10 +473,12 @@ int alma_cmd_bench(int argc, char **argv) {
     cfg.progress_user = &ps;
   }
   alma_results *res = NULL;
+  catch_stop_signals();
   st = alma_benchmark_model(model, &cfg, convs, n_conv, data, &res);
   if (ps.active) fputs("\r\033[K", stderr);
   free(conv_copy);
   alma_data_free(data);
+  if (!res && alma__interrupted()) return end_interrupted();
   if (!res) return alma_cli_fail(st, NULL);
 
   /* JSON or CSV on stdout moves the human report to stderr. */
@@ -439,7 +494,7 @@ int alma_cmd_bench(int argc, char **argv) {
     return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
   }
   if (!conv_list && !quiet) print_not_run(report, &unav);
-  int code = alma_results_n_failed(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
+  int code = failures(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
   if (json_path && alma__results_save_json_ex(res, json_path, raw, unav.items, unav.n) != ALMA_OK)
     code = alma_cli_fail(ALMA_ERR_IO, "--json");
   unavailable_free(&unav);
@@ -449,5 +504,6 @@ int alma_cmd_bench(int argc, char **argv) {
     fprintf(stderr, "alma bench: stopped after the first failure (--keep-going runs the rest)\n");
   }
   alma_results_free(res);
+  if (alma__interrupted()) return end_interrupted();
   return code;
 }

@@ -7,11 +7,13 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bench/bench.h"
 #include "cli.h"
 #include "core/core.h"
 #include "report/report.h"
@@ -20,7 +22,8 @@
 static void run_usage(FILE *f) {
   fprintf(f,
           "usage: alma run MODEL [--input NAME=FILE]... [--output-dir DIR] [--conversion C]\n"
-          "                [--seed N] [--batch-size N] [--threads N] [--profile[=N]] [--verbose]\n\n"
+          "                [--seed N] [--batch-size N] [--threads N] [--profile[=N]] [--verbose]\n"
+          "                [--timeout S] [--memory-limit MB]\n\n"
           "Runs one inference and prints each output's shape, dtype and a short summary.\n\n"
           "  -i, --input NAME=FILE   data for input NAME: a .npy file (or an IDX file: *.idx, *-ubyte);\n"
           "                          its dtype must be the input's and its shape must fit the input's\n"
@@ -36,6 +39,10 @@ static void run_usage(FILE *f) {
           "  -v, --verbose           print the conversion's plan\n"
           "      --profile[=N]       after the inference, run N more (default 10) with every node timed\n"
           "                          and print the slowest nodes and op types with their placement\n"
+          "      --timeout S         give up after S seconds (default 0 = none): the run is killed,\n"
+          "                          its stack printed, exit status 1\n"
+          "      --memory-limit MB   address-space limit (default: the machine's physical memory;\n"
+          "                          0 = none): a runaway allocation fails with an error, exit 1\n"
           "  -h, --help              this help\n\n"
           "A conversion with INT8_STATIC calibrates on this inference's inputs (one batch).\n"
           "Random inputs: floating point ~ N(0, 1), integers uniform in [0, 10), bool uniform.\n");
@@ -425,13 +432,29 @@ static alma_status run_profile(alma_session *s, const char *conversion, const al
   return st;
 }
 
+/* SIGINT, SIGTERM, SIGHUP while the child runs: it is killed (with what it started), and this
+ * process ends by the same signal. */
+static void on_stop_signal(int sig) { alma__interrupt(sig); }
+
+static void catch_stop_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+}
+
 int alma_cmd_run(int argc, char **argv) {
   static const struct option opts[] = {
       {"input", required_argument, 0, 'i'},      {"output-dir", required_argument, 0, 'o'},
       {"conversion", required_argument, 0, 'c'}, {"seed", required_argument, 0, 's'},
       {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
       {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-      {"profile", optional_argument, 0, 'P'},    {0, 0, 0, 0}};
+      {"profile", optional_argument, 0, 'P'},    {"timeout", required_argument, 0, 'T'},
+      {"memory-limit", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+  double timeout = 0;
+  long long memory_mb = -1;
   const char *out_dir = NULL, *conversion = "EAGER";
   uint64_t seed = 0;
   int64_t batch = 1;
@@ -500,6 +523,24 @@ int alma_cmd_run(int argc, char **argv) {
           goto done;
         }
         break;
+      case 'T':
+        errno = 0;
+        timeout = strtod(optarg, &end);
+        if (errno || *end || end == optarg || !(timeout >= 0 && timeout <= 1e7)) {
+          fprintf(stderr, "alma: error: --timeout takes seconds in [0, 1e7] (0 = none), got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
+      case 'M':
+        errno = 0;
+        memory_mb = strtoll(optarg, &end, 10);
+        if (errno || *end || end == optarg || memory_mb < 0 || memory_mb > 1000000000) {
+          fprintf(stderr, "alma: error: --memory-limit takes MiB in [0, 1e9] (0 = none), got '%s'\n", optarg);
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
       case 'h': run_usage(stdout); goto done;
       default: run_usage(stderr); rc = ALMA_EXIT_USAGE; goto done;
     }
@@ -511,6 +552,36 @@ int alma_cmd_run(int argc, char **argv) {
     goto done;
   }
   const char *path = argv[optind];
+  /* Everything from loading the model on runs in a child, under the time and memory limits: a
+   * hang, a runaway allocation or a crash becomes this process's error message and exit 1. */
+  alma__job_opts lim = {.timeout_s = timeout,
+                        .memory_limit_bytes = memory_mb > 0 ? (int64_t)memory_mb << 20
+                                              : memory_mb < 0 ? alma__default_memory_limit()
+                                                              : 0};
+  if (lim.timeout_s > 0 || lim.memory_limit_bytes > 0) {
+    alma__job_outcome oc;
+    catch_stop_signals();
+    int who = alma__fork_supervised(&lim, &oc);
+    if (who < 0) {
+      rc = alma_cli_fail(ALMA_ERR_RUNTIME, "run");
+      goto done;
+    }
+    if (who > 0) {
+      if (alma__interrupted()) {
+        int sig = alma__interrupted();
+        signal(sig, SIG_DFL);
+        raise(sig);
+        rc = 128 + sig;
+      } else if (oc.status == ALMA_OK) {
+        rc = oc.exit_code;
+      } else {
+        fprintf(stderr, "alma: error: %s: the inference %s%s\n", alma_status_name(oc.status), oc.reason,
+                oc.status == ALMA_ERR_TIMEOUT ? " (--timeout)" : "");
+        rc = ALMA_EXIT_FAILED;
+      }
+      goto done;
+    }
+  }
   alma_status st = alma_model_load(path, &m);
   if (st != ALMA_OK) {
     rc = alma_cli_fail(st, NULL);

@@ -954,13 +954,27 @@ static alma_status take_outputs(blas_plan *p, run_state *rs, alma_tensor *output
   return ALMA_OK;
 }
 
+/* OpenBLAS (0.3.21) maps a 128 MiB buffer for each thread that calls it, at its first call, and
+ * retries a failed mmap for ever: under a tight memory limit a run would spin until the timeout
+ * instead of failing. Until a run with this many threads has succeeded (the buffers then stay
+ * mapped), the limit must leave room for them: measured, one thread's first sgemm adds 256 MiB
+ * to the address space, each further thread 128 MiB. */
+#define BLAS_BUFFER_BYTES ((size_t)128 << 20)
+static atomic_int blas_threads_mapped;
+
 static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   blas_plan *p = plan;
   const alma_graph *g = p->g;
+  if (p->threads > atomic_load(&blas_threads_mapped))
+    ALMA_TRY(alma__address_space_check((size_t)(p->threads + 1) * BLAS_BUFFER_BYTES, "the BLAS library's buffers"));
   /* process-wide: another plan may have changed it */
   alma__blas_set_threads(p->library_threads ? p->threads : 1);
-  if (p->hooked)
-    return alma__exec_graph_timed(g, hook, p->prof_s ? blas_timer : NULL, p, inputs, n_inputs, outputs, n_outputs);
+  if (p->hooked) {
+    alma_status hs = alma__exec_graph_timed(g, hook, p->prof_s ? blas_timer : NULL, p, inputs, n_inputs, outputs, n_outputs);
+    for (int m = atomic_load(&blas_threads_mapped); hs == ALMA_OK && m < p->threads;)
+      if (atomic_compare_exchange_weak(&blas_threads_mapped, &m, p->threads)) break;
+    return hs;
+  }
   if (n_inputs != g->n_inputs)
     return alma__errorf(ALMA_ERR_INVALID_ARG, "graph '%s' takes %d inputs, %d given", g->name, g->n_inputs, n_inputs);
   if (n_outputs != g->n_outputs)
@@ -996,6 +1010,8 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
   if (st == ALMA_OK) st = take_outputs(p, &rs, outputs, n_outputs);
   for (int v = 0; v < nv; v++) val_free(p, &rs.env[v]);
   alma__blas_mem_end(&p->mem, st == ALMA_OK);
+  for (int m = atomic_load(&blas_threads_mapped); st == ALMA_OK && m < p->threads;)
+    if (atomic_compare_exchange_weak(&blas_threads_mapped, &m, p->threads)) break;
   return st;
 }
 

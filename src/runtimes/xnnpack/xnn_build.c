@@ -678,6 +678,12 @@ alma_status alma__xrt_build(xrt_plan *p, xrt_part *P, const alma_tensor *shape, 
     /* pthreadpool's workers sleep after the subgraph's last operator instead of spinning while
      * alma's kernels (EAGER nodes, the plan's own pool: runtimes/pool.c) run between subgraphs */
     xst = xnn_create_runtime_v2(c.sg, tiny(p, P, shape) ? NULL : p->pool, XNN_FLAG_YIELD_WORKERS, &b->rt);
+    if (xst == xnn_status_out_of_memory) { /* not a shape XNNPACK rejects: EAGER would need it too */
+      b->rt = NULL;
+      xnn_delete_subgraph(c.sg);
+      free(c.id);
+      return alma__errorf(ALMA_ERR_NOMEM, "out of memory creating an XNNPACK runtime (xnn_create_runtime_v2)");
+    }
     if (xst != xnn_status_success) {
       b->rt = NULL;
       fail(&c, NULL, "xnn_create_runtime_v2: %s", xs(xst));

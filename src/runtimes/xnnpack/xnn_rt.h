@@ -176,6 +176,7 @@ struct xrt_build {
   void **in_buf;            /* per external input: its XNNPACK layout, padded */
   void **out_buf;           /* per exported value: NHWC staging (rank 4 in NHWC mode), else NULL */
   struct xnn_external_value *ext; /* n_in + n_out */
+  int set_up;               /* xnn_setup_runtime succeeded once */
 };
 
 /* Builds the XNNPACK runtime of partition P for the shapes in `shape` (one per graph value: the

@@ -996,7 +996,23 @@ static alma_status run_part(xrt_run *rs, int q) {
     b->ext[P->n_in + e].id = (uint32_t)(P->n_in + e);
     b->ext[P->n_in + e].data = b->out_buf[e] ? b->out_buf[e] : rs->shape[P->out[e]].data;
   }
+  if (!b->set_up) {
+    /* XNNPACK's first setup of a runtime allocates (indirection buffers, workspace) and can crash
+     * on a failed allocation instead of returning xnn_status_out_of_memory: under a memory limit,
+     * check for room first (the external values' size twice over, plus 64 MiB of margin). */
+    size_t need = ((size_t)64 << 20);
+    for (int e = 0; e < P->n_in; e++) need += 2 * (size_t)alma_tensor_numel(&cap[e]) * alma_dtype_size(cap[e].dtype);
+    for (int e = 0; e < P->n_out; e++) {
+      const alma_tensor *t = &rs->shape[P->out[e]];
+      need += 2 * (size_t)alma_tensor_numel(t) * alma_dtype_size(t->dtype);
+    }
+    ALMA_TRY(alma__address_space_check(need, "setting up an XNNPACK partition"));
+  }
   enum xnn_status xst = xnn_setup_runtime(b->rt, (size_t)(P->n_in + P->n_out), b->ext);
+  if (xst == xnn_status_success) b->set_up = 1;
+  if (xst == xnn_status_out_of_memory)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory: XNNPACK partition %d (ending at node '%s') could not be set up", q,
+                        g->nodes[P->anchor].name);
   if (xst == xnn_status_success) xst = xnn_invoke_runtime(b->rt);
   if (xst != xnn_status_success)
     return alma__errorf(ALMA_ERR_INTERNAL, "XNNPACK partition %d (ending at node '%s'): running failed (status %d)", q,
