@@ -17,12 +17,14 @@ typedef struct name_scope {
   alma_strmap names;
 } name_scope;
 
+typedef struct load_ctx {
+  const char *base_dir;
   alma_arena *arena;
   int depth;
-} load_ctx;
-
   name_scope scopes[66]; /* parse_graph refuses more than 64 levels */
   int n_scopes;
+} load_ctx;
+
 /* ---- tensors ----------------------------------------------------------------------------------- */
 
 static int dtype_supported(int32_t t) {
@@ -649,7 +651,24 @@ static alma_status add_implicit(load_ctx *c, alma_graph *g, alma_node *n, const 
   return ALMA_OK;
 }
 
+static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
+
 static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g) {
+  if (c->n_scopes >= (int)(sizeof c->scopes / sizeof c->scopes[0]))
+    return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
+  name_scope *sc = &c->scopes[c->n_scopes++];
+  sc->g = g;
+  alma__strmap_init(&sc->names);
+  alma_status st = ALMA_OK;
+  for (int v = 0; v < g->n_values && st == ALMA_OK; v++)
+    if (alma__strmap_put(&sc->names, g->values[v].name, v) != 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (st == ALMA_OK) st = parse_graph_body(c, gp, g);
+  alma__strmap_free(&sc->names);
+  c->n_scopes--;
+  return st;
+}
+
+static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g) {
   if (++c->depth > 64) return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
   alma_arena *a = c->arena;
   g->name = alma__arena_strdup(a, gp->name ? gp->name : "");
@@ -722,24 +741,7 @@ static alma_status parse_graph(load_ctx *c, const Onnx__GraphProto *gp, alma_gra
       }
       ins[k] = resolve_name(c, g, name);
       if (ins[k] < 0)
-static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g);
-
         return alma__errorf(ALMA_ERR_INVALID_MODEL,
-  if (c->n_scopes >= (int)(sizeof c->scopes / sizeof c->scopes[0]))
-    return alma__errorf(ALMA_ERR_INVALID_MODEL, "subgraphs nested more than 64 deep");
-  name_scope *sc = &c->scopes[c->n_scopes++];
-  sc->g = g;
-  alma__strmap_init(&sc->names);
-  alma_status st = ALMA_OK;
-  for (int v = 0; v < g->n_values && st == ALMA_OK; v++)
-    if (alma__strmap_put(&sc->names, g->values[v].name, v) != 0) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-  if (st == ALMA_OK) st = parse_graph_body(c, gp, g);
-  alma__strmap_free(&sc->names);
-  c->n_scopes--;
-  return st;
-}
-
-static alma_status parse_graph_body(load_ctx *c, const Onnx__GraphProto *gp, alma_graph *g) {
                             "node '%s' (%s): input '%s' is not produced by any node, initializer or graph input", nname, op,
                             name);
     }
@@ -810,6 +812,7 @@ alma_status alma__onnx_parse_model(const uint8_t *bytes, size_t n, const char *b
   *g_out = NULL;
   memset(meta_out, 0, sizeof *meta_out);
   if (n == 0) return alma__errorf(ALMA_ERR_PARSE, "the file is empty");
+  ALMA_TRY(alma__pb_check_nesting(&onnx__model_proto__descriptor, bytes, n, ALMA_ONNX_MAX_NESTING, "the model"));
   int alloc_failed = 0;
   ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, &alloc_failed};
   Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, n, bytes);
@@ -862,4 +865,3 @@ out:
   *g_out = g;
   return ALMA_OK;
 }
-  ALMA_TRY(alma__pb_check_nesting(&onnx__model_proto__descriptor, bytes, n, ALMA_ONNX_MAX_NESTING, "the model"));

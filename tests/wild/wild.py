@@ -445,7 +445,7 @@ def alma_p50s(alma, path, d, ref, convs):
     js = os.path.join(d, "bench.json")
     if os.path.exists(js):
         os.remove(js)
-    subprocess.run([alma, "bench", path, "-c", ",".join(convs), "--data", bd, "-t", "2", "-q", "--keep-going",
+    subprocess.run([alma, "bench", path, "-c", ",".join(convs), "--data", bd, "--threads", "2", "-q", "--keep-going",
                     "-n", "50", "--min-time", "0.5", "--json", js], capture_output=True, text=True)
     out = {}
     try:
