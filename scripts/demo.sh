@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-# alma itself and the example programs (examples/*/README.md run them from build/)
-cmake --build build -j "$(nproc)" --target alma linear_bench mnist_bench
+# alma, its libraries (what `cmake --install build` installs) and the example programs
+cmake --build build -j "$(nproc)" --target alma alma_shared alma_static linear_bench mnist_bench
 model="${1:-examples/models/mnist_cnn.onnx}"
 shift || true
 mkdir -p build/demo
