@@ -8,8 +8,6 @@
 #include "onnx/onnx.h"
 #include "onnx/onnx.pb-c.h"
 
-typedef struct load_ctx {
-  const char *base_dir;
 /* The value names of each graph being parsed (the current one and those enclosing it), hashed:
  * a linear scan per name made loading quadratic in the number of values. */
 typedef struct name_scope {
