@@ -1,8 +1,10 @@
 /* ONNX ModelProto -> alma graph IR. Every malformed field is reported with the tensor/node/value
  * it belongs to; nothing here trusts sizes from the file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnx/functions.h"
 #include "onnx/onnx.h"
@@ -51,6 +53,65 @@ static int external_path_ok(const char *loc) {
   return 1;
 }
 
+/* The real path of an open descriptor (what was actually opened, whatever links led to it). */
+static int fd_real_path(int fd, const char *path, char *out, size_t n) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  ssize_t len = readlink(proc, out, n - 1);
+  if (len > 0 && (size_t)len < n - 1) {
+    out[len] = 0;
+    return 0;
+  }
+  /* no /proc: resolve the name instead (a link swapped between open and here goes unseen) */
+  char *r = realpath(path, NULL);
+  if (!r || strlen(r) >= n) {
+    free(r);
+    return -1;
+  }
+  strcpy(out, r);
+  free(r);
+  return 0;
+}
+
+/* Opens `path` (base_dir/location) read-only so that what is opened is a regular file whose real
+ * path lies inside base_dir's real path. The lexical check (external_path_ok) alone let a symlink
+ * in the model's directory (`w.bin -> /etc/shadow`, `root -> /`) read any file the user can read,
+ * as tensor values (ONNX's CVE-2024-27318 class). The containment check runs on the opened
+ * descriptor, so a link swapped between check and open changes nothing; alma__open_regular keeps
+ * a FIFO from blocking the open and refuses it (and devices, directories) before any read. */
+static alma_status open_inside(const char *base_dir, const char *path, const char *tname, int *fd_out) {
+  *fd_out = -1;
+  char *base = realpath(base_dir, NULL);
+  if (!base)
+    return alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot resolve the model's directory '%s': %s", tname, base_dir,
+                        strerror(errno));
+  int fd = -1;
+  alma_status st = alma__open_regular(path, O_RDONLY | O_NOCTTY, &fd, NULL);
+  if (st != ALMA_OK) {
+    free(base);
+    return alma__error_prefix(st, "tensor '%s': external data: ", tname);
+  }
+  char real[PATH_MAX];
+  if (fd_real_path(fd, path, real, sizeof real) != 0) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot resolve the real path of external data '%s'", tname, path);
+  } else {
+    size_t bl = strlen(base);
+    int inside = !strcmp(base, "/") ? real[0] == '/' : !strncmp(real, base, bl) && real[bl] == '/';
+    if (!inside)
+      st = alma__errorf(ALMA_ERR_INVALID_MODEL,
+                        "tensor '%s': external data '%s' resolves to '%s', outside the model's directory '%s' "
+                        "(a symbolic link leads out of it; copy the file into the model's directory)",
+                        tname, path, real, base);
+  }
+  free(base);
+  if (st != ALMA_OK) {
+    close(fd);
+    return st;
+  }
+  *fd_out = fd;
+  return ALMA_OK;
+}
+
 /* Opens a tensor's external data file positioned at its offset, after checking that the file holds
  * all `nbytes`: the caller allocates only then, so a header declaring a huge shape over a missing or
  * short file cannot make the loader allocate (fuzz: a 4 GiB tensor whose location key was wrong). */
@@ -86,14 +147,18 @@ static alma_status open_external(const Onnx__TensorProto *tp, const char *tname,
   int w = snprintf(path, sizeof path, "%s/%s", base_dir && base_dir[0] ? base_dir : ".", loc);
   if (w < 0 || (size_t)w >= sizeof path)
     return alma__errorf(ALMA_ERR_INVALID_MODEL, "tensor '%s': external data path too long", tname);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot open external data file '%s': %s", tname, path,
+  int fd = -1;
+  ALMA_TRY(open_inside(base_dir && base_dir[0] ? base_dir : ".", path, tname, &fd));
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return alma__errorf(ALMA_ERR_NOMEM, "tensor '%s': cannot open external data file '%s': %s", tname, path,
                         strerror(errno));
+  }
   struct stat sb;
   alma_status st = ALMA_OK;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': external data '%s' is not a regular file", tname, path);
+  if (fstat(fileno(f), &sb) != 0) {
+    st = alma__errorf(ALMA_ERR_IO, "tensor '%s': cannot stat external data '%s': %s", tname, path, strerror(errno));
   } else if ((uint64_t)offset > (uint64_t)sb.st_size || nbytes > (uint64_t)sb.st_size - (uint64_t)offset) {
     st = alma__errorf(ALMA_ERR_IO, "tensor '%s': external data file '%s' is too short (needs %zu bytes at offset %lld)",
                       tname, path, nbytes, (long long)offset);

@@ -65,6 +65,12 @@ CASES = {
     "external_escapes_dir": (["info", "{d}/ext_escape.onnx"], 3, r"relative path inside"),
     "external_absolute": (["info", "{d}/ext_absolute.onnx"], 3, r"relative path inside"),
     "external_ok": (["run", "{d}/ext_ok.onnx"], 0, r"y: float32 \[256\]"),
+    "external_link_out": (["run", "{d}/ext_link_file.onnx"], 3, r"link_out\.bin.*outside the model's directory"),
+    "external_link_dir": (["run", "{d}/ext_link_dir.onnx"], 3, r"link_dir/secret\.bin.*outside the model's directory"),
+    "external_link_root": (["run", "{d}/ext_link_root.onnx"], 3, r"link_root/etc/passwd.*outside the model's directory"),
+    "external_link_inside": (["run", "{d}/ext_link_inside.onnx"], 0, r"y: float32 \[256\]"),
+    "external_fifo": (["info", "{d}/ext_fifo.onnx"], 3, r"fifo_weights\.bin.*not a regular file"),
+    "external_directory": (["info", "{d}/ext_directory.onnx"], 3, r"weights_dir.*not a regular file"),
     # inputs given to `alma run`
     "run_int8_static_dynamic_dims": (["run", "{d}/dyn_conv.onnx", "-c", "FOLD+INT8_STATIC+EAGER", "--input",
                                       "x={d}/dyn_conv_x.npy"], 0, r"y: int8|y: float32 \[1,4,6,6\]"),

@@ -167,6 +167,36 @@ def main():
     ext_model("ext_absolute.onnx", "/etc/passwd")
     ext_model("ext_bad_length.onnx", "full_weights.bin", offset=0, length=12)
 
+    # Symbolic links and special files as external data: a link leading out of the model's
+    # directory (to a file, or a directory link on the way) must be refused before any byte of the
+    # target is read; a link that stays inside is fine; a FIFO must be refused, not block forever.
+    outside = os.path.join(os.path.dirname(os.path.abspath(d)), "e2e_outside")
+    os.makedirs(outside, exist_ok=True)
+    with open(os.path.join(outside, "secret.bin"), "wb") as f:
+        f.write(np.full(256, 7.0, dtype=np.float32).tobytes())
+
+    def link(name, target):
+        p = os.path.join(d, name)
+        if os.path.lexists(p):
+            os.remove(p)
+        os.symlink(target, p)
+
+    link("link_out.bin", os.path.join(outside, "secret.bin"))
+    ext_model("ext_link_file.onnx", "link_out.bin")
+    link("link_dir", outside)
+    ext_model("ext_link_dir.onnx", "link_dir/secret.bin")
+    link("link_root", "/")
+    ext_model("ext_link_root.onnx", "link_root/etc/passwd")
+    link("link_in.bin", "full_weights.bin")
+    ext_model("ext_link_inside.onnx", "link_in.bin")
+    fifo = os.path.join(d, "fifo_weights.bin")
+    if os.path.lexists(fifo):
+        os.remove(fifo)
+    os.mkfifo(fifo)
+    ext_model("ext_fifo.onnx", "fifo_weights.bin")
+    os.makedirs(os.path.join(d, "weights_dir"), exist_ok=True)
+    ext_model("ext_directory.onnx", "weights_dir")
+
     # Two inputs sharing the symbolic dim "batch": binding it to 2 and 3 must be refused.
     save("shared_batch.onnx", model([h.make_node("Add", ["a", "b"], ["y"], name="add")],
                                     [vi("a", T.FLOAT, ["batch", 4]), vi("b", T.FLOAT, ["batch", 4])],
