@@ -1,4 +1,4 @@
-# OPENVINO runtime (issue 21): Intel's OpenVINO through its C API (openvino/c/openvino.h), from PyPI's
+# OPENVINO runtime: Intel's OpenVINO through its C API (openvino/c/openvino.h), from PyPI's
 # `openvino` wheel (scripts/setup.sh installs it into .venv-openvino) or an installed OpenVINO.
 # Optional: without it the sources compile empty (guarded by ALMA_HAVE_OPENVINO) and the runtime is
 # not registered. Only the headers are used at build time: the runtime loads libopenvino_c with
