@@ -10,6 +10,8 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev libcjson-dev libssl-dev
   # optional runtimes (switch on when found)
   libdnnl-dev libxnnpack-dev libpthreadpool-dev libopenblas-dev libblis-dev
+  # the ORT runtime embeds Python; its onnxruntime comes from PyPI (.venv-test, made by scripts/test.sh)
+  python3-dev
   # optional: PCRE2 for RegexFullMatch (refused as unsupported without it)
   libpcre2-dev
   # tests: unit framework, sanitizers and libFuzzer (clang), model export and references

@@ -2,7 +2,8 @@
 # conversion's process (the wheel ships no C headers, and no other project's headers are committed).
 # Build dependency: Debian's python3-dev (Python.h, libpython3.X). Run-time dependency: a Python
 # environment whose interpreter has the same X.Y as that libpython and imports onnxruntime and numpy:
-#   -DALMA_ORT_PYTHON=/path/to/venv/bin/python   the default one (scripts/test.sh passes .venv-test)
+#   -DALMA_ORT_PYTHON=/path/to/venv/bin/python   the default one (scripts/test.sh passes .venv-test;
+#                                                 without it, .venv-test when it exists)
 #   ALMA_ORT_PYTHON=...                           environment variable, overrides it at run time
 #   -DALMA_WITH_ORT=OFF                           leaves the runtime out
 # Without python3-dev the sources compile empty (guarded by ALMA_HAVE_ORT) and ORT is not registered.
@@ -15,6 +16,9 @@ elseif(ALMA_WITH_ORT)
   find_package(Python3 COMPONENTS Development.Embed QUIET)
   if(Python3_Development.Embed_FOUND)
     set(_alma_ort_py "${ALMA_ORT_PYTHON}")
+    if(NOT _alma_ort_py AND EXISTS ${CMAKE_SOURCE_DIR}/.venv-test/bin/python)
+      set(_alma_ort_py ${CMAKE_SOURCE_DIR}/.venv-test/bin/python) # the venv scripts/test.sh makes
+    endif()
     message(STATUS "ORT runtime: libpython ${Python3_VERSION} (${Python3_LIBRARIES}); "
                    "default Python environment: ${_alma_ort_py}")
     file(GLOB _alma_ort_srcs ${CMAKE_CURRENT_LIST_DIR}/*.c)
