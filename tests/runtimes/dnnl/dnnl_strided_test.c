@@ -64,6 +64,10 @@ static int read_expect(const char *path, int *e) {
   return ok;
 }
 
+/* want -1: the residual sum may or may not fuse (oneDNN's choice by ISA: 2.6's gemm matmul takes a
+ * sum only as its first post-op, its AVX-512 brgemm matmul takes it after an eltwise too) */
+static int sums_ok(int got, int want) { return want < 0 ? got == 0 || got == 1 : got == want; }
+
 static int run_checks(alma_model *m, int batch, const char *strided, const int *expect) {
   int nin = alma_model_num_inputs(m), nout = alma_model_num_outputs(m), ok = 1;
   static const char *convs[] = {"DNNL", "FOLD+FUSE+DNNL"};
@@ -92,8 +96,8 @@ static int run_checks(alma_model *m, int batch, const char *strided, const int *
            "views, %d attention+transpose, %d fused residual sums; max abs err %.3g of the output's scale\n",
            batch, strided ? strided : "(unset)", r.views, r.lazy, r.moves, r.perm, r.selfsum, worst);
     int off = strided && !strcmp(strided, "0");
-    if (off ? r.lazy || r.moves || r.perm || r.selfsum != expect[2]
-            : r.perm != expect[1] || r.selfsum != expect[2] || r.moves != expect[3] ||
+    if (off ? r.lazy || r.moves || r.perm || !sums_ok(r.selfsum, expect[2])
+            : r.perm != expect[1] || !sums_ok(r.selfsum, expect[2]) || r.moves != expect[3] ||
                   (batch == 3 && r.views != expect[0])) {
       printf("  expected %d transpose views (batch 3), %d attention+transpose, %d fused residual sums, %d slice/reshape "
              "views%s\n", expect[0], off ? 0 : expect[1], expect[2], off ? 0 : expect[3], off ? ", no strided view" : "");

@@ -95,9 +95,13 @@ static int check_native(const alma_model *m, const alma_tensor *in, int nin, int
   return check_native_g(m->graph, in, nin, nout, native, fused, NULL, eager);
 }
 
+/* A node whose op type contains `op` (FusedConv, FusedMatMul ...), but not the integer forms
+ * (QLinearConv, MatMulInteger ...), which the BF16 pass leaves as they are. */
 static int has_op(const alma_graph *g, const char *op) {
-  for (int i = 0; i < g->n_nodes; i++)
-    if (strstr(g->nodes[i].op_type, op)) return 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const char *t = g->nodes[i].op_type;
+    if (strstr(t, op) && strncmp(t, "QLinear", 7) && !strstr(t, "Integer")) return 1;
+  }
   return 0;
 }
 

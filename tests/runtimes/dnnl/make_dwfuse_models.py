@@ -12,6 +12,7 @@ and FOLD+FUSE+DNNL against EAGER and checks what was fused. The name says what i
   nofuse_*  not planned: the 1x1 output has a second consumer or is a graph output
 
 usage: make_dwfuse_models.py OUTDIR"""
+import math
 import os
 import sys
 
@@ -58,8 +59,31 @@ def block(ch, cin, stride, bias_dw, act1="Clip", pre="", inp="x", out="y"):
     return nodes, inits
 
 
+def l2_per_core():
+    """This CPU's L2 cache per core in bytes (1 MiB when the kernel does not say)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            v = f.read().strip().upper()
+        mult = {"K": 1 << 10, "M": 1 << 20}.get(v[-1:], 1)
+        return int(v.rstrip("KM")) * mult
+    except (OSError, ValueError):
+        return 1 << 20
+
+
+def side(ch, base):
+    """An odd H = W from `base` up so that a [1, ch, H, W] float output is 6x this CPU's L2 per
+    core: oneDNN fuses the depthwise post-op only when each thread's share of the 1x1 output is
+    over twice the L2 (the test runs 2 threads; 2 MiB of L2 per core on some AVX-512 CPUs, where
+    fixed sizes fell under it)."""
+    s = max(base, math.ceil(math.sqrt(6 * l2_per_core() / (4 * ch))))
+    return s | 1
+
+
 def main(d):
     os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):  # sizes follow the CPU: no model left from another machine's sizes
+        if f.endswith(".onnx"):
+            os.remove(os.path.join(d, f))
     # small, odd sizes: planned; oneDNN 2.6 declines these (output under 2x L2, or 12/20 channels)
     nodes, inits = block(12, 5, 1, True)
     save(d, "plan_c12_s1_9x9", nodes, 5, 9, 9, ["y"], inits)
@@ -67,15 +91,18 @@ def main(d):
     save(d, "plan_c20_s2_nobias_15x15", nodes, 6, 15, 15, ["y"], inits)
     nodes, inits = block(16, 5, 2, True)
     save(d, "plan_c16_s2_7x7", nodes, 5, 7, 7, ["y"], inits)
-    # large enough for oneDNN's fused jit kernel (>= 2.6 MB of 1x1 output at batch 1)
+    # large enough for oneDNN's fused jit kernel (1x1 output over twice the L2 at batch 1)
     nodes, inits = block(32, 5, 1, True)
-    save(d, "fuse_c32_s1_161x161", nodes, 5, 161, 161, ["y"], inits)
+    h = side(32, 161)
+    save(d, f"fuse_c32_s1_{h}x{h}", nodes, 5, h, h, ["y"], inits)
     nodes, inits = block(16, 3, 2, False)
-    save(d, "fuse_c16_s2_nobias_203x201", nodes, 3, 203, 201, ["y"], inits)
+    h = side(16, 201)
+    save(d, f"fuse_c16_s2_nobias_{h + 2}x{h}", nodes, 3, h + 2, h, ["y"], inits)
     # two blocks in a row, the second's 1x1 reading the first's depthwise output (MobileNet-V2's shape)
     n1, i1 = block(32, 4, 2, True, out="m")
     n2, i2 = block(48, 32, 1, True, pre="s_", inp="m")
-    save(d, "fuse_two_blocks_c32_c48_199x199", n1 + n2, 4, 199, 199, ["y"], i1 + i2)
+    h = side(32, 199)
+    save(d, f"fuse_two_blocks_c32_c48_{h}x{h}", n1 + n2, 4, h, h, ["y"], i1 + i2)
     # the 1x1 output (after its Clip) read twice: not fused
     nodes, inits = block(16, 5, 1, True)
     nodes.append(N("Relu", ["a1"], ["z"]))
