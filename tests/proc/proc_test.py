@@ -164,6 +164,17 @@ def endless_loop(path):
     save(g, path)
 
 
+def matmul(path):
+    """A 64x512 by 512x512 MatMul: big enough for the BLAS runtime to call OpenBLAS's sgemm."""
+    w = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 512])],
+        [numpy_helper.from_array(w, "W")])
+    save(g, path)
+
+
 def huge_output(path):
     """ConstantOfShape of 2^40 floats (4 TiB): more than any machine's memory."""
     g = helper.make_graph(
@@ -284,6 +295,18 @@ def main():
         else:
             expect(1, ["run", huge, "--memory-limit", "512"], "out of memory")
             expect(1, ["run", huge], "out of memory")  # the default limit: the machine's memory
+            # OpenBLAS retries a failed mmap for ever: a limit too tight for its buffers must be an
+            # out-of-memory error, not a hang until the timeout
+            if subprocess.run([ALMA, "list", "FOLD+BLAS"], capture_output=True).returncode == 0:
+                mm = os.path.join(tmp, "mm.onnx")
+                matmul(mm)
+                t0 = time.time()
+                out = expect(1, ["bench", mm, "-c", "FOLD+BLAS", "--no-cache"] + FAST + ["--memory-limit", "400", "--timeout", "60"],
+                             "ERR_NOMEM")
+                if "ERR_TIMEOUT" in out or time.time() - t0 > 45:
+                    fail("FOLD+BLAS under --memory-limit 400: a hang, not an error\n" + out[-2000:])
+            else:
+                print("SKIP: FOLD+BLAS is not available here")
 
         cache_checks(tmp)
     if failures:

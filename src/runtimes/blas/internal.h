@@ -47,6 +47,10 @@ void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const fl
 /* Row-major y = alpha * op(A) * x + beta * y through cblas_sgemv; A is m x n as stored. */
 void alma__blas_sgemv(int trans, int m, int n, float alpha, const float *a, int lda, const float *x, int incx,
                       float beta, float *y, int incy);
+/* Whether a call above was skipped since the last time this was asked (and clears it): the memory
+ * limit left no room for the library's buffers, which it would retry mapping for ever. Results of
+ * the run are then garbage and it must fail as out of memory. */
+int alma__blas_take_no_room(void);
 /* The library's own thread count (process-wide). */
 void alma__blas_set_threads(int n);
 

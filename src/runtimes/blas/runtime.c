@@ -954,25 +954,25 @@ static alma_status take_outputs(blas_plan *p, run_state *rs, alma_tensor *output
   return ALMA_OK;
 }
 
-/* OpenBLAS (0.3.21) maps a 128 MiB buffer for each thread that calls it, at its first call, and
- * retries a failed mmap for ever: under a tight memory limit a run would spin until the timeout
- * instead of failing. Until a run with this many threads has succeeded (the buffers then stay
- * mapped), the limit must leave room for them: measured, one thread's first sgemm adds 256 MiB
- * to the address space, each further thread 128 MiB. */
-#define BLAS_BUFFER_BYTES ((size_t)128 << 20)
-static atomic_int blas_threads_mapped;
+/* A run during which the BLAS library had no room for its buffers (vendor.c) computed garbage. */
+static alma_status check_room(alma_status st) {
+  if (alma__blas_take_no_room() && st == ALMA_OK)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory: the memory limit leaves no room for the BLAS library's "
+                                        "buffers (OpenBLAS maps 128-256 MiB at a thread's first call and would retry "
+                                        "for ever)");
+  return st;
+}
 
 static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   blas_plan *p = plan;
   const alma_graph *g = p->g;
-  if (p->threads > atomic_load(&blas_threads_mapped))
-    ALMA_TRY(alma__address_space_check((size_t)(p->threads + 1) * BLAS_BUFFER_BYTES, "the BLAS library's buffers"));
+  alma__blas_take_no_room();
   /* process-wide: another plan may have changed it */
   alma__blas_set_threads(p->library_threads ? p->threads : 1);
   if (p->hooked) {
     alma_status hs = alma__exec_graph_timed(g, hook, p->prof_s ? blas_timer : NULL, p, inputs, n_inputs, outputs, n_outputs);
-    for (int m = atomic_load(&blas_threads_mapped); hs == ALMA_OK && m < p->threads;)
-      if (atomic_compare_exchange_weak(&blas_threads_mapped, &m, p->threads)) break;
+    if (hs == ALMA_OK && (hs = check_room(hs)) != ALMA_OK)
+      for (int i = 0; i < n_outputs; i++) alma_tensor_free_data(&outputs[i]);
     return hs;
   }
   if (n_inputs != g->n_inputs)
@@ -1007,11 +1007,10 @@ static alma_status blas_run(void *plan, const alma_tensor *inputs, int n_inputs,
       p->prof_runs[at]++;
     }
   }
+  st = check_room(st);
   if (st == ALMA_OK) st = take_outputs(p, &rs, outputs, n_outputs);
   for (int v = 0; v < nv; v++) val_free(p, &rs.env[v]);
   alma__blas_mem_end(&p->mem, st == ALMA_OK);
-  for (int m = atomic_load(&blas_threads_mapped); st == ALMA_OK && m < p->threads;)
-    if (atomic_compare_exchange_weak(&blas_threads_mapped, &m, p->threads)) break;
   return st;
 }
 

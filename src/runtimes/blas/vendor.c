@@ -150,14 +150,43 @@ alma_status alma__blas_load(void) {
 
 const alma__blas_info *alma__blas_info_get(void) { return lib.status == ALMA_OK && lib.sgemm ? &lib.info : NULL; }
 
+/* OpenBLAS (0.3.21) maps its buffers at a thread's first call and retries a failed mmap for ever:
+ * under a tight memory limit a run would spin until the timeout instead of failing. Measured with
+ * a 512x512 sgemm: the process's first call adds 256 MiB of address space, another calling
+ * thread's 128 MiB, and under a 200 MB ulimit the call never returns. So a thread's first call
+ * checks for that much room (once; the buffers stay mapped) and, without it, skips the call and
+ * raises the flag the runtime turns into an out-of-memory error. */
+static _Thread_local int thread_mapped;
+static atomic_int process_mapped, no_room;
+
+static int room_for_buffers(void) {
+#if defined(ALMA_BLAS_BLIS)
+  return 1; /* the endless retry is OpenBLAS's */
+#endif
+  if (thread_mapped) return 1;
+  size_t need = (size_t)(atomic_load(&process_mapped) ? 128 : 256) << 20;
+  if (alma__address_space_check(need, "the BLAS library's buffers") != ALMA_OK) {
+    alma__error_clear();
+    atomic_store(&no_room, 1);
+    return 0;
+  }
+  thread_mapped = 1;
+  atomic_store(&process_mapped, 1);
+  return 1;
+}
+
+int alma__blas_take_no_room(void) { return atomic_exchange(&no_room, 0); }
+
 void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                       int ldb, float beta, float *c, int ldc) {
+  if (!room_for_buffers()) return;
   lib.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
             ldb, beta, c, ldc);
 }
 
 void alma__blas_sgemv(int trans, int m, int n, float alpha, const float *a, int lda, const float *x, int incx,
                       float beta, float *y, int incy) {
+  if (!room_for_buffers()) return;
   lib.sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }
 

@@ -999,8 +999,8 @@ static alma_status run_part(xrt_run *rs, int q) {
   if (!b->set_up) {
     /* XNNPACK's first setup of a runtime allocates (indirection buffers, workspace) and can crash
      * on a failed allocation instead of returning xnn_status_out_of_memory: under a memory limit,
-     * check for room first (the external values' size twice over, plus 64 MiB of margin). */
-    size_t need = ((size_t)64 << 20);
+     * check for room first (the external values' size twice over, plus 4 MiB of margin). */
+    size_t need = ((size_t)4 << 20);
     for (int e = 0; e < P->n_in; e++) need += 2 * (size_t)alma_tensor_numel(&cap[e]) * alma_dtype_size(cap[e].dtype);
     for (int e = 0; e < P->n_out; e++) {
       const alma_tensor *t = &rs->shape[P->out[e]];
