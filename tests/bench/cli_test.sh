@@ -198,9 +198,11 @@ ALMA_LOG=bogus expect 0 "$ALMA" version
 contains "$OUT/err" "ALMA_LOG='bogus' is not one of error, warn, info, debug"
 ALMA_LOG=debug expect 0 "$ALMA" version
 if grep -q "ALMA_LOG=" "$OUT/err"; then fail "ALMA_LOG=debug reported as unknown"; fi
-# a command that does not exist is an unknown command (exit 2), not a stub
-expect 2 "$ALMA" compare a.json b.json
-contains "$OUT/err" "unknown command 'compare'"
+# a command that does not exist is an unknown command (exit 2); compare of missing files is bad input (exit 3)
+expect 2 "$ALMA" comparex a.json b.json
+contains "$OUT/err" "unknown command 'comparex'"
+expect 3 "$ALMA" compare a.json b.json
+contains "$OUT/err" "a.json: cannot open"
 
 # --- the matrix: batch-size sweep x throughput configurations, in the table, JSON and CSV
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 0,1 --batch-sizes 1,2 --instances 1,2 --workers 1 --duration 0.05 \

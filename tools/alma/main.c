@@ -12,6 +12,7 @@
 #pragma weak alma_cmd_list
 #pragma weak alma_cmd_cache
 #pragma weak alma_cmd_version
+#pragma weak alma_cmd_compare
 
 static const struct {
   const char *name;
@@ -22,6 +23,7 @@ static const struct {
     {"run", alma_cmd_run, "run one inference and write outputs as .npy"},
     {"info", alma_cmd_info, "describe a model: inputs, outputs, ops, parameters, FLOPs, hash"},
     {"list", alma_cmd_list, "list conversion options and their availability here"},
+    {"compare", alma_cmd_compare, "compare results files: ratio of medians with its CI, a regression gate"},
     {"cache", alma_cmd_cache, "inspect and clean the build cache"},
     {"version", alma_cmd_version, "print versions of alma and its libraries"},
 };
