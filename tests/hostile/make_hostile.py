@@ -1,6 +1,8 @@
 """Writes adversarial ONNX models and data files for hostile_test.py into OUTDIR.
 
-usage: make_hostile.py OUTDIR
+usage: make_hostile.py OUTDIR            the models and data hostile_test.py uses
+       make_hostile.py --corpus OUTDIR   small seeds for the fuzzer (tests/fuzz): nesting at and
+                                         around every limit, external data references, many ops
 
 The models are encoded here, field by field, in protobuf's wire format (only the standard
 library is needed): the onnx package refuses to build or serialize some of them (messages nested
@@ -177,7 +179,70 @@ def npy(shape_text, descr="<f4", payload=b""):
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload
 
 
+def external_initializer(name, location, offset=None, length=None, dims=(4,)):
+    """A float TensorProto whose data lives in an external file (data_location = EXTERNAL)."""
+    entries = [("location", location)] + ([("offset", str(offset))] if offset is not None else []) + \
+        ([("length", str(length))] if length is not None else [])
+    t = b"".join(f_varint(1, d) for d in dims) + f_varint(2, FLOAT) + f_bytes(8, name)
+    t += b"".join(f_bytes(13, f_bytes(1, k) + f_bytes(2, v)) for k, v in entries) + f_varint(14, 1)
+    return t
+
+
+def loop_nest(depth):
+    """Loop bodies inside Loop bodies, each reading an outer-scope value."""
+    body = graph([node("Identity", ["outer"], ["v_out"])], [value_info("i", tensor_type(7, [])),
+                                                          value_info("cond", scalar_bool())],
+                 [value_info("cond_out"), value_info("v_out")], name="body0")
+    for k in range(depth):
+        body = graph([node("Identity", ["cond"], ["cond_out"]),
+                      node("Loop", ["", "cond"], ["v_out"], attrs=[attr_graph("body", body)])],
+                     [value_info("i", tensor_type(7, [])), value_info("cond", scalar_bool())],
+                     [value_info("cond_out"), value_info("v_out")], name="body%d" % (k + 1))
+    top = graph([node("Loop", ["n", "c"], ["y"], attrs=[attr_graph("body", body)])],
+                [value_info("n", tensor_type(7, [])), value_info("c", scalar_bool()),
+                 value_info("outer", tensor_type(FLOAT, [2]))], [value_info("y")])
+    return model(top)
+
+
+OPS = ["Abs", "Add", "ArgMax", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Conv",
+       "ConvTranspose", "Div", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Gather", "GatherND",
+       "Gemm", "GlobalAveragePool", "GRU", "If", "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log",
+       "Loop", "LSTM", "MatMul", "Max", "MaxPool", "Mul", "NonZero", "Pad", "Pow", "QuantizeLinear", "Range",
+       "ReduceMean", "Relu", "Reshape", "Resize", "Scan", "ScatterND", "Shape", "Sigmoid", "Slice", "Softmax",
+       "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "TopK", "Transpose", "Unsqueeze", "Where"]
+
+
+def corpus(out):
+    seeds = {}
+    for k in (1, 2, 3, 5, 8, 16, 32, 63, 64, 65, 86):
+        seeds["nest_if_%d" % k] = nested_if(k)
+    seeds["nest_if_lean_1000"] = nested_if_lean(1000)
+    for k in (1, 2, 3, 8, 50, 300):
+        seeds["nest_seq_type_%d" % k] = nested_sequence_type(k)
+    for k in (1, 2, 4, 20):
+        seeds["nest_loop_%d" % k] = loop_nest(k)
+    x = value_info("x", tensor_type(FLOAT, [4]))
+    for i, (loc, off, ln) in enumerate([("w.bin", None, None), ("w.bin", 16, 16), ("w.bin", 2 ** 62, 16),
+                                        ("../w.bin", None, None), ("/etc/passwd", None, None), ("sub/./w.bin", 0, 99),
+                                        ("", None, None), ("w.bin", -1, None)]):
+        seeds["external_%d" % i] = model(graph([node("Add", ["x", "w"], ["y"])], [x], [value_info("y")],
+                                               initializers=[external_initializer("w", loc, off, ln)]))
+    for op in OPS:
+        seeds["op_" + op] = model(graph([node(op, ["x", "x"], ["y"], name=op.lower(), attrs=[attr_int("axis", 0)])],
+                                        [x], [value_info("y", tensor_type(FLOAT, [4]))]))
+    seeds["names"] = hostile_names()
+    seeds["chain_200"] = identity_chain(200)
+    seeds["split_300"] = wide_split(300)
+    os.makedirs(out, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(out, "gen_%s.onnx" % name), "wb") as f:
+            f.write(data)
+    print("wrote %d fuzz seeds to %s" % (len(seeds), out))
+
+
 def main():
+    if sys.argv[1] == "--corpus":
+        return corpus(sys.argv[2])
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     files = {
