@@ -272,10 +272,13 @@ const alma_op_def alma__op_LSTM = {.name = "LSTM", .domain = "", .versions = {1,
 /* ---- com.microsoft DynamicQuantizeLSTM (ONNX Runtime's dynamic quantizer writes it for LSTM) ----
  * W [D, I, 4H] and R [D, H, 4H] are int8 or uint8 (note: transposed against LSTM's [D, 4H, I]) with
  * scale and zero point of shape [D] (per direction) or [D, 4H] (per gate row); inputs 8-11. The
- * contract is the LSTM's with the dequantized weights; ONNX Runtime additionally quantizes X and H
- * to uint8 inside its kernel (an implementation detail the schema leaves open). Here the weights
- * are dequantized into LSTM's layout and the float LSTM runs: exact in the weights, the
- * activations unrounded, so outputs differ from ONNX Runtime's by its activation rounding only. */
+ * activations are quantized as ONNX Runtime's kernel (the reference for this contrib op) does: X
+ * to uint8 once per direction (one scale and zero point over the steps the batch runs, the range
+ * widened to hold 0), the hidden state before each step's product with R (over the batch's rows),
+ * each product (q - zero point) x (q_w - zero point_w) x both scales. Here the weights are
+ * dequantized into LSTM's layout, X and each step's H quantized and dequantized, and the float
+ * LSTM runs one step at a time: the same products up to float rounding. Not followed: ONNX Runtime
+ * splitting a large batch across threads, which then quantizes H per part. */
 typedef struct {
   alma_tensor W, R;          /* float, LSTM layout; data owned when dequantized (exec) */
   const alma_tensor *in[8];
@@ -369,11 +372,124 @@ static alma_status dqlstm_infer(const alma_node *n, const alma_tensor *const *in
   ALMA_TRY(dq_lstm_make(n, in, nin, 0, &q));
   return rnn_infer(n, 1, q.in, 8, out, nout);
 }
+/* ONNX Runtime's dynamic uint8 parameters of n values: the range widened to hold 0, 255 steps. */
+static void dq_act_params(const float *v, int64_t n, float *scale, float *zp) {
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < n; i++) lo = v[i] < lo ? v[i] : lo, hi = v[i] > hi ? v[i] : hi;
+  *scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+  float z = -lo / *scale;
+  *zp = nearbyintf(z < 0.f ? 0.f : z > 255.f ? 255.f : z);
+}
+
+/* v quantized to uint8 (x / scale rounded to even, plus zp, saturated) and back. */
+static void dq_act_round(float *v, int64_t n, float scale, float zp) {
+  for (int64_t i = 0; i < n; i++) {
+    float q = nearbyintf(v[i] / scale) + zp;
+    q = q < 0.f ? 0.f : q > 255.f ? 255.f : q;
+    v[i] = (q - zp) * scale;
+  }
+}
+
+/* A [1, ...] view of direction d of a [D, ...] tensor (NULL stays NULL). */
+static const alma_tensor *dq_dir(const alma_tensor *t, int64_t d, alma_tensor *view) {
+  if (!t) return NULL;
+  *view = alma__tensor_view(t);
+  int64_t per = alma__numel(t->rank - 1, t->dims + 1);
+  view->dims[0] = 1;
+  view->data = (char *)t->data + (size_t)(d * per) * alma_dtype_size(t->dtype);
+  view->nbytes = (size_t)per * alma_dtype_size(t->dtype);
+  return view;
+}
+
+static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor *out, int nout) {
+  rnn_cfg c;
+  ALMA_TRY(rnn_cfg_make(n, 1, q->in, 8, &c));
+  ALMA_TRY(rnn_check_lens(n, &c));
+  const int64_t S = c.S, B = c.B, I = c.I, H = c.H;
+  alma_tensor *Y = nout > 0 && out[0].data ? &out[0] : NULL;
+  alma_tensor *Yh = nout > 1 && out[1].data ? &out[1] : NULL;
+  alma_tensor *Yc = nout > 2 && out[2].data ? &out[2] : NULL;
+  const int32_t *lens = c.seq_lens ? c.seq_lens->data : NULL;
+  int64_t maxlen = 0;
+  for (int64_t b = 0; b < B; b++) maxlen = (lens ? lens[b] : S) > maxlen ? (lens ? lens[b] : S) : maxlen;
+  float *xq = malloc(sizeof(float) * (size_t)(S * B * I + 1));
+  float *xs = malloc(sizeof(float) * (size_t)(B * I + 1));
+  float *h = malloc(sizeof(float) * (size_t)(4 * B * H + 1)), *cc = h + B * H, *hq = cc + B * H, *tmp = hq + B * H;
+  alma_tensor t_x, t_hq, t_c, t_yh, t_yc, vw, vr, vb, vp;
+  memset(&t_yh, 0, sizeof t_yh);
+  memset(&t_yc, 0, sizeof t_yc);
+  alma_status st = xq && xs && h ? ALMA_OK : alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
+  if (st == ALMA_OK) st = alma__tensor_alloc(&t_yh, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
+  if (st == ALMA_OK) st = alma__tensor_alloc(&t_yc, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
+  float xscale = 1.f, xzp = 0.f;
+  if (st == ALMA_OK) {
+    memcpy(xq, c.X->data, sizeof(float) * (size_t)(S * B * I));
+    dq_act_params(xq, maxlen * B * I, &xscale, &xzp); /* the rows the batch runs, as ORT's one product */
+    dq_act_round(xq, S * B * I, xscale, xzp);
+    if (Y) memset(Y->data, 0, Y->nbytes);
+  }
+  for (int d = 0; st == ALMA_OK && d < c.ndir; d++) {
+    int back = c.ndir == 2 ? d == 1 : c.reverse;
+    rnn_cfg s1 = c;
+    s1.S = 1, s1.ndir = 1, s1.reverse = 0;
+    memcpy(s1.act[0], c.act[d], sizeof s1.act[0]);
+    s1.W = dq_dir(c.W, d, &vw), s1.R = dq_dir(c.R, d, &vr), s1.Bias = dq_dir(c.Bias, d, &vb), s1.P = dq_dir(c.P, d, &vp);
+    s1.seq_lens = NULL;
+    for (int64_t k = 0; k < B * H; k++) {
+      h[k] = c.h0 ? ((const float *)c.h0->data)[d * B * H + k] : 0.f;
+      cc[k] = c.c0 ? ((const float *)c.c0->data)[d * B * H + k] : 0.f;
+    }
+    for (int64_t j = 0; st == ALMA_OK && j < maxlen; j++) {
+      for (int64_t b = 0; b < B; b++) {
+        int64_t len = lens ? lens[b] : S, t = j < len ? (back ? len - 1 - j : j) : 0;
+        memcpy(xs + b * I, xq + (t * B + b) * I, sizeof(float) * (size_t)I);
+        /* the rows ORT's product reads: a finished row holds 0 when Y is written, else its state */
+        for (int64_t k = 0; k < H; k++) hq[b * H + k] = j > 0 && j >= len && Y ? 0.f : h[b * H + k];
+      }
+      float hs, hz;
+      dq_act_params(hq, B * H, &hs, &hz);
+      dq_act_round(hq, B * H, hs, hz);
+      t_x = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, I}, .data = xs,
+                          .nbytes = sizeof(float) * (size_t)(B * I)};
+      t_hq = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = hq,
+                           .nbytes = sizeof(float) * (size_t)(B * H)};
+      memcpy(tmp, cc, sizeof(float) * (size_t)(B * H));
+      t_c = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = tmp,
+                          .nbytes = sizeof(float) * (size_t)(B * H)};
+      s1.X = &t_x, s1.h0 = &t_hq, s1.c0 = &t_c;
+      st = rnn_run_f32(&s1, NULL, &t_yh, &t_yc);
+      if (st == ALMA_ERR_NOMEM) st = alma__op_error(n, st, "work buffers");
+      for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
+        int64_t len = lens ? lens[b] : S;
+        if (j >= len) continue; /* finished: its state stays */
+        int64_t t = back ? len - 1 - j : j;
+        memcpy(h + b * H, (const float *)t_yh.data + b * H, sizeof(float) * (size_t)H);
+        memcpy(cc + b * H, (const float *)t_yc.data + b * H, sizeof(float) * (size_t)H);
+        if (Y) memcpy((float *)Y->data + ((t * c.ndir + d) * B + b) * H, h + b * H, sizeof(float) * (size_t)H);
+      }
+    }
+    for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
+      int zero = lens && lens[b] == 0; /* no step: ORT's final states are zeros */
+      for (int64_t k = 0; k < H; k++) {
+        if (Yh) ((float *)Yh->data)[(d * B + b) * H + k] = zero ? 0.f : h[b * H + k];
+        if (Yc) ((float *)Yc->data)[(d * B + b) * H + k] = zero ? 0.f : cc[b * H + k];
+      }
+    }
+  }
+  alma_tensor_free_data(&t_yh);
+  alma_tensor_free_data(&t_yc);
+  free(xq);
+  free(xs);
+  free(h);
+  return st;
+}
+
 static alma_status dqlstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
+  (void)ctx;
   dq_lstm q;
   ALMA_TRY(dq_lstm_make(n, in, nin, 1, &q));
-  alma_status st = rnn_exec(n, 1, q.in, 8, out, nout);
+  alma_status st = dqlstm_run(n, &q, out, nout);
   dq_lstm_free(&q);
   return st;
 }
