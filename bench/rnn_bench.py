@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""CPU time per inference of recurrent and strided-softmax nodes: alma's conversions beside ONNX
+Runtime, on one thread, so the numbers hold on a shared machine (CPU time, not wall clock).
+
+Models (written with onnx.helper, random weights):
+    lstm_ocr   bidirectional LSTM, 40 steps, batch 1, input 512, hidden 256 (a text recogniser's head)
+    lstm_vad   forward LSTM, 64 steps, batch 1, input 128, hidden 128 (a voice-activity detector)
+    gru        bidirectional GRU, 40 steps, batch 4, input 256, hidden 192 (linear_before_reset=1)
+    dfl        Softmax over axis 1 of [1, 16, 4, 2100] (YOLOv8's distribution-focal-loss head)
+For each conversion, `alma bench -n N --threads 1` runs twice (N small and large); the difference in
+the children's CPU time over the difference in timed runs is the CPU time of one inference (start-up,
+build, warm-up and the output check cancel out). ONNX Runtime: InferenceSession.run in this process, one intra-op
+thread, timed by time.process_time.
+
+    .venv-test/bin/python bench/rnn_bench.py --alma build/alma [--conversions EAGER,DNNL,BLAS,XNNPACK]
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def rnn_model(path, op, direction, S, B, I, H, **attrs):
+    rng = np.random.default_rng(0)
+    nd = 2 if direction == "bidirectional" else 1
+    G = 4 if op == "LSTM" else 3
+    sc = 1 / np.sqrt(H)
+    inits = [numpy_helper.from_array((rng.standard_normal((nd, G * H, I)) * sc).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((nd, G * H, H)) * sc).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((nd, 2 * G * H)) * 0.1).astype(np.float32), "B")]
+    node = helper.make_node(op, ["X", "W", "R", "B"], ["Y"], hidden_size=H, direction=direction, **attrs)
+    g = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("X", TensorProto.FLOAT, [S, B, I])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [S, nd, B, H])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return {"X": rng.standard_normal((S, B, I)).astype(np.float32)}
+
+
+def softmax_model(path):
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    g = helper.make_graph([node], "dfl", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 4, 2100])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 2100])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return {"x": np.random.default_rng(0).standard_normal((1, 16, 4, 2100)).astype(np.float32) * 3}
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def alma_cpu_ms(alma, model, conv, n_small, n_large):
+    """CPU ms of one run of the model (one batch: alma takes the first axis as the batch)."""
+    cpu, runs = [], []
+    with tempfile.TemporaryDirectory() as td:
+        for n in (n_small, n_large):
+            out = os.path.join(td, "r.json")
+            t0 = children_cpu()
+            r = subprocess.run([alma, "bench", model, "-c", conv, "--threads", "1", "-n", str(n),
+                                "--min-time", "0", "--warmup", "2", "--warmup-time", "0", "-q", "--no-cache",
+                                "--json", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode:
+                return None
+            cpu.append(children_cpu() - t0)
+            with open(out) as f:
+                runs.append(json.load(f)["results"][0]["latency_ms"]["n"])
+    return (cpu[1] - cpu[0]) / (runs[1] - runs[0]) * 1e3
+
+
+def ort_cpu_ms(model, feeds, n):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        s.run(None, feeds)
+    t0 = time.process_time()
+    for _ in range(n):
+        s.run(None, feeds)
+    return (time.process_time() - t0) / n * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--alma", required=True)
+    ap.add_argument("--conversions", default="EAGER,DNNL,BLAS,XNNPACK")
+    ap.add_argument("--samples", type=int, default=60, help="runs the large bench adds, and ONNX Runtime's runs (default 60)")
+    a = ap.parse_args()
+    try:
+        import onnxruntime  # noqa: F401
+        have_ort = True
+    except ImportError:
+        have_ort = False
+    convs = a.conversions.split(",")
+    with tempfile.TemporaryDirectory() as td:
+        models = {  # name: (writer, runs per --samples: short runs need more to rise above start-up noise)
+            "lstm_ocr": (lambda p: rnn_model(p, "LSTM", "bidirectional", 40, 1, 512, 256), 1),
+            "lstm_vad": (lambda p: rnn_model(p, "LSTM", "forward", 64, 1, 128, 128), 5),
+            "gru": (lambda p: rnn_model(p, "GRU", "bidirectional", 40, 4, 256, 192, linear_before_reset=1), 1),
+            "dfl": (softmax_model, 20),
+        }
+        print(f"{'model':10s} " + " ".join(f"{c:>10s}" for c in convs) + (f" {'ORT':>10s}" if have_ort else "")
+              + "   (CPU ms per inference, 1 thread)")
+        for name, (make, mult) in models.items():
+            path = os.path.join(td, name + ".onnx")
+            feeds = make(path)
+            first = next(iter(feeds.values())).shape[0]  # samples per run (alma's batch axis)
+            runs = a.samples * mult
+            row = [alma_cpu_ms(a.alma, path, c, 1, 1 + runs * first) for c in convs]
+            if have_ort:
+                row.append(ort_cpu_ms(path, feeds, runs))
+            print(f"{name:10s} " + " ".join(f"{v:10.3f}" if v is not None else f"{'-':>10s}" for v in row))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
