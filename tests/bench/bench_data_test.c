@@ -27,11 +27,23 @@ static void test_input_spec(void **state) {
   assert_int_equal(alma_data_set_input_spec(d, "x:8x3x224x224:float16"), ALMA_OK);
   assert_int_equal(alma_data_set_input_spec(d, "input:0:2x5"), ALMA_OK);  /* TF-style name with ':' */
   assert_int_equal(alma_data_set_input_spec(d, "s:scalar:int64"), ALMA_OK);
-  int64_t dims[2] = {-1, 16};
-  alma__input_desc in[3] = {desc("x", ALMA_DTYPE_FLOAT32, 4, (int64_t[]){-1, 3, 224, 224}),
+  int64_t dims[2] = {-1, 5};
+  alma__input_desc in[3] = {desc("x", ALMA_DTYPE_FLOAT16, 4, (int64_t[]){-1, 3, 224, 224}),
                             desc("input:0", ALMA_DTYPE_FLOAT32, 2, dims),
                             desc("s", ALMA_DTYPE_INT64, 0, NULL)};
   alma__batcher *b;
+  /* an override the model input cannot take is refused, naming it: another dtype, a fixed dim,
+   * another rank */
+  alma__input_desc other[3][3] = {
+      {desc("x", ALMA_DTYPE_FLOAT32, 4, (int64_t[]){-1, 3, 224, 224}), in[1], in[2]},
+      {in[0], desc("input:0", ALMA_DTYPE_FLOAT32, 2, (int64_t[]){-1, 16}), in[2]},
+      {in[0], in[1], desc("s", ALMA_DTYPE_INT64, 1, (int64_t[]){1})}};
+  const alma_status why[3] = {ALMA_ERR_TYPE, ALMA_ERR_SHAPE, ALMA_ERR_SHAPE};
+  const char *who[3] = {"'x'", "'input:0'", "'s'"};
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(alma__batcher_new_ex(d, other[k], 3, 1, 0, NULL, NULL, &b), why[k]);
+    assert_non_null(strstr(alma_last_error(), who[k]));
+  }
   assert_int_equal(alma__batcher_new_ex(d, in, 3, 1, 0, NULL, NULL, &b), ALMA_OK);
   const alma_tensor *sh = alma__batcher_shapes(b);
   assert_int_equal(sh[0].dtype, ALMA_DTYPE_FLOAT16);
@@ -157,7 +169,7 @@ static void test_npy_dataset(void **state) {
   /* one file per input */
   const char *two[] = {path, path};
   assert_int_equal(alma_data_from_npy(two, 2, &d), ALMA_OK);
-  assert_int_equal(alma__batcher_new_ex(d, &in, 1, 2, 0, NULL, NULL, &b), ALMA_ERR_INVALID_ARG);
+  assert_int_equal(alma__batcher_new_ex(d, &in, 1, 2, 0, NULL, NULL, &b), ALMA_ERR_SHAPE); /* data error: exit 3 */
   alma_data_free(d);
 }
 
