@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,6 +160,52 @@ _, r1 = compared_rows(os.path.join(tmp, "noisy.json"))
 run(noisy_b, noisy_n, "--json", os.path.join(tmp, "noisy2.json"))
 _, r2 = compared_rows(os.path.join(tmp, "noisy2.json"))
 check(r1[("EAGER", 1)]["ratio_ci95"] == r2[("EAGER", 1)]["ratio_ci95"], "same seed, same interval")
+
+# --- the bootstrap against an independent one (Python's statistics.median, its own generator): the
+# same interval within the Monte Carlo error of the two
+def py_bootstrap(xb, xn, resamples, seed):
+    g = random.Random(seed)
+    rs = sorted(statistics.median(g.choices(xn, k=len(xn))) / statistics.median(g.choices(xb, k=len(xb)))
+                for _ in range(resamples))
+    def pct(p):
+        h = (len(rs) - 1) * p
+        lo = int(h)
+        return rs[lo] + (h - lo) * (rs[min(lo + 1, len(rs) - 1)] - rs[lo])
+    return pct(0.025), pct(0.975)
+
+g = random.Random(40)
+ref_b = [g.lognormvariate(0, 0.3) for _ in range(80)]
+ref_n = [1.1 * g.lognormvariate(0, 0.3) for _ in range(80)]
+rb, rn = write("ref_b.json", doc([row("EAGER", ref_b)])), write("ref_n.json", doc([row("EAGER", ref_n)]))
+rc, out, err = run(rb, rn, "--resamples", "20000", "--json", os.path.join(tmp, "ref.json"))
+_, rows = compared_rows(os.path.join(tmp, "ref.json"))
+lo, hi = rows[("EAGER", 1)]["ratio_ci95"]
+plo, phi = py_bootstrap(ref_b, ref_n, 10000, 42)
+tol = 0.1 * (phi - plo)
+check(rc == 0 and abs(lo - plo) < tol and abs(hi - phi) < tol and
+      abs(rows[("EAGER", 1)]["ratio"] - statistics.median(ref_n) / statistics.median(ref_b)) < 1e-12,
+      f"bootstrap vs reference: alma [{lo}, {hi}], reference [{plo}, {phi}]")
+
+# --- coverage: 300 rows of skewed (log-normal, CV ~10%) samples with a known true ratio of medians (1
+# and 1.1); the 95% intervals must hold it about 95% of the time (binomial sd 1.3%: 0.90-0.99 is a
+# wide margin), and the 10% slowdown (about 5 standard errors) must be flagged in nearly every pair
+g = random.Random(50)
+for true_ratio in (1.0, 1.1):
+    rows_b, rows_n = [], []
+    for i in range(300):
+        rows_b.append(row(f"C{i}", [g.lognormvariate(0, 0.1) for _ in range(100)]))
+        rows_n.append(row(f"C{i}", [true_ratio * g.lognormvariate(0, 0.1) for _ in range(100)]))
+    cb, cn = write("cov_b.json", doc(rows_b)), write("cov_n.json", doc(rows_n))
+    rc, out, err = run(cb, cn, "--noise", "0", "--resamples", "2000", "--json", os.path.join(tmp, "cov.json"))
+    _, rows = compared_rows(os.path.join(tmp, "cov.json"))
+    cover = sum(r["ratio_ci95"][0] <= true_ratio <= r["ratio_ci95"][1] for r in rows.values()) / len(rows)
+    check(rc == 0 and len(rows) == 300 and 0.90 <= cover <= 0.99, f"coverage at ratio {true_ratio}: {cover:.3f}")
+    if true_ratio == 1.0:
+        nochange = sum(r["verdict"] == "no significant change" for r in rows.values()) / len(rows)
+        check(nochange >= 0.90, f"no change reported for {nochange:.3f} of equal pairs")
+    else:
+        slower = sum(r["verdict"] == "slower" for r in rows.values()) / len(rows)
+        check(slower >= 0.99, f"a 10% slowdown flagged in {slower:.3f} of pairs")
 
 # --- rows in one file only are listed; batch size is part of the key
 b2 = write("b2.json", doc([row("EAGER", base_s), row("EAGER", gauss(9, 20.0, 0.5), batch=8), row("DNNL", gauss(10, 3, 0.1))]))

@@ -251,7 +251,8 @@ static double select_kth(double *x, int64_t n, int64_t k) {
 
 /* Median of a resample with replacement of sorted[0..n), by the linear-interpolation definition. */
 static double resample_median(const double *sorted, int64_t n, double *tmp, uint64_t *rng) {
-  for (int64_t i = 0; i < n; i++) tmp[i] = sorted[next_u64(rng) % (uint64_t)n];
+  /* an index from the top 32 bits by multiply-shift: bias below n / 2^32, no division */
+  for (int64_t i = 0; i < n; i++) tmp[i] = sorted[((next_u64(rng) >> 32) * (uint64_t)n) >> 32];
   double h = (double)(n - 1) * 0.5;
   int64_t k = (int64_t)floor(h);
   double a = select_kth(tmp, n, k);
