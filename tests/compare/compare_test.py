@@ -296,6 +296,14 @@ if not FAILS:
     # a run compared with itself is no change (exit 0 under the gate)
     rc, out, err = run(runs[0], runs[0], "--fail-above", "5%")
     check(rc == 0 and out.count("no significant change") == 2, f"real run with itself: exit {rc}\n{out}")
+    # a 10% slowdown injected into a real run's samples (every batch 1.1 times as long) is flagged
+    with open(runs[0]) as f:
+        slowed = json.load(f)
+    for r in slowed["results"]:
+        r["raw_ms"] = [1.1 * x for x in r["raw_ms"]]
+    rc, out, err = run(runs[0], write("mnist_slow.json", slowed), "--fail-above", "5%")
+    check(rc == 1 and out.count("slower (+10.0%)") == 2 and out.count("FAIL") == 3,
+          f"real run, 10% slower: exit {rc}\n{out}")
 
 if FAILS:
     print(f"{len(FAILS)} failure(s); files kept in {tmp}")
