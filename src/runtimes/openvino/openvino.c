@@ -5,9 +5,9 @@
  * with OpenVINO's own message. The model is compiled for the CPU device with explicit settings
  * (below) when its inputs have static shapes; a model with symbolic dims (a batch axis) is
  * reshaped to the shapes of the first run's inputs and compiled then, and again whenever they
- * change, so OpenVINO always plans for static shapes as its benchmark_app does. run() wraps the
- * caller's input buffers as OpenVINO tensors (ov_tensor_create_from_host_ptr, no copy) and copies
- * the outputs into tensors alma owns.
+ * change, so OpenVINO always plans for static shapes as its benchmark_app does. run() copies the
+ * inputs into the request's tensors and has OpenVINO write static-shape outputs straight into
+ * tensors alma owns (others are copied out).
  *
  * Settings given at every compile: INFERENCE_NUM_THREADS from --threads, NUM_STREAMS 1 (one
  * inference at a time per plan: alma's own throughput mode runs several plans),
@@ -40,14 +40,14 @@
   X(ov_get_openvino_version) X(ov_version_free) X(ov_get_error_info) X(ov_get_last_err_msg) X(ov_free)              \
   X(ov_core_create) X(ov_core_free) X(ov_core_read_model_from_memory_buffer) X(ov_core_compile_model)               \
   X(ov_core_get_property) X(ov_model_free) X(ov_model_is_dynamic) X(ov_model_inputs_size) X(ov_model_outputs_size)  \
-  X(ov_model_const_input_by_index) X(ov_model_const_output_by_index) X(ov_model_reshape_by_port_indexes)            \
+  X(ov_model_const_input_by_name) X(ov_model_const_output_by_name) X(ov_model_reshape)            \
   X(ov_port_get_any_name) X(ov_port_get_partial_shape) X(ov_port_get_element_type) X(ov_output_const_port_free)     \
-  X(ov_partial_shape_create_static) X(ov_partial_shape_create) X(ov_partial_shape_free) X(ov_partial_shape_is_dynamic) X(ov_shape_free)      \
+  X(ov_partial_shape_create_static) X(ov_partial_shape_create) X(ov_partial_shape_free) X(ov_shape_free)      \
   X(ov_compiled_model_create_infer_request) X(ov_compiled_model_get_property)                      \
-  X(ov_compiled_model_free) X(ov_infer_request_set_input_tensor_by_index) X(ov_infer_request_get_output_tensor_by_index) \
+  X(ov_compiled_model_free) X(ov_infer_request_get_tensor_by_const_port) X(ov_infer_request_set_tensor_by_const_port) X(ov_compiled_model_output_by_name) X(ov_compiled_model_input_by_name) \
   X(ov_infer_request_infer) X(ov_infer_request_free) X(ov_infer_request_get_profiling_info)                         \
   X(ov_profiling_info_list_free) X(ov_tensor_create_from_host_ptr) X(ov_tensor_get_shape)                          \
-  X(ov_tensor_get_element_type) X(ov_tensor_get_byte_size) X(ov_tensor_data) X(ov_tensor_free)
+  X(ov_tensor_get_element_type) X(ov_tensor_get_byte_size) X(ov_tensor_get_size) X(ov_tensor_data) X(ov_tensor_free)
 
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -230,13 +230,20 @@ typedef struct ov_plan {
   int threads;
   ov_model_t *model;            /* as read from the ONNX bytes (reshaped for each compile) */
   int dynamic;                  /* some input dims are symbolic: compiled at run for the given shapes */
-  int *in_port;                 /* g->inputs[i] -> the model's input index, -1 when OpenVINO dropped it */
-  int *out_port;                /* g->outputs[i] -> the model's output index */
+  int *in_port;                 /* -1: OpenVINO dropped g->inputs[i] (unused), which is then not fed */
+  int *in_dynamic;              /* that input's shape has symbolic dims: reshaped to each run's */
+  int *out_port;                /* found among the model's outputs (always, or compile fails) */
   ov_compiled_model_t *cm;      /* for the shapes in shapes[] */
   ov_infer_request_t *req;
   int profiled;                 /* cm was compiled with PERF_COUNT YES */
   int64_t *shapes;              /* n_inputs x ALMA_MAX_RANK dims, and ranks */
   int *ranks;
+  /* outputs whose compiled shape is static: alma allocates them and OpenVINO writes into them */
+  int *out_static;
+  int *out_passthrough;         /* the graph input an output passes straight through, or -1 */
+  int64_t *out_dims;            /* n_outputs x ALMA_MAX_RANK */
+  int *out_rank;
+  alma_dtype *out_dtype;
   char precision[16];           /* INFERENCE_PRECISION_HINT of the compiled model, as OpenVINO reads it back */
   int compiles;
   /* profile */
@@ -261,6 +268,12 @@ static void ov_plan_free(void *plan) {
   drop_compiled(p);
   if (p->model) ov.ov_model_free(p->model);
   free(p->in_port);
+  free(p->in_dynamic);
+  free(p->out_static);
+  free(p->out_passthrough);
+  free(p->out_dims);
+  free(p->out_rank);
+  free(p->out_dtype);
   free(p->out_port);
   free(p->shapes);
   free(p->ranks);
@@ -273,11 +286,12 @@ static void ov_plan_free(void *plan) {
 static alma_status compile_now(ov_plan *p, const alma_tensor *in, int profile) {
   drop_compiled(p);
   if (p->dynamic) {
-    size_t nidx = 0, *idx = calloc((size_t)p->g->n_inputs + 1, sizeof *idx);
+    size_t nidx = 0;
+    const char **idx = calloc((size_t)p->g->n_inputs + 1, sizeof *idx);
     ov_partial_shape_t *ps = calloc((size_t)p->g->n_inputs + 1, sizeof *ps);
     alma_status st = idx && ps ? ALMA_OK : alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     for (int i = 0; st == ALMA_OK && i < p->g->n_inputs; i++) {
-      if (p->in_port[i] < 0) continue;
+      if (p->in_port[i] < 0 || !p->in_dynamic[i]) continue;
       /* ov_partial_shape_create_static refuses 0-sized dims, the dimension form takes them */
       int64_t one = 1;
       ov_dimension_t d[ALMA_MAX_RANK];
@@ -288,10 +302,10 @@ static alma_status compile_now(ov_plan *p, const alma_tensor *in, int profile) {
         st = ov_fail(s, ALMA_ERR_RUNTIME, "shape of input '%s'", p->g->values[p->g->inputs[i]].name);
         break;
       }
-      idx[nidx++] = (size_t)p->in_port[i];
+      idx[nidx++] = p->g->values[p->g->inputs[i]].name;
     }
     if (st == ALMA_OK) {
-      ov_status_e s = ov.ov_model_reshape_by_port_indexes(p->model, idx, ps, nidx);
+      ov_status_e s = ov.ov_model_reshape(p->model, idx, ps, nidx);
       if (s != OK) st = ov_fail(s, ALMA_ERR_RUNTIME, "reshaping the model to the inputs' shapes");
     }
     for (size_t k = 0; ps && k < nidx; k++) ov.ov_partial_shape_free(&ps[k]);
@@ -326,12 +340,40 @@ static alma_status compile_now(ov_plan *p, const alma_tensor *in, int profile) {
                         "not the %s asked for", p->bf16 ? "_BF16" : "", p->precision, prec);
   }
   OV_TRY(ov.ov_compiled_model_create_infer_request(p->cm, &p->req), "creating an infer request");
+  for (int i = 0; i < p->g->n_outputs; i++) {
+    p->out_static[i] = 0;
+    ov_output_const_port_t *port = NULL;
+    /* An output that is an input passed straight through (Dropout, Identity) is that input's
+     * tensor: OpenVINO does not copy it into a tensor alma sets, so it is read back instead. */
+    if (ov.ov_model_const_input_by_name(p->model, p->g->values[p->g->outputs[i]].name, &port) == OK) {
+      ov.ov_output_const_port_free(port);
+      continue;
+    }
+    if (ov.ov_compiled_model_output_by_name(p->cm, p->g->values[p->g->outputs[i]].name, &port) != OK) continue;
+    ov_partial_shape_t ps;
+    ov_element_type_e et;
+    if (ov.ov_port_get_element_type(port, &et) == OK && ov.ov_port_get_partial_shape(port, &ps) == OK) {
+      int st = ps.rank.min == ps.rank.max && ps.rank.min >= 0 && ps.rank.min <= ALMA_MAX_RANK;
+      for (int64_t d = 0; st && d < ps.rank.min; d++) {
+        st = ps.dims[d].min == ps.dims[d].max && ps.dims[d].min >= 0;
+        p->out_dims[(size_t)i * ALMA_MAX_RANK + d] = ps.dims[d].min;
+      }
+      alma_dtype dt = alma_type_of(et);
+      const alma_value *v = &p->g->values[p->g->outputs[i]];
+      p->out_static[i] = st && dt != ALMA_DTYPE_UNDEFINED && (v->dtype == ALMA_DTYPE_UNDEFINED || v->dtype == dt);
+      p->out_rank[i] = (int)ps.rank.min;
+      p->out_dtype[i] = dt;
+      ov.ov_partial_shape_free(&ps);
+    }
+    ov.ov_output_const_port_free(port);
+  }
   for (int i = 0; in && i < p->g->n_inputs; i++) {
     p->ranks[i] = in[i].rank;
     memcpy(&p->shapes[(size_t)i * ALMA_MAX_RANK], in[i].dims, sizeof in[i].dims);
   }
   return ALMA_OK;
 }
+
 
 static char *port_name(const ov_output_const_port_t *port) {
   char *n = NULL;
@@ -341,40 +383,65 @@ static char *port_name(const ov_output_const_port_t *port) {
   return r;
 }
 
-/* Maps the graph's inputs or outputs to the model's ports by tensor name. */
+/* Finds the graph's inputs or outputs among the model's by tensor name (a value that passes
+ * straight through is one tensor with both names, which the lookups by name resolve; port indexes
+ * and any_name do not). An input OpenVINO dropped (unused) is marked -1 and not fed. */
 static alma_status map_ports(ov_plan *p, int outputs) {
-  size_t n = 0;
-  OV_TRY(outputs ? ov.ov_model_outputs_size(p->model, &n) : ov.ov_model_inputs_size(p->model, &n), "counting ports");
   int count = outputs ? p->g->n_outputs : p->g->n_inputs;
   const int *vals = outputs ? p->g->outputs : p->g->inputs;
   int *map = outputs ? p->out_port : p->in_port;
-  for (int i = 0; i < count; i++) map[i] = -1;
-  for (size_t k = 0; k < n; k++) {
+  for (int i = 0; i < count; i++) {
+    const char *name = p->g->values[vals[i]].name;
     ov_output_const_port_t *port = NULL;
-    ov_status_e s = outputs ? ov.ov_model_const_output_by_index(p->model, k, &port)
-                            : ov.ov_model_const_input_by_index(p->model, k, &port);
-    if (s != OK) return ov_fail(s, ALMA_ERR_RUNTIME, "port %zu", k);
-    char *name = port_name(port);
-    if (!outputs && p->dynamic == 0) {
+    ov_status_e s = outputs ? ov.ov_model_const_output_by_name(p->model, name, &port)
+                            : ov.ov_model_const_input_by_name(p->model, name, &port);
+    if (s != OK) {
+      if (outputs)
+        return alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: output '%s' is not among the outputs of the model OpenVINO "
+                            "read", name);
+      map[i] = -1;
+      continue;
+    }
+    map[i] = i;
+    ov.ov_output_const_port_free(port);
+    port = NULL;
+    /* An output OpenVINO made one tensor with an input (Dropout, Identity: the value passes
+     * straight through) is found among the inputs too, under the same port; OpenVINO's CPU plugin
+     * returns such an output unwritten, so alma gives the input's data, which it is by definition. */
+    if (outputs) {
+      p->out_passthrough[i] = -1;
+      if (ov.ov_model_const_input_by_name(p->model, name, &port) != OK) continue;
+      char *a = port_name(port);
+      ov.ov_output_const_port_free(port);
+      for (int j = 0; a && j < p->g->n_inputs && p->out_passthrough[i] < 0; j++) {
+        ov_output_const_port_t *q = NULL;
+        if (ov.ov_model_const_input_by_name(p->model, p->g->values[p->g->inputs[j]].name, &q) != OK) continue;
+        char *b = port_name(q);
+        ov.ov_output_const_port_free(q);
+        if (b && !strcmp(a, b)) p->out_passthrough[i] = j;
+        free(b);
+      }
+      free(a);
+      if (p->out_passthrough[i] < 0)
+        return alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: output '%s' is one of the model's inputs in the model "
+                            "OpenVINO read, but alma cannot tell which", name);
+      continue;
+    }
+    if (ov.ov_model_const_input_by_name(p->model, name, &port) != OK) continue;
+    if (!outputs) {
+      /* read the dims rather than ov_partial_shape_is_dynamic, which calls a scalar dynamic */
+      int dyn = 1;
       ov_partial_shape_t ps;
       if (ov.ov_port_get_partial_shape(port, &ps) == OK) {
-        p->dynamic |= ov.ov_partial_shape_is_dynamic(ps);
+        dyn = ps.rank.min != ps.rank.max || ps.rank.min < 0;
+        for (int64_t d = 0; !dyn && d < ps.rank.max; d++) dyn = ps.dims[d].min != ps.dims[d].max || ps.dims[d].min < 0;
         ov.ov_partial_shape_free(&ps);
       }
+      p->in_dynamic[i] = dyn;
+      p->dynamic |= dyn;
     }
     ov.ov_output_const_port_free(port);
-    for (int i = 0; name && i < count; i++)
-      if (map[i] < 0 && !strcmp(p->g->values[vals[i]].name, name)) {
-        map[i] = (int)k;
-        break;
-      }
-    free(name);
   }
-  if (outputs)
-    for (int i = 0; i < count; i++)
-      if (map[i] < 0)
-        return alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: output '%s' is not among the outputs of the model OpenVINO "
-                            "read", p->g->values[vals[i]].name);
   return ALMA_OK;
 }
 
@@ -406,10 +473,16 @@ static alma_status compile_plan(const alma_graph *g, const alma_runtime_opts *op
   p->bf16 = bf16;
   p->threads = opts->threads > 0 ? opts->threads : 1;
   p->in_port = calloc((size_t)g->n_inputs + 1, sizeof *p->in_port);
+  p->in_dynamic = calloc((size_t)g->n_inputs + 1, sizeof *p->in_dynamic);
+  p->out_static = calloc((size_t)g->n_outputs + 1, sizeof *p->out_static);
+  p->out_passthrough = calloc((size_t)g->n_outputs + 1, sizeof *p->out_passthrough);
+  p->out_dims = calloc(((size_t)g->n_outputs + 1) * ALMA_MAX_RANK, sizeof *p->out_dims);
+  p->out_rank = calloc((size_t)g->n_outputs + 1, sizeof *p->out_rank);
+  p->out_dtype = calloc((size_t)g->n_outputs + 1, sizeof *p->out_dtype);
   p->out_port = calloc((size_t)g->n_outputs + 1, sizeof *p->out_port);
   p->shapes = calloc(((size_t)g->n_inputs + 1) * ALMA_MAX_RANK, sizeof *p->shapes);
   p->ranks = calloc((size_t)g->n_inputs + 1, sizeof *p->ranks);
-  if (!p->in_port || !p->out_port || !p->shapes || !p->ranks) {
+  if (!p->in_port || !p->in_dynamic || !p->out_static || !p->out_passthrough || !p->out_dims || !p->out_rank || !p->out_dtype || !p->out_port || !p->shapes || !p->ranks) {
     ov_plan_free(p);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
@@ -465,6 +538,18 @@ static int same_shapes(const ov_plan *p, const alma_tensor *in) {
   return 1;
 }
 
+/* The request's tensor of the compiled model's input or output port named `name` (ports rather
+ * than names: a value passed straight through is one tensor under two names, and a lookup by
+ * name may land on the input when the output is meant). */
+static ov_status_e port_tensor(ov_plan *p, int output, const char *name, ov_tensor_t **t) {
+  ov_output_const_port_t *port = NULL;
+  ov_status_e s = output ? ov.ov_compiled_model_output_by_name(p->cm, name, &port)
+                         : ov.ov_compiled_model_input_by_name(p->cm, name, &port);
+  if (s == OK) s = ov.ov_infer_request_get_tensor_by_const_port(p->req, port, t);
+  if (port) ov.ov_output_const_port_free(port);
+  return s;
+}
+
 static void add_profile(ov_plan *p);
 
 static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
@@ -477,36 +562,91 @@ static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, a
   if (!p->cm || p->profiled != p->profiling || (p->dynamic && !same_shapes(p, inputs)))
     ALMA_TRY(compile_now(p, inputs, p->profiling));
   static char empty[16];
+  static const int64_t no_dims[1];
+  /* Outputs of static shape: OpenVINO writes them straight into tensors alma owns. */
+  for (int i = 0; i < n_outputs; i++) {
+    if (!p->out_static[i]) continue;
+    alma_status st = alma__tensor_alloc_uninit(&outputs[i], p->out_dtype[i], p->out_rank[i],
+                                               &p->out_dims[(size_t)i * ALMA_MAX_RANK]);
+    ov_tensor_t *t = NULL;
+    ov_shape_t shape = {p->out_rank[i], &p->out_dims[(size_t)i * ALMA_MAX_RANK]};
+    ov_element_type_e et = F32;
+    ov_type_of(p->out_dtype[i], &et);
+    ov_status_e s = OK;
+    if (st == ALMA_OK) {
+      s = ov.ov_tensor_create_from_host_ptr(et, shape, outputs[i].data ? outputs[i].data : empty, &t);
+      ov_output_const_port_t *port = NULL;
+      if (s == OK) s = ov.ov_compiled_model_output_by_name(p->cm, g->values[g->outputs[i]].name, &port);
+      if (s == OK) s = ov.ov_infer_request_set_tensor_by_const_port(p->req, port, t);
+      if (port) ov.ov_output_const_port_free(port);
+      if (t) ov.ov_tensor_free(t);
+      if (s != OK) st = ov_fail(s, ALMA_ERR_RUNTIME, "setting output '%s'", g->values[g->outputs[i]].name);
+    }
+    if (st != ALMA_OK) {
+      for (int k = 0; k <= i; k++) alma_tensor_free_data(&outputs[k]);
+      return st;
+    }
+  }
   for (int i = 0; i < n_inputs; i++) {
     if (p->in_port[i] < 0) continue;
     ov_element_type_e et;
-    if (!ov_type_of(inputs[i].dtype, &et))
+    if (!ov_type_of(inputs[i].dtype, &et)) {
+      for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
       return alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: input '%s' is %s, which alma does not pass to OpenVINO",
                           g->values[g->inputs[i]].name, alma_dtype_name(inputs[i].dtype));
-    /* the shape is read, not kept: it can point at the caller's dims (ov_shape_create refuses
-     * rank 0, which scalars need) */
-    int64_t dims[ALMA_MAX_RANK + 1];
-    memcpy(dims, inputs[i].dims, sizeof inputs[i].dims);
-    ov_shape_t shape = {inputs[i].rank, dims};
+    }
+    /* Copied into the request's own tensor (compiled for these shapes) rather than wrapped with
+     * ov_tensor_create_from_host_ptr: an output that passes an input straight through is read
+     * from that input's tensor after the run, which must then be OpenVINO's, not the caller's. */
+    const char *nm = g->values[g->inputs[i]].name;
     ov_tensor_t *t = NULL;
-    /* an empty tensor still needs an address */
-    ov_status_e s = ov.ov_tensor_create_from_host_ptr(et, shape, inputs[i].data ? inputs[i].data : empty, &t);
-    if (s != OK) return ov_fail(s, ALMA_ERR_RUNTIME, "wrapping input '%s'", g->values[g->inputs[i]].name);
-    s = ov.ov_infer_request_set_input_tensor_by_index(p->req, (size_t)p->in_port[i], t);
-    ov.ov_tensor_free(t);  /* the request keeps its own reference until the next set */
-    if (s != OK) return ov_fail(s, ALMA_ERR_INVALID_ARG, "setting input '%s'", g->values[g->inputs[i]].name);
+    void *dst = NULL;
+    size_t nb = 0;
+    ov_status_e s = port_tensor(p, 0, nm, &t);
+    if (s == OK) s = ov.ov_tensor_get_byte_size(t, &nb);
+    if (s == OK && nb) s = ov.ov_tensor_data(t, &dst);
+    if (t) ov.ov_tensor_free(t);
+    alma_status ist = s != OK ? ov_fail(s, ALMA_ERR_RUNTIME, "input '%s'", nm)
+                      : nb != inputs[i].nbytes ? alma__errorf(ALMA_ERR_INVALID_ARG, "OPENVINO: input '%s' has %zu bytes, "
+                                                              "the compiled model takes %zu", nm, inputs[i].nbytes, nb)
+                                               : ALMA_OK;
+    if (ist != ALMA_OK) {
+      for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
+      return ist;
+    }
+    if (nb) memcpy(dst, inputs[i].data, nb);
   }
-  OV_TRY(ov.ov_infer_request_infer(p->req), "inference");
+  ov_status_e is = ov.ov_infer_request_infer(p->req);
+  if (is != OK) {
+    for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
+    return ov_fail(is, ALMA_ERR_RUNTIME, "inference");
+  }
   if (p->profiling) add_profile(p);
   for (int i = 0; i < n_outputs; i++) {
+    if (p->out_static[i]) continue;
+    if (p->out_passthrough[i] >= 0) {
+      alma_status st = alma__tensor_copy(&outputs[i], &inputs[p->out_passthrough[i]]);
+      if (st != ALMA_OK) {
+        for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
+        return st;
+      }
+      continue;
+    }
     ov_tensor_t *t = NULL;
     alma_status st = ALMA_OK;
-    ov_status_e s = ov.ov_infer_request_get_output_tensor_by_index(p->req, (size_t)p->out_port[i], &t);
+    ov_status_e s = port_tensor(p, 1, g->values[g->outputs[i]].name, &t);
     ov_shape_t shape = {0};
     ov_element_type_e et = DYNAMIC;
     void *data = NULL;
     size_t nbytes = 0;
     if (s == OK) s = ov.ov_tensor_get_shape(t, &shape);
+    size_t numel = 0;
+    /* the C API cannot make a rank-0 shape (ov_shape_create refuses it): a one-element tensor
+     * whose shape it cannot give is a scalar */
+    if (s == INVALID_C_PARAM && ov.ov_tensor_get_size(t, &numel) == OK && numel == 1) {
+      s = OK;
+      shape = (ov_shape_t){0, NULL};
+    }
     if (s == OK) s = ov.ov_tensor_get_element_type(t, &et);
     if (s == OK) s = ov.ov_tensor_data(t, &data);
     if (s == OK) s = ov.ov_tensor_get_byte_size(t, &nbytes);
@@ -520,17 +660,17 @@ static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, a
     } else if (shape.rank > ALMA_MAX_RANK) {
       st = alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: output '%s' has rank %lld (alma holds up to %d)", v->name,
                         (long long)shape.rank, ALMA_MAX_RANK);
-    } else if ((st = alma__tensor_alloc_uninit(&outputs[i], dt, (int)shape.rank, shape.dims)) == ALMA_OK) {
+    } else if ((st = alma__tensor_alloc_uninit(&outputs[i], dt, (int)shape.rank, shape.dims ? shape.dims : no_dims)) == ALMA_OK) {
       if (outputs[i].nbytes != nbytes)
         st = alma__errorf(ALMA_ERR_RUNTIME, "OPENVINO: output '%s' holds %zu bytes, its shape %zu", v->name, nbytes,
                           outputs[i].nbytes);
       else if (nbytes)
         memcpy(outputs[i].data, data, nbytes);
     }
-    if (s == OK || shape.dims) ov.ov_shape_free(&shape);
+    if (shape.dims) ov.ov_shape_free(&shape);
     if (t) ov.ov_tensor_free(t);
     if (st != ALMA_OK) {
-      for (int k = 0; k <= i; k++) alma_tensor_free_data(&outputs[k]);
+      for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
       return st;
     }
   }
