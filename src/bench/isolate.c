@@ -291,6 +291,7 @@ alma_status alma__test_fault(const char *conversion, int in_child) {
 
 /* ---- running a job ------------------------------------------------------------------------- */
 static void limit_memory(int64_t bytes);
+static int limit_below_footprint(int64_t limit, alma__job_outcome *out);
 typedef struct {
   char *buf;
   size_t len, cap;
@@ -459,6 +460,7 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
     return ALMA_OK;
   }
   if (!o->isolate) return run_in_process(fn, arg, o, out);
+  if (limit_below_footprint(o->memory_limit_bytes, out)) return ALMA_OK;
 
   int sp[2], ep[2];
   if (pipe2(sp, O_CLOEXEC) != 0) return alma__errorf(ALMA_ERR_IO, "pipe: %s", strerror(errno));
@@ -649,6 +651,31 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
            out->exit_code, step);
   out->status = ALMA_ERR_CRASH;
   return ALMA_OK;
+}
+
+/* Address space this process maps now (libraries, heap, thread stacks): a forked child starts
+ * with all of it. 0 when /proc does not say. */
+static int64_t mapped_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long long pages = 0;
+  if (!f) return 0;
+  if (fscanf(f, "%lld", &pages) != 1) pages = 0;
+  fclose(f);
+  return (int64_t)pages * sysconf(_SC_PAGESIZE);
+}
+
+/* A memory limit (RLIMIT_AS) at or below what the child inherits leaves it no room even to grow
+ * its stack: it died in the loader with SIGSEGV, reported as a crash. Refuse such a job up front
+ * with the figures; 32 MiB is the least room a conversion of the smallest model needs here. */
+static int limit_below_footprint(int64_t limit, alma__job_outcome *out) {
+  int64_t have = mapped_bytes(), room = (int64_t)32 << 20;
+  if (limit <= 0 || have <= 0 || limit >= have + room) return 0;
+  out->status = ALMA_ERR_NOMEM;
+  snprintf(out->reason, sizeof out->reason,
+           "memory limit %lld MiB is below what the conversion's process starts with: %lld MiB already mapped "
+           "(libraries, heap, thread stacks) plus %lld MiB to run; raise --memory-limit",
+           (long long)(limit >> 20), (long long)(have >> 20), (long long)(room >> 20));
+  return 1;
 }
 
 /* The job's memory limit in the child: RLIMIT_AS, both soft and hard. */

@@ -307,6 +307,12 @@ def main():
                     fail("FOLD+BLAS under --memory-limit 400: a hang, not an error\n" + out[-2000:])
             else:
                 print("SKIP: FOLD+BLAS is not available here")
+            # a limit below what the conversion's process starts with: an error row naming the
+            # figures, not a SIGSEGV in the loader (the stack could not grow)
+            out = expect(1, ["bench", huge, "-c", "EAGER", "--no-cache"] + FAST + ["--memory-limit", "20"],
+                         "below what the conversion's process starts with")
+            if "SIGSEGV" in out:
+                fail("--memory-limit 20: a crash, not an error\n" + out[-2000:])
 
         cache_checks(tmp)
     if failures:
