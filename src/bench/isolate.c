@@ -292,6 +292,7 @@ alma_status alma__test_fault(const char *conversion, int in_child) {
 /* ---- running a job ------------------------------------------------------------------------- */
 static void limit_memory(int64_t bytes);
 static int limit_below_footprint(int64_t limit, alma__job_outcome *out);
+static void enter_child(pid_t parent);
 typedef struct {
   char *buf;
   size_t len, cap;
@@ -478,15 +479,7 @@ alma_status alma__job_run(alma__job_fn fn, void *arg, const alma__job_opts *o, a
     return alma__errorf(ALMA_ERR_RUNTIME, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
-    /* Its own process group, so that the parent kills whatever it starts too; and it dies with
-     * the parent (SIGKILL'ed parent included) instead of running on, re-parented to init. The
-     * parent may have died before prctl: then getppid() is no longer it. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    /* Our interrupt handlers' state is the parent's, not ours. */
-    current_group = 0;
-    default_stop_signals();
+    enter_child(parent);
     /* Child: stdout and stderr both go to the parent's capture (runtime chatter stays hidden). */
     close(sp[0]);
     close(ep[0]);
@@ -678,6 +671,18 @@ static int limit_below_footprint(int64_t limit, alma__job_outcome *out) {
   return 1;
 }
 
+/* A forked child's first steps: its own process group, so that the parent kills whatever it
+ * starts too; death with the parent (a SIGKILL'ed parent included) instead of running on,
+ * re-parented to init (the parent may have died before prctl: then getppid() is no longer it);
+ * default stop signals, since the interrupt handlers' state is the parent's. */
+static void enter_child(pid_t parent) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  current_group = 0;
+  default_stop_signals();
+}
+
 /* The job's memory limit in the child: RLIMIT_AS, both soft and hard. */
 static void limit_memory(int64_t bytes) {
   if (bytes <= 0) return;
@@ -692,17 +697,14 @@ int alma__fork_supervised(const alma__job_opts *o, alma__job_outcome *out) {
   double t0 = alma__bench_now();
   long oom0 = oom_kills();
   pid_t parent = getpid();
+  if (limit_below_footprint(o->memory_limit_bytes, out)) return 1;
   pid_t pid = fork();
   if (pid < 0) {
     alma__errorf(ALMA_ERR_RUNTIME, "fork: %s", strerror(errno));
     return -1;
   }
   if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    current_group = 0;
-    default_stop_signals();
+    enter_child(parent);
     limit_memory(o->memory_limit_bytes);
     alma__install_crash_handler();
     return 0;

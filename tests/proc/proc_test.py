@@ -313,6 +313,7 @@ def main():
                          "below what the conversion's process starts with")
             if "SIGSEGV" in out:
                 fail("--memory-limit 20: a crash, not an error\n" + out[-2000:])
+            expect(1, ["run", huge, "--memory-limit", "20"], "below what the conversion's process starts with")
 
         cache_checks(tmp)
     if failures:
