@@ -301,8 +301,10 @@ if not FAILS:
         slowed = json.load(f)
     for r in slowed["results"]:
         r["raw_ms"] = [1.1 * x for x in r["raw_ms"]]
-    rc, out, err = run(runs[0], write("mnist_slow.json", slowed), "--fail-above", "5%")
-    check(rc == 1 and out.count("slower (+10.0%)") == 2 and out.count("FAIL") == 3,
+    # (a short real run's bootstrap interval can reach down to ~1.03: gate at 2%, and require the
+    # gate to trip on at least one row, not on both)
+    rc, out, err = run(runs[0], write("mnist_slow.json", slowed), "--fail-above", "2%")
+    check(rc == 1 and out.count("slower (+10.0%)") == 2 and out.count("FAIL") >= 2,
           f"real run, 10% slower: exit {rc}\n{out}")
 
 if FAILS:
