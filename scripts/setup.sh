@@ -46,3 +46,18 @@ echo "setup: all build and test dependencies are installed"
     echo "WARNING: could not install openvino into .venv-openvino (offline?): the OPENVINO runtime will not be built" >&2
   fi
 )
+
+# ONNX Runtime from PyPI for the ORT runtime (and the tests' references): a venv that also sees
+# Debian's numpy, onnx and torch; the ORT runtime embeds its interpreter (it defaults to
+# .venv-test when that exists at configure time). Offline, ORT is unavailable and says why.
+(
+  cd "$(dirname "$0")/.."
+  if [ -x .venv-test/bin/python ] && .venv-test/bin/python -c "import onnxruntime" 2>/dev/null; then
+    :
+  elif { [ -x .venv-test/bin/python ] || /usr/bin/python3 -m venv --system-site-packages .venv-test; } &&
+       .venv-test/bin/python -m pip install -q --disable-pip-version-check --retries 1 --timeout 30 onnxruntime; then
+    echo "setup: onnxruntime $(.venv-test/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)') in .venv-test"
+  else
+    echo "WARNING: could not install onnxruntime into .venv-test (offline?): the ORT runtime will be unavailable" >&2
+  fi
+)
