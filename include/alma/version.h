@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 const char *alma_version(void);
+/* A hash of the library's sources, compiler and flags (16 hex digits): two builds with the same id
+ * compute the same results; the build cache keys on it. */
+const char *alma_build_id(void);
 #ifdef __cplusplus
 }
 #endif

@@ -169,6 +169,8 @@ void alma__cache_key_init(alma__cache_key *k) {
   snprintf(k->alma_build, sizeof k->alma_build, "build %s", ALMA_BUILD_ID);
 }
 
+const char *alma_build_id(void) { return ALMA_BUILD_ID; }
+
 static void sanitize(const char *in, char *out, size_t n, size_t maxlen) {
   size_t j = 0;
   for (size_t i = 0; in[i] && j + 1 < n && j < maxlen; i++) {

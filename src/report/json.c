@@ -481,6 +481,7 @@ alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, con
   cJSON *root = cJSON_CreateObject();
   if (!root) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   cJSON_AddStringToObject(root, "alma_version", alma_version());
+  cJSON_AddStringToObject(root, "alma_build", alma_build_id());
   /* 2: check.cosine_similarity renamed check.cosine; readers take both. */
   cJSON_AddNumberToObject(root, "schema_version", 2);
   char when[64] = "";

@@ -102,6 +102,7 @@ CASES = {
                           r'"opset_imports":\s*\{\s*"ai\.onnx":\s*17,\s*"ai\.onnx\.ml":\s*3,\s*"com\.microsoft":\s*1'),
     "future_opset_warns": (["info", "{d}/future_opset.onnx"], 0, r"opset 99"),
     # command-line usage
+    "version_build_id": (["version"], 0, r"^alma \d+\.\d+\.\d+ \(build [0-9a-f]{16}\)"),
     "run_no_model": (["run"], 2, r"usage"),
     "run_bad_input_syntax": (["run", "{d}/good.onnx", "--input", "x"], 2, r"NAME=FILE"),
     "run_bad_batch": (["run", "{d}/good.onnx", "--batch-size", "0"], 2, r"batch-size"),

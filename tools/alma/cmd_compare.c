@@ -378,6 +378,15 @@ static int environment_warnings(const cmp_file *b, const cmp_file *n, cJSON *war
     fprintf(out, "warning: %s\n", w);
     count++;
   }
+  /* Same version, other code (a local change, other flags): worth knowing, not a different release. */
+  bv = str_or(b->doc, "alma_build", "(not recorded)");
+  nv = str_or(n->doc, "alma_build", "(not recorded)");
+  if (strcmp(bv, "(not recorded)") && strcmp(nv, "(not recorded)") && strcmp(bv, nv)) {
+    snprintf(w, sizeof w, "different alma build: %s (BASE) vs %s (NEW)", bv, nv);
+    cJSON_AddItemToArray(warnings, cJSON_CreateString(w));
+    fprintf(out, "warning: %s\n", w);
+    count++;
+  }
   bv = str_or(cJSON_GetObjectItemCaseSensitive(b->doc, "model"), "hash", "(not recorded)");
   nv = str_or(cJSON_GetObjectItemCaseSensitive(n->doc, "model"), "hash", "(not recorded)");
   if (strcmp(bv, nv)) {

@@ -34,7 +34,7 @@ int alma_cmd_version(int argc, char **argv) {
   }
   alma_system_info s;
   alma_system_info_get(&s);
-  printf("alma %s\n", alma_version());
+  printf("alma %s (build %s)\n", alma_version(), alma_build_id());
   printf("  protobuf-c   %s\n", s.protobuf_c_version);
   printf("  cJSON        %s\n", s.cjson_version);
   printf("  OpenSSL      %s\n", s.openssl_version);
