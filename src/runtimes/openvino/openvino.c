@@ -552,6 +552,25 @@ static ov_status_e port_tensor(ov_plan *p, int output, const char *name, ov_tens
 
 static void add_profile(ov_plan *p);
 
+/* Makes a host buffer the request's tensor for the compiled model's input or output `name`:
+ * OpenVINO reads (or writes) that memory during the next infer, with no copy. */
+static ov_status_e bind_host(ov_plan *p, int output, const char *name, alma_dtype dt, int rank, const int64_t *dims,
+                             const void *data) {
+  static char empty[16];
+  ov_element_type_e et = F32;
+  ov_type_of(dt, &et);
+  ov_shape_t shape = {rank, (int64_t *)dims};
+  ov_tensor_t *t = NULL;
+  ov_output_const_port_t *port = NULL;
+  ov_status_e s = ov.ov_tensor_create_from_host_ptr(et, shape, data ? (void *)data : empty, &t);
+  if (s == OK) s = output ? ov.ov_compiled_model_output_by_name(p->cm, name, &port)
+                          : ov.ov_compiled_model_input_by_name(p->cm, name, &port);
+  if (s == OK) s = ov.ov_infer_request_set_tensor_by_const_port(p->req, port, t);
+  if (port) ov.ov_output_const_port_free(port);
+  if (t) ov.ov_tensor_free(t);
+  return s;
+}
+
 static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, alma_tensor *outputs, int n_outputs) {
   ov_plan *p = plan;
   const alma_graph *g = p->g;
@@ -561,25 +580,15 @@ static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, a
   for (int i = 0; i < n_outputs; i++) memset(&outputs[i], 0, sizeof outputs[i]);
   if (!p->cm || p->profiled != p->profiling || (p->dynamic && !same_shapes(p, inputs)))
     ALMA_TRY(compile_now(p, inputs, p->profiling));
-  static char empty[16];
   static const int64_t no_dims[1];
   /* Outputs of static shape: OpenVINO writes them straight into tensors alma owns. */
   for (int i = 0; i < n_outputs; i++) {
     if (!p->out_static[i]) continue;
     alma_status st = alma__tensor_alloc_uninit(&outputs[i], p->out_dtype[i], p->out_rank[i],
                                                &p->out_dims[(size_t)i * ALMA_MAX_RANK]);
-    ov_tensor_t *t = NULL;
-    ov_shape_t shape = {p->out_rank[i], &p->out_dims[(size_t)i * ALMA_MAX_RANK]};
-    ov_element_type_e et = F32;
-    ov_type_of(p->out_dtype[i], &et);
-    ov_status_e s = OK;
     if (st == ALMA_OK) {
-      s = ov.ov_tensor_create_from_host_ptr(et, shape, outputs[i].data ? outputs[i].data : empty, &t);
-      ov_output_const_port_t *port = NULL;
-      if (s == OK) s = ov.ov_compiled_model_output_by_name(p->cm, g->values[g->outputs[i]].name, &port);
-      if (s == OK) s = ov.ov_infer_request_set_tensor_by_const_port(p->req, port, t);
-      if (port) ov.ov_output_const_port_free(port);
-      if (t) ov.ov_tensor_free(t);
+      ov_status_e s = bind_host(p, 1, g->values[g->outputs[i]].name, p->out_dtype[i], p->out_rank[i],
+                                &p->out_dims[(size_t)i * ALMA_MAX_RANK], outputs[i].data);
       if (s != OK) st = ov_fail(s, ALMA_ERR_RUNTIME, "setting output '%s'", g->values[g->outputs[i]].name);
     }
     if (st != ALMA_OK) {
@@ -595,26 +604,15 @@ static alma_status ov_run(void *plan, const alma_tensor *inputs, int n_inputs, a
       return alma__errorf(ALMA_ERR_UNSUPPORTED, "OPENVINO: input '%s' is %s, which alma does not pass to OpenVINO",
                           g->values[g->inputs[i]].name, alma_dtype_name(inputs[i].dtype));
     }
-    /* Copied into the request's own tensor (compiled for these shapes) rather than wrapped with
-     * ov_tensor_create_from_host_ptr: an output that passes an input straight through is read
-     * from that input's tensor after the run, which must then be OpenVINO's, not the caller's. */
+    /* The caller's buffer itself, not a copy: OpenVINO only reads its inputs, and an output
+     * that passes an input straight through is taken from alma's input (out_passthrough). */
     const char *nm = g->values[g->inputs[i]].name;
-    ov_tensor_t *t = NULL;
-    void *dst = NULL;
-    size_t nb = 0;
-    ov_status_e s = port_tensor(p, 0, nm, &t);
-    if (s == OK) s = ov.ov_tensor_get_byte_size(t, &nb);
-    if (s == OK && nb) s = ov.ov_tensor_data(t, &dst);
-    if (t) ov.ov_tensor_free(t);
-    alma_status ist = s != OK ? ov_fail(s, ALMA_ERR_RUNTIME, "input '%s'", nm)
-                      : nb != inputs[i].nbytes ? alma__errorf(ALMA_ERR_INVALID_ARG, "OPENVINO: input '%s' has %zu bytes, "
-                                                              "the compiled model takes %zu", nm, inputs[i].nbytes, nb)
-                                               : ALMA_OK;
-    if (ist != ALMA_OK) {
+    ov_status_e s = bind_host(p, 0, nm, inputs[i].dtype, inputs[i].rank, inputs[i].dims, inputs[i].data);
+    if (s != OK) {
       for (int k = 0; k < n_outputs; k++) alma_tensor_free_data(&outputs[k]);
-      return ist;
+      return ov_fail(s, ALMA_ERR_RUNTIME, "setting input '%s' (%s, %zu bytes)", nm, alma_dtype_name(inputs[i].dtype),
+                     inputs[i].nbytes);
     }
-    if (nb) memcpy(dst, inputs[i].data, nb);
   }
   ov_status_e is = ov.ov_infer_request_infer(p->req);
   if (is != OK) {
