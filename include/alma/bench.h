@@ -111,6 +111,9 @@ typedef struct alma_config {
   alma_preprocess_fn preprocess;
   alma_postprocess_fn postprocess;
   void *hook_user;
+  /* Repeats (docs/methodology.md): each conversion in `repeat` separate processes, interleaved
+   * across conversions; >= 2 adds the between-process figures (alma_result_repeats). */
+  int repeat;                 /* 0..100, 0 = 1 (default 1)                                        */
 } alma_config;
 
 void alma_config_init(alma_config *cfg);
@@ -381,6 +384,69 @@ typedef struct alma_scaling_point {
 } alma_scaling_point;
 int alma_result_n_scaling(const alma_result *r);
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i);
+
+/* Contention over the timed phase (docs/methodology.md, Contention): what CPU the conversion's
+ * process got, measured in the process itself. Figures that cannot be read here are NaN (-1 for
+ * counts) and `notes` says which. */
+typedef struct alma_contention {
+  int measured;               /* 0: no timed phase measured (failed before it, build_only)      */
+  double wall_s;              /* the timed phase's wall time (CLOCK_MONOTONIC around it)        */
+  int threads;                /* threads asked for (1 for a single-threaded runtime)            */
+  int cpus;                   /* CPUs the process may run on (sched_getaffinity)                */
+  double cpu_s;               /* CPU time the process received, user + system (getrusage)       */
+  double utilization;         /* cpu_s / (min(threads, cpus) x wall_s)                          */
+  double run_delay_s;         /* time its threads were runnable but waited for a CPU
+                                 (/proc/self/task/N/schedstat); NaN when unavailable            */
+  double cpu_share;           /* cpu_s / (cpu_s + run_delay_s): the share of the CPU it asked for
+                                 that it got; NaN without run_delay_s                           */
+  int64_t voluntary_switches, involuntary_switches; /* context switches (getrusage)             */
+  double others_cpu_s;        /* CPU time of other processes on its CPUs (/proc/stat busy time of
+                                 those CPUs minus cpu_s)                                        */
+  double steal_s;             /* time the hypervisor ran something else on its CPUs (/proc/stat) */
+  double psi_some_s;          /* /proc/pressure/cpu "some" total over the phase; NaN when absent */
+  int disturbed;              /* the phase clearly got less CPU than it needed: see reason      */
+  const char *reason;         /* why disturbed, with the figures; NULL when not                 */
+  int spinning;               /* disturbed while the runtime spin-waits: latencies can be many
+                                 times the quiet ones                                           */
+  const char *advice;         /* the setting that avoids the spin-wait; NULL when not spinning  */
+  const char *notes;          /* what could not be measured here; NULL when everything was      */
+} alma_contention;
+/* NULL when not measured. For a row of several repeats (config repeat), the row is disturbed
+ * when any repeat was; the figures are the first disturbed repeat's (else the first's). */
+const alma_contention *alma_result_contention(const alma_result *r);
+int alma_result_disturbed(const alma_result *r);
+/* The outside check of alma's clock: the timed phase's wall time, and the share of it that the
+ * batch latencies (plus hook times and one timer overhead per batch) account for: 1 when nothing
+ * but the timed calls ran in the loop (NaN when not measured). */
+double alma_result_clock_agreement(const alma_result *r);
+
+/* Repeats across processes (config repeat = K >= 2): the conversion ran in K separate processes,
+ * interleaved with the other conversions (A B C A B C ...). The row's latency_ms pools every
+ * batch; these are the figures that include the between-process variance. */
+typedef struct alma_repeat_run {
+  int run_index;              /* its place in the sweep's run order (0-based)                  */
+  int64_t n;                  /* timed batches (its slice of raw_ms, in repeat order)          */
+  double median_ms;
+  double cpu_share;           /* as in alma_contention (NaN when unknown)                      */
+  int disturbed;
+  const char *reason;         /* NULL when not disturbed                                       */
+} alma_repeat_run;
+typedef struct alma_repeat_stats {
+  int k;                      /* processes                                                     */
+  double median_ms;           /* the median of the processes' medians                          */
+  double ci95[2];             /* 95% CI of it: a hierarchical bootstrap, processes then batches
+                                 (docs/methodology.md)                                         */
+  double min_ms, max_ms;      /* the lowest and highest process median                         */
+  double spread;              /* (max_ms - min_ms) / median_ms                                 */
+  double cv;                  /* stdev / mean of the process medians                           */
+  int n_disturbed;            /* repeats disturbed                                             */
+  const alma_repeat_run *runs;/* k entries, in repeat order                                    */
+} alma_repeat_stats;
+/* NULL unless the row has repeats. */
+const alma_repeat_stats *alma_result_repeats(const alma_result *r);
+/* The latency a row is ranked and compared by: the median of medians for a row of repeats, the
+ * median batch latency otherwise; ci gets its 95% interval (may be NULL). */
+double alma_result_median_ms(const alma_result *r, double ci[2]);
 
 /* Failures: the status of the failure (ALMA_ERR_CRASH, ALMA_ERR_TIMEOUT, ...), ALMA_OK otherwise;
  * the one-line error, the step it happened in, and the full traceback (step chain, library

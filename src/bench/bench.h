@@ -176,6 +176,57 @@ alma_status alma__count_top1(const alma_tensor *out, const char *name, int64_t s
 void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
                            double rtol, double atol, alma_output_check *c, char *detail, size_t dn);
 
+/* ---- contention (contention.c) ----------------------------------------------------------- */
+/* Counters read at the start of the timed phase; alma__contention_end turns them into figures. */
+#define ALMA__MAX_CPUS 1024
+#define ALMA__MAX_TASKS 1024
+typedef struct alma__cpu_snap {
+  double wall, cpu_s;
+  int64_t nvcsw, nivcsw;
+  int n_tasks;
+  int tid[ALMA__MAX_TASKS];
+  double task_delay[ALMA__MAX_TASKS]; /* seconds waited on a run queue, per thread */
+  int have_sched;
+  int n_cpus;
+  int cpu[ALMA__MAX_CPUS];            /* the CPUs this process may use */
+  double busy[ALMA__MAX_CPUS], steal[ALMA__MAX_CPUS]; /* seconds, from /proc/stat */
+  int have_stat;
+  double psi_some;                    /* seconds, NaN when /proc/pressure/cpu is absent */
+} alma__cpu_snap;
+void alma__contention_begin(alma__cpu_snap *s);
+/* Fills c (its strings malloc'd) from the counters now against s; runtime: the conversion's
+ * runtime name (which spin-waits is known), threads: asked for. */
+void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, alma_contention *c);
+/* Sets c->disturbed, reason, spinning and advice from its figures (the rule of docs/json.md);
+ * frees what was there. Exposed for tests. */
+void alma__contention_judge(alma_contention *c, const char *runtime);
+void alma__contention_clear(alma_contention *c);
+/* The CPU share thresholds: below them a timed phase is disturbed. */
+#define ALMA__MIN_CPU_SHARE 0.90      /* of its runnable time, it ran at least 90% */
+#define ALMA__MAX_OTHERS_SHARE 0.10   /* others took at most 10% of the CPU time it needed */
+#define ALMA__MAX_STEAL_SHARE 0.05
+
+/* ---- repeats (repeat.c) -------------------------------------------------------------------- */
+/* Hierarchical percentile bootstrap of the median of per-process medians: each of `resamples`
+ * replicates draws k processes with replacement, then each drawn process's batches with
+ * replacement (its resampled median drawn exactly from the order statistics), and takes the
+ * median of the k medians. sorted[i][0..n[i]) sorted ascending. reps (may be NULL) gets the
+ * replicates (resamples of them, unsorted). Returns 0, or -1 when k < 1, some n < 1 or out of
+ * memory. */
+int alma__hier_bootstrap(const double *const *sorted, const int64_t *n, int k, int resamples, uint64_t seed,
+                         double conf, double ci[2], double *reps);
+#define ALMA__REPEAT_RESAMPLES 4000
+/* Folds one more repeat (a process's result, run at run_index of the sweep) into row: its raw
+ * latencies appended, its contention and warnings kept, counts summed. The first repeat is the
+ * row itself (call with row == run's copy first: alma__repeat_start). */
+alma_status alma__repeat_start(alma_result *row, int run_index);
+alma_status alma__repeat_add(alma_result *row, const alma_result *run, int run_index);
+/* Computes the row's repeat statistics and pooled latency once every repeat is in. */
+alma_status alma__repeat_finish(alma_result *row, uint64_t seed);
+void alma__repeat_clear(alma_repeat_stats *s);
+/* Adds a run to s (reason copied). */
+alma_status alma__repeat_push(alma_repeat_stats *s, const alma_repeat_run *run);
+
 /* ---- results (results.c) ------------------------------------------------------------------- */
 struct alma_result {
   int id;
@@ -215,6 +266,10 @@ struct alma_result {
   int has_profile;                /* prof filled (config profile); its strings and arrays owned */
   alma_profile prof;
   char *runtime_info;             /* the runtime's facts, a JSON object's text (alma_runtime.info), or NULL */
+  /* contention and the clock check over the timed phase (contention.c), repeats (repeat.c) */
+  alma_contention cont;           /* cont.measured 0: none; strings owned */
+  double clock_agreement;         /* NaN when not measured */
+  alma_repeat_stats rep;          /* rep.k 0: no repeats; runs and their reasons owned */
 };
 
 typedef struct alma__model_io {

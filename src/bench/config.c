@@ -37,6 +37,7 @@ void alma_config_init(alma_config *c) {
   c->calibration_batches = 8;
   c->profile = 0;
   c->profile_time_s = 1.0;
+  c->repeat = 1;
 }
 
 /* K_STR: free text (a path); K_LIST: a comma list of integers >= 1 (lo = 1: MAX allowed);
@@ -111,6 +112,9 @@ static const kdesc keys[] = {
      "integer >= 0, default 0 (off): after timing, profile at least N batches node by node"},
     {"profile_time_s", K_F64, OFF(profile_time_s), 0, 1e7,
      "seconds >= 0, default 1: the per-node profile lasts at least this long (max_time_s caps)"},
+    {"repeat", K_INT, OFF(repeat), 0, 100,
+     "integer 0..100, default 1 (0 = 1): each conversion in this many processes, interleaved; >= 2 adds "
+     "between-process figures"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 

@@ -878,6 +878,7 @@ static void worker(void *arg, alma__chan *ch) {
   char chain[256] = "";
   int convert_failed = 0, hit = 0;
   char cache_note[700] = "";
+  alma__cpu_snap *snap = NULL;  /* contention counters at the start of the timed phase */
 
 #define STEP(name)                                 \
   do {                                             \
@@ -1015,7 +1016,9 @@ static void worker(void *arg, alma__chan *ch) {
   if (min_batches < 1) min_batches = 1;
   double min_s = timed_min_s(cfg), cap_s = timed_cap_s(cfg);
   const char *min_key = cfg->duration_s > 0 ? "duration_s" : "min_time_s";
-  double tt = alma__bench_now(), last_progress = tt, infer = 0;
+  /* Read before the phase's clock starts: reading /proc is not the phase's work. */
+  if ((snap = malloc(sizeof *snap))) alma__contention_begin(snap);
+  double tt = alma__bench_now(), last_progress = tt, infer = 0, hooks_s = 0;
   int64_t samples = 0;
   int oom = 0;
   const char *why = NULL;
@@ -1034,6 +1037,8 @@ static void worker(void *arg, alma__chan *ch) {
       goto fail;
     }
     infer += 1e-3 * infer_ms;
+    if (cfg->preprocess) hooks_s += 1e-3 * pre_ms;
+    if (cfg->postprocess) hooks_s += 1e-3 * post_ms;
     samples += ns;
     double el = t1 - tt;
     if (t1 - last_progress >= 0.25) {
@@ -1081,6 +1086,14 @@ static void worker(void *arg, alma__chan *ch) {
       }
     }
   }
+  {
+    /* The outside check of the clock: the phase's own wall time against what the batches
+     * account for (their latencies, the hooks, one clock read per batch outside the latency). */
+    double t_end = alma__bench_now();
+    if (snap) alma__contention_end(snap, r->threads, conv->runtime->name, &r->cont);
+    if (t_end > tt)
+      r->clock_agreement = (infer + hooks_s + (double)n_raw * 1e-9 * r->timer_overhead_ns) / (t_end - tt);
+  }
   r->inference_s = infer;
   r->samples = samples;
   r->throughput = infer > 0 ? (double)samples / infer : NAN;
@@ -1092,6 +1105,15 @@ static void worker(void *arg, alma__chan *ch) {
   alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
   if (n_pre) alma__latency_stats(pre, n_pre, &r->pre);
   if (n_post) alma__latency_stats(post, n_post, &r->post);
+  if (r->cont.disturbed) {
+    alma__result_warn(r, "disturbed: the timed phase got less CPU than it needed: %s", r->cont.reason);
+    if (r->cont.spinning)
+      alma__result_warn(r, "spin-wait under contention (%s): latencies can be several times the quiet ones; %s",
+                        conv->runtime->name, r->cont.advice);
+  }
+  if (isfinite(r->clock_agreement) && r->latency.p50 >= 1 && fabs(r->clock_agreement - 1) > 0.02)
+    alma__result_warn(r, "clock check: the batch latencies account for %.1f%% of the timed phase's wall time "
+                      "(within 2%% expected for batches of 1 ms and more)", 100 * r->clock_agreement);
   /* Other processes competing for the CPU: the 1-minute load average (which counts this run's own
    * threads too) above the number of CPUs this process may use. */
   double load;
@@ -1101,7 +1123,7 @@ static void worker(void *arg, alma__chan *ch) {
                       load, ncpu);
     /* libgomp reads its wait policy when it loads, before main: alma cannot change it, only say it */
     const char *wait = getenv("OMP_WAIT_POLICY");
-    if (!strcmp(conv->runtime->name, "DNNL") && a->threads != 1 && ncpu > 1 && (!wait || !*wait))
+    if (!strcmp(conv->runtime->name, "DNNL") && a->threads != 1 && ncpu > 1 && (!wait || !*wait) && !r->cont.spinning)
       alma__result_warn(r, "DNNL under load: oneDNN's OpenMP threads spin at every barrier and can take the time slice "
                         "a preempted partner needs (several times the quiet latency); OMP_WAIT_POLICY=passive makes "
                         "them sleep (docs/runtimes/dnnl.md, Threads)");
@@ -1196,6 +1218,7 @@ done:
   r->total_elapsed_s = alma__bench_now() - t_start;
   if (!alma__chan_is_child(ch) && r->peak_rss_bytes >= 0)
     alma__result_warn(r, "peak RSS is the whole process's (multiprocessing off)");
+  free(snap);
   alma__chan_line(ch, "step done");
   send_result(ch, r);
   alma__result_clear(r);
@@ -1683,6 +1706,41 @@ static void set_baselines(alma_results *rs, int from, const alma_conversion *con
   }
 }
 
+/* One repeat's result r (from the sweep's run run_index) into its row: the first starts the row's
+ * list of runs; a later one is folded in, or, when it failed, turns the row into its error. */
+static void fold_repeat(alma_results *rs, int row_index, alma_result *r, int rep, int n_rep, int run_index) {
+  alma_result *row = &rs->items[row_index];
+  alma_status st = ALMA_OK;
+  if (rep == 0) {
+    if (row->status == ALMA_RESULT_OK) st = alma__repeat_start(row, run_index);
+  } else if (r->status == ALMA_RESULT_OK) {
+    st = alma__repeat_add(row, r, run_index);
+  } else {
+    alma__result_clear(row);
+    *row = *r;  /* moved: r is left empty */
+    alma__result_init(r);
+    alma__result_warn(row, "repeat %d of %d failed; the earlier repeats are dropped", rep + 1, n_rep);
+    return;
+  }
+  if (st != ALMA_OK) {
+    alma__result_warn(row, "repeats: %s", alma_last_error());
+    alma__error_clear();
+  }
+}
+
+static void finish_repeats(alma_result *row, uint64_t seed) {
+  if (alma__repeat_finish(row, seed) != ALMA_OK) {
+    alma__result_warn(row, "repeats: %s", alma_last_error());
+    alma__error_clear();
+    return;
+  }
+  const alma_repeat_stats *s = &row->rep;
+  if (s->k >= 2 && isfinite(s->spread) && s->spread > 0.05)
+    alma__result_warn(row, "between processes: the %d repeats' medians range %.4g..%.4g ms (spread %.1f%% of the median "
+                      "of medians)%s", s->k, s->min_ms, s->max_ms, 100 * s->spread,
+                      s->n_disturbed ? ", disturbed repeats among them" : "");
+}
+
 static alma_status bench_common(const char *path, const alma_model *model, const alma_config *config,
                                 const char *const *names, int n_names, alma_data *data, alma_results **out) {
   if (!out) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_benchmark_model: results_out is NULL");
@@ -1820,6 +1878,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   alma__job_outcome oc;
   alma_status first_failure = ALMA_OK;
   int index = 0, stop = 0, count = 0;
+  int n_rep = config->repeat > 1 ? config->repeat : 1, run_index = 0;
   for (int ib = 0; ib < nbs && !stop && st == ALMA_OK; ib++) {
     alma_config cb = *config;
     cb.batch_size = bsv[ib];
@@ -1865,17 +1924,34 @@ static alma_status bench_common(const char *path, const alma_model *model, const
         int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
         count += ok || !all;
       }
-      count *= nbs;
+      count *= nbs * n_rep;
     }
     int first_result = rs->n;
+    /* Repeats run interleaved, A B C A B C ...: drift over the minutes hits every conversion
+     * alike. The first repeat makes the row; later ones run in a scratch result folded into it. */
+    int *row_of = malloc(((size_t)n_conv + 1) * sizeof *row_of);
+    if (!row_of) st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+    for (int i = 0; row_of && i < n_conv; i++) row_of[i] = -1;
+    alma_result scratch;
+    alma__result_init(&scratch);
+    for (int rep = 0; rep < n_rep && !stop && st == ALMA_OK; rep++)
     for (int i = 0; i < n_conv && !stop; i++) {
       const cJSON *a = cJSON_GetArrayItem(avail, i);
       int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
       if (!ok && all) continue;  /* "every conversion available here" */
-      alma_result *r = alma__results_add(rs);
-      if (!r) {
-        st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-        break;
+      alma_result *r;
+      if (rep == 0) {
+        r = alma__results_add(rs);
+        if (!r) {
+          st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+          break;
+        }
+        row_of[i] = rs->n - 1;
+      } else {
+        /* an unavailable or failed row is not run again */
+        if (row_of[i] < 0 || rs->items[row_of[i]].status != ALMA_RESULT_OK) continue;
+        alma__result_clear(&scratch);
+        r = &scratch;
       }
       index++;
       r->conversion = alma__strdup(conv[i].name);
@@ -1959,7 +2035,15 @@ static alma_status bench_common(const char *path, const alma_model *model, const
         if (config->fail_on_error) stop = 1;
       }
       if (alma__interrupted()) stop = 1; /* SIGINT/SIGTERM/SIGHUP: what ran is reported, no more */
+      if (n_rep > 1) fold_repeat(rs, row_of[i], r, rep, n_rep, run_index);
+      run_index++;
     }
+    for (int i = 0; row_of && i < n_conv && n_rep > 1; i++) {
+      alma_result *row = row_of[i] >= 0 ? &rs->items[row_of[i]] : NULL;
+      if (row && row->status == ALMA_RESULT_OK && row->rep.k > 0) finish_repeats(row, config->seed);
+    }
+    alma__result_clear(&scratch);
+    free(row_of);
     set_baselines(rs, first_result, conv, n_conv);
     free(io);
     cJSON_Delete(pr);

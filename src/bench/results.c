@@ -20,6 +20,8 @@ void alma__result_init(alma_result *r) {
   r->cache.build_s = NAN;
   r->cache.graph_bytes = -1;
   r->acc.top1 = r->acc.top1_drop = r->acc.seconds = NAN;
+  r->clock_agreement = NAN;
+  alma__repeat_clear(&r->rep);
 }
 
 static void cache_info_free(alma_cache_info *c) {
@@ -54,6 +56,8 @@ void alma__result_clear(alma_result *r) {
   free(r->runtime_info);
   free((char *)r->acc.baseline);
   if (r->has_profile) alma__profile_clear(&r->prof);
+  alma__contention_clear(&r->cont);
+  alma__repeat_clear(&r->rep);
   alma__result_init(r);
 }
 
@@ -190,4 +194,17 @@ alma_scaling_point *alma__result_add_scaling(alma_result *r) {
   alma__latency_stats(NULL, 0, &p->latency);
   p->duration_s = p->throughput_avg = p->throughput_peak = NAN;
   return p;
+}
+
+const alma_contention *alma_result_contention(const alma_result *r) { return r->cont.measured ? &r->cont : NULL; }
+int alma_result_disturbed(const alma_result *r) { return r->cont.measured && r->cont.disturbed; }
+double alma_result_clock_agreement(const alma_result *r) { return r->clock_agreement; }
+const alma_repeat_stats *alma_result_repeats(const alma_result *r) { return r->rep.k >= 2 ? &r->rep : NULL; }
+double alma_result_median_ms(const alma_result *r, double ci[2]) {
+  const alma_repeat_stats *s = alma_result_repeats(r);
+  if (ci) {
+    ci[0] = s ? s->ci95[0] : r->latency.median_ci95[0];
+    ci[1] = s ? s->ci95[1] : r->latency.median_ci95[1];
+  }
+  return s ? s->median_ms : r->latency.p50;
 }

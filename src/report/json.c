@@ -119,6 +119,30 @@ static const field profile_fields[] = {
 };
 #undef QF
 
+/* Contention over the timed phase and repeats across processes (docs/json.md). */
+#define CF(key, ft, member) FIELD(alma_contention, key, ft, member)
+static const field contention_fields[] = {
+    CF("disturbed", F_BOOL, disturbed), CF("reason", F_STR, reason), CF("spinning", F_BOOL, spinning),
+    CF("advice", F_STR, advice), CF("wall_s", F_NUM, wall_s), CF("threads", F_INT, threads), CF("cpus", F_INT, cpus),
+    CF("cpu_s", F_NUM, cpu_s), CF("utilization", F_NUM, utilization), CF("run_delay_s", F_NUM, run_delay_s),
+    CF("cpu_share", F_NUM, cpu_share), CF("voluntary_switches", F_I64_OPT, voluntary_switches),
+    CF("involuntary_switches", F_I64_OPT, involuntary_switches), CF("others_cpu_s", F_NUM, others_cpu_s),
+    CF("steal_s", F_NUM, steal_s), CF("psi_some_s", F_NUM, psi_some_s), CF("notes", F_STR, notes),
+};
+#undef CF
+#define XF(key, ft, member) FIELD(alma_repeat_stats, key, ft, member)
+static const field repeat_fields[] = {
+    XF("k", F_INT, k), XF("median_ms", F_NUM, median_ms), XF("ci95", F_PAIR, ci95), XF("min_ms", F_NUM, min_ms),
+    XF("max_ms", F_NUM, max_ms), XF("spread", F_NUM, spread), XF("cv", F_NUM, cv), XF("n_disturbed", F_INT, n_disturbed),
+};
+#undef XF
+#define YF(key, ft, member) FIELD(alma_repeat_run, key, ft, member)
+static const field repeat_run_fields[] = {
+    YF("run_index", F_INT, run_index), YF("n", F_I64, n), YF("median_ms", F_NUM, median_ms),
+    YF("cpu_share", F_NUM, cpu_share), YF("disturbed", F_BOOL, disturbed), YF("reason", F_STR, reason),
+};
+#undef YF
+
 static cJSON *stats_to_cjson(const alma_latency_stats *s);
 
 static void put_fields(cJSON *o, const void *base, const field *f, size_t n) {
@@ -255,6 +279,52 @@ static alma_status profile_from_cjson(const cJSON *o, alma_result *r) {
   return st;
 }
 
+static cJSON *contention_to_cjson(const alma_result *r) {
+  if (!r->cont.measured) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  put_fields(o, &r->cont, contention_fields, N_FIELDS(contention_fields));
+  return o;
+}
+
+static cJSON *repeats_to_cjson(const alma_result *r) {
+  if (r->rep.k < 2) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  put_fields(o, &r->rep, repeat_fields, N_FIELDS(repeat_fields));
+  cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+  for (int i = 0; i < r->rep.k; i++) {
+    cJSON *e = cJSON_CreateObject();
+    put_fields(e, &r->rep.runs[i], repeat_run_fields, N_FIELDS(repeat_run_fields));
+    cJSON_AddItemToArray(runs, e);
+  }
+  return o;
+}
+
+/* Strings of the temporary run are allocated by get_fields; alma__repeat_push copies them. */
+static alma_status contention_repeats_from_cjson(const cJSON *o, alma_result *r) {
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "contention");
+  if (cJSON_IsObject(c)) {
+    get_fields(c, &r->cont, contention_fields, N_FIELDS(contention_fields));
+    r->cont.measured = 1;
+  }
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "repeats"), *it;
+  if (!cJSON_IsObject(x)) return ALMA_OK;
+  alma__repeat_clear(&r->rep);
+  alma_status st = ALMA_OK;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(x, "runs")) {
+    alma_repeat_run e;
+    memset(&e, 0, sizeof e);
+    get_fields(it, &e, repeat_run_fields, N_FIELDS(repeat_run_fields));
+    if (st == ALMA_OK) st = alma__repeat_push(&r->rep, &e);
+    free((char *)e.reason);
+  }
+  int k = r->rep.k;
+  const alma_repeat_run *runs = r->rep.runs;
+  get_fields(x, &r->rep, repeat_fields, N_FIELDS(repeat_fields));
+  r->rep.k = k;  /* the runs read are what there is */
+  r->rep.runs = runs;
+  return st;
+}
+
 cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -301,6 +371,10 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   } else {
     cJSON_AddNullToObject(o, "saved_converted");
   }
+  cJSON_AddBoolToObject(o, "disturbed", r->cont.measured && r->cont.disturbed);
+  cJSON_AddItemToObject(o, "contention", contention_to_cjson(r));
+  cJSON_AddItemToObject(o, "clock_agreement", num(r->clock_agreement));
+  cJSON_AddItemToObject(o, "repeats", repeats_to_cjson(r));
   cJSON_AddItemToObject(o, "profile", profile_to_cjson(r));
   cJSON *ri = r->runtime_info ? cJSON_Parse(r->runtime_info) : NULL;
   cJSON_AddItemToObject(o, "runtime_info", ri ? ri : cJSON_CreateNull());
@@ -387,6 +461,8 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   }
   const cJSON *ri = cJSON_GetObjectItemCaseSensitive(o, "runtime_info");
   if (cJSON_IsObject(ri)) r->runtime_info = cJSON_PrintUnformatted(ri);
+  r->clock_agreement = get_num(o, "clock_agreement");
+  if (contention_repeats_from_cjson(o, r) != ALMA_OK) return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading repeats");
   if (profile_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "profile"), r) != ALMA_OK)
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading the profile");
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings"), *it;

@@ -153,6 +153,35 @@ void alma__profile_print(const alma_profile *p, FILE *f) {
             p->batch_ms > 0 ? 100 * rest / p->batch_ms : 0.0, rest_nodes, p->n_ops - PROFILE_TOP_OPS);
 }
 
+/* What CPU the timed phase got (alma_contention) and the clock check. */
+static void print_cpu(const alma_result *x, FILE *f) {
+  const alma_contention *c = alma_result_contention(x);
+  if (!c) return;
+  fprintf(f, "      cpu        %.3g s CPU over %.3g s on %d CPU%s (%.0f%% of %d thread%s)", c->cpu_s, c->wall_s, c->cpus,
+          c->cpus == 1 ? "" : "s", isfinite(c->utilization) ? 100 * c->utilization : 0.0, c->threads,
+          c->threads == 1 ? "" : "s");
+  if (isfinite(c->cpu_share)) fprintf(f, ", got %.0f%% of what it was ready to use", 100 * c->cpu_share);
+  if (isfinite(c->others_cpu_s)) fprintf(f, ", others %.3g s on its CPUs", c->others_cpu_s);
+  fprintf(f, "%s\n", c->disturbed ? ": DISTURBED" : "");
+  if (isfinite(x->clock_agreement))
+    fprintf(f, "      clock      batch latencies account for %.2f%% of the timed phase's wall time\n",
+            100 * x->clock_agreement);
+}
+
+/* A row of repeats: each process's median, and which were disturbed. */
+static void print_repeats(const alma_result *x, FILE *f) {
+  const alma_repeat_stats *s = alma_result_repeats(x);
+  char a[32], b[32], c[32];
+  if (!s) return;
+  fprintf(f, "      repeats    %d processes: median of medians %s ms [%s, %s], between-process spread %.1f%%, CV %.1f%%\n",
+          s->k, ms(s->median_ms, a, sizeof a), ms(s->ci95[0], b, sizeof b), ms(s->ci95[1], c, sizeof c),
+          isfinite(s->spread) ? 100 * s->spread : 0.0, isfinite(s->cv) ? 100 * s->cv : 0.0);
+  fprintf(f, "                 medians");
+  for (int i = 0; i < s->k; i++)
+    fprintf(f, " %s%s", ms(s->runs[i].median_ms, a, sizeof a), s->runs[i].disturbed ? "*" : "");
+  fprintf(f, " ms%s\n", s->n_disturbed ? " (* disturbed)" : "");
+}
+
 static void print_block(const alma_result *x, FILE *f, int include_traceback) {
   char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
   char id[16] = "  -";
@@ -220,6 +249,8 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
     }
     print_saved(x, f);
     if (x->stop_reason) fprintf(f, "      stopped    %s (timer overhead %.0f ns)\n", x->stop_reason, x->timer_overhead_ns);
+    print_cpu(x, f);
+    print_repeats(x, f);
     alma__profile_print(alma_result_profile(x), f);
   }
   for (int i = 0; i < x->n_warnings; i++) fprintf(f, "      warning: %s\n", x->warnings[i]);
@@ -236,7 +267,8 @@ static int by_median_asc(const void *pa, const void *pb) {
   int ao = timed_ok(a), bo = timed_ok(b);
   if (ao != bo) return bo - ao;
   if (!ao) return (a > b) - (a < b);  /* failures keep their order */
-  if (a->latency.p50 != b->latency.p50) return a->latency.p50 > b->latency.p50 ? 1 : -1;
+  double ma = alma_result_median_ms(a, NULL), mb = alma_result_median_ms(b, NULL);
+  if (ma != mb) return ma > mb ? 1 : -1;
   return (a > b) - (a < b);
 }
 
@@ -308,7 +340,7 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
     accuracy |= v[i]->acc.samples > 0;
   }
   qsort(v, (size_t)r->n, sizeof *v, by_median_asc);
-  int noisy = 0;
+  int noisy = 0, disturbed = 0, repeated = 0;
   /* With a batch-size sweep, one table per batch size: speed-ups compare like with like. */
   int64_t done_bs[64];
   int n_done = 0;
@@ -344,18 +376,24 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
       if (timed_ok(x)) {
         const alma_latency_stats *s = &x->latency;
         char m0[32], m1[32], m2[32];
-        snprintf(tp, sizeof tp, "%.4g", 1e3 * (double)x->batch_size / s->p50);
-        if (isfinite(s->median_ci95[0]) && isfinite(s->median_ci95[1]))
-          snprintf(md, sizeof md, "%s [%s, %s]", ms(s->p50, m0, sizeof m0), ms(s->median_ci95[0], m1, sizeof m1),
-                   ms(s->median_ci95[1], m2, sizeof m2));
+        /* a row of repeats: the median of medians and its between-process interval */
+        double ci[2], med = alma_result_median_ms(x, ci);
+        repeated |= x->rep.k >= 2;
+        snprintf(tp, sizeof tp, "%.4g", 1e3 * (double)x->batch_size / med);
+        if (isfinite(ci[0]) && isfinite(ci[1]))
+          snprintf(md, sizeof md, "%s [%s, %s]", ms(med, m0, sizeof m0), ms(ci[0], m1, sizeof m1), ms(ci[1], m2, sizeof m2));
         else
-          snprintf(md, sizeof md, "%s", ms(s->p50, m0, sizeof m0));
+          snprintf(md, sizeof md, "%s", ms(med, m0, sizeof m0));
         ms(s->p99, p99, sizeof p99);
         if (base) {
-          double ratio = base->latency.p50 / s->p50;
+          double ratio = alma_result_median_ms(base, NULL) / med;
           snprintf(su, sizeof su, ratio >= 0.1 ? "%.2fx" : "%.2gx", ratio);
         }
-        if (*unreliable(x)) {
+        if (alma_result_disturbed(x)) {
+          snprintf(st, sizeof st, "%s, disturbed", status);
+          status = st;
+          disturbed = 1;
+        } else if (*unreliable(x)) {
           snprintf(st, sizeof st, "%s, noisy", status);
           status = st;
           noisy = 1;
@@ -380,6 +418,12 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
               (long long)acc_base->acc.samples, acc_base->acc.baseline && *acc_base->acc.baseline ? "; (+-x): points vs " : "",
               acc_base->acc.baseline ? acc_base->acc.baseline : "", acc_base->acc.baseline && *acc_base->acc.baseline ? ", the first conversion without a lossy step" : "");
   }
+  if (repeated)
+    fprintf(f, "repeats: median of the processes' medians, 95%% CI from a hierarchical bootstrap over processes and "
+            "batches (between-process variance included)\n");
+  if (disturbed)
+    fprintf(f, "disturbed: the timed phase got clearly less CPU than it needed (other processes, steal): the row's "
+            "warning has the figures; its numbers are not the machine's\n");
   if (noisy)
     fprintf(f, "noisy: CV above %.0f%%, the median's 95%% CI wider than +-10%%, drift or load warned in the row's block: "
             "compare on an idle machine\n", 100 * ALMA__CV_WARN);

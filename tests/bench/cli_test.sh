@@ -149,6 +149,29 @@ expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --data "$DIR/batches" -q
 expect 0 "$ALMA" bench "$DIR/linear.onnx" -c 1 $FAST --input x:3x16 --set rtol=1e-2 -q --json "$OUT/i.json"
 "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['results'][0]['batch_size']==3; assert d['config']['rtol']==0.01" "$OUT/i.json" || fail "--input / --set"
 
+# --- --repeat: interleaved processes, the repeats object, the report's lines; bad counts refused
+expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,FOLD+EAGER $FAST --no-cache --repeat 2 --raw --json "$OUT/rep.json"
+contains "$OUT/out" "repeats    2 processes: median of medians"
+contains "$OUT/out" "hierarchical bootstrap over processes and batches"
+contains "$OUT/out" "cpu        "
+"$PY" - "$OUT/rep.json" <<'PYEOF' || fail "--repeat JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["repeat"] == 2, d["config"]
+for i, r in enumerate(d["results"]):
+    rep = r["repeats"]
+    assert rep["k"] == 2 and [x["run_index"] for x in rep["runs"]] == [i, i + 2], rep
+    assert sum(x["n"] for x in rep["runs"]) == len(r["raw_ms"]) == r["latency_ms"]["n"]
+    assert rep["ci95"][0] <= rep["median_ms"] <= rep["ci95"][1], rep
+    c = r["contention"]
+    assert isinstance(r["disturbed"], bool) and c["wall_s"] > 0 and c["cpu_s"] > 0 and c["threads"] == 1, c
+    assert r["clock_agreement"] > 0.5, r["clock_agreement"]
+PYEOF
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -c EAGER --repeat 101
+contains "$OUT/err" "--repeat"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -c EAGER --repeat x
+"$ALMA" bench --help | grep -q -- "--rigorous" || fail "--rigorous not in the help"
+
 # --- injected faults: error rows, the sweep goes on with --keep-going, exit 1
 ALMA_TEST_FAULT=segv@FOLD+EAGER expect 1 "$ALMA" bench "$DIR/linear.onnx" -c 1,0 $FAST --keep-going --json "$OUT/f.json" -v
 contains "$OUT/out" "SIGSEGV"

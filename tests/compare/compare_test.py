@@ -186,6 +186,63 @@ check(rc == 0 and abs(lo - plo) < tol and abs(hi - phi) < tol and
       abs(rows[("EAGER", 1)]["ratio"] - statistics.median(ref_n) / statistics.median(ref_b)) < 1e-12,
       f"bootstrap vs reference: alma [{lo}, {hi}], reference [{plo}, {phi}]")
 
+# --- rows of repeats (alma bench --repeat): five processes a side whose medians differ by a few
+# percent while each process's batches hardly scatter. The pooled batches would call a 2% change
+# significant; the hierarchical bootstrap (processes, then batches: docs/methodology.md) must not,
+# and its interval must match an independent one (its own generator, real resampling of both levels)
+def repeated_row(conv, centers, scale, seed, n=60):
+    g = random.Random(seed)
+    runs, raw = [], []
+    for i, c in enumerate(centers):
+        xs = [scale * c * (1 + g.gauss(0, 0.002)) for _ in range(n)]
+        runs.append({"run_index": i, "n": n, "median_ms": statistics.median(xs), "cpu_share": None,
+                     "disturbed": False, "reason": None})
+        raw += xs
+    meds = sorted(r["median_ms"] for r in runs)
+    r = row(conv, raw)
+    r["repeats"] = {"k": len(centers), "median_ms": statistics.median(meds), "ci95": [meds[1], meds[-2]],
+                    "min_ms": meds[0], "max_ms": meds[-1], "spread": None, "cv": None, "n_disturbed": 0, "runs": runs}
+    return r
+
+def py_hier(rb, rn, resamples, seed):
+    g = random.Random(seed)
+    def slices(r):
+        out, off = [], 0
+        for run in r["repeats"]["runs"]:
+            out.append(r["raw_ms"][off:off + run["n"]])
+            off += run["n"]
+        return out
+    sb, sn = slices(rb), slices(rn)
+    def rep(sl):
+        return statistics.median(statistics.median(g.choices(p, k=len(p))) for p in g.choices(sl, k=len(sl)))
+    rs = sorted(rep(sn) / rep(sb) for _ in range(resamples))
+    def pct(p):
+        h = (len(rs) - 1) * p
+        lo = int(h)
+        return rs[lo] + (h - lo) * (rs[min(lo + 1, len(rs) - 1)] - rs[lo])
+    return pct(0.025), pct(0.975)
+
+centers = [10.0, 10.3, 9.7, 10.5, 9.6]
+hb = repeated_row("EAGER", centers, 1.0, 1)
+hn = repeated_row("EAGER", [centers[i] for i in (3, 0, 4, 1, 2)], 1.02, 2)
+pb, pn = write("rep_b.json", doc([hb])), write("rep_n.json", doc([hn]))
+rc, out, err = run(pb, pn, "--resamples", "8000", "--json", os.path.join(tmp, "rep.json"))
+_, rows = compared_rows(os.path.join(tmp, "rep.json"))
+r = rows[("EAGER", 1)]
+plo, phi = py_hier(hb, hn, 3000, 7)
+tol = 0.12 * (phi - plo)
+check(rc == 0 and r["method"] == "hierarchical_bootstrap" and r["verdict"] == "no significant change" and
+      abs(r["ratio"] - hn["repeats"]["median_ms"] / hb["repeats"]["median_ms"]) < 1e-12 and
+      abs(r["ratio_ci95"][0] - plo) < tol and abs(r["ratio_ci95"][1] - phi) < tol,
+      f"repeats: alma {r}, reference [{plo}, {phi}]")
+# the same files without their repeats: the pooled bootstrap sees only batches and calls it slower
+for d in (hb, hn):
+    d.pop("repeats")
+rc, out, err = run(write("pool_b.json", doc([hb])), write("pool_n.json", doc([hn])), "--json", os.path.join(tmp, "pool.json"))
+_, rows = compared_rows(os.path.join(tmp, "pool.json"))
+check(rows[("EAGER", 1)]["method"] == "bootstrap" and rows[("EAGER", 1)]["ratio_ci95"][1] - rows[("EAGER", 1)]["ratio_ci95"][0] < 0.5 * (phi - plo),
+      f"pooled: {rows[('EAGER', 1)]}")
+
 # --- coverage: 300 rows of skewed (log-normal, CV ~10%) samples with a known true ratio of medians (1
 # and 1.1); the 95% intervals must hold it about 95% of the time (binomial sd 1.3%: 0.90-0.99 is a
 # wide margin), and the 10% slowdown (about 5 standard errors) must be flagged in nearly every pair

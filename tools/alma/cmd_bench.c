@@ -27,6 +27,8 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0"; }
 #endif
 
+#define ALMA_RIGOROUS_REPEAT 5
+
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: alma bench MODEL [options]\n\n"
@@ -59,6 +61,10 @@ static void bench_usage(FILE *f) {
           "      --warmup-time S      warm-up at least S seconds (default 0.1)\n"
           "      --timeout S          kill a conversion after S seconds (default 600; 0 = none)\n"
           "      --memory-limit MB    address-space limit of each conversion's process\n"
+          "      --repeat K           each conversion in K processes, interleaved (A B C A B C ...):\n"
+          "                           median of medians with a CI across processes (default 1)\n"
+          "      --rigorous           numbers to publish: --repeat 5, --min-time 2, --warmup-time 1\n"
+          "                           and --raw, unless given otherwise\n"
           "      --no-multiprocessing run conversions in this process (debugging)\n"
           "      --keep-going         go on after a failed conversion (default: stop)\n"
           "      --no-check           do not compare outputs with EAGER's\n"
@@ -102,7 +108,7 @@ enum {
   O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
   O_SET, O_JSON, O_CSV, O_RAW, O_BATCH_SIZES, O_THROUGHPUT, O_INSTANCES, O_WORKERS, O_DURATION, O_CACHE_DIR,
   O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED,
-  O_PROFILE, O_PROFILE_TIME
+  O_PROFILE, O_PROFILE_TIME, O_REPEAT, O_RIGOROUS
 };
 
 static const struct option long_opts[] = {
@@ -148,6 +154,8 @@ static const struct option long_opts[] = {
     {"save-converted", required_argument, 0, O_SAVE_CONVERTED},
     {"profile", optional_argument, 0, O_PROFILE},
     {"profile-time", required_argument, 0, O_PROFILE_TIME},
+    {"repeat", required_argument, 0, O_REPEAT},
+    {"rigorous", no_argument, 0, O_RIGOROUS},
     {"verbose", no_argument, 0, 'v'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -304,6 +312,7 @@ int alma_cmd_bench(int argc, char **argv) {
   const char *conv_list = NULL, *data_path = NULL, *json_path = NULL, *csv_path = NULL, *scale = NULL;
   const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
   int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0, n_given = 0, duration_given = 0;
+  int rigorous = 0, repeat_given = 0, min_time_given = 0, warmup_time_given = 0;
   if (!inputs) return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
   optind = 1;
   opterr = 0;
@@ -322,8 +331,10 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_NO_MP: cfg.multiprocessing = 0; break;
       case O_KEEP_GOING: cfg.fail_on_error = 0; break;
       case O_WARMUP: bad |= set_key(&cfg, "--warmup", "warmup", optarg); break;
-      case O_WARMUP_TIME: bad |= set_key(&cfg, "--warmup-time", "warmup_s", optarg); break;
-      case O_MIN_TIME: bad |= set_key(&cfg, "--min-time", "min_time_s", optarg); break;
+      case O_WARMUP_TIME: bad |= set_key(&cfg, "--warmup-time", "warmup_s", optarg); warmup_time_given = 1; break;
+      case O_MIN_TIME: bad |= set_key(&cfg, "--min-time", "min_time_s", optarg); min_time_given = 1; break;
+      case O_REPEAT: bad |= set_key(&cfg, "--repeat", "repeat", optarg); repeat_given = 1; break;
+      case O_RIGOROUS: rigorous = 1; break;
       case O_MAX_TIME: bad |= set_key(&cfg, "--max-time", "max_time_s", optarg); break;
       case O_TARGET_CI: bad |= set_key(&cfg, "--target-ci", "target_rel_ci", optarg); break;
       case O_TIMEOUT: bad |= set_key(&cfg, "--timeout", "timeout_s", optarg); break;
@@ -406,6 +417,14 @@ int alma_cmd_bench(int argc, char **argv) {
     return usage_error("%s", "--json - and --csv - both write to standard output: give one of them a file");
   }
   cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
+  /* --rigorous: between-process variance in the CI, longer phases, the raw samples kept so that
+   * alma compare can bootstrap them (docs/methodology.md, Repeats). */
+  if (rigorous) {
+    if (!repeat_given) cfg.repeat = ALMA_RIGOROUS_REPEAT;
+    if (!min_time_given) cfg.min_time_s = 2;
+    if (!warmup_time_given) cfg.warmup_s = 1;
+    raw = 1;
+  }
   /* --duration alone means "for a time instead of a count". */
   if (duration_given && !n_given) cfg.n_samples = 1;
 

@@ -31,6 +31,11 @@ typedef struct {
   int64_t n_raw;
   int threads;
   int used;
+  /* a row of repeats (alma bench --repeat): k processes, their batch counts in raw_ms order, and
+   * raw_ms with each process's slice sorted (NULL without raw_ms) */
+  int k;
+  int64_t *run_n;
+  double *slices;
 } cmp_row;
 
 typedef struct {
@@ -98,6 +103,13 @@ static int read_latency(const cJSON *lat, const cJSON *raw, cmp_row *r, char *wh
         r->raw[i++] = v->valuedouble;
       }
       r->n_raw = n;
+      int64_t total = 0;
+      for (int j = 0; j < r->k; j++) total += r->run_n[j];
+      if (r->k >= 2 && total == n && (r->slices = malloc(sizeof(double) * (size_t)n))) {
+        memcpy(r->slices, r->raw, sizeof(double) * (size_t)n);
+        for (int j = 0, off = 0; j < r->k; off += (int)r->run_n[j], j++)
+          qsort(r->slices + off, (size_t)r->run_n[j], sizeof(double), cmp_double);
+      }
       qsort(r->raw, (size_t)n, sizeof(double), cmp_double);
       /* the raw samples decide: the same definition of the median as latency_ms.p50 */
       r->median = alma__percentile_sorted(r->raw, n, 0.5);
@@ -175,10 +187,30 @@ static int load_file(const char *path, cmp_file *f) {
     double th = num_or_nan(res, "threads");
     r->threads = isfinite(th) ? (int)th : 0;
     if (!strcmp(str_or(res, "mode", "latency"), "build")) r->status = "not timed";
+    const cJSON *reps = cJSON_GetObjectItemCaseSensitive(res, "repeats");
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(reps, "runs");
+    if (cJSON_IsArray(runs) && cJSON_GetArraySize(runs) >= 2 && (r->run_n = calloc((size_t)cJSON_GetArraySize(runs), sizeof *r->run_n))) {
+      const cJSON *run;
+      cJSON_ArrayForEach(run, runs) {
+        double rn = num_or_nan(run, "n");
+        r->run_n[r->k++] = isfinite(rn) && rn > 0 ? (int64_t)rn : 0;
+      }
+    }
     if (read_latency(cJSON_GetObjectItemCaseSensitive(res, "latency_ms"),
                      cJSON_GetObjectItemCaseSensitive(res, "raw_ms"), r, why, sizeof why) != 0) {
       fprintf(stderr, "alma compare: error: %s: results[%d] (%s): %s\n", path, idx, conv, why);
       return -1;
+    }
+    if (r->k >= 2 && cJSON_IsObject(reps)) {
+      /* the figures with the between-process variance decide */
+      const cJSON *ci = cJSON_GetObjectItemCaseSensitive(reps, "ci95");
+      r->median = num_or_nan(reps, "median_ms");
+      r->ci_lo = r->ci_hi = NAN;
+      if (cJSON_IsArray(ci) && cJSON_GetArraySize(ci) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(ci, 0)) &&
+          cJSON_IsNumber(cJSON_GetArrayItem(ci, 1))) {
+        r->ci_lo = cJSON_GetArrayItem(ci, 0)->valuedouble;
+        r->ci_hi = cJSON_GetArrayItem(ci, 1)->valuedouble;
+      }
     }
     const cJSON *sc;
     cJSON_ArrayForEach(sc, scaling) {
@@ -200,7 +232,11 @@ static int load_file(const char *path, cmp_file *f) {
 }
 
 static void free_file(cmp_file *f) {
-  for (int i = 0; i < f->n_rows; i++) free(f->rows[i].raw);
+  for (int i = 0; i < f->n_rows; i++) {
+    free(f->rows[i].raw);
+    free(f->rows[i].run_n);
+    free(f->rows[i].slices);
+  }
   free(f->rows);
   cJSON_Delete(f->doc);
 }
@@ -288,6 +324,38 @@ static int bootstrap_ratio(const cmp_row *b, const cmp_row *n, const cmp_opts *o
   return 0;
 }
 
+/* Rows of repeats: the hierarchical bootstrap (processes, then batches) of each side's median of
+ * medians, paired replicate by replicate into the ratio; a side without repeats is one process. */
+static int hier_ratio(const cmp_row *b, const cmp_row *n, const cmp_opts *o, double ci[2]) {
+  const cmp_row *side[2] = {b, n};
+  double *reps[2] = {malloc(sizeof(double) * (size_t)o->resamples), malloc(sizeof(double) * (size_t)o->resamples)};
+  int rc = reps[0] && reps[1] ? 0 : -1;
+  for (int s2 = 0; s2 < 2 && rc == 0; s2++) {
+    const cmp_row *r = side[s2];
+    int k = r->k >= 2 && r->slices ? r->k : 1;
+    const double **sl = calloc((size_t)k, sizeof *sl);
+    int64_t one = r->n_raw;
+    const int64_t *nn = k >= 2 ? r->run_n : &one;
+    if (!sl) {
+      rc = -1;
+      break;
+    }
+    for (int j = 0, off = 0; j < k; off += (int)nn[j], j++) sl[j] = (k >= 2 ? r->slices : r->raw) + off;
+    double dummy[2];
+    rc = alma__hier_bootstrap(sl, nn, k, o->resamples, o->seed + (uint64_t)s2, 0.95, dummy, reps[s2]);
+    free(sl);
+  }
+  if (rc == 0) {
+    for (int i = 0; i < o->resamples; i++) reps[0][i] = reps[0][i] > 0 ? reps[1][i] / reps[0][i] : INFINITY;
+    qsort(reps[0], (size_t)o->resamples, sizeof(double), cmp_double);
+    ci[0] = alma__percentile_sorted(reps[0], o->resamples, 0.025);
+    ci[1] = alma__percentile_sorted(reps[0], o->resamples, 0.975);
+  }
+  free(reps[0]);
+  free(reps[1]);
+  return rc;
+}
+
 /* The minimum sample counts: a bootstrap of fewer than 6 samples per side cannot reach 95%, the
  * same floor as the stored median interval. */
 #define CMP_MIN_RAW 6
@@ -322,7 +390,15 @@ static void compare_rows(const cmp_row *b, const cmp_row *n, const cmp_opts *o, 
     return;
   }
   out->ratio = n->median / b->median;
-  if (b->n_raw >= CMP_MIN_RAW && n->n_raw >= CMP_MIN_RAW && bootstrap_ratio(b, n, o, out->ci) == 0) {
+  int repeated = (b->k >= 2 && b->slices) || (n->k >= 2 && n->slices);
+  if (repeated && b->n_raw >= 1 && n->n_raw >= 1 && hier_ratio(b, n, o, out->ci) == 0) {
+    out->method = "hierarchical_bootstrap";
+  } else if ((b->k >= 2 || n->k >= 2) && b->ci_lo > 0 && isfinite(b->ci_hi) && isfinite(n->ci_lo) && isfinite(n->ci_hi)) {
+    /* repeats without raw samples: their stored between-process intervals (below) */
+    out->method = "stored_ci";
+    out->ci[0] = n->ci_lo / b->ci_hi;
+    out->ci[1] = n->ci_hi / b->ci_lo;
+  } else if (b->n_raw >= CMP_MIN_RAW && n->n_raw >= CMP_MIN_RAW && bootstrap_ratio(b, n, o, out->ci) == 0) {
     out->method = "bootstrap";
   } else if (b->ci_lo > 0 && isfinite(b->ci_hi) && isfinite(n->ci_lo) && isfinite(n->ci_hi)) {
     /* each stored interval covers its median with >= 95%: both hold with >= 90%, and then the true
