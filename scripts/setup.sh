@@ -15,7 +15,7 @@ PKGS=(
   # optional: PCRE2 for RegexFullMatch (refused as unsupported without it)
   libpcre2-dev
   # tests: unit framework, sanitizers and libFuzzer (clang), model export and references
-  libcmocka-dev clang libclang-rt-14-dev
+  libcmocka-dev clang libclang-rt-14-dev python3-pytest
   python3 python3-pip python3-venv python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
   # tests/wild: its inputs are text rendered with Pillow in DejaVu Sans
   python3-pil fonts-dejavu-core
