@@ -22,7 +22,11 @@ static const char *const columns[] = {
     "saved_converted", "saved_alma_ops",
     /* --profile: the per-node profile's totals and its slowest entry and op type */
     "profile_batch_ms", "profile_nodes_ms", "profile_top_node", "profile_top_node_ms", "profile_top_op_type",
-    "profile_top_op_type_ms", NULL};
+    "profile_top_op_type_ms",
+    /* contention over the timed phase, the outside check of the clock, repeats across processes */
+    "disturbed", "disturbed_reason", "cpu_share", "spinning", "clock_agreement", "repeats",
+    "repeat_median_ms", "repeat_median_ci95_lo_ms", "repeat_median_ci95_hi_ms", "repeat_spread",
+    "repeats_disturbed", NULL};
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
@@ -100,7 +104,8 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   fputc(',', f); put_num(f, p->throughput_avg);
   fputc(',', f); put_num(f, p->throughput_peak);
   cache_cols(f, x);
-  fputs(",,,,,,,,,,,,,,,\r\n", f);  /* hook times, accuracy, the saved graph, the profile: the result's row has them */
+  /* hook times, accuracy, the saved graph, the profile, contention and repeats: the result's row has them */
+  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,\r\n", f);
 }
 
 static void issue5_cols(FILE *f, const alma_result *x) {
@@ -124,6 +129,23 @@ static void profile_cols(FILE *f, const alma_result *x) {
   fputc(',', f); if (ok && p->n_nodes) put_num(f, p->nodes[0].ms);
   fputc(',', f); if (ok && p->n_ops) put_str(f, p->ops[0].op_type);
   fputc(',', f); if (ok && p->n_ops) put_num(f, p->ops[0].ms);
+}
+
+/* Empty where not measured (a failed row, a build-only run); the repeat columns only for repeats. */
+static void repro_cols(FILE *f, const alma_result *x) {
+  const alma_contention *c = alma_result_contention(x);
+  fputc(',', f); if (c) fputs(c->disturbed ? "true" : "false", f);
+  fputc(',', f); if (c) put_str(f, c->reason);
+  fputc(',', f); if (c) put_num(f, c->cpu_share);
+  fputc(',', f); if (c) fputs(c->spinning ? "true" : "false", f);
+  fputc(',', f); put_num(f, alma_result_clock_agreement(x));
+  const alma_repeat_stats *s = alma_result_repeats(x);
+  fputc(',', f); if (s) put_int(f, s->k);
+  fputc(',', f); if (s) put_num(f, s->median_ms);
+  fputc(',', f); if (s) put_num(f, s->ci95[0]);
+  fputc(',', f); if (s) put_num(f, s->ci95[1]);
+  fputc(',', f); if (s) put_num(f, s->spread);
+  fputc(',', f); if (s) put_int(f, s->n_disturbed);
 }
 
 alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
@@ -181,6 +203,7 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     fputc(',', f); if (x->post.n) put_num(f, x->post.mean);
     issue5_cols(f, x);
     profile_cols(f, x);
+    repro_cols(f, x);
     fputs("\r\n", f);
     for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
   }

@@ -232,6 +232,18 @@ static int csv_record(const char **p, char fields[96][512]) {
 static void test_csv(void **state) {
   (void)state;
   alma_results *rs = sample();
+  /* row 0 disturbed, with the clock check; row 1 a row of two repeats, one disturbed */
+  rs->items[0].cont.measured = 1;
+  rs->items[0].cont.disturbed = 1;
+  rs->items[0].cont.cpu_share = 0.4;
+  rs->items[0].cont.reason = strdup("got 40% of the CPU it asked for");
+  rs->items[0].clock_agreement = 0.999;
+  for (int k = 0; k < 2; k++)
+    assert_int_equal(alma__repeat_push(&rs->items[1].rep, &(alma_repeat_run){.run_index = k, .n = 2, .median_ms = 1 + k,
+                                                                       .cpu_share = NAN, .disturbed = k}),
+                     ALMA_OK);
+  alma_repeat_stats *rep = &rs->items[1].rep;
+  rep->median_ms = 1.5, rep->ci95[0] = 1, rep->ci95[1] = 2, rep->spread = 0.5, rep->n_disturbed = 1;
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -256,6 +268,16 @@ static void test_csv(void **state) {
     if (!strcmp(head[i], "accuracy_top1_drop")) col_drop = i;
     if (!strcmp(head[i], "saved_converted")) col_saved = i;
   }
+  int col_dist = -1, col_share = -1, col_clock = -1, col_reps = -1, col_rmed = -1, col_rdist = -1;
+  for (int i = 0; i < nh; i++) {
+    if (!strcmp(head[i], "disturbed")) col_dist = i;
+    if (!strcmp(head[i], "cpu_share")) col_share = i;
+    if (!strcmp(head[i], "clock_agreement")) col_clock = i;
+    if (!strcmp(head[i], "repeats")) col_reps = i;
+    if (!strcmp(head[i], "repeat_median_ms")) col_rmed = i;
+    if (!strcmp(head[i], "repeats_disturbed")) col_rdist = i;
+  }
+  assert_true(col_dist >= 0 && col_share >= 0 && col_clock >= 0 && col_reps >= 0 && col_rmed >= 0 && col_rdist >= 0);
   assert_true(col_cos >= 0 && col_top1 >= 0 && col_saved >= 0 && col_drop >= 0);
   assert_true(col_conv >= 0 && col_tp >= 0 && col_warn >= 0 && col_err >= 0 && col_p50 >= 0 && col_pass >= 0);
   for (int k = 0; k < 4; k++) {
@@ -269,6 +291,12 @@ static void test_csv(void **state) {
       assert_true(strtod(row[col_top1], NULL) == rs->items[k].acc.top1);
       assert_true(strtod(row[col_drop], NULL) == rs->items[k].acc.top1_drop);
       assert_string_equal(row[col_saved], k ? "out/FOLD+EAGER.onnx" : "");
+      assert_string_equal(row[col_dist], k ? "" : "true");
+      assert_string_equal(row[col_share], k ? "" : "0.4");
+      assert_string_equal(row[col_clock], k ? "" : "0.999");
+      assert_string_equal(row[col_reps], k ? "2" : "");
+      assert_string_equal(row[col_rmed], k ? "1.5" : "");
+      assert_string_equal(row[col_rdist], k ? "1" : "");
     } else {
       assert_string_equal(row[col_tp], "");  /* unknown = empty */
       assert_string_equal(row[col_pass], "");
