@@ -1875,6 +1875,10 @@ static alma_status bench_common(const char *path, const alma_model *model, const
    * memory) bounds the probe too: beyond it is the kernel's OOM killer. */
   probe_jo = jo;
   probe_jo.memory_limit_bytes = config->memory_limit_mb < 0 ? jo.memory_limit_bytes : 0;
+  /* Likewise timeout_s: a timeout set for the conversions (`--timeout 1`) is no bound for the look
+   * at the model, which also asks each runtime whether it can run here (ORT starts an interpreter:
+   * over a second on a busy machine). The probe keeps a bound, never under a minute. */
+  if (probe_jo.timeout_s > 0 && probe_jo.timeout_s < 60) probe_jo.timeout_s = 60;
   alma__job_outcome oc;
   alma_status first_failure = ALMA_OK;
   int index = 0, stop = 0, count = 0;
