@@ -215,26 +215,29 @@ def with_results(json_text, fn):
         L.alma_results_free(h)
 
 
-def print_results(json_text, fd=1, summary_only=False, include_traceback=True):
-    """alma's own text report (the CLI's) of results JSON, written to file descriptor fd."""
-    L = lib()
+def print_results(json_text, file=None, summary_only=False, include_traceback=True):
+    """alma's own text report (the CLI's) of results JSON, written to `file` (default sys.stdout):
+    the library writes into a temporary file, whose text then goes through Python's stream, so
+    redirected and captured streams (pytest, notebooks) get it too."""
     import sys
-    for s in (sys.stdout, sys.stderr):
-        try:
-            s.flush()
-        except Exception:
-            pass
+    import tempfile
+    L = lib()
+    out = file if file is not None else sys.stdout
 
     def run(h):
-        f = L._libc.fdopen(os.dup(fd), b"w")
-        if not f:
-            raise AlmaError("ERR_IO", f"cannot open file descriptor {fd}")
-        try:
-            st = L.alma_results_print_summary(h, f) if summary_only else L.alma_results_print(
-                h, f, 1 if include_traceback else 0)
-        finally:
-            L._libc.fclose(f)
-        check(st, "printing results")
+        with tempfile.TemporaryFile() as tmp:
+            f = L._libc.fdopen(os.dup(tmp.fileno()), b"w")
+            if not f:
+                raise AlmaError("ERR_IO", "cannot open a temporary file for the report")
+            try:
+                st = L.alma_results_print_summary(h, f) if summary_only else L.alma_results_print(
+                    h, f, 1 if include_traceback else 0)
+            finally:
+                L._libc.fclose(f)
+            check(st, "printing results")
+            tmp.seek(0)
+            out.write(tmp.read().decode(errors="replace"))
+        out.flush()
     with_results(json_text, run)
 
 

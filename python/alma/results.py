@@ -106,12 +106,13 @@ class Results:
         _lib.with_results(self.to_json(include_raw=False), lambda h: _lib.check(
             _lib.lib().alma_results_save_csv(h, str(path).encode()), f"writing '{path}'"))
 
-    def print(self, summary_only=False, include_traceback=True, fd=1):
-        """alma's text report, the CLI's: a block per conversion, then the summary table."""
-        _lib.print_results(self.to_json(include_raw=False), fd=fd, summary_only=summary_only,
+    def print(self, summary_only=False, include_traceback=True, file=None):
+        """alma's text report, the CLI's: a block per conversion, then the summary table (to `file`,
+        default sys.stdout)."""
+        _lib.print_results(self.to_json(include_raw=False), file=file, summary_only=summary_only,
                            include_traceback=include_traceback)
 
 
-def display_all_results(results, summary_only=False, include_traceback=True):
+def display_all_results(results, summary_only=False, include_traceback=True, file=None):
     """Prints every result the way `alma bench` does."""
-    results.print(summary_only=summary_only, include_traceback=include_traceback)
+    results.print(summary_only=summary_only, include_traceback=include_traceback, file=file)

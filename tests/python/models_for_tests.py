@@ -57,3 +57,12 @@ class NotExportable(torch.nn.Module):
 
     def forward(self, x):
         return torch.fft.rfft(x).abs()
+
+
+class Hangs(torch.nn.Module):
+    """Never returns from its first call."""
+
+    def forward(self, x):
+        import time
+        time.sleep(3600)
+        return x

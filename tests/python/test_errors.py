@@ -8,7 +8,7 @@ import torch
 
 import alma
 from conftest import FAST
-from models_for_tests import NotExportable, NotScriptable, Segfaults
+from models_for_tests import Hangs, NotExportable, NotScriptable, Segfaults
 
 
 def test_script_failure_is_a_row_with_the_traceback():
@@ -60,3 +60,9 @@ def test_export_failure_fails_every_export_row():
     assert any("torch.onnx.export failed" in w for w in eager.warnings)
     for r in (e1, e2):
         assert r.status == "error" and r.failed_step == "export" and "Traceback" in r.traceback
+
+
+def test_a_hung_conversion_is_killed_at_timeout_s():
+    res = alma.benchmark_model(Hangs().eval(), dict(FAST, fail_on_error=False, check_outputs=False, timeout_s=40),
+                               ["TORCH_EAGER"], data=(4,))
+    assert res[0].status == "error" and res[0].error_status == "ERR_TIMEOUT" and "40 s" in res[0].error

@@ -26,6 +26,8 @@ def test_pytorch_and_alma_conversions_in_one_call(tmp_path):
         assert r.latency_ms["n"] >= 4 and r.samples == 4 * r.latency_ms["n"]
         assert r.throughput == pytest.approx(r.samples / r.inference_s)
         assert len(r.raw_ms) == r.latency_ms["n"]
+        c = r.contention  # measured in the row's own process, alma's or PyTorch's
+        assert c["cpu_s"] > 0 and c["wall_s"] > 0 and c["threads"] >= 1 and isinstance(c["disturbed"], bool)
     # PyTorch eager against an outside reference: ONNX Runtime on the exported model, first batch
     ort = pytest.importorskip("onnxruntime")
     x = np.load(tmp_path / "input_0.npy")[:4]

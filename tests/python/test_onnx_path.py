@@ -26,11 +26,15 @@ def test_rows_and_fields_match_the_cli(tmp_path, small_onnx, alma_cli):
     assert mine["config"]["batch_size"] == 2 and mine["config"]["n_samples"] == 16
 
 
-def test_print_save_json_csv(tmp_path, small_onnx, capfd):
+def test_print_save_json_csv(tmp_path, small_onnx, capsys):
     res = alma.benchmark_model(small_onnx, FAST, ["EAGER"])
     alma.display_all_results(res)
-    out = capfd.readouterr().out
+    out = capsys.readouterr().out
     assert "[  0] EAGER: ok" in out and "speed-up" in out
+    import io
+    buf = io.StringIO()
+    res.print(summary_only=True, file=buf)
+    assert "speed-up" in buf.getvalue() and "[  0]" not in buf.getvalue()
     res.save_json(tmp_path / "r.json")
     back = json.load(open(tmp_path / "r.json"))
     assert back["results"][0]["conversion"] == "EAGER" and "raw_ms" not in back["results"][0]
