@@ -270,6 +270,13 @@ def _child(kind, spec, out_path, err_path):
     os.replace(out_path + ".tmp", out_path)
 
 
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
 def _tail(path, n=4000):
     try:
         with open(path, "rb") as f:
@@ -285,6 +292,7 @@ def _in_child(kind, spec, workdir, tag, timeout_s, verbose):
     """Runs a job in a spawned process; (result or None, failure text, traceback)."""
     ctx = multiprocessing.get_context("spawn")
     out_path, err_path = os.path.join(workdir, f"{tag}.json"), os.path.join(workdir, f"{tag}.stderr")
+    _remove(out_path)  # a kept directory may hold an earlier run's: never read it as this one's
     p = ctx.Process(target=_child, args=(kind, spec, out_path, err_path), daemon=True)
     p.start()
     p.join(timeout_s if timeout_s and timeout_s > 0 else None)
@@ -324,6 +332,8 @@ def _failed_row(conv, cid, status, message, step, tb, batch_size, device):
 def _sweep(model_path, text_cfg, convs, npy, workdir, tag):
     """alma's conversions through alma_benchmark_model in a fresh interpreter (see _sweep.py)."""
     out = os.path.join(workdir, f"{tag}.json")
+    _remove(out)
+    _remove(out + ".error")
     req = {"model": model_path, "config": text_cfg, "conversions": convs, "data": {"npy": npy} if npy else None,
            "out": out}
     with open(os.path.join(workdir, f"{tag}.request.json"), "w") as f:

@@ -66,3 +66,16 @@ class Hangs(torch.nn.Module):
         import time
         time.sleep(3600)
         return x
+
+
+class TokensToTwoOutputs(torch.nn.Module):
+    """int64 token ids in, a tuple of two tensors out (logits, pooled)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 8)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        return self.fc(h), h.mean(1)

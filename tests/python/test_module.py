@@ -8,7 +8,7 @@ import torch
 
 import alma
 from conftest import FAST
-from models_for_tests import SmallCNN, TwoInputs
+from models_for_tests import SmallCNN, TokensToTwoOutputs, TwoInputs
 
 JIT = ["TORCH_EAGER", "TORCH_JIT_TRACE", "TORCH_JIT_SCRIPT", "TORCH_JIT_FROZEN", "TORCH_JIT_OPTIMIZED"]
 
@@ -106,3 +106,11 @@ def test_top1_from_the_loaders_labels():
         assert r.accuracy["baseline"] == "TORCH_EAGER" and r.accuracy["top1_drop"] == 0
     with pytest.raises(ValueError, match="labels"):
         alma.benchmark_model(model, dict(FAST, labels=True), ["TORCH_EAGER"], data=(3, 8, 8))
+
+
+def test_integer_inputs_and_several_outputs():
+    # data= an int64 tensor: random ids in [0, 10); two outputs, checked in export order
+    res = alma.benchmark_model(TokensToTwoOutputs().eval(), FAST, ["TORCH_EAGER", "TORCH_JIT_TRACE", "EXPORT+EAGER"],
+                               data=torch.zeros(6, dtype=torch.long))
+    assert all(r.ok and r.check_passed for r in res), [(r.conversion, r.error, r.warnings) for r in res]
+    assert "6 int64" in res.data
