@@ -7,12 +7,16 @@ Models (written with onnx.helper, random weights):
     lstm_vad   forward LSTM, 64 steps, batch 1, input 128, hidden 128 (a voice-activity detector)
     gru        bidirectional GRU, 40 steps, batch 4, input 256, hidden 192 (linear_before_reset=1)
     dfl        Softmax over axis 1 of [1, 16, 4, 2100] (YOLOv8's distribution-focal-loss head)
+With --wild CACHE, also the models of tests/wild that hold LSTM nodes (fetched there with
+`tests/wild/wild.py fetch CACHE`), on their own inputs: ddddocr_ocr (a CNN and a bidirectional LSTM),
+silero_vad_seq and faster_whisper_vad (62 windows through Conv layers and an LSTM), oww_hey_mycroft
+(two LSTMs).
 For each conversion, `alma bench -n N --threads 1` runs twice (N small and large); the difference in
 the children's CPU time over the difference in timed runs is the CPU time of one inference (start-up,
 build, warm-up and the output check cancel out). ONNX Runtime: InferenceSession.run in this process, one intra-op
 thread, timed by time.process_time.
 
-    .venv-test/bin/python bench/rnn_bench.py --alma build/alma [--conversions EAGER,DNNL,BLAS,XNNPACK]
+    .venv-test/bin/python bench/rnn_bench.py --alma build/alma [--conversions EAGER,DNNL,BLAS,XNNPACK] [--wild CACHE]
 """
 import argparse
 import json
@@ -60,22 +64,53 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def alma_cpu_ms(alma, model, conv, n_small, n_large):
-    """CPU ms of one run of the model (one batch: alma takes the first axis as the batch)."""
+def alma_cpu_ms(alma, model, conv, n_small, n_large, data=None):
+    """CPU ms of one run of the model (one batch; n_small and n_large count batches)."""
     cpu, runs = [], []
     with tempfile.TemporaryDirectory() as td:
+        batch = 1
         for n in (n_small, n_large):
             out = os.path.join(td, "r.json")
             t0 = children_cpu()
-            r = subprocess.run([alma, "bench", model, "-c", conv, "--threads", "1", "-n", str(n),
+            r = subprocess.run([alma, "bench", model, "-c", conv, "--threads", "1", "-n", str(n * batch),
                                 "--min-time", "0", "--warmup", "2", "--warmup-time", "0", "-q", "--no-cache",
-                                "--json", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                "--json", out] + (["--data", data] if data else []),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if r.returncode:
                 return None
             cpu.append(children_cpu() - t0)
             with open(out) as f:
-                runs.append(json.load(f)["results"][0]["latency_ms"]["n"])
-    return (cpu[1] - cpu[0]) / (runs[1] - runs[0]) * 1e3
+                row = json.load(f)["results"][0]
+            if row.get("status") != "ok":
+                return None
+            runs.append(row["latency_ms"]["n"])
+            batch = max(1, int(row.get("batch_size") or 1))  # -n counts samples
+    return (cpu[1] - cpu[0]) / (runs[1] - runs[0]) * 1e3 if runs[1] > runs[0] else None
+
+
+WILD = {"ddddocr_ocr": 1, "silero_vad_seq": 10, "faster_whisper_vad": 10, "oww_hey_mycroft": 20}
+
+
+def wild_models(cache):
+    """(name, model path, alma --data directory, ONNX Runtime feeds, runs per --samples) of the
+    recurrent models of tests/wild found in cache."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "wild"))
+    import wild
+    out = []
+    for m in wild.manifest():
+        d = os.path.join(cache, m["name"])
+        if m["name"] not in WILD or not os.path.exists(os.path.join(d, "ref.json")):
+            continue
+        with open(os.path.join(d, "ref.json")) as f:
+            inputs = json.load(f)["inputs"]
+        feeds = {k: np.load(os.path.join(d, "in", fn)) for k, fn in inputs.items()}
+        bd = os.path.join(d, "bench_cpu")  # one batch: a .npy per input (in b0/ when there are several)
+        sub = bd if len(feeds) == 1 else os.path.join(bd, "b0")
+        os.makedirs(sub, exist_ok=True)
+        for k, v in feeds.items():
+            np.save(os.path.join(sub, k + ".npy"), v)
+        out.append((m["name"], wild.model_path(cache, m), bd, feeds, WILD[m["name"]]))
+    return out
 
 
 def ort_cpu_ms(model, feeds, n):
@@ -83,6 +118,7 @@ def ort_cpu_ms(model, feeds, n):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
+    so.log_severity_level = 3  # ddddocr_ocr's declared output shape is wrong: one warning per run
     s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     for _ in range(3):
         s.run(None, feeds)
@@ -97,6 +133,7 @@ def main():
     ap.add_argument("--alma", required=True)
     ap.add_argument("--conversions", default="EAGER,DNNL,BLAS,XNNPACK")
     ap.add_argument("--samples", type=int, default=60, help="runs the large bench adds, and ONNX Runtime's runs (default 60)")
+    ap.add_argument("--wild", metavar="CACHE", help="also the recurrent models of tests/wild fetched into CACHE")
     a = ap.parse_args()
     try:
         import onnxruntime  # noqa: F401
@@ -111,17 +148,19 @@ def main():
             "gru": (lambda p: rnn_model(p, "GRU", "bidirectional", 40, 4, 256, 192, linear_before_reset=1), 1),
             "dfl": (softmax_model, 20),
         }
-        print(f"{'model':10s} " + " ".join(f"{c:>10s}" for c in convs) + (f" {'ORT':>10s}" if have_ort else "")
+        print(f"{'model':18s} " + " ".join(f"{c:>10s}" for c in convs) + (f" {'ORT':>10s}" if have_ort else "")
               + "   (CPU ms per inference, 1 thread)")
+        todo = []
         for name, (make, mult) in models.items():
             path = os.path.join(td, name + ".onnx")
-            feeds = make(path)
-            first = next(iter(feeds.values())).shape[0]  # samples per run (alma's batch axis)
+            todo.append((name, path, None, make(path), mult))
+        todo += wild_models(a.wild) if a.wild else []
+        for name, path, data, feeds, mult in todo:
             runs = a.samples * mult
-            row = [alma_cpu_ms(a.alma, path, c, 1, 1 + runs * first) for c in convs]
+            row = [alma_cpu_ms(a.alma, path, c, 1, 1 + runs, data) for c in convs]
             if have_ort:
                 row.append(ort_cpu_ms(path, feeds, runs))
-            print(f"{name:10s} " + " ".join(f"{v:10.3f}" if v is not None else f"{'-':>10s}" for v in row))
+            print(f"{name:18s} " + " ".join(f"{v:10.3f}" if v is not None else f"{'-':>10s}" for v in row))
             sys.stdout.flush()
 
 

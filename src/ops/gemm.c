@@ -62,6 +62,14 @@ void alma__packed_gemm_set_budget(int64_t bytes) { atomic_store_explicit(&packed
 
 int64_t alma__packed_gemm_bytes(void) { return atomic_load(&packed_bytes); }
 
+int alma__packed_gemm_reserve(int64_t bytes) {
+  if (atomic_fetch_add(&packed_bytes, bytes) + bytes <= packed_budget()) return 1;
+  atomic_fetch_sub(&packed_bytes, bytes);
+  return 0;
+}
+
+void alma__packed_gemm_unreserve(int64_t bytes) { atomic_fetch_sub(&packed_bytes, bytes); }
+
 static int64_t packed_size(int64_t K, int64_t N) { return K * ((N + 15) / 16 * 16) * (int64_t)sizeof(float); }
 
 typedef struct packed_entry {
@@ -83,7 +91,7 @@ static void packed_release(alma_prepared *self) {
   packed_state *s = (packed_state *)self;
   packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
   if (e) {
-    atomic_fetch_sub(&packed_bytes, packed_size(e->pk.K, e->pk.N));
+    alma__packed_gemm_unreserve(packed_size(e->pk.K, e->pk.N));
     alma__sgemm_packed_free(&e->pk);
     free(e);
   }
@@ -111,13 +119,10 @@ const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_
   if (!e) {
     int64_t K = b->dims[trans_b ? 1 : 0], N = b->dims[trans_b ? 0 : 1];
     int64_t bytes = K <= INT64_MAX / 4 / ((N + 15) / 16 * 16) ? packed_size(K, N) : INT64_MAX / 2;
-    if (atomic_fetch_add(&packed_bytes, bytes) + bytes > packed_budget()) {
-      atomic_fetch_sub(&packed_bytes, bytes); /* over the budget: the unpacked kernel */
-      return NULL;
-    }
+    if (!alma__packed_gemm_reserve(bytes)) return NULL; /* over the budget: the unpacked kernel */
     packed_entry *mine = calloc(1, sizeof *mine);
     if (!mine || alma__sgemm_pack(trans_b, K, N, b->data, b->dims[1], &mine->pk) != ALMA_OK) {
-      atomic_fetch_sub(&packed_bytes, bytes);
+      alma__packed_gemm_unreserve(bytes);
       free(mine);
       alma__error_clear();
       return NULL;
@@ -129,7 +134,7 @@ const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_
     if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) {
       e = mine;
     } else { /* another thread packed first: e is its copy */
-      atomic_fetch_sub(&packed_bytes, bytes);
+      alma__packed_gemm_unreserve(bytes);
       alma__sgemm_packed_free(&mine->pk);
       free(mine);
     }
@@ -155,9 +160,9 @@ static void packed_item(void *arg, int64_t item) {
                           j->ldc, j->rb, j->cb);
 }
 
-static void packed_run(alma_exec_ctx *ctx, int64_t M, float alpha, const float *A, int64_t lda,
-                       const alma__sgemm_packed *pk, float beta, float *C, int64_t ldc, const float *rb,
-                       const float *cb) {
+void alma__gemm_packed_run(alma_exec_ctx *ctx, int64_t M, float alpha, const float *A, int64_t lda,
+                           const alma__sgemm_packed *pk, float beta, float *C, int64_t ldc, const float *rb,
+                           const float *cb) {
   alma_exec_parfor pf;
   void *pctx;
   int threads = alma__exec_parfor(ctx, &pf, &pctx);
@@ -279,7 +284,7 @@ static alma_status gemm_exec_f(alma_exec_ctx *ctx, const alma_node *n, const alm
       const alma__sgemm_packed *pk =
           !gs.ta && y == out->data && packed_ok(ctx, n, b, M, N, K) ? alma__gemm_packed_b(owner, gs.tb, b) : NULL;
       if (pk) {
-        packed_run(ctx, M, alpha, af, lda, pk, beta0, y, N, rb, cb);
+        alma__gemm_packed_run(ctx, M, alpha, af, lda, pk, beta0, y, N, rb, cb);
         st = ALMA_OK;
       } else {
         st = alma__sgemm_bias(gs.ta, gs.tb, M, N, K, alpha, af, lda, bf, ldb, beta0, y, N, rb, cb);
@@ -434,7 +439,7 @@ static alma_status matmul_exec_f(alma_exec_ctx *ctx, const alma_node *n, const a
       packed_ok(ctx, n, b, ms.batch * ms.M, ms.N, ms.K)) {
     const alma__sgemm_packed *pk = alma__gemm_packed_b(owner, 0, b);
     if (pk) {
-      packed_run(ctx, ms.batch * ms.M, 1.0f, a->data, ms.K, pk, 0.0f, out->data, ms.N, NULL, NULL);
+      alma__gemm_packed_run(ctx, ms.batch * ms.M, 1.0f, a->data, ms.K, pk, 0.0f, out->data, ms.N, NULL, NULL);
       return ALMA_OK;
     }
   }

@@ -2,8 +2,9 @@
  * keeps a copy of op(B) packed in column panels (sgemm.h, alma__sgemm_packed) in its prepared state,
  * made the first time the node runs with at most ALMA_PACKED_MAX_ROWS rows (a prefill-only graph
  * never pays the memory), within a budget. EAGER's Gemm/MatMul kernels, the BLAS runtime and the DNNL runtime's
- * few-row path use it; the original stays in the graph (other runtimes, output checks), so weights
- * that are used take twice their size in memory. ALMA_PACKED_GEMM=0 turns the path off (A/B
+ * few-row path use it, and LSTM/GRU nodes keep their W and R packed the same way (ops/rnn.c); the
+ * original stays in the graph (other runtimes, output checks), so weights that are used take twice
+ * their size in memory. ALMA_PACKED_GEMM=0 turns the path off (A/B
  * measurements of one build). */
 #ifndef ALMA_OPS_GEMM_PACKED_H
 #define ALMA_OPS_GEMM_PACKED_H
@@ -20,6 +21,11 @@
 void alma__packed_gemm_set_budget(int64_t bytes);
 int64_t alma__packed_gemm_bytes(void);
 
+/* Takes bytes from that budget for a packed copy: 1 when they fit (give them back with
+ * alma__packed_gemm_unreserve when the copy is freed), 0 when they do not (nothing taken). */
+int alma__packed_gemm_reserve(int64_t bytes);
+void alma__packed_gemm_unreserve(int64_t bytes);
+
 /* 0 when ALMA_PACKED_GEMM=0 is set (read once). */
 int alma__packed_gemm_enabled(void);
 
@@ -29,6 +35,13 @@ int alma__packed_gemm_enabled(void);
  * tensor): the caller then runs the unpacked kernel. Thread-safe (racing first calls each pack,
  * one copy is kept). */
 const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_b, const alma_tensor *b);
+
+/* C = beta * C + row_bias + col_bias + alpha * A * pk over all of pk's panels (sgemm.h,
+ * alma__sgemm_packed_rows), split among the threads of the context's parallel loop when it has one
+ * (the same bits whatever the split). ctx may be NULL. */
+void alma__gemm_packed_run(alma_exec_ctx *ctx, int64_t M, float alpha, const float *A, int64_t lda,
+                           const alma__sgemm_packed *pk, float beta, float *C, int64_t ldc, const float *rb,
+                           const float *cb);
 
 /* Gemm or MatMul's exec (base->op) for a node run as `base` (fused.c's copy bound to the base op)
  * whose packed weights belong to `owner` (the fused node itself). */

@@ -150,6 +150,10 @@ typedef void (*alma_exec_parfor)(void *pctx, int64_t items, alma_exec_item_fn fn
  * (alma__exec_parfor). */
 alma_status alma__op_run_node_of(const alma_graph *g, const alma_node *n, const alma_tensor *const *in, int nin,
                                  alma_tensor *out, int nout, int threads, alma_exec_parfor pf, void *pctx);
+/* n's exec alone, with the context alma__op_run_node_of gives it, for a runtime that has inferred
+ * and allocated the outputs itself (in its own buffers): not for subgraph or output-allocating ops. */
+alma_status alma__op_exec_node_of(const alma_graph *g, const alma_node *n, const alma_tensor *const *in, int nin,
+                                  alma_tensor *out, int nout, int threads, alma_exec_parfor pf, void *pctx);
 /* The parallel loop ctx offers (alma__op_run_node_of) and its thread count, or 1 with *pf = NULL. */
 int alma__exec_parfor(const alma_exec_ctx *ctx, alma_exec_parfor *pf, void **pctx);
 

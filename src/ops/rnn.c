@@ -4,9 +4,12 @@
  * models, computed in float) and for double (float64 models): this file includes itself with
  * ALMA_RNN_REAL set (see the end of the first part). The input projection of all steps is one
  * matrix product; each step multiplies the whole batch's state by R at once. Float runs those on
- * the project's SGEMM (R packed once per call for batches up to ALMA_PACKED_MAX_ROWS) and Sigmoid
- * and Tanh on the vectorised rows of softmax_row.h; double keeps plain loops and libm. Every
- * attribute and optional input takes the same path: no case falls back to a slower kernel.
+ * the packed kernel of sgemm.h, on W and R packed once per node when they are graph constants
+ * (else R packed once per call for batches up to ALMA_PACKED_MAX_ROWS, the projection on the
+ * blocked SGEMM), and Sigmoid and Tanh on the vectorised rows of softmax_row.h; double keeps plain
+ * loops and libm. With a runtime's threads (its fallback to this kernel) the two directions of a
+ * bidirectional node run in parallel, a single direction's input projection is split over them.
+ * Every attribute and optional input takes the same path: no case falls back to a slower kernel.
  *
  * Conventions (ONNX): gates are stacked in W/R/B in the order i,o,f,c (LSTM) and z,r,h (GRU); B
  * holds the W biases then the R biases; P holds the peepholes i,o,f. clip bounds the input of the
@@ -15,6 +18,7 @@
 #ifndef ALMA_RNN_REAL
 
 #include <math.h>
+#include <stdatomic.h>
 #include <strings.h>
 
 #include "ops/gemm_packed.h"
@@ -64,6 +68,8 @@ typedef struct {
   int input_forget, linear_before_reset;
   rnn_act act[2][3];               /* per direction: f, g(, h) */
   const alma_tensor *X, *W, *R, *Bias, *seq_lens, *h0, *c0, *P;
+  const struct rnn_packs *packs;   /* the node's packed W and R (float only), or NULL */
+  alma_exec_ctx *ctx;              /* the run's context: its parallel loop, if any */
 } rnn_cfg;
 
 static const alma_tensor *rnn_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
@@ -218,6 +224,101 @@ static void rnn_cost(const alma_node *n, int lstm, const alma_tensor *const *in,
   *flops = 2 * *macs + nd * steps * H * (lstm ? 12 : 10); /* gate arithmetic and activations, roughly */
 }
 
+/* ---- packed constant weights ----
+ * A node whose W and R are float32 graph constants keeps them packed for the packed kernel
+ * (sgemm.h) in its prepared state, made on the first run within gemm_packed.h's budget (past it,
+ * or for weights computed in the graph, each run packs R itself and the input projection runs on
+ * the blocked SGEMM). Per direction: W as the input projection's op(B) (G * H columns), R's rows
+ * for the per-step product (LSTM: all 4H; GRU: z and r) and, for GRU, its h rows apart. */
+typedef struct rnn_packs {
+  const void *w, *r; /* the data they were packed from */
+  int64_t bytes;     /* taken from the budget */
+  alma__sgemm_packed pw[2], pr[2], ph[2];
+} rnn_packs;
+
+typedef struct rnn_state {
+  alma_prepared hdr;
+  _Atomic(rnn_packs *) e; /* written once (compare-and-swap), freed with the node */
+} rnn_state;
+
+static void rnn_packs_free(rnn_packs *e) {
+  for (int d = 0; d < 2; d++) {
+    alma__sgemm_packed_free(&e->pw[d]);
+    alma__sgemm_packed_free(&e->pr[d]);
+    alma__sgemm_packed_free(&e->ph[d]);
+  }
+  alma__packed_gemm_unreserve(e->bytes);
+  free(e);
+}
+
+static void rnn_state_release(alma_prepared *self) {
+  rnn_state *s = (rnn_state *)self;
+  rnn_packs *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (e) rnn_packs_free(e);
+  free(s);
+}
+
+static alma_status rnn_state_build(const alma_node *n, alma_prepared **out) {
+  rnn_state *s = calloc(1, sizeof *s);
+  if (!s) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory");
+  s->hdr.release = rnn_state_release;
+  atomic_init(&s->e, NULL);
+  *out = &s->hdr;
+  return ALMA_OK;
+}
+
+static int64_t rnn_pack_bytes(int64_t K, int64_t N) { return K * ((N + ALMA_SGEMM_PANEL - 1) / ALMA_SGEMM_PANEL * ALMA_SGEMM_PANEL) * 4; }
+
+/* Packs every block (NULL when out of memory, or over the budget: nothing taken then). */
+static rnn_packs *rnn_packs_make(const rnn_cfg *c) {
+  int64_t H = c->H, I = c->I, GH = c->G * H, nr = c->lstm ? GH : 2 * H, nd = c->ndir;
+  int64_t bytes = nd * (rnn_pack_bytes(I, GH) + rnn_pack_bytes(H, nr) + (c->lstm ? 0 : rnn_pack_bytes(H, H)));
+  if (!alma__packed_gemm_reserve(bytes)) return NULL;
+  rnn_packs *e = calloc(1, sizeof *e);
+  if (!e) {
+    alma__packed_gemm_unreserve(bytes);
+    return NULL;
+  }
+  e->w = c->W->data;
+  e->r = c->R->data;
+  e->bytes = bytes;
+  const float *W = c->W->data, *R = c->R->data;
+  alma_status st = ALMA_OK;
+  for (int64_t d = 0; d < nd && st == ALMA_OK; d++) {
+    const float *Rd = R + d * GH * H;
+    st = alma__sgemm_pack(1, I, GH, W + d * GH * I, I, &e->pw[d]);
+    if (st == ALMA_OK) st = alma__sgemm_pack(1, H, nr, Rd, H, &e->pr[d]);
+    if (st == ALMA_OK && !c->lstm) st = alma__sgemm_pack(1, H, H, Rd + 2 * H * H, H, &e->ph[d]);
+  }
+  if (st != ALMA_OK) {
+    alma__error_clear();
+    rnn_packs_free(e);
+    return NULL;
+  }
+  return e;
+}
+
+/* The node's packed weights, or NULL (the per-call path). */
+static const rnn_packs *rnn_packs_get(alma_exec_ctx *ctx, const alma_node *n, const rnn_cfg *c) {
+  if (c->X->dtype != ALMA_DTYPE_FLOAT32 || c->I < 1 || c->H < 1 || !alma__packed_gemm_enabled() ||
+      !alma__exec_input_is_const(ctx, n, 1, c->W) || !alma__exec_input_is_const(ctx, n, 2, c->R))
+    return NULL;
+  const alma_prepared *pp;
+  if (alma__node_prepared(n, rnn_state_build, &pp) != ALMA_OK) {
+    alma__error_clear();
+    return NULL;
+  }
+  rnn_state *s = (rnn_state *)pp;
+  rnn_packs *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (!e) {
+    rnn_packs *mine = rnn_packs_make(c);
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) e = mine;
+    else rnn_packs_free(mine); /* another thread packed first: e is its copy */
+  }
+  return e->w == c->W->data && e->r == c->R->data ? e : NULL;
+}
+
 /* ---- typed kernels: float and double ---- */
 /* RNN_M(f): the libm function of the real type (tanhf or tanh ...) */
 /* RNN_F32: the float instantiation, which runs on the project's SGEMM and vectorised activations */
@@ -240,11 +341,13 @@ static void rnn_cost(const alma_node *n, int lstm, const alma_tensor *const *in,
 #undef RNN_M
 #undef RNN_F32
 
-static alma_status rnn_exec(const alma_node *n, int lstm, const alma_tensor *const *in, int nin, alma_tensor *out,
-                            int nout) {
+static alma_status rnn_exec(alma_exec_ctx *ctx, const alma_node *n, int lstm, const alma_tensor *const *in, int nin,
+                            alma_tensor *out, int nout) {
   rnn_cfg c;
   ALMA_TRY(rnn_cfg_make(n, lstm, in, nin, &c));
   ALMA_TRY(rnn_check_lens(n, &c));
+  c.ctx = ctx;
+  c.packs = rnn_packs_get(ctx, n, &c);
   alma_tensor *Y = nout > 0 && out[0].data ? &out[0] : NULL;
   alma_tensor *Yh = nout > 1 && out[1].data ? &out[1] : NULL;
   alma_tensor *Yc = lstm && nout > 2 && out[2].data ? &out[2] : NULL;
@@ -259,7 +362,7 @@ static alma_status lstm_infer(const alma_node *n, const alma_tensor *const *in, 
 }
 static alma_status lstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                              alma_tensor *out, int nout) {
-  return rnn_exec(n, 1, in, nin, out, nout);
+  return rnn_exec(ctx, n, 1, in, nin, out, nout);
 }
 static void lstm_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                       int64_t *macs, int64_t *flops) {
@@ -512,7 +615,7 @@ static alma_status gru_infer(const alma_node *n, const alma_tensor *const *in, i
 }
 static alma_status gru_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                             alma_tensor *out, int nout) {
-  return rnn_exec(n, 0, in, nin, out, nout);
+  return rnn_exec(ctx, n, 0, in, nin, out, nout);
 }
 static void gru_cost(const alma_node *n, const alma_tensor *const *in, int nin, const alma_tensor *out, int nout,
                      int64_t *macs, int64_t *flops) {
@@ -583,18 +686,20 @@ static void RNN_FN(rnn_act)(const rnn_act *a, int has_clip, RNN_FN(real) clip, R
 }
 
 /* C[M, N] (row stride ldc) = A[M, K] (row stride lda) Bt^T + bias, with Bt [N, K] row-major (a block
- * of W or R rows; bias [N] or NULL). float: the project's SGEMM, or pk (Bt packed once per call,
- * sgemm.h) for the few-row products of the recurrence; double: plain dot products. */
-static alma_status RNN_FN(rnn_mm)(int64_t M, int64_t N, int64_t K, const RNN_FN(real) *A, int64_t lda,
-                                  const RNN_FN(real) *Bt, const RNN_FN(real) *bias, const void *pk,
+ * of W or R rows; bias [N] or NULL). float: the packed kernel on pk (Bt packed, sgemm.h), its
+ * panels split over ctx's threads when it has them, or else the project's SGEMM; double: plain
+ * dot products. */
+static alma_status RNN_FN(rnn_mm)(alma_exec_ctx *ctx, int64_t M, int64_t N, int64_t K, const RNN_FN(real) *A,
+                                  int64_t lda, const RNN_FN(real) *Bt, const RNN_FN(real) *bias, const void *pk,
                                   RNN_FN(real) *C, int64_t ldc) {
 #if RNN_F32
   if (pk) {
-    alma__sgemm_packed_rows(M, 0, ((const alma__sgemm_packed *)pk)->panels, 1.0f, A, lda, pk, 0.0f, C, ldc, NULL, bias);
+    alma__gemm_packed_run(ctx, M, 1.0f, A, lda, pk, 0.0f, C, ldc, NULL, bias);
     return ALMA_OK;
   }
   return alma__sgemm_bias(0, 1, M, N, K, 1.0f, A, lda, Bt, K, 0.0f, C, ldc, NULL, bias);
 #else
+  (void)ctx, (void)pk;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       RNN_FN(real) s = 0;
@@ -605,51 +710,67 @@ static alma_status RNN_FN(rnn_mm)(int64_t M, int64_t N, int64_t K, const RNN_FN(
 #endif
 }
 
-/* The recurrent weight blocks of one direction, packed for the per-step products when the batch
- * is small enough for the packed kernel (float only; NULL: unpacked). LSTM: all 4H rows; GRU: the
- * z,r rows and the h rows apart (h's product takes r * h unless linear_before_reset). */
+/* The packed weight blocks of one direction (float only; NULL: unpacked): w, the input projection's
+ * (the node's copy only); all, the per-step product's (LSTM: all 4H rows; GRU: z and r); h, GRU's
+ * h rows apart (h's product takes r * h unless linear_before_reset). owned: all and h were packed
+ * for this call (R not a graph constant, or past the budget) and are freed after it. */
 typedef struct {
-  void *all, *h;
+  const void *w, *all, *h;
+  int owned;
 } RNN_FN(rnn_pk);
 
 static void RNN_FN(rnn_pk_free)(RNN_FN(rnn_pk) *p) {
 #if RNN_F32
-  if (p->all) alma__sgemm_packed_free(p->all);
-  if (p->h) alma__sgemm_packed_free(p->h);
-  free(p->all);
-  free(p->h);
+  if (p->owned) {
+    alma__sgemm_packed *a = (alma__sgemm_packed *)p->all, *h = (alma__sgemm_packed *)p->h;
+    if (a) alma__sgemm_packed_free(a);
+    if (h) alma__sgemm_packed_free(h);
+    free(a);
+    free(h);
+  }
 #endif
-  p->all = p->h = NULL;
+  p->w = p->all = p->h = NULL;
+  p->owned = 0;
 }
 
-static alma_status RNN_FN(rnn_pk_make)(const rnn_cfg *c, const RNN_FN(real) *Rd, RNN_FN(rnn_pk) *p) {
-  p->all = p->h = NULL;
+static alma_status RNN_FN(rnn_pk_make)(const rnn_cfg *c, int d, const RNN_FN(real) *Rd, RNN_FN(rnn_pk) *p) {
+  p->w = p->all = p->h = NULL;
+  p->owned = 0;
 #if RNN_F32
+  if (c->packs) {
+    p->w = &c->packs->pw[d];
+    p->all = &c->packs->pr[d];
+    p->h = c->lstm ? NULL : &c->packs->ph[d];
+    return ALMA_OK;
+  }
+  /* per call: worth it for the few-row products (the blocked SGEMM packs R on every step else) */
   int64_t H = c->H, nall = c->lstm ? 4 * H : 2 * H;
   if (c->B > ALMA_PACKED_MAX_ROWS || H < 1 || !alma__packed_gemm_enabled()) return ALMA_OK;
-  p->all = calloc(1, sizeof(alma__sgemm_packed));
-  p->h = c->lstm ? NULL : calloc(1, sizeof(alma__sgemm_packed));
-  if (!p->all || (!c->lstm && !p->h)) {
+  alma__sgemm_packed *a = calloc(1, sizeof *a), *h = c->lstm ? NULL : calloc(1, sizeof *h);
+  p->all = a, p->h = h, p->owned = 1;
+  if (!a || (!c->lstm && !h)) {
     RNN_FN(rnn_pk_free)(p);
     return alma__errorf(ALMA_ERR_NOMEM, "packed recurrent weights");
   }
-  alma_status st = alma__sgemm_pack(1, H, nall, Rd, H, p->all);
-  if (st == ALMA_OK && !c->lstm) st = alma__sgemm_pack(1, H, H, Rd + 2 * H * H, H, p->h);
+  alma_status st = alma__sgemm_pack(1, H, nall, Rd, H, a);
+  if (st == ALMA_OK && !c->lstm) st = alma__sgemm_pack(1, H, H, Rd + 2 * H * H, H, h);
   if (st != ALMA_OK) RNN_FN(rnn_pk_free)(p);
   return st;
 #else
-  (void)c, (void)Rd;
+  (void)c, (void)d, (void)Rd;
   return ALMA_OK;
 #endif
 }
 
 /* One direction d. Xc: [S, B, I]; Yw: [S, ndir, B, H] (may be NULL); Hs, Cs: [B, H] state, in/out.
- * Scratch: XW [S * B, G * H]; HR [B, G * H]; T1, T2 [B, H]; tmp [H].
+ * Scratch: XW [S * B, G * H]; HR [B, G * H]; T1, T2 [B, H]; tmp [H]. mctx: the context whose
+ * threads the input projection may take (NULL when the directions run on threads of their own).
  * The input projection of every step is one product; each step then takes one product of the
  * whole batch's state with R (GRU without linear_before_reset: two, the second on r * h), and the
  * gate arithmetic row by row. Batch entries past their sequence length are computed with the rest
  * and left unchanged. */
-static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards, const RNN_FN(real) *Xc,
+static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, alma_exec_ctx *mctx, int d, int backwards,
+                                         const RNN_FN(real) *Xc,
                                          const RNN_FN(real) *W, const RNN_FN(real) *R, const RNN_FN(real) *Bv,
                                          const RNN_FN(real) *P, RNN_FN(real) *Hs, RNN_FN(real) *Cs,
                                          RNN_FN(real) *Yw, RNN_FN(real) *XW, RNN_FN(real) *HR, RNN_FN(real) *T1,
@@ -663,19 +784,23 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards,
   const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
   Rl clip = (Rl)c->clip;
   RNN_FN(rnn_pk) pk;
+  ALMA_TRY(RNN_FN(rnn_pk_make)(c, d, Rd, &pk));
+  alma_status st = ALMA_OK;
   /* input projection of every step at once: XW = X W^T + Wb */
-  if (S * Bn > 0 && I > 0) ALMA_TRY(RNN_FN(rnn_mm)(S * Bn, GH, I, Xc, I, Wd, Wb, NULL, XW, GH));
+  if (S * Bn > 0 && I > 0) st = RNN_FN(rnn_mm)(mctx, S * Bn, GH, I, Xc, I, Wd, Wb, pk.w, XW, GH);
   else
     for (int64_t r = 0; r < S * Bn; r++)
       for (int64_t j = 0; j < GH; j++) XW[r * GH + j] = Wb ? Wb[j] : 0;
-  if (H < 1 || Bn < 1) return ALMA_OK;
-  ALMA_TRY(RNN_FN(rnn_pk_make)(c, Rd, &pk));
-  alma_status st = ALMA_OK;
+  if (st != ALMA_OK || H < 1 || Bn < 1) {
+    RNN_FN(rnn_pk_free)(&pk);
+    return st;
+  }
   const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
   for (int64_t s = 0; s < S && st == ALMA_OK; s++) {
     /* LSTM: HR = Hs R^T + Rb (all four gates); GRU: the z, r columns (and h's with linear_before_reset, in T2) */
-    st = RNN_FN(rnn_mm)(Bn, c->lstm ? GH : 2 * H, H, Hs, H, Rd, Rb, pk.all, HR, GH);
-    if (st == ALMA_OK && !c->lstm && c->linear_before_reset) st = RNN_FN(rnn_mm)(Bn, H, H, Hs, H, Rh, Rbh, pk.h, T2, H);
+    st = RNN_FN(rnn_mm)(NULL, Bn, c->lstm ? GH : 2 * H, H, Hs, H, Rd, Rb, pk.all, HR, GH);
+    if (st == ALMA_OK && !c->lstm && c->linear_before_reset)
+      st = RNN_FN(rnn_mm)(NULL, Bn, H, H, Hs, H, Rh, Rbh, pk.h, T2, H);
     if (st != ALMA_OK) break;
     for (int64_t b = 0; b < Bn; b++) {
       int64_t len = lens ? lens[b] : S;
@@ -717,7 +842,7 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, int d, int backwards,
     }
     if (c->lstm) continue;
     /* the candidate h~: (r * h) Rh^T + Rbh, or r * (h Rh^T + Rbh) with linear_before_reset */
-    if (!c->linear_before_reset && (st = RNN_FN(rnn_mm)(Bn, H, H, T1, H, Rh, Rbh, pk.h, T2, H)) != ALMA_OK) break;
+    if (!c->linear_before_reset && (st = RNN_FN(rnn_mm)(NULL, Bn, H, H, T1, H, Rh, Rbh, pk.h, T2, H)) != ALMA_OK) break;
     for (int64_t b = 0; b < Bn; b++) {
       int64_t len = lens ? lens[b] : S;
       if (s >= len) continue;
@@ -746,11 +871,41 @@ static void RNN_FN(rnn_store_n)(alma_tensor *t, int64_t i, const RNN_FN(real) *v
     for (int64_t k = 0; k < n; k++) RNN_FN(rnn_store)(t, i + k, v[k]);
 }
 
+/* The directions of a bidirectional node as two items of the context's parallel loop: each has its
+ * own state rows, scratch and slice of Y. */
+typedef struct {
+  const rnn_cfg *c;
+  const RNN_FN(real) *Xc, *W, *R, *Bv, *P;
+  RNN_FN(real) *Hs, *Cs, *Yw, *XW, *scr;
+  alma_status st[2];
+} RNN_FN(rnn_dirs);
+
+static alma_status RNN_FN(rnn_dir_run)(const RNN_FN(rnn_dirs) *j, alma_exec_ctx *mctx, int d, RNN_FN(real) *XW,
+                                       RNN_FN(real) *scr) {
+  const rnn_cfg *c = j->c;
+  int64_t Bn = c->B, H = c->H, GH = c->G * c->H;
+  return RNN_FN(rnn_direction)(c, mctx, d, c->ndir == 2 ? d == 1 : c->reverse, j->Xc, j->W, j->R, j->Bv, j->P,
+                               j->Hs + d * Bn * H, j->Cs ? j->Cs + d * Bn * H : NULL, j->Yw, XW, scr, scr + Bn * GH,
+                               scr + Bn * GH + Bn * H, scr + Bn * GH + 2 * Bn * H);
+}
+
+static void RNN_FN(rnn_dir_item)(void *arg, int64_t d) {
+  RNN_FN(rnn_dirs) *j = arg;
+  const rnn_cfg *c = j->c;
+  int64_t nscr = c->B * c->G * c->H + 2 * c->B * c->H + c->H + 1;
+  j->st[d] = RNN_FN(rnn_dir_run)(j, NULL, (int)d, j->XW + d * (c->S * c->B * c->G * c->H + 1), j->scr + d * nscr);
+}
+
 static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor *Yh, alma_tensor *Yc) {
   typedef RNN_FN(real) Rl;
   int64_t S = c->S, Bn = c->B, I = c->I, H = c->H, GH = c->G * c->H, nd = c->ndir;
   int oX, oW, oR, oB, oP, oh, oc, fail = 0;
   alma_status st = ALMA_OK;
+  alma_exec_parfor pf;
+  void *pctx;
+  /* two directions, two threads: one each (their per-step products are too small to split) */
+  int par = nd == 2 && alma__exec_parfor(c->ctx, &pf, &pctx) >= 2, ncopy = par ? 2 : 1;
+  int64_t nxw = S * Bn * GH + 1, nscr = Bn * GH + 2 * Bn * H + H + 1;
   const Rl *X = RNN_FN(rnn_load)(c->X, &oX, &fail), *W = RNN_FN(rnn_load)(c->W, &oW, &fail);
   const Rl *Rm = RNN_FN(rnn_load)(c->R, &oR, &fail), *Bv = RNN_FN(rnn_load)(c->Bias, &oB, &fail);
   const Rl *P = RNN_FN(rnn_load)(c->P, &oP, &fail), *h0 = RNN_FN(rnn_load)(c->h0, &oh, &fail);
@@ -759,9 +914,9 @@ static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor
   Rl *Yw = Y ? alma__calloc((size_t)(S * nd * Bn * H + 1), sizeof *Yw) : NULL;
   Rl *Hs = alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Hs);
   Rl *Cs = c->lstm ? alma__calloc((size_t)(nd * Bn * H + 1), sizeof *Cs) : NULL;
-  Rl *XW = alma__malloc((size_t)(S * Bn * GH + 1) * sizeof *XW);
+  Rl *XW = alma__malloc((size_t)(ncopy * nxw) * sizeof *XW);
   /* HR [B, GH], T1, T2 [B, H], tmp [H]; zeroed, so rows of finished batch entries stay finite */
-  Rl *scr = alma__calloc((size_t)(Bn * GH + 2 * Bn * H + H + 1), sizeof *scr);
+  Rl *scr = alma__calloc((size_t)(ncopy * nscr), sizeof *scr);
   if (fail || (c->layout && !Xc) || (Y && !Yw) || !Hs || (c->lstm && !Cs) || !XW || !scr) {
     st = ALMA_ERR_NOMEM;
     goto done;
@@ -777,10 +932,14 @@ static alma_status RNN_FN(rnn_run)(const rnn_cfg *c, alma_tensor *Y, alma_tensor
       if (h0) memcpy(Hs + dst, h0 + src, (size_t)H * sizeof *Hs);
       if (c0) memcpy(Cs + dst, c0 + src, (size_t)H * sizeof *Cs);
     }
-  for (int d = 0; d < nd && st == ALMA_OK; d++)
-    st = RNN_FN(rnn_direction)(c, d, nd == 2 ? d == 1 : c->reverse, c->layout ? Xc : X, W, Rm, Bv, P,
-                               Hs + d * Bn * H, Cs ? Cs + d * Bn * H : NULL, Yw, XW, scr, scr + Bn * GH,
-                               scr + Bn * GH + Bn * H, scr + Bn * GH + 2 * Bn * H);
+  RNN_FN(rnn_dirs) job = {.c = c, .Xc = c->layout ? Xc : X, .W = W, .R = Rm, .Bv = Bv, .P = P, .Hs = Hs, .Cs = Cs,
+                          .Yw = Yw, .XW = XW, .scr = scr};
+  if (par) {
+    pf(pctx, 2, RNN_FN(rnn_dir_item), &job);
+    st = job.st[0] != ALMA_OK ? job.st[0] : job.st[1];
+  } else {
+    for (int d = 0; d < nd && st == ALMA_OK; d++) st = RNN_FN(rnn_dir_run)(&job, c->ctx, d, XW, scr);
+  }
   if (st != ALMA_OK) goto done;
   if (Y) {
     if (!c->layout) RNN_FN(rnn_store_n)(Y, 0, Yw, S * nd * Bn * H);

@@ -363,19 +363,50 @@ void alma__sgemm_packed_free(alma__sgemm_packed *pk) {
   memset(pk, 0, sizeof *pk);
 }
 
-#define PK_ROWS 6 /* rows per pass over a panel: 12 accumulators hide the FMA latency, 15 registers in all */
+#define PK_ROWS 6 /* rows per pass over a group of panels */
+#define PK_QMAX 4 /* panels per pass: independent accumulators when there are few rows */
+#define PK_A_CHUNK (64 * 1024) /* floats of A per row chunk */
 
-/* R rows x one panel (nc <= PW valid columns): the C tile lives in 2R vector registers over all
- * of K. The initial value is scale_c's expression, the sum rows_nn's: c = c + (alpha * a_k) * b_k. */
-static inline __attribute__((always_inline)) void packed_tile(int R, int64_t K, float alpha, const float *restrict A,
-                                                              int64_t lda, const float *restrict p, float *restrict C,
-                                                              int64_t ldc, int nc, float beta, const float *rb,
-                                                              const float *cb) {
-  float t[PK_ROWS][PW];
-  int plain = beta == 1.0f && !rb && !cb; /* scale_c leaves C as it is */
+typedef float v16f __attribute__((vector_size(64)));
+#define PK_UNROLL _Pragma("GCC unroll 12")
+
+/* acc[r][v] += (alpha * a[r, k]) * b[k][v] over k for R rows and the Q * PW columns from t, in
+ * vectors of type VT (v16f: one AVX-512 register; v8f: one AVX2 register; GCC splits a v16f into
+ * AVX2 halves badly). The row and vector loops unrolled: GCC 12 leaves the accumulators in memory
+ * otherwise. */
+#define PK_ACCUMULATE(VT)                                                                                      \
+  do {                                                                                                         \
+    enum { NV = PW / (int)(sizeof(VT) / sizeof(float)), VW = (int)(sizeof(VT) / sizeof(float)) };            \
+    VT acc[PK_ROWS][PK_QMAX * NV], bv[PK_QMAX * NV];                                                           \
+    PK_UNROLL for (int r = 0; r < R; r++) PK_UNROLL for (int v = 0; v < Q * NV; v++)                           \
+        memcpy(&acc[r][v], &t[r][v * VW], sizeof(VT));                                                       \
+    for (int64_t k = 0; k < K; k++) {                                                                          \
+      PK_UNROLL for (int v = 0; v < Q * NV; v++) memcpy(&bv[v], p + (v / NV) * pstr + k * PW + (v % NV) * VW, \
+                                                        sizeof(VT));                                         \
+      PK_UNROLL for (int r = 0; r < R; r++) {                                                                  \
+        float a = unit ? A[r * lda + k] : alpha * A[r * lda + k];                                              \
+        PK_UNROLL for (int v = 0; v < Q * NV; v++) acc[r][v] = acc[r][v] + a * bv[v];                          \
+      }                                                                                                        \
+    }                                                                                                          \
+    PK_UNROLL for (int r = 0; r < R; r++) PK_UNROLL for (int v = 0; v < Q * NV; v++)                           \
+        memcpy(&t[r][v * VW], &acc[r][v], sizeof(VT));                                                       \
+  } while (0)
+
+/* R rows x Q consecutive panels (pstr floats apart; the last has nc valid columns, the others PW):
+ * the C tile lives in vector registers over all of K (wide: AVX-512 ones). The initial value is
+ * scale_c's expression, the sum rows_nn's: c = c + (alpha * a_k) * b_k, so the bits depend on
+ * neither R, Q nor the vector width. unit: alpha == 1 (1 * a == a, so the broadcast comes straight
+ * from A). */
+static inline __attribute__((always_inline)) void packed_tile(int wide, int R, int Q, int unit, int64_t K,
+                                                              float alpha, const float *restrict A, int64_t lda,
+                                                              const float *restrict p, int64_t pstr,
+                                                              float *restrict C, int64_t ldc, int nc, float beta,
+                                                              const float *rb, const float *cb) {
+  float t[PK_ROWS][PK_QMAX * PW];
+  int plain = beta == 1.0f && !rb && !cb, ncol = (Q - 1) * PW + nc; /* plain: scale_c leaves C as it is */
   for (int r = 0; r < R; r++) {
     const float *c = C + r * ldc;
-    for (int j = 0; j < nc; j++) {
+    for (int j = 0; j < ncol; j++) {
       if (plain) {
         t[r][j] = c[j];
       } else {
@@ -383,58 +414,121 @@ static inline __attribute__((always_inline)) void packed_tile(int R, int64_t K, 
         t[r][j] = v + (rb ? rb[r] : 0.0f) + (cb ? cb[j] : 0.0f);
       }
     }
-    for (int j = nc; j < PW; j++) t[r][j] = 0.0f;
+    for (int j = ncol; j < Q * PW; j++) t[r][j] = 0.0f;
   }
   if (alpha != 0.0f) { /* alpha == 0: scale_c only, as alma__sgemm_rows (no NaN from A or B) */
-    v8f c0[PK_ROWS], c1[PK_ROWS];
-    for (int r = 0; r < R; r++) c0[r] = ld8(&t[r][0]), c1[r] = ld8(&t[r][8]);
-    if (alpha == 1.0f) { /* 1 * a == a: broadcasts straight from A, no multiply per (row, k) */
-      for (int64_t k = 0; k < K; k++) {
-        v8f b0 = ld8(p + k * PW), b1 = ld8(p + k * PW + 8);
-        for (int r = 0; r < R; r++) {
-          float a = A[r * lda + k];
-          c0[r] = c0[r] + a * b0;
-          c1[r] = c1[r] + a * b1;
-        }
-      }
-    } else {
-      for (int64_t k = 0; k < K; k++) {
-        v8f b0 = ld8(p + k * PW), b1 = ld8(p + k * PW + 8);
-        for (int r = 0; r < R; r++) {
-          float a = alpha * A[r * lda + k];
-          c0[r] = c0[r] + a * b0;
-          c1[r] = c1[r] + a * b1;
+    if (wide) PK_ACCUMULATE(v16f);
+    else PK_ACCUMULATE(v8f);
+  }
+  for (int r = 0; r < R; r++) memcpy(C + r * ldc, t[r], (size_t)ncol * sizeof(float));
+}
+
+/* Panels per pass for R rows: enough independent accumulators to cover the FMA latency, within the
+ * vector registers: wide (AVX-512, 32 registers, one per vector) or not (AVX2, 16 registers, two
+ * per vector). More than four panels (streams from L2) is slower for one row on Zen 5. */
+static inline __attribute__((always_inline)) int packed_q(int wide, int R) {
+  if (wide) return R <= 3 ? 4 : 2;
+  return R == 1 ? 4 : R <= 3 ? 2 : 1;
+}
+
+static inline __attribute__((always_inline)) void packed_tile_rq(int wide, int R, int Q, int64_t K, float alpha,
+                                                                 const float *A, int64_t lda, const float *p,
+                                                                 int64_t pstr, float *C, int64_t ldc, int nc,
+                                                                 float beta, const float *rb, const float *cb) {
+  if (alpha == 1.0f) packed_tile(wide, R, Q, 1, K, alpha, A, lda, p, pstr, C, ldc, nc, beta, rb, cb);
+  else packed_tile(wide, R, Q, 0, K, alpha, A, lda, p, pstr, C, ldc, nc, beta, rb, cb);
+}
+
+/* Blocks of PK_QMAX panels (K x 256 bytes, in L2 while each row group takes them), row groups of
+ * PK_ROWS inside, each group taking the block packed_q(R) panels at a time (one at a time for the
+ * block's remainder). Constant R and Q at every call, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void packed_rows_body(int wide, int64_t M, int64_t p0, int64_t p1,
+                                                                   float alpha, const float *A, int64_t lda,
+                                                                   const alma__sgemm_packed *B, float beta,
+                                                                   float *C, int64_t ldc, const float *row_bias,
+                                                                   const float *col_bias) {
+  int64_t K = B->K, pstr = K * PW, end = min64(p1, B->panels);
+  /* many rows (a recurrent node's input projection over all steps): chunks of A of 256 KB, in L2
+   * while every panel block takes them */
+  int64_t mch = (PK_A_CHUNK / K) / PK_ROWS * PK_ROWS;
+  if (mch < PK_ROWS) mch = PK_ROWS;
+  for (int64_t i0 = 0; i0 < M; i0 += mch) {
+    for (int64_t pb = p0; pb < end; pb += PK_QMAX) {
+      int64_t pe = min64(pb + PK_QMAX, end), m1 = min64(M, i0 + mch);
+      for (int64_t i = i0; i < m1; i += PK_ROWS) {
+        int R = (int)min64(PK_ROWS, m1 - i), Q = packed_q(wide, R);
+        const float *a = A + i * lda, *rb = row_bias ? row_bias + i : NULL;
+        for (int64_t pn = pb; pn < pe;) {
+          int q = pe - pn >= Q ? Q : 1;
+          int64_t j0 = pn * PW;
+          int nc = (int)min64(PW, B->N - (pn + q - 1) * PW);
+          const float *p = B->p + pn * pstr, *cb = col_bias ? col_bias + j0 : NULL;
+          float *c = C + i * ldc + j0;
+#define PK_TILE(r, qq) packed_tile_rq(wide, r, qq, K, alpha, a, lda, p, pstr, c, ldc, nc, beta, rb, cb)
+          if (q == 1) {
+            switch (R) {
+              case 1: PK_TILE(1, 1); break;
+              case 2: PK_TILE(2, 1); break;
+              case 3: PK_TILE(3, 1); break;
+              case 4: PK_TILE(4, 1); break;
+              case 5: PK_TILE(5, 1); break;
+              default: PK_TILE(6, 1); break;
+            }
+          } else if (wide) {
+            switch (R) {
+              case 1: PK_TILE(1, 4); break;
+              case 2: PK_TILE(2, 4); break;
+              case 3: PK_TILE(3, 4); break;
+              case 4: PK_TILE(4, 2); break;
+              case 5: PK_TILE(5, 2); break;
+              default: PK_TILE(6, 2); break;
+            }
+          } else {
+            switch (R) {
+              case 1: PK_TILE(1, 4); break;
+              case 2: PK_TILE(2, 2); break;
+              default: PK_TILE(3, 2); break; /* four rows and more take one panel at a time */
+            }
+          }
+#undef PK_TILE
+          pn += q;
         }
       }
     }
-    for (int r = 0; r < R; r++) st8(&t[r][0], c0[r]), st8(&t[r][8], c1[r]);
   }
-  for (int r = 0; r < R; r++) memcpy(C + r * ldc, t[r], (size_t)nc * sizeof(float));
 }
 
 ALMA_MULTIVERSION
+static void packed_rows_avx2(int64_t M, int64_t p0, int64_t p1, float alpha, const float *A, int64_t lda,
+                             const alma__sgemm_packed *B, float beta, float *C, int64_t ldc, const float *row_bias,
+                             const float *col_bias) {
+  packed_rows_body(0, M, p0, p1, alpha, A, lda, B, beta, C, ldc, row_bias, col_bias);
+}
+
+#if defined(__x86_64__) && !defined(ALMA_NO_MULTIVERSION)
+/* The same sums on AVX-512, fused multiply-adds as in the AVX2+FMA clone that every AVX-512 CPU
+ * also runs (so the same bits as alma__sgemm_rows there): twice the width per instruction, twice
+ * the registers. Not without multiversioning, where the portable code rounds products apart. */
+__attribute__((target("avx512f,fma"))) static void packed_rows_avx512(int64_t M, int64_t p0, int64_t p1, float alpha,
+                                                                       const float *A, int64_t lda,
+                                                                       const alma__sgemm_packed *B, float beta,
+                                                                       float *C, int64_t ldc, const float *row_bias,
+                                                                       const float *col_bias) {
+  packed_rows_body(1, M, p0, p1, alpha, A, lda, B, beta, C, ldc, row_bias, col_bias);
+}
+#define HAVE_PACKED_AVX512 1
+#endif
+
 void alma__sgemm_packed_rows(int64_t M, int64_t p0, int64_t p1, float alpha, const float *A, int64_t lda,
                              const alma__sgemm_packed *B, float beta, float *C, int64_t ldc, const float *row_bias,
                              const float *col_bias) {
-  int64_t K = B->K;
-  for (int64_t pn = p0; pn < p1 && pn < B->panels; pn++) {
-    int64_t j0 = pn * PW;
-    int nc = (int)min64(PW, B->N - j0);
-    const float *p = B->p + pn * K * PW, *cb = col_bias ? col_bias + j0 : NULL;
-    /* row groups inside the panel loop: the panel (K x 64 bytes) is still in L2 for the next group */
-    for (int64_t i = 0; i < M; i += PK_ROWS) {
-      const float *a = A + i * lda, *rb = row_bias ? row_bias + i : NULL;
-      float *c = C + i * ldc + j0;
-      switch ((int)min64(PK_ROWS, M - i)) { /* constant row counts: the accumulators stay in registers */
-        case 1: packed_tile(1, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-        case 2: packed_tile(2, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-        case 3: packed_tile(3, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-        case 4: packed_tile(4, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-        case 5: packed_tile(5, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-        default: packed_tile(6, K, alpha, a, lda, p, c, ldc, nc, beta, rb, cb); break;
-      }
-    }
+#ifdef HAVE_PACKED_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    packed_rows_avx512(M, p0, p1, alpha, A, lda, B, beta, C, ldc, row_bias, col_bias);
+    return;
   }
+#endif
+  packed_rows_avx2(M, p0, p1, alpha, A, lda, B, beta, C, ldc, row_bias, col_bias);
 }
 
 /* Few columns: each C column is op(A) times a gathered B column; rows of A (not transposed) are

@@ -69,8 +69,9 @@ void alma__sgemm_packed_free(alma__sgemm_packed *pk);
  * is indexed by column from 0), then C += (alpha * A[i, k]) * op(B)[k, j] for k = 0..K-1 in order,
  * each C element in a register over all of K. Bit for bit alma__sgemm_rows(0, ...) (scale_c, then
  * the same sum in the same order) on op(B) stored row-major, whatever M is and however the panels
- * are split among threads. Up to six rows per pass over a panel; more rows take the panel again
- * while it is in L2, so B comes from memory once. */
+ * are split among threads. Up to six rows and four panels per pass (few rows take several panels,
+ * for enough independent sums); more rows take the panels again while they are in L2, and many
+ * rows go in chunks of A that stay in L2. AVX-512 where the CPU has it (the same bits). */
 void alma__sgemm_packed_rows(int64_t M, int64_t p0, int64_t p1, float alpha, const float *A, int64_t lda,
                              const alma__sgemm_packed *B, float beta, float *C, int64_t ldc, const float *row_bias,
                              const float *col_bias);

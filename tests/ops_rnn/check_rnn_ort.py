@@ -5,7 +5,9 @@ usage: check_rnn_ort.py ALMA WORKDIR      (python with onnx, onnxruntime, numpy)
 Each case is a single LSTM or GRU node written with onnx.helper (random weights scaled by
 1/sqrt(hidden), every attribute and optional input drawn from a fixed list of combinations plus
 seeded random ones), run by `alma run` on EAGER and on every other runtime available (DNNL,
-XNNPACK, BLAS: they take these nodes from EAGER's kernel) and by ONNX Runtime. ONNX Runtime's CPU
+XNNPACK, BLAS: they take these nodes from EAGER's kernel, with their threads: the two directions of a
+bidirectional node in parallel) and by ONNX Runtime. Weights are initializers (packed once per node)
+except in the cases that feed them as inputs (packed per run). ONNX Runtime's CPU
 kernels refuse layout 1 (batch first), so those cases are compared with ONNX Runtime on the same
 node in layout 0 with inputs and outputs transposed. Error: the largest absolute difference over
 the output's largest magnitude (at least 1), at most 1e-4 for every output. Exit 0 when every case
@@ -40,7 +42,7 @@ def conversions(alma):
 
 
 def make_case(op, rng, direction="forward", layout=0, batch=2, seq=5, inp=7, hidden=16, bias=True, lens=False,
-              init=False, peep=False, clip=None, input_forget=0, acts=None, lbr=0):
+              init=False, peep=False, clip=None, input_forget=0, acts=None, lbr=0, weights_fed=False):
     nd = 2 if direction == "bidirectional" else 1
     G = 4 if op == "LSTM" else 3
     sc = 1.0 / np.sqrt(hidden)
@@ -50,6 +52,9 @@ def make_case(op, rng, direction="forward", layout=0, batch=2, seq=5, inp=7, hid
         "R": (rng.standard_normal((nd, G * hidden, hidden)) * sc).astype(np.float32),
     }
     feeds = {"X": X}
+    if weights_fed:  # graph inputs, not constants: each run packs R itself (no copy kept)
+        feeds.update(inits)
+        inits = {}
     names = ["X", "W", "R"]
     if bias:
         inits["B"] = (rng.standard_normal((nd, 2 * G * hidden)) * 0.5).astype(np.float32)
@@ -142,6 +147,12 @@ def cases(rng):
         out.append(make_case(op, rng, direction="bidirectional", batch=20, seq=4, inp=5, hidden=12, lens=True,
                              init=True, **({"lbr": 1} if op == "GRU" else {"peep": True})))
         out.append(make_case(op, rng, direction="reverse", batch=3, seq=6, hidden=8, lens=True, bias=False))
+        # W and R fed as inputs (packed per run, or not at all past the threshold); an input
+        # projection of 120 rows x 600 (the packed kernel takes the rows in chunks)
+        out.append(make_case(op, rng, direction="bidirectional", batch=3, seq=5, inp=11, hidden=20, init=True,
+                             weights_fed=True))
+        out.append(make_case(op, rng, direction="forward", batch=18, seq=3, inp=6, hidden=10, weights_fed=True))
+        out.append(make_case(op, rng, direction="bidirectional", batch=3, seq=40, inp=600, hidden=24))
         out.append(make_case(op, rng, direction="bidirectional", layout=1, batch=3, seq=5, lens=True, init=True))
         out.append(make_case(op, rng, direction="forward", batch=2, seq=4, clip=0.7, init=True))
         out.append(make_case(op, rng, direction="bidirectional", batch=2, seq=3, hidden=1, inp=1))

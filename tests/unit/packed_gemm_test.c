@@ -1,7 +1,7 @@
 /* Few-row products on packed weights (alma__sgemm_pack / alma__sgemm_packed_rows, ops/sgemm.h):
  *  - bit for bit what the unpacked few-rows kernel gives one row at a time (alma__sgemm_bias with
  *    M = 1 on op(B) stored row-major: scale_c's beta and biases, then the same sum in the same
- *    order), for M 1..17, N and K not multiples of 8 or 16, B stored transposed or not, alpha,
+ *    order), for M 1..17 and 121 (rows taken in chunks), N and K not multiples of 8 or 16, B stored transposed or not, alpha,
  *    beta 0 (NaN in C ignored) / 1 / other, row and column biases; and close to a double-precision
  *    sum;
  *  - the same bits whatever split of the panels (threads take panel ranges);
@@ -9,7 +9,8 @@
  *  - a size that overflows is refused without allocating;
  *  - through the ops: a MatMul and a Gemm node whose B is a graph initializer (packed) give the
  *    unpacked kernel's bits for M < 4 and a double-precision sum's value for M up to 16, and the
- *    same bits with the panels split over a runtime's parallel loop. */
+ *    same bits with the panels split over a runtime's parallel loop;
+ *  - recurrent nodes keep their constant W and R packed, within the budget (test_rnn). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,12 +98,14 @@ static void check_case(int M, int N, int K, int tb, float alpha, float beta, int
 
 static void test_shapes(void **state) {
   (void)state;
-  static const int Ns[] = {1, 7, 16, 17, 40, 67}, Ks[] = {1, 3, 9, 33, 130};
+  static const int Ns[] = {1, 7, 16, 17, 40, 67, 200}, Ks[] = {1, 3, 9, 33, 130};
   for (int M = 1; M <= 6; M++)
     for (size_t a = 0; a < sizeof Ns / sizeof *Ns; a++)
       for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
         for (int tb = 0; tb < 2; tb++) check_case(M, Ns[a], Ks[b], tb, 1.0f, 0.0f, 0, 0);
   for (int M = 7; M <= 17; M += 5) check_case(M, 45, 70, M & 1, 1.0f, 0.0f, 0, 1);
+  /* rows in chunks of A (a recurrent node's input projection over all steps) */
+  check_case(121, 45, 700, 1, 1.0f, 0.0f, 0, 1);
 }
 
 static void test_alpha_beta_bias(void **state) {
@@ -230,6 +233,99 @@ static void test_budget(void **state) {
   alma__packed_gemm_set_budget((int64_t)1 << 40);
 }
 
+/* Recurrent nodes (ops/rnn.c): a bidirectional LSTM or GRU whose W and R are initializers keeps them
+ * packed (the bytes taken from the budget once, on the first run; none again on later runs), gives
+ * the same bits on every run and with its directions on a runtime's parallel loop, and agrees with
+ * the path that packs per run (no context: W and R not known constant) to float rounding; past the
+ * budget it takes that path, bit for bit. */
+static void rnn_case(const char *op, int S, int B, int I, int H, int lbr) {
+  int G = strcmp(op, "LSTM") ? 3 : 4, GH = G * H;
+  alma_graph *g = alma__graph_new(NULL);
+  assert_non_null(g);
+  int x = alma__graph_add_value(g, "x"), w = alma__graph_add_value(g, "w"), r = alma__graph_add_value(g, "r"),
+      b = alma__graph_add_value(g, "b"), y = alma__graph_add_value(g, "y");
+  float *X = malloc(sizeof(float) * (size_t)S * B * I), *W = malloc(sizeof(float) * 2 * GH * I);
+  float *R = malloc(sizeof(float) * 2 * GH * H), *Bv = malloc(sizeof(float) * 4 * GH);
+  for (int i = 0; i < S * B * I; i++) X[i] = frand();
+  for (int i = 0; i < 2 * GH * I; i++) W[i] = frand() * 0.3f;
+  for (int i = 0; i < 2 * GH * H; i++) R[i] = frand() * 0.3f;
+  for (int i = 0; i < 4 * GH; i++) Bv[i] = frand() * 0.3f;
+  alma_tensor *wt = calloc(1, sizeof *wt), *rt = calloc(1, sizeof *rt);
+  *wt = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {2, GH, I}, .data = W,
+                      .nbytes = sizeof(float) * 2 * (size_t)GH * I};
+  *rt = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {2, GH, H}, .data = R,
+                      .nbytes = sizeof(float) * 2 * (size_t)GH * H};
+  g->values[w].init = wt;
+  g->values[r].init = rt;
+  int ins[4] = {x, w, r, b};
+  assert_int_equal(alma__graph_add_node(g, op, "", "n", ins, 4, &y, 1), 0);
+  alma_node *n = &g->nodes[0];
+  alma_attr at[3] = {{.name = "hidden_size", .type = ALMA_ATTR_INT, .i = H},
+                     {.name = "direction", .type = ALMA_ATTR_STRING, .s = "bidirectional", .s_len = 13},
+                     {.name = "linear_before_reset", .type = ALMA_ATTR_INT, .i = lbr}};
+  n->attrs = at;
+  n->n_attrs = G == 3 ? 3 : 2;
+  assert_int_equal(alma__op_resolve(n, 14), ALMA_OK);
+  alma_tensor xt = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {S, B, I}, .data = X,
+                    .nbytes = sizeof(float) * (size_t)S * B * I};
+  alma_tensor bt = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {2, 2 * GH}, .data = Bv,
+                    .nbytes = sizeof(float) * 4 * (size_t)GH};
+  const alma_tensor *in[4] = {&xt, wt, rt, &bt};
+  size_t ny = sizeof(float) * (size_t)S * 2 * B * H;
+  int64_t pad = 16, before = alma__packed_gemm_bytes();
+  int64_t want = 2 * (int64_t)sizeof(float) *
+                 ((int64_t)I * ((GH + pad - 1) / pad * pad) + (int64_t)H * (((G == 4 ? GH : 2 * H) + pad - 1) / pad * pad) +
+                  (G == 4 ? 0 : (int64_t)H * ((H + pad - 1) / pad * pad)));
+  alma_tensor first, again, par, plain, over;
+  assert_int_equal(alma__op_run_node_of(g, n, in, 4, &first, 1, 1, NULL, NULL), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before + want);
+  assert_int_equal(alma__op_run_node_of(g, n, in, 4, &again, 1, 1, NULL, NULL), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before + want);
+  par_items = 0;
+  assert_int_equal(alma__op_run_node_of(g, n, in, 4, &par, 1, 2, reverse_parfor, NULL), ALMA_OK);
+  assert_int_equal(par_items, 2); /* one item per direction */
+  assert_memory_equal(first.data, again.data, ny);
+  assert_memory_equal(first.data, par.data, ny);
+  assert_int_equal(alma__op_run_node(NULL, n, in, 4, &plain, 1), ALMA_OK);
+  const float *P = first.data, *U = plain.data;
+  for (size_t i = 0; i < ny / sizeof(float); i++)
+    if (fabsf(P[i] - U[i]) > 1e-5f) fail_msg("%s: Y[%zu] packed %.9g, per run %.9g", op, i, P[i], U[i]);
+  /* a second graph of the same node past the budget: no copy, the per-run path's bits */
+  n->attrs = NULL, n->n_attrs = 0;
+  g->values[w].init = g->values[r].init = NULL; /* the test's, not the graph's */
+  alma__graph_free(g);
+  assert_int_equal(alma__packed_gemm_bytes(), before);
+  g = alma__graph_new(NULL);
+  x = alma__graph_add_value(g, "x"), w = alma__graph_add_value(g, "w"), r = alma__graph_add_value(g, "r");
+  b = alma__graph_add_value(g, "b"), y = alma__graph_add_value(g, "y");
+  g->values[w].init = wt;
+  g->values[r].init = rt;
+  assert_int_equal(alma__graph_add_node(g, op, "", "n", ins, 4, &y, 1), 0);
+  n = &g->nodes[0];
+  n->attrs = at;
+  n->n_attrs = G == 3 ? 3 : 2;
+  assert_int_equal(alma__op_resolve(n, 14), ALMA_OK);
+  alma__packed_gemm_set_budget(before + want - 1);
+  assert_int_equal(alma__op_run_node_of(g, n, in, 4, &over, 1, 1, NULL, NULL), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before);
+  assert_memory_equal(over.data, plain.data, ny);
+  alma__packed_gemm_set_budget((int64_t)1 << 40);
+  n->attrs = NULL, n->n_attrs = 0;
+  g->values[w].init = g->values[r].init = NULL;
+  alma__graph_free(g);
+  alma_tensor *outs[] = {&first, &again, &par, &plain, &over};
+  for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) alma_tensor_free_data(outs[i]);
+  free(wt), free(rt), free(X), free(W), free(R), free(Bv);
+}
+
+static void test_rnn(void **state) {
+  (void)state;
+  rnn_case("LSTM", 7, 1, 21, 19, 0);
+  rnn_case("LSTM", 3, 20, 5, 8, 0); /* a batch past ALMA_PACKED_MAX_ROWS: the per-step product packed too */
+  rnn_case("GRU", 6, 3, 10, 17, 0);
+  rnn_case("GRU", 5, 2, 9, 12, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shapes),
@@ -238,6 +334,7 @@ int main(void) {
       cmocka_unit_test(test_size_refused),
       cmocka_unit_test(test_ops),
       cmocka_unit_test(test_budget),
+      cmocka_unit_test(test_rnn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

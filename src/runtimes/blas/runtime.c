@@ -791,7 +791,8 @@ static alma_status eager_exec(blas_plan *p, const alma_node *n, const alma_tenso
   /* GroupQueryAttention, Attention, the Gelus, SkipLayerNormalization...: EAGER's kernels with their
    * items ((batch, head) pairs, projection column blocks, row blocks) over the pool (contrib_bert.h) */
   st = alma__contrib_par(n) ? alma__contrib_exec_par(n, in, n->n_inputs, out, n->n_outputs, p->ctx.threads, nbits_parfor, p)
-                            : n->op->exec(NULL, n, in, n->n_inputs, out, n->n_outputs);
+                            : alma__op_exec_node_of(p->g, n, in, n->n_inputs, out, n->n_outputs, p->ctx.threads,
+                                                    nbits_parfor, p);
   if (st != ALMA_OK)
     for (int k = 0; k < n->n_outputs; k++) val_free(p, &out[k]);
   return st;

@@ -28,6 +28,12 @@ alma_status alma__op_run_node_of(const alma_graph *g, const alma_node *n, const 
   return alma__op_run_node(&ctx, n, in, nin, out, nout);
 }
 
+alma_status alma__op_exec_node_of(const alma_graph *g, const alma_node *n, const alma_tensor *const *in, int nin,
+                                  alma_tensor *out, int nout, int threads, alma_exec_parfor pf, void *pctx) {
+  alma_exec_ctx ctx = {.g = g, .pf = threads > 1 ? pf : NULL, .pctx = pctx, .threads = threads};
+  return n->op->exec(&ctx, n, in, nin, out, nout);
+}
+
 int alma__exec_parfor(const alma_exec_ctx *ctx, alma_exec_parfor *pf, void **pctx) {
   *pf = ctx ? ctx->pf : NULL;
   *pctx = ctx ? ctx->pctx : NULL;
