@@ -42,7 +42,11 @@ int64_t alma__peak_rss_bytes(void);
  * so that CUDA is first touched in a child). */
 void alma__system_info_basic(alma_system_info *s);
 /* "EAGER DNNL(unavailable) ..." */
+struct alma_conversion;
 void alma__system_info_runtimes(char *out, size_t n);
+/* The same for a sweep: only the runtimes of conv[0..n_conv) are checked (ORT's check starts an
+ * interpreter, a second or more); the others are listed "NAME(unchecked)". n_conv < 0: all. */
+void alma__system_info_runtimes_for(char *out, size_t n, const struct alma_conversion *conv, int n_conv);
 
 /* ---- config (config.c) --------------------------------------------------------------------- */
 /* Room for any key's value in text form (the paths: cache_dir, save_converted, labels). */

@@ -1316,7 +1316,7 @@ static void probe(void *arg, alma__chan *ch) {
   }
   cJSON_AddStringToObject(rec, "hash", alma_model_hash(m));
   char rts[256];
-  alma__system_info_runtimes(rts, sizeof rts);
+  alma__system_info_runtimes_for(rts, sizeof rts, a->conv, a->n_conv);
   cJSON_AddStringToObject(rec, "runtimes", rts);
 
   /* Availability of each conversion, by the device rules of the config. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "conversions/conversions.h"
 #include "runtimes/runtime.h"
 
 #ifndef ALMA_BUILD_FLAGS
@@ -234,15 +235,20 @@ void alma__system_info_basic(alma_system_info *s) {
   append_str(s->build_flags, sizeof s->build_flags, "]");
 }
 
-void alma__system_info_runtimes(char *out, size_t n) {
+void alma__system_info_runtimes(char *out, size_t n) { alma__system_info_runtimes_for(out, n, NULL, -1); }
+
+void alma__system_info_runtimes_for(char *out, size_t n, const alma_conversion *conv, int n_conv) {
   size_t len = 0;
   out[0] = 0;
   int nr = alma__runtime_count();
   for (int i = 0; i < nr; i++) {
     const alma_runtime *rt = alma__runtime_at(i);
     if (!rt) continue;
-    int avail = !rt->init || rt->init() == ALMA_OK;
-    int w = snprintf(out + len, n - len, "%s%s%s", len ? " " : "", rt->name, avail ? "" : "(unavailable)");
+    int wanted = n_conv < 0;
+    for (int c = 0; c < n_conv && !wanted; c++) wanted = conv[c].runtime == rt;
+    const char *mark = "(unchecked)";
+    if (wanted) mark = !rt->init || rt->init() == ALMA_OK ? "" : "(unavailable)";
+    int w = snprintf(out + len, n - len, "%s%s%s", len ? " " : "", rt->name, mark);
     if (w < 0 || (size_t)w >= n - len) break;
     len += (size_t)w;
   }
