@@ -20,6 +20,9 @@ PKGS=(
   # tests/wild: its inputs are text rendered with Pillow in DejaVu Sans
   python3-pil fonts-dejavu-core
 )
+# optional, about 350 MB: headless Chromium, which renders the HTML report in tests/report
+# (report.chromium reports SKIP without it): ALMA_SETUP_CHROMIUM=1 scripts/setup.sh
+if [ "${ALMA_SETUP_CHROMIUM:-0}" = 1 ]; then PKGS+=(chromium); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -321,6 +321,8 @@ typedef struct alma_profile_node {
   int64_t runs;               /* times it ran in the profiled batches */
   double ms;                  /* per batch: its time over the profiled batches / batches */
   double share;               /* ms / batch_ms (0..1) */
+  int order;                  /* its place in execution order (0-based; an If's branch nodes follow
+                                 the If): the entries are listed by ms, the trace by this */
 } alma_profile_node;
 
 typedef struct alma_profile_op {

@@ -274,6 +274,8 @@ struct alma_result {
   alma_contention cont;           /* cont.measured 0: none; strings owned */
   double clock_agreement;         /* NaN when not measured */
   alma_repeat_stats rep;          /* rep.k 0: no repeats; runs and their reasons owned */
+  /* the roofline's model side at this batch size (roofline.c): NaN when unknown */
+  double flops_per_batch, bytes_per_batch;
 };
 
 typedef struct alma__model_io {
@@ -283,6 +285,21 @@ typedef struct alma__model_io {
   int64_t dims[ALMA_MAX_RANK];    /* as run (resolved); -1 if unknown */
   char declared[160];             /* declared shape with symbols: "[batch,3,224,224]" */
 } alma__model_io;
+
+/* The machine's SGEMM peak and memory bandwidth (roofline.c, docs/methodology.md). */
+typedef struct alma__machine_peak {
+  int measured;                 /* 0: unknown, reason says why                                  */
+  int cached;                   /* read from the cache file, measured by an earlier run         */
+  double gflops;                /* best SGEMM rate, GFLOP/s                                     */
+  char sgemm_library[32];       /* "OpenBLAS", "oneDNN", ...: the faster one                    */
+  double bandwidth_gbs;         /* best STREAM-triad bandwidth, GB/s                            */
+  int threads;                  /* threads of both probes (the physical cores)                  */
+  char fingerprint[65];         /* hex SHA-256 of what identifies the machine                   */
+  char measured_at[32];         /* UTC, ISO 8601                                                */
+  double load_average;          /* 1-minute load average when measured                          */
+  char path[600];               /* the cache file ("" when none)                                */
+  char reason[512];
+} alma__machine_peak;
 
 struct alma_results {
   alma_system_info system;
@@ -297,6 +314,7 @@ struct alma_results {
   int n;
   alma_result *items;
   double total_s;
+  alma__machine_peak peak;        /* measured == 0 with a reason when unknown */
 };
 
 void alma__result_init(alma_result *r);
@@ -352,6 +370,29 @@ void alma__scaling_point_clear(alma_scaling_point *p);
 /* The busiest window of `window` seconds: the most completions (sorted times, seconds) in any
  * half-open window (t - window, t], as completions per second (times samples_per). */
 double alma__peak_rate(const double *sorted_t, int64_t n, double window, int64_t samples_per);
+
+/* ---- roofline (roofline.c) ------------------------------------------------------------------ */
+/* FLOPs of one batch at the given input shapes (the ops' cost rules) and the bytes an unfused
+ * execution moves: every weight once, every tensor a node reads or writes once per use. NaN for
+ * what is unknown (an op without a cost rule, a shape not inferred). */
+alma_status alma__model_cost(const alma_model *m, const alma_tensor *shapes, int n_shapes, double *flops_out,
+                             double *bytes_out);
+/* The machine's peak at `threads` threads: from cache_dir's machine-<fingerprint>.json when there,
+ * else measured in a child process and stored there (cache_dir NULL or "": not stored). */
+void alma__machine_peak_get(const char *cache_dir, const alma_system_info *sys, int threads, alma__machine_peak *p);
+/* rs->peak for a sweep: the cache's directory when open, else the one it would use. */
+void alma__results_measure_peak(alma_results *rs, const void *cache, const alma_config *cfg);
+struct cJSON;
+struct cJSON *alma__machine_peak_to_cjson(const alma__machine_peak *p);
+void alma__machine_peak_from_cjson(const struct cJSON *o, alma__machine_peak *p);
+/* A result's roofline figures (NaN / NULL where unknown): achieved GFLOP/s from flops_per_batch
+ * and the median latency, its share of the SGEMM peak, the arithmetic intensity (FLOPs per byte
+ * moved), the attainable rate min(peak, intensity x bandwidth), and which roof bounds it. */
+typedef struct alma__roofline {
+  double flops, bytes, achieved_gflops, share_of_peak, intensity, attainable_gflops, share_of_attainable;
+  const char *bound;            /* "memory" (intensity below peak / bandwidth) or "compute" */
+} alma__roofline;
+alma__roofline alma__result_roofline(const alma_results *rs, const alma_result *x);
 
 /* ---- CSV fields (report/csv.c) -------------------------------------------------------------- */
 void alma__csv_str(FILE *f, const char *s);   /* RFC 4180 quoting when needed; NULL = empty */

@@ -1371,6 +1371,14 @@ static void probe(void *arg, alma__chan *ch) {
   }
   cJSON_AddItemToObject(rec, "inputs", io_json(m, 1, alma__batcher_shapes(b)));
   cJSON_AddNumberToObject(rec, "samples", (double)alma__batcher_samples(b));
+  {
+    double fl, by;  /* the roofline's model side: a model without cost rules has none */
+    if (alma__model_cost(m, alma__batcher_shapes(b), n_in, &fl, &by) == ALMA_OK) {
+      if (isfinite(fl)) cJSON_AddNumberToObject(rec, "flops_per_batch", fl);
+      if (isfinite(by)) cJSON_AddNumberToObject(rec, "bytes_per_batch", by);
+    }
+    alma__error_clear();
+  }
   cJSON_AddItemToObject(rec, "outputs", io_json(m, 0, NULL));
 
   if (cfg->check_outputs && a->ref_path) {
@@ -1918,6 +1926,7 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       fill_io(&rs->inputs, &rs->n_inputs, cJSON_GetObjectItemCaseSensitive(pr, "inputs"));
       fill_io(&rs->outputs, &rs->n_outputs, cJSON_GetObjectItemCaseSensitive(pr, "outputs"));
       snprintf(ckey.model_hash, sizeof ckey.model_hash, "%s", rs->model_hash);
+      if (!config->build_only) alma__results_measure_peak(rs, cache, config);
     }
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "reference"))) ja.ref_path = NULL;
     const cJSON *sweep_warnings = cJSON_GetObjectItemCaseSensitive(pr, "warnings");
@@ -2015,6 +2024,12 @@ static alma_status bench_common(const char *path, const alma_model *model, const
       }
       cJSON_Delete(rec);
       if (r->batch_size <= 0) r->batch_size = cb.batch_size;
+      {
+        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(pr, "flops_per_batch");
+        const cJSON *by = cJSON_GetObjectItemCaseSensitive(pr, "bytes_per_batch");
+        r->flops_per_batch = cJSON_IsNumber(fl) ? fl->valuedouble : NAN;
+        r->bytes_per_batch = cJSON_IsNumber(by) ? by->valuedouble : NAN;
+      }
       const cJSON *w;
       cJSON_ArrayForEach(w, sweep_warnings) if (cJSON_IsString(w)) alma__result_warn(r, "%s", w->valuestring);
       for (const char *p = load_warnings; p && (p = strstr(p, "alma: warning: ")); p++) {

@@ -70,6 +70,17 @@ static int by_time_desc(const void *a, const void *b) {
   return (x->key > y->key) - (x->key < y->key);
 }
 
+/* Execution order of every node (out[base[gi] + i]): a graph's nodes in their (topological)
+ * order, each If's compiled branch right after the If. */
+static void exec_order(const alma__prof_graph *graphs, int n_graphs, const int *base, int gi, int depth, int *next,
+                       int *out) {
+  for (int i = 0; i < graphs[gi].g->n_nodes; i++) {
+    out[base[gi] + i] = (*next)++;
+    for (int gj = 1; gj < n_graphs && depth < 64; gj++)
+      if (graphs[gj].parent == gi && graphs[gj].parent_node == i) exec_order(graphs, n_graphs, base, gj, depth + 1, next, out);
+  }
+}
+
 alma_status alma__profile_build(alma_profile *p, const alma__prof_graph *graphs, int n_graphs, int64_t batches,
                                 double seconds, double batch_ms, double timed_mean_ms) {
   if (batches < 1) return alma__errorf(ALMA_ERR_INTERNAL, "profile of %lld batches", (long long)batches);
@@ -83,14 +94,21 @@ alma_status alma__profile_build(alma_profile *p, const alma__prof_graph *graphs,
   double *secs = calloc((size_t)total_nodes + 1, sizeof *secs);
   int *base = calloc((size_t)n_graphs + 1, sizeof *base);
   by_time *order = calloc((size_t)total_nodes + 1, sizeof *order);
-  if (!label || !secs || !base || !order) {
+  int *exec = malloc(((size_t)total_nodes + 1) * sizeof *exec);
+  if (!label || !secs || !base || !order || !exec) {
     free(label);
     free(secs);
     free(base);
     free(order);
+    free(exec);
     return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   }
   for (int gi = 1; gi < n_graphs; gi++) base[gi] = base[gi - 1] + graphs[gi - 1].g->n_nodes;
+  for (int i = 0; i < total_nodes; i++) exec[i] = -1;
+  int next = 0;
+  exec_order(graphs, n_graphs, base, 0, 0, &next, exec);
+  for (int i = 0; i < total_nodes; i++)
+    if (exec[i] < 0) exec[i] = next++;  /* a branch whose If was not found: last */
   for (int gi = 0; gi < n_graphs; gi++)
     for (int i = 0; i < graphs[gi].g->n_nodes; i++) secs[base[gi] + i] = graphs[gi].nodes[i].seconds;
   for (int gi = 1; gi < n_graphs; gi++) {
@@ -148,12 +166,14 @@ alma_status alma__profile_build(alma_profile *p, const alma__prof_graph *graphs,
     total += ms;
     alma_profile_node pn = {.name = name, .op_type = label[base[order[k].gi] + order[k].idx],
                             .placement = e->where ? e->where : "?", .members = e->members, .runs = e->runs, .ms = ms,
-                            .share = batch_ms > 0 ? ms / batch_ms : NAN};
+                            .share = batch_ms > 0 ? ms / batch_ms : NAN,
+                            .order = exec[base[order[k].gi] + order[k].idx]};
     st = alma__profile_add_node(p, &pn);
   }
   free(name);
   free(secs);
   free(base);
+  free(exec);
   p->nodes_ms = total;
   /* The op-type table: entries grouped by label, in order of their summed time. */
   for (int k = 0; k < p->n_nodes && st == ALMA_OK; k++) {

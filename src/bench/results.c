@@ -11,6 +11,7 @@ void alma__result_init(alma_result *r) {
   r->throughput = r->total_elapsed_s = r->inference_s = r->load_s = r->convert_s = NAN;
   r->first_inference_ms = r->warmup_s = r->timer_overhead_ns = NAN;
   r->peak_rss_bytes = -1;
+  r->flops_per_batch = r->bytes_per_batch = NAN;
   alma__latency_stats(NULL, 0, &r->latency);
   r->check.max_abs_err = r->check.max_rel_err = r->check.argmax_agreement = r->check.cosine_similarity = NAN;
   r->error_status = ALMA_OK;

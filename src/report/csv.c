@@ -26,7 +26,10 @@ static const char *const columns[] = {
     /* contention over the timed phase, the outside check of the clock, repeats across processes */
     "disturbed", "disturbed_reason", "cpu_share", "spinning", "clock_agreement", "repeats",
     "repeat_median_ms", "repeat_median_ci95_lo_ms", "repeat_median_ci95_hi_ms", "repeat_spread",
-    "repeats_disturbed", NULL};
+    "repeats_disturbed",
+    /* the roofline (docs/methodology.md): the model side, achieved rate, share of the machine's peak */
+    "roofline_flops_per_batch", "roofline_bytes_per_batch", "roofline_gflops", "roofline_share_of_peak",
+    "roofline_intensity", "roofline_bound", NULL};
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
@@ -104,8 +107,9 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   fputc(',', f); put_num(f, p->throughput_avg);
   fputc(',', f); put_num(f, p->throughput_peak);
   cache_cols(f, x);
-  /* hook times, accuracy, the saved graph, the profile, contention and repeats: the result's row has them */
-  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,\r\n", f);
+  /* hook times, accuracy, the saved graph, the profile, contention and repeats, the roofline: the
+   * result's row has them */
+  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n", f);
 }
 
 static void issue5_cols(FILE *f, const alma_result *x) {
@@ -204,6 +208,13 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     issue5_cols(f, x);
     profile_cols(f, x);
     repro_cols(f, x);
+    alma__roofline rf = alma__result_roofline(r, x);
+    fputc(',', f); put_num(f, x->flops_per_batch);
+    fputc(',', f); put_num(f, x->bytes_per_batch);
+    fputc(',', f); put_num(f, rf.achieved_gflops);
+    fputc(',', f); put_num(f, rf.share_of_peak);
+    fputc(',', f); put_num(f, x->flops_per_batch / x->bytes_per_batch);
+    fputc(',', f); put_str(f, rf.bound);
     fputs("\r\n", f);
     for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
   }

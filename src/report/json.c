@@ -101,6 +101,7 @@ static const field scaling_fields[] = {
 static const field profile_node_fields[] = {
     NF("name", F_STR, name), NF("op_type", F_STR, op_type), NF("placement", F_STR, placement),
     NF("members", F_INT, members), NF("runs", F_I64, runs), NF("ms", F_NUM, ms), NF("share", F_NUM, share),
+    NF("order", F_INT, order),
 };
 #undef NF
 
@@ -413,6 +414,11 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   if (dev) snprintf(r->device, sizeof r->device, "%s", dev);
   free(dev);
   get_fields(o, r, result_fields, N_FIELDS(result_fields));
+  {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "roofline");
+    r->flops_per_batch = cJSON_IsObject(rf) ? get_num(rf, "flops_per_batch") : NAN;
+    r->bytes_per_batch = cJSON_IsObject(rf) ? get_num(rf, "bytes_per_batch") : NAN;
+  }
   char *mode = get_str(o, "mode");
   if (mode) snprintf(r->mode, sizeof r->mode, "%s", mode);
   free(mode);
@@ -550,6 +556,22 @@ static cJSON *io_to_cjson(const alma__model_io *io, int n) {
   return a;
 }
 
+/* The roofline figures need the sweep's machine peak: added here, not in the child's record. */
+static cJSON *roofline_to_cjson(const alma_results *rs, const alma_result *x) {
+  if (!isfinite(x->flops_per_batch) && !isfinite(x->bytes_per_batch)) return cJSON_CreateNull();
+  alma__roofline f = alma__result_roofline(rs, x);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddItemToObject(o, "flops_per_batch", num(x->flops_per_batch));
+  cJSON_AddItemToObject(o, "bytes_per_batch", num(x->bytes_per_batch));
+  cJSON_AddItemToObject(o, "intensity", num(isfinite(f.intensity) ? f.intensity : x->flops_per_batch / x->bytes_per_batch));
+  cJSON_AddItemToObject(o, "gflops", num(f.achieved_gflops));
+  cJSON_AddItemToObject(o, "share_of_peak", num(f.share_of_peak));
+  cJSON_AddItemToObject(o, "attainable_gflops", num(f.attainable_gflops));
+  cJSON_AddItemToObject(o, "share_of_attainable", num(f.share_of_attainable));
+  cJSON_AddItemToObject(o, "bound", str_or_null(f.bound));
+  return o;
+}
+
 alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, const alma__unavailable *u, int n_u,
                                      char **json_out) {
   if (!r || !json_out || (n_u > 0 && !u)) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_to_json: NULL argument");
@@ -575,8 +597,13 @@ alma_status alma__results_to_json_ex(const alma_results *r, int include_raw, con
   cJSON_AddItemToObject(m, "outputs", io_to_cjson(r->outputs, r->n_outputs));
   cJSON_AddItemToObject(root, "data", str_or_null(r->data_desc));
   cJSON_AddItemToObject(root, "config", alma__config_to_cjson(&r->config));
+  cJSON_AddItemToObject(root, "machine_peak", alma__machine_peak_to_cjson(&r->peak));
   cJSON *res = cJSON_AddArrayToObject(root, "results");
-  for (int i = 0; i < r->n; i++) cJSON_AddItemToArray(res, alma__result_to_cjson(&r->items[i], include_raw));
+  for (int i = 0; i < r->n; i++) {
+    cJSON *o = alma__result_to_cjson(&r->items[i], include_raw);
+    cJSON_AddItemToObject(o, "roofline", roofline_to_cjson(r, &r->items[i]));
+    cJSON_AddItemToArray(res, o);
+  }
   if (n_u >= 0) {
     cJSON *ua = cJSON_AddArrayToObject(root, "unavailable");
     for (int i = 0; i < n_u; i++) {
@@ -730,6 +757,7 @@ alma_status alma_results_from_json(const char *json, alma_results **out) {
     rs->model_file_bytes = get_i64(m, "file_bytes", 0);
     rs->data_desc = get_str(root, "data");
     rs->total_s = get_num(root, "total_s");
+    alma__machine_peak_from_cjson(cJSON_GetObjectItemCaseSensitive(root, "machine_peak"), &rs->peak);
     st = io_from_cjson(cJSON_GetObjectItemCaseSensitive(m, "inputs"), &rs->inputs, &rs->n_inputs);
     if (st == ALMA_OK) st = io_from_cjson(cJSON_GetObjectItemCaseSensitive(m, "outputs"), &rs->outputs, &rs->n_outputs);
   }

@@ -24,4 +24,19 @@ alma_status alma__results_save_json_ex(const alma_results *r, const char *path, 
  * entries and the op-type table; NULL prints nothing. */
 void alma__profile_print(const alma_profile *p, FILE *f);
 
+/* The HTML report (html.c, docs/report.md): one self-contained page at path ("-": standard output)
+ * with a comparison (alma compare's JSON document, may be NULL) and then a section per results
+ * set, headed by labels[i] when there are several (labels may be NULL). title NULL: from the
+ * model's file name. */
+struct cJSON;
+alma_status alma__html_write(const char *path, const alma_results *const *rs, const char *const *labels, int n,
+                             const struct cJSON *compare, const char *title);
+/* alma bench --trace (trace.c, docs/report.md): every profiled row as Chrome trace-event JSON,
+ * malloc'd / written to path ("-": standard output). */
+alma_status alma__trace_to_json(const alma_results *r, char **json_out);
+alma_status alma__trace_save(const alma_results *r, const char *path);
+/* The pieces, for a page of one's own. */
+void alma__html_results_section(const alma_results *r, FILE *f, const char *heading);
+void alma__html_compare_section(const struct cJSON *compare, FILE *f);
+
 #endif

@@ -442,6 +442,38 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
   return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing the report") : ALMA_OK;
 }
 
+/* The roofline lines: the machine's peak, then each timed row's achieved rate against it. */
+static void print_roofline(const alma_results *r, FILE *f) {
+  const alma__machine_peak *p = &r->peak;
+  int any = 0, width = 10;
+  for (int i = 0; i < r->n; i++) {
+    any |= isfinite(alma__result_roofline(r, &r->items[i]).achieved_gflops);
+    int w = r->items[i].conversion ? (int)strlen(r->items[i].conversion) : 0;
+    if (w > width) width = w;
+  }
+  if (!any) return;
+  if (p->measured)
+    fprintf(f, "\nroofline: peak %.4g GFLOP/s (SGEMM, %s, %d threads), memory %.3g GB/s (triad), %s %s%s\n", p->gflops,
+            p->sgemm_library, p->threads, p->bandwidth_gbs, p->cached ? "cached from" : "measured", p->measured_at,
+            isfinite(p->load_average) && r->system.logical_cores > 0 && p->load_average >= r->system.logical_cores
+                ? " (under load: the peak may be low)" : "");
+  else
+    fprintf(f, "\nroofline: the machine's peak is unknown (%s)\n", p->reason[0] ? p->reason : "not measured");
+  fprintf(f, "  %-*s  %6s  %12s  %8s  %10s  %s\n", width, "conversion", "batch", "GFLOP/s", "of peak", "FLOP/byte", "bound");
+  for (int i = 0; i < r->n; i++) {
+    const alma_result *x = &r->items[i];
+    alma__roofline rf = alma__result_roofline(r, x);
+    if (!isfinite(rf.achieved_gflops)) continue;
+    char share[32] = "-", bound[96] = "-";
+    if (isfinite(rf.share_of_peak)) snprintf(share, sizeof share, "%.1f%%", 100 * rf.share_of_peak);
+    if (rf.bound)
+      snprintf(bound, sizeof bound, "%s%s", rf.bound,
+               rf.share_of_attainable > 1 ? " (above the memory roof: its data stays in cache)" : "");
+    fprintf(f, "  %-*s  %6lld  %12.4g  %8s  %10.3g  %s\n", width, x->conversion ? x->conversion : "",
+            (long long)x->batch_size, rf.achieved_gflops, share, rf.intensity, bound);
+  }
+}
+
 alma_status alma_results_print(const alma_results *r, FILE *f, int include_traceback) {
   if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_print: NULL argument");
   print_header(r, f);
@@ -449,5 +481,7 @@ alma_status alma_results_print(const alma_results *r, FILE *f, int include_trace
     print_block(&r->items[i], f, include_traceback);
     fputc('\n', f);
   }
-  return alma_results_print_summary(r, f);
+  alma_status st = alma_results_print_summary(r, f);
+  print_roofline(r, f);
+  return st;
 }

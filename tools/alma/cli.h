@@ -15,6 +15,7 @@ int alma_cmd_list(int argc, char **argv);
 int alma_cmd_cache(int argc, char **argv);
 int alma_cmd_version(int argc, char **argv);
 int alma_cmd_compare(int argc, char **argv);
+int alma_cmd_report(int argc, char **argv);
 
 /* "alma: error: <status name>: <detail>" on stderr; returns the exit code for the status. */
 int alma_cli_fail(alma_status st, const char *context);

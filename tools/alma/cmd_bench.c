@@ -90,6 +90,10 @@ static void bench_usage(FILE *f) {
           "      --json FILE          write results as JSON (docs/json.md); '-' for stdout\n"
           "      --csv FILE           write results as CSV; '-' for stdout\n"
           "      --raw                include every batch latency in the JSON (raw_ms)\n"
+          "      --html FILE          write the HTML report: one self-contained page with charts\n"
+          "                           (docs/report.md); '-' for stdout\n"
+          "      --trace FILE         with --profile: the profiled batches as a Chrome trace-event\n"
+          "                           JSON (chrome://tracing, ui.perfetto.dev)\n"
           "      --save-converted DIR write each conversion's converted graph as DIR/<conversion>.onnx\n"
           "      --profile[=N]        after timing, profile at least N batches (default 10) and\n"
           "                           --profile-time with every node timed: the slowest nodes and\n"
@@ -110,6 +114,7 @@ enum {
   O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED,
   O_PROFILE, O_PROFILE_TIME, O_REPEAT, O_RIGOROUS
 };
+enum { O_HTML = 512, O_TRACE };
 
 static const struct option long_opts[] = {
     {"conversions", required_argument, 0, 'c'},
@@ -138,6 +143,8 @@ static const struct option long_opts[] = {
     {"json", required_argument, 0, O_JSON},
     {"csv", required_argument, 0, O_CSV},
     {"raw", no_argument, 0, O_RAW},
+    {"html", required_argument, 0, O_HTML},
+    {"trace", required_argument, 0, O_TRACE},
     {"batch-sizes", required_argument, 0, O_BATCH_SIZES},
     {"throughput", no_argument, 0, O_THROUGHPUT},
     {"instances", required_argument, 0, O_INSTANCES},
@@ -310,6 +317,7 @@ int alma_cmd_bench(int argc, char **argv) {
   alma_config cfg;
   alma_config_init(&cfg);
   const char *conv_list = NULL, *data_path = NULL, *json_path = NULL, *csv_path = NULL, *scale = NULL;
+  const char *html_path = NULL, *trace_path = NULL;
   const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
   int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0, n_given = 0, duration_given = 0;
   int rigorous = 0, repeat_given = 0, min_time_given = 0, warmup_time_given = 0;
@@ -358,6 +366,8 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_JSON: json_path = optarg; break;
       case O_CSV: csv_path = optarg; break;
       case O_RAW: raw = 1; break;
+      case O_HTML: html_path = optarg; break;
+      case O_TRACE: trace_path = optarg; break;
       case O_BATCH_SIZES: bad |= set_key(&cfg, "--batch-sizes", "batch_sizes", optarg); break;
       case O_THROUGHPUT: cfg.throughput = 1; break;
       case O_INSTANCES: bad |= set_key(&cfg, "--instances", "instances", optarg); cfg.throughput = 1; break;
@@ -412,9 +422,23 @@ int alma_cmd_bench(int argc, char **argv) {
     free(inputs);
     return usage_error("%s", "-v and -q exclude each other");
   }
-  if (json_path && csv_path && !strcmp(json_path, "-") && !strcmp(csv_path, "-")) {
+  {
+    /* one writer per stream: two machine-readable outputs on stdout would interleave */
+    const char *outs[] = {json_path, csv_path, html_path, trace_path}, *names[] = {"--json", "--csv", "--html", "--trace"};
+    char which[96] = "";
+    int on_stdout = 0;
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+      if (outs[i] && !strcmp(outs[i], "-"))
+        snprintf(which + strlen(which), sizeof which - strlen(which), "%s%s -", on_stdout++ ? " and " : "", names[i]);
+    if (on_stdout > 1) {
+      free(inputs);
+      return usage_error(on_stdout == 2 ? "%s both write to standard output: give one of them a file"
+                                        : "%s all write to standard output: give all but one a file", which);
+    }
+  }
+  if (trace_path && cfg.profile <= 0) {
     free(inputs);
-    return usage_error("%s", "--json - and --csv - both write to standard output: give one of them a file");
+    return usage_error("%s", "--trace needs --profile: the trace is the profiled batches' nodes");
   }
   cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
   /* --rigorous: between-process variance in the CI, longer phases, the raw samples kept so that
@@ -501,7 +525,8 @@ int alma_cmd_bench(int argc, char **argv) {
   if (!res) return alma_cli_fail(st, NULL);
 
   /* JSON or CSV on stdout moves the human report to stderr. */
-  int to_stdout = (json_path && !strcmp(json_path, "-")) || (csv_path && !strcmp(csv_path, "-"));
+  int to_stdout = (json_path && !strcmp(json_path, "-")) || (csv_path && !strcmp(csv_path, "-")) ||
+                  (html_path && !strcmp(html_path, "-")) || (trace_path && !strcmp(trace_path, "-"));
   FILE *report = to_stdout ? stderr : stdout;
   if (quiet) alma_results_print_summary(res, report);
   else alma_results_print(res, report, verbose);
@@ -518,6 +543,11 @@ int alma_cmd_bench(int argc, char **argv) {
     code = alma_cli_fail(ALMA_ERR_IO, "--json");
   unavailable_free(&unav);
   if (csv_path && alma_results_save_csv(res, csv_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
+  if (trace_path && alma__trace_save(res, trace_path) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--trace");
+  if (html_path) {
+    const alma_results *one = res;
+    if (alma__html_write(html_path, &one, NULL, 1, NULL, NULL) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--html");
+  }
   if (st != ALMA_OK && !quiet && cfg.fail_on_error && n_conv > alma_results_count(res)) {
     fflush(report);  /* after the report also when both streams go to one file */
     fprintf(stderr, "alma bench: stopped after the first failure (--keep-going runs the rest)\n");

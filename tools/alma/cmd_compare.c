@@ -16,6 +16,7 @@
 
 #include "bench/bench.h"
 #include "cli.h"
+#include "report/report.h"
 
 #define CMP_DEFAULT_RESAMPLES 4000
 #define CMP_MIN_RESAMPLES 1000
@@ -587,10 +588,28 @@ static int parse_percent(const char *s, double *out) {
   return 0;
 }
 
+/* The HTML page: the comparison, then every file's own report (read again as results). */
+static int write_html(const char *path, const cJSON *jdoc, char **paths, int n) {
+  alma_results **rs = calloc((size_t)n, sizeof *rs);
+  int rc = rs ? 0 : -1, loaded = 0;
+  for (int i = 0; i < n && rc == 0; i++, loaded++)
+    if (alma_results_load_json(paths[i], &rs[i]) != ALMA_OK) {
+      fprintf(stderr, "alma compare: error: --html: %s: %s\n", paths[i], alma_last_error());
+      rc = -1;
+    }
+  if (rc == 0 && alma__html_write(path, (const alma_results *const *)rs, (const char *const *)paths, n, jdoc, NULL) != ALMA_OK) {
+    fprintf(stderr, "alma compare: error: --html: %s\n", alma_last_error());
+    rc = -1;
+  }
+  for (int i = 0; i < loaded; i++) alma_results_free(rs[i]);
+  free(rs);
+  return rc;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: alma compare BASE.json NEW.json... [--fail-above P%%] [--noise P%%] [--json FILE|-]\n"
-          "                    [--resamples N] [--seed N]\n\n"
+          "                    [--html FILE|-] [--resamples N] [--seed N]\n\n"
           "Compares each NEW results file (alma bench --json) with BASE, row by row (conversion, batch size,\n"
           "instances x workers): the ratio of median batch latencies NEW/BASE with its 95%% interval (a\n"
           "percentile bootstrap over raw_ms, written by alma bench --raw; without raw samples, bounds from the\n"
@@ -600,6 +619,8 @@ static void usage(FILE *f) {
           "                   lower bound above 1 + P), or ran in BASE and fails in NEW\n"
           "  --noise P%%       changes smaller than this are no significant change (default 1%%)\n"
           "  --json FILE      the comparison as JSON; - for standard output (the table then goes to stderr)\n"
+          "  --html FILE      the comparison as an HTML page (a chart of the ratios), followed by each file's\n"
+          "                   report (docs/report.md); - for standard output\n"
           "  --resamples N    bootstrap resamples (default %d, at least %d)\n"
           "  --seed N         bootstrap seed (default 0): the same files give the same intervals\n\n"
           "Exit status: 0 no failing row, 1 a row fails --fail-above, 2 usage error, 3 a file that cannot be\n"
@@ -613,10 +634,11 @@ int alma_cmd_compare(int argc, char **argv) {
                                        {"resamples", required_argument, 0, 'r'},
                                        {"seed", required_argument, 0, 's'},
                                        {"noise", required_argument, 0, 'n'},
+                                       {"html", required_argument, 0, 'H'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   double fail_above = -1;
-  const char *json_path = NULL;
+  const char *json_path = NULL, *html_path = NULL;
   cmp_opts o = {CMP_DEFAULT_RESAMPLES, 0, 0.01};
   int c;
   optind = 1;
@@ -631,6 +653,7 @@ int alma_cmd_compare(int argc, char **argv) {
         }
         break;
       case 'j': json_path = optarg; break;
+      case 'H': html_path = optarg; break;
       case 'n':
         if (parse_percent(optarg, &o.noise) != 0 || o.noise >= 1) {
           fprintf(stderr, "alma compare: error: --noise '%s' is not a percentage from 0 to 100 (e.g. 1%%)\n", optarg);
@@ -660,7 +683,7 @@ int alma_cmd_compare(int argc, char **argv) {
       }
       case 'h': usage(stdout); return ALMA_EXIT_OK;
       default:
-        if (optopt && strchr("fjrsn", optopt))
+        if (optopt && strchr("fjrsnH", optopt))
           fprintf(stderr, "alma compare: error: option '%s' needs a value\n", argv[optind - 1]);
         else
           fprintf(stderr, "alma compare: error: unknown option '%s'\n", argv[optind - 1]);
@@ -674,7 +697,11 @@ int alma_cmd_compare(int argc, char **argv) {
     usage(stderr);
     return ALMA_EXIT_USAGE;
   }
-  FILE *out = json_path && !strcmp(json_path, "-") ? stderr : stdout;
+  if (json_path && html_path && !strcmp(json_path, "-") && !strcmp(html_path, "-")) {
+    fprintf(stderr, "alma compare: error: --json - and --html - both write to standard output: give one a file\n");
+    return ALMA_EXIT_USAGE;
+  }
+  FILE *out = (json_path && !strcmp(json_path, "-")) || (html_path && !strcmp(html_path, "-")) ? stderr : stdout;
   cmp_file *files = calloc((size_t)n_files, sizeof(cmp_file));
   if (!files) return ALMA_EXIT_FAILED;
   int rc = ALMA_EXIT_OK;
@@ -712,6 +739,7 @@ int alma_cmd_compare(int argc, char **argv) {
       }
       free(text);
     }
+    if (html_path && write_html(html_path, jdoc, argv + optind, n_files) != 0) rc = ALMA_EXIT_INPUT;
     cJSON_Delete(jdoc);
     if (rc == ALMA_EXIT_OK && failing) rc = ALMA_EXIT_FAILED;
   }

@@ -13,6 +13,7 @@
 #pragma weak alma_cmd_cache
 #pragma weak alma_cmd_version
 #pragma weak alma_cmd_compare
+#pragma weak alma_cmd_report
 
 static const struct {
   const char *name;
@@ -24,6 +25,7 @@ static const struct {
     {"info", alma_cmd_info, "describe a model: inputs, outputs, ops, parameters, FLOPs, hash"},
     {"list", alma_cmd_list, "list conversion options and their availability here"},
     {"compare", alma_cmd_compare, "compare results files: ratio of medians with its CI, a regression gate"},
+    {"report", alma_cmd_report, "results files as the HTML report (charts, sortable table) or text"},
     {"cache", alma_cmd_cache, "inspect and clean the build cache"},
     {"version", alma_cmd_version, "print versions of alma and its libraries"},
 };
