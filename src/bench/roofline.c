@@ -228,12 +228,21 @@ static void peak_job_fn(void *arg, alma__chan *ch) {
   cJSON_Delete(rec);
 }
 
-/* What identifies the machine's peak: the CPU, its cores and ISA, the memory, the build's SGEMM
- * libraries, the threads used and the probe's own version. */
+/* What identifies the machine's peak: the CPU, its cores and ISA, the memory, the SGEMM libraries
+ * the build has (known at compile time: loading them here would start their threads before the
+ * sweep's forks), the threads used and the probe's own version. */
 static void fingerprint(const alma_system_info *s, int threads, char hex[65]) {
   char text[2048];
+  const char *libs = ""
+#ifdef ALMA_HAVE_BLAS
+                     "blas "
+#endif
+#ifdef ALMA_HAVE_DNNL
+                     "dnnl"
+#endif
+      ;
   snprintf(text, sizeof text, "v%d|%s|%d|%d|%d|%s|%lld|%s|threads %d", PEAK_VERSION, s->cpu_model, s->logical_cores,
-           s->physical_cores, s->sockets, s->isa, (long long)s->memory_bytes, s->runtimes, threads);
+           s->physical_cores, s->sockets, s->isa, (long long)s->memory_bytes, libs, threads);
   alma_sha256 *h = alma__sha256_new();
   if (!h) {
     hex[0] = 0;
