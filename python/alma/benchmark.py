@@ -387,6 +387,9 @@ def benchmark_model(model, config=None, conversions=None, data_loader=None, data
         else:
             raise ValueError("labels: True (the data loader's labels) or a .npy/IDX file of class ids")
     text_cfg, cfg = _config(config)
+    if cfg["batch_sizes"] and any(k == "torch" for k, _ in items):
+        raise ValueError("batch_sizes: a batch-size sweep runs alma's conversions only; benchmark PyTorch's "
+                         "(TORCH_*) once per batch_size instead")
     if module and data_loader is None and data is None:
         raise ValueError("an nn.Module needs data: data_loader= (an iterable of batches) or data= (a tensor or "
                          "shape without the batch dimension)")
@@ -485,12 +488,18 @@ def _run(model, module, items, text_cfg, cfg, data_loader, data, workdir, onnx_o
                     if base is None:
                         base = sweep
                     got = sweep["results"]
-                    for k, r in zip(range(i, j), got):
+                    for r in got:
                         if module:
                             r["conversion"] = EXPORT + r["conversion"]
-                        rows_by_index[k] = r
-                    stopped = len(got) < len(group) or (bool(cfg["fail_on_error"]) and
-                                                        any(r["status"] != "ok" for r in got))
+                    if cfg["batch_sizes"]:
+                        # a batch-size sweep: every conversion at each size, in alma's order
+                        rows_by_index[i] = got
+                        stopped = bool(cfg["fail_on_error"]) and any(r["status"] != "ok" for r in got)
+                    else:
+                        for k, r in zip(range(i, j), got):
+                            rows_by_index[k] = r
+                        stopped = len(got) < len(group) or (bool(cfg["fail_on_error"]) and
+                                                            any(r["status"] != "ok" for r in got))
             i = j
             continue
         # a PyTorch conversion
@@ -525,7 +534,10 @@ def _run(model, module, items, text_cfg, cfg, data_loader, data, workdir, onnx_o
         rows_by_index[i] = row
         stopped = bool(cfg["fail_on_error"]) and row["status"] != "ok"
         i += 1
-    rows = [rows_by_index[k] for k in sorted(rows_by_index)]
+    rows = []
+    for k in sorted(rows_by_index):
+        v = rows_by_index[k]
+        rows.extend(v if isinstance(v, list) else [v])
     _accuracy_baselines(rows)
     doc = _document(base, rows, cfg, model, module, onnx_path, desc, time.perf_counter() - t_begin)
     results = Results(doc)

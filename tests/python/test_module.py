@@ -114,3 +114,13 @@ def test_integer_inputs_and_several_outputs():
                                data=torch.zeros(6, dtype=torch.long))
     assert all(r.ok and r.check_passed for r in res), [(r.conversion, r.error, r.warnings) for r in res]
     assert "6 int64" in res.data
+
+
+def test_batch_size_sweep_is_alma_only():
+    with pytest.raises(ValueError, match="batch_sizes"):
+        alma.benchmark_model(SmallCNN(), dict(FAST, batch_sizes="1,2"), ["TORCH_EAGER", "EXPORT+EAGER"], data=(3, 8, 8))
+    res = alma.benchmark_model(SmallCNN().eval(), dict(FAST, batch_sizes="1,2"), ["EXPORT+EAGER", "EXPORT+FOLD+EAGER"],
+                               data=(3, 8, 8))
+    assert sorted((r.conversion, r.batch_size) for r in res) == [
+        ("EXPORT+EAGER", 1), ("EXPORT+EAGER", 2), ("EXPORT+FOLD+EAGER", 1), ("EXPORT+FOLD+EAGER", 2)]
+    assert all(r.ok and r.check_passed for r in res)

@@ -80,3 +80,10 @@ def test_ort_runs_in_the_sweeps_python(small_onnx):
     pytest.importorskip("onnxruntime")
     res = alma.benchmark_model(small_onnx, FAST, ["EAGER", "ORT"])
     assert [r.ok and r.check_passed for r in res] == [True, True], [r.error for r in res]
+
+
+def test_batch_size_sweep(small_onnx):
+    res = alma.benchmark_model(small_onnx, dict(FAST, batch_sizes="1,4"), ["EAGER", "FOLD+EAGER"])
+    assert sorted((r.conversion, r.batch_size) for r in res) == [("EAGER", 1), ("EAGER", 4), ("FOLD+EAGER", 1),
+                                                                  ("FOLD+EAGER", 4)]
+    assert all(r.ok and r.check_passed for r in res)
