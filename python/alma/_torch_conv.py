@@ -46,8 +46,12 @@ def availability(name):
         if not hasattr(torch, "compile"):
             return f"torch {v} has no torch.compile (it came with PyTorch 2.0)"
     if name == "TORCH_EXPORT":
-        if not hasattr(torch, "export") or not hasattr(getattr(torch, "export"), "export"):
-            return f"torch {v} has no torch.export (it came with PyTorch 2.1)"
+        try:
+            import torch.export as te
+        except ImportError:
+            te = None
+        if te is None or not hasattr(te, "export") or not hasattr(getattr(te, "ExportedProgram", None), "module"):
+            return f"torch {v} has no torch.export with ExportedProgram.module() (it came with PyTorch 2.1-2.2)"
     if name in ("TORCH_INT8_STATIC", "TORCH_INT8_DYNAMIC"):
         engines = torch.backends.quantized.supported_engines
         if not any(e in engines for e in ("x86", "fbgemm", "onednn")):

@@ -66,10 +66,11 @@ def test_int8_rows_are_judged_as_lossy():
 @pytest.mark.skipif(hasattr(torch, "compile"), reason="this torch has torch.compile")
 def test_compile_unavailable_with_reason():
     res = alma.benchmark_model(SmallCNN().eval(), dict(FAST, fail_on_error=False),
-                               ["TORCH_COMPILE_INDUCTOR_DEFAULT", "TORCH_COMPILE_INDUCTOR_MAX_AUTOTUNE", "TORCH_EAGER"],
-                               data=torch.randn(3, 8, 8))
-    assert [r.status for r in res] == ["unavailable", "unavailable", "ok"]
+                               ["TORCH_COMPILE_INDUCTOR_DEFAULT", "TORCH_COMPILE_INDUCTOR_MAX_AUTOTUNE", "TORCH_EXPORT",
+                                "TORCH_EAGER"], data=torch.randn(3, 8, 8))
+    assert [r.status for r in res] == ["unavailable", "unavailable", "unavailable", "ok"]
     assert "torch.compile" in res[0].error and torch.__version__ in res[0].error
+    assert "torch.export" in res[2].error and res[2].error_status == "ERR_UNAVAILABLE"
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason=f"torch {torch.__version__} has no torch.compile")
