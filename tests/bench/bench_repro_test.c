@@ -321,6 +321,21 @@ static void test_competitor_flagged(void **state) {
 /* ---- the clock -------------------------------------------------------------------------------- */
 /* A known workload (a 256x1024 MatMul at batch 32, about a millisecond a batch): the batch
  * latencies and the clock reads must account for the timed phase's own wall time within 2%. */
+/* 2% in optimized builds. Under the sanitizers the loop's own bookkeeping between the timed calls
+ * (the batch cursor, the checks) is several times slower, and 8 batches of 60 ms left 8% outside. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ALMA_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALMA_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef ALMA_TEST_SANITIZED
+static const double clock_tolerance = 0.15;
+#else
+static const double clock_tolerance = 0.02;
+#endif
+
 static void test_clock_agreement(void **state) {
   (void)state;
   alma_config c;
@@ -339,7 +354,7 @@ static void test_clock_agreement(void **state) {
   double a = alma_result_clock_agreement(x);
   const alma_contention *k = alma_result_contention(x);
   assert_non_null(k);
-  if (!(fabs(a - 1) <= 0.02))
+  if (!(fabs(a - 1) <= clock_tolerance))
     fail_msg("batch latencies account for %.2f%% of the timed phase (%.4f s of %.4f s, %lld batches)", 100 * a,
              alma_result_inference_s(x), k->wall_s, (long long)alma_result_latency(x)->n);
   /* and the test's own clock around the whole call holds the phase, which holds the batches */
@@ -395,7 +410,9 @@ static void test_repeat_interleaved(void **state) {
     const alma_repeat_stats *b = alma_result_repeats(alma_results_get(back, i));
     assert_non_null(b);
     assert_int_equal(b->k, 3);
-    assert_true(b->median_ms == s->median_ms && b->ci95[0] == s->ci95[0] && b->ci95[1] == s->ci95[1]);
+    /* cJSON keeps 15 significant digits when they read back within DBL_EPSILON: not always exact */
+    assert_true(fabs(b->median_ms - s->median_ms) <= 1e-14 * s->median_ms &&
+                fabs(b->ci95[0] - s->ci95[0]) <= 1e-14 * s->ci95[0] && fabs(b->ci95[1] - s->ci95[1]) <= 1e-14 * s->ci95[1]);
     for (int j = 0; j < 3; j++) assert_int_equal(b->runs[j].run_index, s->runs[j].run_index);
   }
   free(json);

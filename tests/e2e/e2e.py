@@ -110,7 +110,7 @@ CASES = {
     "info_unknown_option": (["info", "--frobnicate", "{d}/good.onnx"], 2, r"usage"),
 }
 
-SANITIZER = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:")
+SANITIZER = re.compile(r"==[0-9]+==ERROR: |SUMMARY: [A-Za-z]+Sanitizer|runtime error:")
 
 
 def run_case(alma, d, name):
