@@ -59,5 +59,8 @@ CC=clang cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DALMA_SANIT
   -DALMA_ORT_QUANT_PYTHON="$ORT_QUANT_PYTHON" >/dev/null
 cmake --build build-asan -j "$JOBS"
 echo "== tests under sanitizers (labels fast, sanitize, fuzz)"
+# LSAN_OPTIONS: leaks whose stack passes through the uninstrumented libraries that the ORT and
+# OPENVINO runtimes load are theirs (the list says which and why).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS="suppressions=$PWD/tests/runtimes/lsan-foreign.supp:print_suppressions=0" \
   ctest --test-dir build-asan -L 'fast|fuzz' -LE 'nosan' -j "$JOBS" --output-on-failure --timeout 1200

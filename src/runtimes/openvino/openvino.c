@@ -24,6 +24,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -60,7 +61,20 @@ static char load_error[1024];
 static char ov_version[128];     /* "2026.4.1-20931-..." */
 static char ov_lib_path[1024];
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ALMA_OV_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALMA_OV_ASAN 1
+#endif
+#endif
+
 static void load_library(void) {
+#ifdef ALMA_OV_ASAN
+  /* TBB loads its allocator with RTLD_DEEPBIND, which AddressSanitizer refuses (it aborts the
+     process); told that a sanitizer is present, TBB leaves that out. A user's value is kept. */
+  setenv("TBB_ENABLE_SANITIZERS", "1", 0);
+#endif
   const char *path = getenv("ALMA_OPENVINO_LIB");
   if (!path || !*path) path = ALMA_OPENVINO_C_LIBRARY;
   snprintf(ov_lib_path, sizeof ov_lib_path, "%s", path);
