@@ -10,7 +10,8 @@ Models (written with onnx.helper, random weights):
 With --wild CACHE, also the models of tests/wild that hold LSTM nodes (fetched there with
 `tests/wild/wild.py fetch CACHE`), on their own inputs: ddddocr_ocr (a CNN and a bidirectional LSTM),
 silero_vad_seq and faster_whisper_vad (62 windows through Conv layers and an LSTM), oww_hey_mycroft
-(two LSTMs).
+(two LSTMs), and the com.microsoft.DynamicQuantizeLSTM models ONNX Runtime's quantizer made:
+ddddocr_ocr_int8, tashkeel_bilstm_int8 (three bidirectional layers), tashkeel_rawi_v2_int8 (two).
 For each conversion, `alma bench -n N --threads 1` runs twice (N small and large); the difference in
 the children's CPU time over the difference in timed runs is the CPU time of one inference (start-up,
 build, warm-up and the output check cancel out). ONNX Runtime: InferenceSession.run in this process, one intra-op
@@ -88,7 +89,8 @@ def alma_cpu_ms(alma, model, conv, n_small, n_large, data=None):
     return (cpu[1] - cpu[0]) / (runs[1] - runs[0]) * 1e3 if runs[1] > runs[0] else None
 
 
-WILD = {"ddddocr_ocr": 1, "silero_vad_seq": 10, "faster_whisper_vad": 10, "oww_hey_mycroft": 20}
+WILD = {"ddddocr_ocr": 1, "silero_vad_seq": 10, "faster_whisper_vad": 10, "oww_hey_mycroft": 20, "ddddocr_ocr_int8": 1,
+        "tashkeel_bilstm_int8": 10, "tashkeel_rawi_v2_int8": 10}
 
 
 def wild_models(cache):

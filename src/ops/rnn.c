@@ -69,6 +69,7 @@ typedef struct {
   rnn_act act[2][3];               /* per direction: f, g(, h) */
   const alma_tensor *X, *W, *R, *Bias, *seq_lens, *h0, *c0, *P;
   const struct rnn_packs *packs;   /* the node's packed W and R (float only), or NULL */
+  const float *xw;                 /* float: the input projection X W^T + Wb given, [S * B, G * H], or NULL */
   alma_exec_ctx *ctx;              /* the run's context: its parallel loop, if any */
 } rnn_cfg;
 
@@ -234,6 +235,7 @@ typedef struct rnn_packs {
   const void *w, *r; /* the data they were packed from */
   int64_t bytes;     /* taken from the budget */
   alma__sgemm_packed pw[2], pr[2], ph[2];
+  float *wf, *rf;    /* DynamicQuantizeLSTM: its W and R dequantized (LSTM layout), or NULL */
 } rnn_packs;
 
 typedef struct rnn_state {
@@ -247,6 +249,8 @@ static void rnn_packs_free(rnn_packs *e) {
     alma__sgemm_packed_free(&e->pr[d]);
     alma__sgemm_packed_free(&e->ph[d]);
   }
+  free(e->wf);
+  free(e->rf);
   alma__packed_gemm_unreserve(e->bytes);
   free(e);
 }
@@ -379,8 +383,10 @@ const alma_op_def alma__op_LSTM = {.name = "LSTM", .domain = "", .versions = {1,
  * to uint8 once per direction (one scale and zero point over the steps the batch runs, the range
  * widened to hold 0), the hidden state before each step's product with R (over the batch's rows),
  * each product (q - zero point) x (q_w - zero point_w) x both scales. Here the weights are
- * dequantized into LSTM's layout, X and each step's H quantized and dequantized, and the float
- * LSTM runs one step at a time: the same products up to float rounding. Not followed: ONNX Runtime
+ * dequantized into LSTM's layout (and packed: both kept by the node when they are graph
+ * constants, as LSTM's), X and each step's H quantized and dequantized, the input projection of
+ * all steps taken at once, and the float LSTM runs one step at a time: the same products up to
+ * float rounding. Not followed: ONNX Runtime
  * splitting a large batch across threads, which then quantizes H per part. */
 typedef struct {
   alma_tensor W, R;          /* float, LSTM layout; data owned when dequantized (exec) */
@@ -504,7 +510,8 @@ static const alma_tensor *dq_dir(const alma_tensor *t, int64_t d, alma_tensor *v
   return view;
 }
 
-static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor *out, int nout) {
+static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, const rnn_packs *pk, alma_tensor *out,
+                              int nout) {
   rnn_cfg c;
   ALMA_TRY(rnn_cfg_make(n, 1, q->in, 8, &c));
   ALMA_TRY(rnn_check_lens(n, &c));
@@ -517,11 +524,13 @@ static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor 
   for (int64_t b = 0; b < B; b++) maxlen = (lens ? lens[b] : S) > maxlen ? (lens ? lens[b] : S) : maxlen;
   float *xq = malloc(sizeof(float) * (size_t)(S * B * I + 1));
   float *xs = malloc(sizeof(float) * (size_t)(B * I + 1));
+  /* the input projection of all steps, one product per direction (a step takes its rows) */
+  float *xwall = malloc(sizeof(float) * (size_t)(S * B * 4 * H + 1)), *xws = malloc(sizeof(float) * (size_t)(B * 4 * H + 1));
   float *h = malloc(sizeof(float) * (size_t)(4 * B * H + 1)), *cc = h + B * H, *hq = cc + B * H, *tmp = hq + B * H;
   alma_tensor t_x, t_hq, t_c, t_yh, t_yc, vw, vr, vb, vp;
   memset(&t_yh, 0, sizeof t_yh);
   memset(&t_yc, 0, sizeof t_yc);
-  alma_status st = xq && xs && h ? ALMA_OK : alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
+  alma_status st = xq && xs && h && xwall && xws ? ALMA_OK : alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
   if (st == ALMA_OK) st = alma__tensor_alloc(&t_yh, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
   if (st == ALMA_OK) st = alma__tensor_alloc(&t_yc, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
   float xscale = 1.f, xzp = 0.f;
@@ -538,6 +547,25 @@ static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor 
     memcpy(s1.act[0], c.act[d], sizeof s1.act[0]);
     s1.W = dq_dir(c.W, d, &vw), s1.R = dq_dir(c.R, d, &vr), s1.Bias = dq_dir(c.Bias, d, &vb), s1.P = dq_dir(c.P, d, &vp);
     s1.seq_lens = NULL;
+    rnn_packs view; /* direction d's packed blocks as a one-direction node's (never freed: pk's) */
+    if (pk) {
+      memset(&view, 0, sizeof view);
+      view.pw[0] = pk->pw[d], view.pr[0] = pk->pr[d];
+      view.w = s1.W->data, view.r = s1.R->data;
+      s1.packs = &view;
+    }
+    const float *wb = c.Bias ? (const float *)c.Bias->data + d * 8 * H : NULL;
+    if (st == ALMA_OK && S * B > 0 && I > 0) {
+      if (pk)
+        alma__sgemm_packed_rows(S * B, 0, pk->pw[d].panels, 1.0f, xq, I, &pk->pw[d], 0.0f, xwall, 4 * H, NULL, wb);
+      else
+        st = alma__sgemm_bias(0, 1, S * B, 4 * H, I, 1.0f, xq, I, (const float *)c.W->data + d * 4 * H * I, I, 0.0f,
+                              xwall, 4 * H, NULL, wb);
+    }
+    if (I < 1)
+      for (int64_t r = 0; r < S * B; r++)
+        for (int64_t j = 0; j < 4 * H; j++) xwall[r * 4 * H + j] = wb ? wb[j] : 0.f;
+    s1.xw = xws;
     for (int64_t k = 0; k < B * H; k++) {
       h[k] = c.h0 ? ((const float *)c.h0->data)[d * B * H + k] : 0.f;
       cc[k] = c.c0 ? ((const float *)c.c0->data)[d * B * H + k] : 0.f;
@@ -546,6 +574,7 @@ static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor 
       for (int64_t b = 0; b < B; b++) {
         int64_t len = lens ? lens[b] : S, t = j < len ? (back ? len - 1 - j : j) : 0;
         memcpy(xs + b * I, xq + (t * B + b) * I, sizeof(float) * (size_t)I);
+        memcpy(xws + b * 4 * H, xwall + (t * B + b) * 4 * H, sizeof(float) * (size_t)(4 * H));
         /* the rows ORT's product reads: a finished row holds 0 when Y is written, else its state */
         for (int64_t k = 0; k < H; k++) hq[b * H + k] = j > 0 && j >= len && Y ? 0.f : h[b * H + k];
       }
@@ -583,16 +612,66 @@ static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, alma_tensor 
   alma_tensor_free_data(&t_yc);
   free(xq);
   free(xs);
+  free(xwall);
+  free(xws);
   free(h);
   return st;
 }
 
+/* The node's dequantized and packed W and R: kept in its prepared state when its quantized W and R
+ * are graph constants (made on the first run, within the packed-weights budget with the
+ * dequantized copies counted), else packed for this call (*mine: the caller frees it); NULL past
+ * the budget. q holds the dequantized W and R (views on the kept copies once they are kept). */
+static const rnn_packs *dqlstm_packs(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                     dq_lstm *q, rnn_packs **mine, alma_status *st) {
+  *mine = NULL;
+  int keep = alma__packed_gemm_enabled() && alma__exec_input_is_const(ctx, n, 1, in[1]) &&
+             alma__exec_input_is_const(ctx, n, 2, in[2]);
+  rnn_state *s = NULL;
+  const alma_prepared *pp;
+  if (keep && alma__node_prepared(n, rnn_state_build, &pp) == ALMA_OK) s = (rnn_state *)pp;
+  else alma__error_clear();
+  rnn_packs *e = s ? atomic_load_explicit(&s->e, memory_order_acquire) : NULL;
+  if (e && e->w == in[1]->data && e->r == in[2]->data) {
+    if ((*st = dq_lstm_make(n, in, nin, 0, q)) != ALMA_OK) return NULL;
+    q->W.data = e->wf, q->W.owns_data = 0;
+    q->R.data = e->rf, q->R.owns_data = 0;
+    return e;
+  }
+  if ((*st = dq_lstm_make(n, in, nin, 1, q)) != ALMA_OK) return NULL;
+  rnn_cfg c;
+  if (!alma__packed_gemm_enabled() || rnn_cfg_make(n, 1, q->in, 8, &c) != ALMA_OK || c.I < 1 || c.H < 1) {
+    alma__error_clear();
+    return NULL;
+  }
+  rnn_packs *p = rnn_packs_make(&c);
+  if (!p) return NULL;
+  int64_t deq = (int64_t)(q->W.nbytes + q->R.nbytes);
+  if (s && !e && alma__packed_gemm_reserve(deq)) {
+    p->w = in[1]->data, p->r = in[2]->data; /* keyed by the quantized weights */
+    p->wf = q->W.data, p->rf = q->R.data;
+    p->bytes += deq;
+    if (atomic_compare_exchange_strong_explicit(&s->e, &e, p, memory_order_acq_rel, memory_order_acquire)) {
+      q->W.owns_data = q->R.owns_data = 0; /* the node's now */
+      return p;
+    }
+    p->wf = p->rf = NULL; /* another thread kept its copy first: this one serves this call */
+    p->bytes -= deq;
+    alma__packed_gemm_unreserve(deq);
+  }
+  *mine = p;
+  return p;
+}
+
 static alma_status dqlstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
-  (void)ctx;
   dq_lstm q;
-  ALMA_TRY(dq_lstm_make(n, in, nin, 1, &q));
-  alma_status st = dqlstm_run(n, &q, out, nout);
+  rnn_packs *mine;
+  alma_status st = ALMA_OK;
+  const rnn_packs *pk = dqlstm_packs(ctx, n, in, nin, &q, &mine, &st);
+  if (st != ALMA_OK) return st;
+  st = dqlstm_run(n, &q, pk, out, nout);
+  if (mine) rnn_packs_free(mine);
   dq_lstm_free(&q);
   return st;
 }
@@ -787,6 +866,10 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, alma_exec_ctx *mctx, 
   ALMA_TRY(RNN_FN(rnn_pk_make)(c, d, Rd, &pk));
   alma_status st = ALMA_OK;
   /* input projection of every step at once: XW = X W^T + Wb */
+#if RNN_F32
+  if (c->xw) memcpy(XW, c->xw, (size_t)(S * Bn * GH) * sizeof *XW);
+  else
+#endif
   if (S * Bn > 0 && I > 0) st = RNN_FN(rnn_mm)(mctx, S * Bn, GH, I, Xc, I, Wd, Wb, pk.w, XW, GH);
   else
     for (int64_t r = 0; r < S * Bn; r++)

@@ -10,7 +10,8 @@
  *  - through the ops: a MatMul and a Gemm node whose B is a graph initializer (packed) give the
  *    unpacked kernel's bits for M < 4 and a double-precision sum's value for M up to 16, and the
  *    same bits with the panels split over a runtime's parallel loop;
- *  - recurrent nodes keep their constant W and R packed, within the budget (test_rnn). */
+ *  - recurrent nodes keep their constant W and R packed, within the budget (test_rnn), and
+ *    DynamicQuantizeLSTM its weights dequantized and packed (test_dq_lstm). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -326,6 +327,61 @@ static void test_rnn(void **state) {
   rnn_case("GRU", 5, 2, 9, 12, 1);
 }
 
+/* com.microsoft.DynamicQuantizeLSTM with int8 initializers: the node keeps its weights dequantized
+ * and packed (the bytes of both taken once, on the first run), and every run, and a run without
+ * a context (weights not known constant: dequantized and packed for that call), gives the same
+ * bits. */
+static void test_dq_lstm(void **state) {
+  (void)state;
+  enum { S = 5, B = 2, I = 13, H = 11, G4 = 44, D = 2 };
+  static float X[S * B * I], Bv[D * 8 * H], wsc[D] = {0.02f, 0.03f}, rsc[D] = {0.025f, 0.015f};
+  static int8_t W[D * I * G4], R[D * H * G4], wzp[D] = {3, -2}, rzp[D] = {0, 1};
+  for (int i = 0; i < S * B * I; i++) X[i] = frand();
+  for (int i = 0; i < D * 8 * H; i++) Bv[i] = frand() * 0.2f;
+  for (int i = 0; i < D * I * G4; i++) W[i] = (int8_t)(frand() * 100);
+  for (int i = 0; i < D * H * G4; i++) R[i] = (int8_t)(frand() * 100);
+  alma_tensor wt = {.dtype = ALMA_DTYPE_INT8, .rank = 3, .dims = {D, I, G4}, .data = W, .nbytes = sizeof W};
+  alma_tensor rt = {.dtype = ALMA_DTYPE_INT8, .rank = 3, .dims = {D, H, G4}, .data = R, .nbytes = sizeof R};
+  alma_tensor xt = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {S, B, I}, .data = X, .nbytes = sizeof X};
+  alma_tensor bt = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {D, 8 * H}, .data = Bv, .nbytes = sizeof Bv};
+  alma_tensor ws = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 1, .dims = {D}, .data = wsc, .nbytes = sizeof wsc};
+  alma_tensor wz = {.dtype = ALMA_DTYPE_INT8, .rank = 1, .dims = {D}, .data = wzp, .nbytes = sizeof wzp};
+  alma_tensor rs = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 1, .dims = {D}, .data = rsc, .nbytes = sizeof rsc};
+  alma_tensor rz = {.dtype = ALMA_DTYPE_INT8, .rank = 1, .dims = {D}, .data = rzp, .nbytes = sizeof rzp};
+  alma_graph *g = alma__graph_new(NULL);
+  assert_non_null(g);
+  int v[12], y = 0;
+  static const char *const names[12] = {"x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"};
+  for (int k = 0; k < 12; k++) v[k] = names[k][0] ? alma__graph_add_value(g, names[k]) : -1;
+  y = alma__graph_add_value(g, "y");
+  g->values[v[1]].init = &wt;
+  g->values[v[2]].init = &rt;
+  assert_int_equal(alma__graph_add_node(g, "DynamicQuantizeLSTM", "com.microsoft", "n", v, 12, &y, 1), 0);
+  alma_node *n = &g->nodes[0];
+  alma_attr at[2] = {{.name = "hidden_size", .type = ALMA_ATTR_INT, .i = H},
+                     {.name = "direction", .type = ALMA_ATTR_STRING, .s = "bidirectional", .s_len = 13}};
+  n->attrs = at;
+  n->n_attrs = 2;
+  assert_int_equal(alma__op_resolve(n, 1), ALMA_OK);
+  const alma_tensor *in[12] = {&xt, &wt, &rt, &bt, NULL, NULL, NULL, NULL, &ws, &wz, &rs, &rz};
+  int64_t before = alma__packed_gemm_bytes();
+  int64_t packs = 2 * (int64_t)sizeof(float) * ((int64_t)I * 48 + (int64_t)H * 48), deq = 2 * (int64_t)sizeof(float) * G4 * (I + H);
+  alma_tensor r1, r2, r3;
+  assert_int_equal(alma__op_run_node_of(g, n, in, 12, &r1, 1, 1, NULL, NULL), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before + packs + deq);
+  assert_int_equal(alma__op_run_node_of(g, n, in, 12, &r2, 1, 1, NULL, NULL), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before + packs + deq);
+  assert_int_equal(alma__op_run_node(NULL, n, in, 12, &r3, 1), ALMA_OK);
+  assert_int_equal(alma__packed_gemm_bytes(), before + packs + deq);
+  assert_memory_equal(r1.data, r2.data, r1.nbytes);
+  assert_memory_equal(r1.data, r3.data, r1.nbytes);
+  n->attrs = NULL, n->n_attrs = 0;
+  g->values[v[1]].init = g->values[v[2]].init = NULL;
+  alma__graph_free(g);
+  assert_int_equal(alma__packed_gemm_bytes(), before);
+  alma_tensor_free_data(&r1), alma_tensor_free_data(&r2), alma_tensor_free_data(&r3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shapes),
@@ -335,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_ops),
       cmocka_unit_test(test_budget),
       cmocka_unit_test(test_rnn),
+      cmocka_unit_test(test_dq_lstm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
