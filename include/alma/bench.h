@@ -298,6 +298,8 @@ int alma_result_saved_alma_ops(const alma_result *r);
  * runtime reports none): for ORT the onnxruntime version, the settings and the binding's
  * measured per-call cost (docs/json.md). */
 const char *alma_result_runtime_info(const alma_result *r);
+/* Where the nodes ran: the results' `placement` object as JSON text (docs/json.md), "" when none. */
+const char *alma_result_placement(const alma_result *r);
 int alma_result_threads(const alma_result *r);
 const char *alma_result_affinity(const alma_result *r);    /* CPU list, "0-7" */
 double alma_result_timer_overhead_ns(const alma_result *r);
@@ -316,13 +318,17 @@ const alma_latency_stats *alma_result_postprocess(const alma_result *r);
 typedef struct alma_profile_node {
   const char *name;           /* the node, or the first node of the group */
   const char *op_type;        /* its op type; a group's: its nodes' joined by '+' ("Conv+Add+Relu") */
-  const char *placement;      /* where it ran: "DNNL", "BLAS", "EAGER", "EAGER (declined)", ... */
+  const char *placement;      /* where it ran, in the runtime's words: "DNNL", "BLAS", "EAGER (declined)", ... */
   int members;                /* graph nodes in the entry: 1, or a group's size */
   int64_t runs;               /* times it ran in the profiled batches */
   double ms;                  /* per batch: its time over the profiled batches / batches */
   double share;               /* ms / batch_ms (0..1) */
   int order;                  /* its place in execution order (0-based; an If's branch nodes follow
                                  the If): the entries are listed by ms, the trace by this */
+  /* placement as data (appended: the fields above keep their offsets) */
+  const char *place;          /* "runtime", "fused", "eager", "partial", "graph" (docs/json.md, `placement`) */
+  const char *declined;       /* why on EAGER (place "eager" or "partial"): "op", "dtype", "attribute",
+                               * "shape", "dynamic", "library", "choice"; "" otherwise */
 } alma_profile_node;
 
 typedef struct alma_profile_op {

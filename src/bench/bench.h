@@ -270,6 +270,7 @@ struct alma_result {
   int has_profile;                /* prof filled (config profile); its strings and arrays owned */
   alma_profile prof;
   char *runtime_info;             /* the runtime's facts, a JSON object's text (alma_runtime.info), or NULL */
+  char *placement;                /* where the nodes ran, a JSON object's text (alma__placement_json), or NULL */
   /* contention and the clock check over the timed phase (contention.c), repeats (repeat.c) */
   alma_contention cont;           /* cont.measured 0: none; strings owned */
   double clock_agreement;         /* NaN when not measured */

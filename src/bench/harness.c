@@ -1189,6 +1189,11 @@ static void worker(void *arg, alma__chan *ch) {
     } else if (info[0]) {
       r->runtime_info = alma__strdup(info);
     }
+    /* placement as data, after the timed phase: it includes what the runtime declined at run time */
+    if (alma__session_placement_json(s, &r->placement) != ALMA_OK) {
+      alma__result_warn(r, "placement: %s", alma_last_error());
+      alma__error_clear();
+    }
   }
   if (cfg->throughput) {
     STEP("throughput");

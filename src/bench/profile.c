@@ -22,6 +22,8 @@ void alma__profile_clear(alma_profile *p) {
     free((char *)p->nodes[i].name);
     free((char *)p->nodes[i].op_type);
     free((char *)p->nodes[i].placement);
+    free((char *)p->nodes[i].place);
+    free((char *)p->nodes[i].declined);
   }
   for (int i = 0; i < p->n_ops; i++) free((char *)p->ops[i].op_type);
   free((void *)p->nodes);
@@ -41,8 +43,11 @@ alma_status alma__profile_add_node(alma_profile *p, const alma_profile_node *n) 
   e->name = alma__strdup(n->name ? n->name : "");
   e->op_type = alma__strdup(n->op_type ? n->op_type : "");
   e->placement = alma__strdup(n->placement ? n->placement : "");
+  e->place = alma__strdup(n->place ? n->place : "");
+  e->declined = alma__strdup(n->declined ? n->declined : "");
   p->n_nodes++;  /* counted even when a copy failed: clear frees what there is */
-  if (!e->name || !e->op_type || !e->placement) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  if (!e->name || !e->op_type || !e->placement || !e->place || !e->declined)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   return ALMA_OK;
 }
 
@@ -165,7 +170,8 @@ alma_status alma__profile_build(alma_profile *p, const alma__prof_graph *graphs,
     double ms = 1e3 * order[k].s / (double)batches;
     total += ms;
     alma_profile_node pn = {.name = name, .op_type = label[base[order[k].gi] + order[k].idx],
-                            .placement = e->where ? e->where : "?", .members = e->members, .runs = e->runs, .ms = ms,
+                            .placement = e->where ? e->where : "?", .place = alma__place_name(e->place.place),
+                            .declined = alma__decline_name(e->place.reason), .members = e->members, .runs = e->runs, .ms = ms,
                             .share = batch_ms > 0 ? ms / batch_ms : NAN,
                             .order = exec[base[order[k].gi] + order[k].idx]};
     st = alma__profile_add_node(p, &pn);

@@ -55,6 +55,7 @@ void alma__result_clear(alma_result *r) {
   free(r->scaling);
   free(r->saved_path);
   free(r->runtime_info);
+  free(r->placement);
   free((char *)r->acc.baseline);
   if (r->has_profile) alma__profile_clear(&r->prof);
   alma__contention_clear(&r->cont);
@@ -167,6 +168,7 @@ void alma__result_set_baseline(alma_result *r, const char *baseline, double drop
 const alma_profile *alma_result_profile(const alma_result *r) { return r->has_profile ? &r->prof : NULL; }
 const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_path); }
 const char *alma_result_runtime_info(const alma_result *r) { return S(r->runtime_info); }
+const char *alma_result_placement(const alma_result *r) { return S(r->placement); }
 int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i) {

@@ -100,6 +100,7 @@ static const field scaling_fields[] = {
 #define NF(key, ft, member) FIELD(alma_profile_node, key, ft, member)
 static const field profile_node_fields[] = {
     NF("name", F_STR, name), NF("op_type", F_STR, op_type), NF("placement", F_STR, placement),
+    NF("place", F_STR, place), NF("declined", F_STR, declined),
     NF("members", F_INT, members), NF("runs", F_I64, runs), NF("ms", F_NUM, ms), NF("share", F_NUM, share),
     NF("order", F_INT, order),
 };
@@ -269,6 +270,8 @@ static alma_status profile_from_cjson(const cJSON *o, alma_result *r) {
     free((char *)n.name);
     free((char *)n.op_type);
     free((char *)n.placement);
+    free((char *)n.place);
+    free((char *)n.declined);
   }
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "op_types")) {
     alma_profile_op op;
@@ -379,6 +382,8 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "profile", profile_to_cjson(r));
   cJSON *ri = r->runtime_info ? cJSON_Parse(r->runtime_info) : NULL;
   cJSON_AddItemToObject(o, "runtime_info", ri ? ri : cJSON_CreateNull());
+  cJSON *pl = r->placement ? cJSON_Parse(r->placement) : NULL;
+  cJSON_AddItemToObject(o, "placement", pl ? pl : cJSON_CreateNull());
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) {
@@ -467,6 +472,8 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   }
   const cJSON *ri = cJSON_GetObjectItemCaseSensitive(o, "runtime_info");
   if (cJSON_IsObject(ri)) r->runtime_info = cJSON_PrintUnformatted(ri);
+  const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "placement");
+  if (cJSON_IsObject(pl)) r->placement = cJSON_PrintUnformatted(pl);
   r->clock_agreement = get_num(o, "clock_agreement");
   if (contention_repeats_from_cjson(o, r) != ALMA_OK) return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading repeats");
   if (profile_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "profile"), r) != ALMA_OK)

@@ -62,6 +62,27 @@ static void print_cache(const alma_result *x, FILE *f) {
     fprintf(f, "      cache      off%s%s\n", c->reason[0] ? ": " : "", c->reason);
 }
 
+/* Where the nodes ran (the results' placement): counts per placement, and why nodes fell back to
+ * EAGER. Left out for EAGER itself, where every node is its own. */
+static void print_placement(const alma_result *x, FILE *f) {
+  cJSON *o = x->placement ? cJSON_Parse(x->placement) : NULL, *it;
+  const cJSON *rt = cJSON_GetObjectItemCaseSensitive(o, "runtime");
+  if (!cJSON_IsObject(o) || !cJSON_IsString(rt) || !strcmp(rt->valuestring, "EAGER")) {
+    cJSON_Delete(o);
+    return;
+  }
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "nodes");
+  fprintf(f, "      placement  %d nodes:", cJSON_IsNumber(n) ? n->valueint : 0);
+  int k = 0;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "placements"))
+    if (cJSON_IsNumber(it) && it->valueint) fprintf(f, "%s %d %s", k++ ? "," : "", it->valueint, it->string);
+  k = 0;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "declined"))
+    if (cJSON_IsNumber(it)) fprintf(f, "%s%s %d", k++ ? ", " : "; on EAGER for: ", it->string, it->valueint);
+  fputc('\n', f);
+  cJSON_Delete(o);
+}
+
 /* The runtime's facts (alma_result_runtime_info), "key value" pairs in its order. */
 static void print_runtime_info(const alma_result *x, FILE *f) {
   cJSON *o = x->runtime_info ? cJSON_Parse(x->runtime_info) : NULL, *it;
@@ -127,8 +148,11 @@ void alma__profile_print(const alma_profile *p, FILE *f) {
       rest += e->ms;
       continue;
     }
-    char grp[32] = "";
-    if (e->members > 1) snprintf(grp, sizeof grp, ", %d nodes", e->members);
+    char grp[64] = "";
+    int o = e->members > 1 ? snprintf(grp, sizeof grp, ", %d nodes", e->members) : 0;
+    if (e->declined && e->declined[0]) /* placement as data: why (some of) it ran on EAGER's kernel */
+      snprintf(grp + o, sizeof grp - (size_t)o, "; %s on EAGER: %s", e->place && !strcmp(e->place, "partial") ? "some runs" : "ran",
+               e->declined);
     fprintf(f, "                 %9s  %5.1f%%  %-18s  %s (%s%s)\n", ms(e->ms, a, sizeof a),
             isfinite(e->share) ? 100 * e->share : 0.0, e->placement, alma__safe(e->name), alma__safe(e->op_type), grp);
   }
@@ -231,6 +255,7 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
               x->pre.n ? ms(x->pre.mean, a, sizeof a) : "-", x->post.n ? ms(x->post.mean, b, sizeof b) : "-");
     fprintf(f, "      memory     peak RSS %s\n", mib(x->peak_rss_bytes, a, sizeof a));
     print_runtime_info(x, f);
+    print_placement(x, f);
     print_cache(x, f);
     if (x->check.performed)
       fprintf(f, "      check      %s vs EAGER: max abs err %.3g, max rel err %.3g, argmax %s, cosine %.6f\n",

@@ -5,6 +5,50 @@
 
 #include "graph/graph.h"
 
+/* Placement: where each node of a compiled plan runs, as data (alma__runtime.placement; docs/json.md,
+ * `placement`). A runtime reports it where it decides it; tests and the conformance report read it
+ * instead of the plan's text. */
+typedef enum alma__place {
+  ALMA_PLACE_RUNTIME = 0, /* the runtime's own kernel (alone, or heading a group it runs as one) */
+  ALMA_PLACE_FUSED,       /* computed inside another node's kernel on the runtime (a post-op, a folded
+                           * reshape, a constant baked into the runtime's weights) */
+  ALMA_PLACE_EAGER,       /* declined: EAGER's kernel runs it (reason says why) */
+  ALMA_PLACE_PARTIAL,     /* the runtime's kernel for some runs, EAGER's for others (declined at run time
+                           * for some shapes or values; reason says why) */
+  ALMA_PLACE_GRAPH,       /* a whole-graph runtime (ONNX Runtime, OpenVINO) took the graph entire; what
+                           * the library does with the node inside is its own */
+  ALMA_PLACE_COUNT
+} alma__place;
+
+/* Why a node runs on EAGER (ALMA_PLACE_EAGER / ALMA_PLACE_PARTIAL); ALMA_DECLINE_NONE otherwise. */
+typedef enum alma__decline {
+  ALMA_DECLINE_NONE = 0,
+  ALMA_DECLINE_OP,      /* no kernel for the op type (or its domain) */
+  ALMA_DECLINE_DTYPE,   /* an element type the kernel does not take */
+  ALMA_DECLINE_ATTR,    /* an attribute value, or an optional input or output, the kernel does not take */
+  ALMA_DECLINE_SHAPE,   /* a rank or shape the kernel does not take */
+  ALMA_DECLINE_DYNAMIC, /* what is known only at run time decides, and did not fit: shapes or types
+                         * static inference left unknown, a weight that is not constant */
+  ALMA_DECLINE_LIBRARY, /* the library refused it when building or running it */
+  ALMA_DECLINE_CHOICE,  /* the runtime's choice: EAGER's kernel is faster there, or the node is cheaper
+                         * than the layout change around it */
+  ALMA_DECLINE_COUNT
+} alma__decline;
+
+typedef struct alma__placement {
+  alma__place place;
+  alma__decline reason;
+  const char *detail;   /* the runtime's words for it, or NULL: static, or the plan's (valid while the
+                         * plan lives and until its next run) */
+} alma__placement;
+
+/* "runtime", "fused", "eager", "partial", "graph"; "op", "dtype", "attribute", "shape", "dynamic",
+ * "library", "choice" ("" for ALMA_DECLINE_NONE). */
+const char *alma__place_name(alma__place p);
+const char *alma__decline_name(alma__decline r);
+/* The node ran on EAGER's kernel (ALMA_PLACE_EAGER or ALMA_PLACE_PARTIAL). */
+static inline int alma__place_fell_back(alma__place p) { return p == ALMA_PLACE_EAGER || p == ALMA_PLACE_PARTIAL; }
+
 /* A per-node profile (alma bench --profile): one entry per node of the plan's graph, filled by a
  * runtime's profile_read. A runtime that runs several nodes as one (a fused chain, an int8
  * cluster) times them once, on the group's head: the head's entry covers `members` nodes, and
@@ -14,7 +58,8 @@ typedef struct alma__prof_node {
   int64_t runs;         /* times the node (or the group it heads) ran */
   int head;             /* this node's own index, or the head of the group that counts it */
   int members;          /* nodes the entry covers: >= 1 for a head or a node alone, 0 for a member */
-  const char *where;    /* placement: "DNNL", "BLAS", "EAGER", "EAGER (declined)" ... (static) */
+  const char *where;    /* placement in the runtime's words: "DNNL", "BLAS", "EAGER (declined)" ... (static) */
+  alma__placement place; /* the same as data: filled from the runtime's placement (session.c) */
 } alma__prof_node;
 
 /* One graph's per-node profile within a session's: the model's graph, then each If branch the
@@ -40,7 +85,6 @@ typedef struct alma_runtime {
   /* ALMA_OK if usable here; otherwise ALMA_ERR_UNAVAILABLE with the reason in alma_last_error()
    * ("library libdnnl not found at build time", "CPU lacks AVX512_BF16", "no CUDA device"). */
   alma_status (*init)(void);
-  int (*supports_node)(const alma_graph *g, const alma_node *n);
   /* g stays alive and unchanged while the plan lives. */
   alma_status (*compile)(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out);
   /* inputs: one per g->inputs, in order; outputs: one per g->outputs, filled with owned tensors. */
@@ -48,6 +92,10 @@ typedef struct alma_runtime {
                      int n_outputs);
   alma_status (*synchronize)(void *plan);   /* optional (NULL) */
   void (*free)(void *plan);
+  /* per-node placement as data: fills nodes[0..g->n_nodes) with where each node of the plan runs
+   * and, for a declined one, why. Called after compile, and again after runs (a runtime that
+   * declines a node at run time, for some shapes, says so once it has). Required. */
+  alma_status (*placement)(void *plan, alma__placement *nodes);
   /* optional: per-node placement and plan details, one line per node */
   void (*describe)(void *plan, FILE *f);
   /* optional (both or neither): per-node timing. profile_start zeroes the plan's node timers and

@@ -211,7 +211,50 @@ static alma_status read_graph(const alma_runtime *rt, void *plan, const alma_gra
   e->prefix = alma__strdup(prefix);
   if (!e->nodes || !e->prefix) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   for (int i = 0; i < g->n_nodes; i++) e->nodes[i] = (alma__prof_node){.head = i, .members = 1};
-  return rt->profile_read(plan, e->nodes);
+  ALMA_TRY(rt->profile_read(plan, e->nodes));
+  alma__placement *pl = calloc((size_t)g->n_nodes + 1, sizeof *pl);
+  if (!pl) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  alma_status st = rt->placement(plan, pl);
+  for (int i = 0; st == ALMA_OK && i < g->n_nodes; i++) e->nodes[i].place = pl[i];
+  free(pl);
+  return st;
+}
+
+/* One plan's placement into a new entry of the list. */
+static alma_status place_graph(const alma_runtime *rt, void *plan, const alma_graph *g, alma__place_graph *e) {
+  *e = (alma__place_graph){.g = g, .nodes = calloc((size_t)g->n_nodes + 1, sizeof *e->nodes)};
+  if (!e->nodes) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return rt->placement(plan, e->nodes);
+}
+
+alma_status alma__session_placement(alma_session *s, alma__place_graph **graphs, int *n) {
+  if (!s || !graphs || !n) return alma__errorf(ALMA_ERR_INVALID_ARG, "session, graphs or n is NULL");
+  *graphs = NULL;
+  *n = 0;
+  int cap = 1;
+  for (alma__subplan *sp = s->subplans; sp; sp = sp->next) cap++;
+  alma__place_graph *v = calloc((size_t)cap, sizeof *v);
+  if (!v) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  int nv = 0;
+  alma_status st = place_graph(s->conv.runtime, s->plan, s->graph, &v[nv++]);
+  for (alma__subplan *sp = s->subplans; sp && st == ALMA_OK; sp = sp->next)
+    if (sp->plan) st = place_graph(sp->rt, sp->plan, sp->g, &v[nv++]);
+  if (st != ALMA_OK) {
+    alma__place_graphs_free(v, nv);
+    return st;
+  }
+  *graphs = v;
+  *n = nv;
+  return ALMA_OK;
+}
+
+alma_status alma__session_placement_json(alma_session *s, char **json_out) {
+  alma__place_graph *graphs = NULL;
+  int n = 0;
+  ALMA_TRY(alma__session_placement(s, &graphs, &n));
+  alma_status st = alma__placement_json(s->conv.runtime->name, graphs, n, json_out);
+  alma__place_graphs_free(graphs, n);
+  return st;
 }
 
 alma_status alma__session_profile_read(alma_session *s, alma__prof_graph **graphs, int *n) {

@@ -4,6 +4,7 @@
 #define ALMA_SESSION_H
 
 #include "graph/model.h"
+#include "runtimes/placement.h"
 #include "runtimes/runtime.h"
 
 /* The converted graph (after the conversion's passes); lives as long as the session. */
@@ -26,5 +27,12 @@ alma_status alma__session_runtime_info(alma_session *s, char *buf, size_t n);
 alma_status alma__session_profile_start(alma_session *s);
 alma_status alma__session_profile_read(alma_session *s, alma__prof_graph **graphs, int *n);
 void alma__prof_graphs_free(alma__prof_graph *graphs, int n);
+
+/* Per-node placement as data (alma_runtime.placement) as of now (after a run it includes what the
+ * runtime declined at run time): *graphs (n of them; free with alma__place_graphs_free) holds the
+ * model's graph first, then each If branch compiled for the runtime. */
+alma_status alma__session_placement(alma_session *s, alma__place_graph **graphs, int *n);
+/* The same summarized for the results (alma__placement_json), malloc'd. */
+alma_status alma__session_placement_json(alma_session *s, char **json_out);
 
 #endif

@@ -226,6 +226,28 @@ static void test_fused_runtimes(void **state) {
   }
 }
 
+/* The result's placement summary (docs/json.md): every node counted once, under the runtime; the
+ * If (a node no runtime but EAGER takes) declined for its op type. */
+static void check_placement(const alma_result *x, const char *conv) {
+  cJSON *o = cJSON_Parse(alma_result_placement(x));
+  assert_non_null(o);
+  const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "placements"), *it;
+  int nodes = cJSON_GetObjectItemCaseSensitive(o, "nodes")->valueint, sum = 0;
+  cJSON_ArrayForEach(it, pl) sum += it->valueint;
+  assert_int_equal(sum, nodes);
+  int eager = !strcmp(conv, "EAGER"), found_if = 0;
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(pl, "runtime")->valueint > 0, 1);
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, "op_types")) {
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(it, "op_type")->valuestring, "If")) continue;
+    found_if = 1;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "declined"), "op");
+    assert_int_equal(d ? d->valueint : 0, eager ? 0 : 1);
+  }
+  if (strstr(conv, "INT8")) assert_int_equal(found_if, 0);
+  else assert_int_equal(found_if, 1);
+  cJSON_Delete(o);
+}
+
 /* int8 clusters (INT8_STATIC+DNNL on two Conv+Relu) and graphs with an If (DNNL, BLAS and EAGER through the shared executor). */
 static void test_rewritten_and_hooked(void **state) {
   (void)state;
@@ -257,6 +279,8 @@ static void test_rewritten_and_hooked(void **state) {
           clusters++;
           assert_true(p->nodes[i].members >= 2);
           assert_string_equal(p->nodes[i].placement, "DNNL");
+          assert_string_equal(p->nodes[i].place, "runtime");
+          assert_string_equal(p->nodes[i].declined, "");
           assert_true(!strcmp(p->nodes[i].name, "conv1") || !strcmp(p->nodes[i].name, "conv2"));
         }
       assert_int_equal(clusters, 2);
@@ -267,6 +291,10 @@ static void test_rewritten_and_hooked(void **state) {
           branch = 1;
           assert_string_equal(p->nodes[i].op_type, "If");
           assert_string_equal(p->nodes[i].placement, "EAGER");  /* no runtime takes If */
+          /* as data: EAGER's own node there; elsewhere declined, for its op type */
+          int eager = !strcmp(cases[k].conv, "EAGER");
+          assert_string_equal(p->nodes[i].place, eager ? "runtime" : "eager");
+          assert_string_equal(p->nodes[i].declined, eager ? "" : "op");
           /* its branch's node has an entry of its own on DNNL and BLAS: the If keeps the rest */
           assert_true(p->nodes[i].ms >= 0);
         }
@@ -277,6 +305,7 @@ static void test_rewritten_and_hooked(void **state) {
       else assert_true(branch_entries >= 1 && branch_entries <= 2);
       assert_int_equal(p->n_nodes, 4 + branch_entries);
     }
+    check_placement(x, cases[k].conv);
     alma_results_free(r);
   }
 }
@@ -308,6 +337,7 @@ static void test_xnnpack(void **state) {
       partitions++;
       assert_string_equal(p->nodes[i].name, "big_matmul"); /* the partition's first node */
       assert_non_null(strstr(p->nodes[i].op_type, "MatMul+Add+Relu"));
+      assert_string_equal(p->nodes[i].place, "runtime");
       assert_true(p->nodes[i].ms > 0);
     }
   assert_int_equal(partitions, 1);

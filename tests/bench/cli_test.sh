@@ -308,8 +308,11 @@ assert p["batches"] >= 5 and p["seconds"] >= 0.05
 names = sorted(n["name"] for n in p["nodes"])
 assert names == ["big_bias", "big_matmul", "big_relu", "small_matmul", "softmax"], names
 assert all(n["runs"] == p["batches"] and n["members"] == 1 and n["placement"] == "EAGER" for n in p["nodes"])
+assert all(n["place"] == "runtime" and n["declined"] is None for n in p["nodes"]), p["nodes"]
+pl = d["results"][0]["placement"]
+assert pl["runtime"] == "EAGER" and pl["nodes"] == 5 and pl["placements"]["runtime"] == 5 and pl["declined"] == {}, pl
 assert abs(sum(n["ms"] for n in p["nodes"]) - p["nodes_ms"]) <= 1e-9 * p["nodes_ms"]
-assert p["nodes_ms"] <= p["batch_ms"] and p["nodes"][0]["name"] == "big_matmul"
+assert p["nodes_ms"] <= p["batch_ms"] and p["nodes"][0]["name"] == "big_matmul", (p["nodes_ms"], p["batch_ms"], p["nodes"][:2])
 ops = {o["op_type"]: o for o in p["op_types"]}
 assert ops["MatMul"]["nodes"] == 2 and ops["MatMul"]["entries"] == 2, ops
 row = list(csv.DictReader(open(sys.argv[2], newline="")))[0]

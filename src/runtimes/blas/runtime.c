@@ -36,6 +36,7 @@
 #include "ops/nn_util.h"
 #include "runtimes/blas/internal.h"
 #include "runtimes/exec.h"
+#include "runtimes/placement.h"
 #include "runtimes/runtime.h"
 
 enum { KIND_NONE, KIND_CONV, KIND_GEMM, KIND_MATMUL, KIND_ATTENTION, KIND_NBITS };
@@ -279,7 +280,25 @@ static void build_chain(blas_plan *p, group *gr, int stage) {
 
 static alma_status blas_init(void) { return alma__blas_load(); }
 
-static int blas_supports(const alma_graph *g, const alma_node *n) { return native_kind(g, n) != KIND_NONE; }
+/* Why native_kind took no kernel for n: the op types BLAS computes are few; one of them declined
+ * for its element type, or for its form (a fused node's activation, missing inputs). */
+static alma__decline no_kernel_reason(const alma_graph *g, const alma_node *n, const char **detail) {
+  const char *t = n->op_type;
+  int ours = alma__is_mnb(n) ||
+             (is_fused_op(n) && (!strcmp(t, "Attention") || !strcmp(t, "FusedConv") || !strcmp(t, "FusedGemm") ||
+                                 !strcmp(t, "FusedMatMul"))) ||
+             (is_ai_onnx(n) && (!strcmp(t, "Conv") || !strcmp(t, "Gemm") || !strcmp(t, "MatMul")));
+  if (!ours) {
+    *detail = "BLAS computes Conv, Gemm, MatMul, alma.FusedConv/FusedGemm/FusedMatMul/Attention and MatMulNBits";
+    return ALMA_DECLINE_OP;
+  }
+  if (n->n_outputs == 1 && n->outputs[0] >= 0 && !float_or_unknown(g, n->outputs[0])) {
+    *detail = "not float32";
+    return ALMA_DECLINE_DTYPE;
+  }
+  *detail = "inputs or activation BLAS does not take";
+  return ALMA_DECLINE_ATTR;
+}
 
 static void blas_free(void *plan) {
   blas_plan *p = plan;
@@ -1172,6 +1191,35 @@ static alma_status blas_profile_read(void *plan, alma__prof_node *out) {
   return ALMA_OK;
 }
 
+/* Placement as data: nodes in a group run in its kernel (the head; the rest FUSED into its
+ * epilogue) unless the group declined at run time (size limits, a bias or residual that
+ * broadcasts, types static inference did not know). Then the chain ran node by node (unfused):
+ * the head alone on BLAS, or on EAGER when its kernel declined too (eager), the other members on
+ * EAGER. */
+static alma__placement run_time_place(long eager_runs, long runs, alma__place own) {
+  if (!eager_runs) return (alma__placement){own, ALMA_DECLINE_NONE, NULL};
+  return (alma__placement){eager_runs >= runs ? ALMA_PLACE_EAGER : ALMA_PLACE_PARTIAL, ALMA_DECLINE_DYNAMIC,
+                           "declined at run time for the shapes or types it met (size limits, a bias or residual "
+                           "that broadcasts, not float32)"};
+}
+
+static alma_status blas_placement(void *plan, alma__placement *out) {
+  blas_plan *p = plan;
+  const alma_graph *g = p->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (p->group_of[i] < 0) {
+      const char *detail = NULL;
+      alma__decline r = no_kernel_reason(g, &g->nodes[i], &detail);
+      out[i] = (alma__placement){ALMA_PLACE_EAGER, r, detail};
+      continue;
+    }
+    const group *gr = &p->groups[p->group_of[i]];
+    out[i] = gr->nodes[0] == i ? run_time_place(gr->eager, gr->runs, ALMA_PLACE_RUNTIME)
+                               : run_time_place(gr->unfused, gr->runs, ALMA_PLACE_FUSED);
+  }
+  return ALMA_OK;
+}
+
 const alma_runtime alma__runtime_blas = {
     .name = "BLAS",
     .description = "Conv (im2col+SGEMM), Gemm and MatMul in float32 through "
@@ -1183,7 +1231,7 @@ const alma_runtime alma__runtime_blas = {
                    ", with bias/residual/activation fused into the GEMM epilogue, and alma.Attention as batched "
                    "SGEMMs; other nodes on EAGER kernels",
     .init = blas_init,
-    .supports_node = blas_supports,
+    .placement = blas_placement,
     .compile = blas_compile,
     .run = blas_run,
     .free = blas_free,

@@ -385,17 +385,14 @@ static const alma_node *producer(const alma_graph *g, int v) {
 
 /* ---- classification of the quantization operators ------------------------------------------------- */
 int alma__dn_q_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
-  (void)d;
   if (n->domain[0]) return -1;
   int q = is_op(n, "QuantizeLinear"), dq = is_op(n, "DequantizeLinear");
   if (q || dq) {
     if (n->n_inputs < 2 || alma__attr_i(n, "block_size", 0) != 0) {
-      *why = "blocked quantization";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "blocked quantization");
     }
     if (q && alma__attr_i(n, "saturate", 1) == 0) {
-      *why = "saturate = 0";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "saturate = 0");
     }
     return DK_QDQ; /* types and per-axis zero points are checked when it runs */
   }

@@ -155,14 +155,12 @@ static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
              : !strcmp(n->op_type, "FusedMatMul") ? DK_MATMUL
                                                   : DK_NONE;
   if (kind == DK_NONE) {
-    *why = "no oneDNN kernel";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_OP, "no oneDNN kernel");
   }
   dn_elt e[DN_MAX_ELT];
   int ne = fused_act_steps(n, e);
   if (ne < 0) {
-    *why = "activation without a oneDNN eltwise";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "activation without a oneDNN eltwise");
   }
   d->npost = 0;
   int addend = kind == DK_CONV ? 3 : kind == DK_MATMUL ? 2 : -1;
@@ -188,28 +186,23 @@ static int classify_fused(const alma_node *n, dn_node *d, const char **why) {
 
 /* Resize/Upsample: what can never be oneDNN's resampling (the coordinates are compared when the
  * node runs, see run_resample). */
-static int classify_resize(const alma_node *n, const char **why) {
+static int classify_resize(const alma_node *n, dn_node *d, const char **why) {
   const char *m = alma__attr_s(n, "mode", "nearest");
   if (strcmp(m, "nearest") && strcmp(m, "linear") && !(is_op(n, "Upsample") && !strcmp(m, "bilinear"))) {
-    *why = "cubic or unknown mode (oneDNN resamples nearest and linear)";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "cubic or unknown mode (oneDNN resamples nearest and linear)");
   }
   if (is_op(n, "Resize") && n->since_version >= 11) {
     if (!strcmp(alma__attr_s(n, "coordinate_transformation_mode", "half_pixel"), "tf_crop_and_resize")) {
-      *why = "tf_crop_and_resize";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "tf_crop_and_resize");
     }
     if (alma__attr_i(n, "exclude_outside", 0)) {
-      *why = "exclude_outside";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "exclude_outside");
     }
     if (n->since_version >= 18 && alma__attr_i(n, "antialias", 0) && strcmp(m, "nearest")) {
-      *why = "antialias";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "antialias");
     }
     if (n->since_version >= 18 && strcmp(alma__attr_s(n, "keep_aspect_ratio_policy", "stretch"), "stretch")) {
-      *why = "keep_aspect_ratio_policy";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "keep_aspect_ratio_policy");
     }
   }
   return DK_RESAMPLE;
@@ -217,28 +210,26 @@ static int classify_resize(const alma_node *n, const char **why) {
 
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why) {
   *why = NULL;
+  d->why_reason = ALMA_DECLINE_NONE;
   if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
   int qk = alma__dn_q_classify(g, n, d, why); /* quantization operators: dnnl_int8.c */
   if (qk >= 0) return qk;
   if (!strcmp(n->domain, "alma")) {
     alma_dtype dt = g->values[n->outputs[0]].dtype;
     if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
-      *why = "not float32 or bfloat16";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_DTYPE, "not float32 or bfloat16");
     }
     return classify_fused(n, d, why);
   }
   if (alma__is_mnb(n)) { /* int4 LLM weights: oneDNN has no such matmul, alma's kernel on its threads */
     alma_dtype dt = g->values[n->outputs[0]].dtype;
     if (dt != ALMA_DTYPE_FLOAT32 && dt != ALMA_DTYPE_UNDEFINED) {
-      *why = "not float32";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_DTYPE, "not float32");
     }
     return DK_NBITS;
   }
   if (n->domain[0]) {
-    *why = "not an ai.onnx operator";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_OP, "not an ai.onnx operator");
   }
   const char *op = n->op_type;
   if (is_op(n, "Reshape") || is_op(n, "Flatten") || is_op(n, "Squeeze") || is_op(n, "Unsqueeze") ||
@@ -246,18 +237,15 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
     return DK_VIEW;
   if (is_op(n, "Dropout")) {
     if (output_wanted(n, 1)) {
-      *why = "mask output";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "mask output");
     }
     if (n->since_version < 7 && alma__attr_i(n, "is_test", 0) == 0) {
-      *why = "training mode";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "training mode");
     }
     if (n->since_version >= 12 && n->n_inputs > 2 && n->inputs[2] >= 0) {
       const alma_tensor *t = alma__dn_const(g, n->inputs[2]);
       if (!t || t->dtype != ALMA_DTYPE_BOOL || alma_tensor_numel(t) != 1 || ((const uint8_t *)t->data)[0]) {
-        *why = "training_mode not constant false";
-        return DK_NONE;
+        return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "training_mode not constant false");
       }
     }
     return DK_VIEW;
@@ -266,22 +254,19 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   if (is_op(n, "Cast")) { /* float32 <-> bfloat16 (the BF16 pass's boundaries); other pairs on EAGER */
     alma_dtype from = n->n_inputs == 1 && n->inputs[0] >= 0 ? g->values[n->inputs[0]].dtype : ALMA_DTYPE_UNDEFINED;
     if (dt_ok((alma_dtype)alma__attr_i(n, "to", 0)) && (dt_ok(from) || from == ALMA_DTYPE_UNDEFINED)) return DK_CAST;
-    *why = "cast other than between float32 and bfloat16";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_DTYPE, "cast other than between float32 and bfloat16");
   }
   if ((dt == ALMA_DTYPE_UINT8 || dt == ALMA_DTYPE_INT8) && !strcmp(op, "MaxPool") && !output_wanted(n, 1)) {
     d->alg = dnnl_pooling_max; /* MaxPool on quantized data (opset >= 12; ONNX Runtime's QOperator models) */
     return DK_POOL;
   }
   if (!dt_ok(dt) && dt != ALMA_DTYPE_UNDEFINED) {
-    *why = "not float32 or bfloat16";
-    return DK_NONE;
+    return alma__dn_decline(d, why, ALMA_DECLINE_DTYPE, "not float32 or bfloat16");
   }
   if (!strcmp(op, "Conv")) return n->n_inputs >= 2 ? DK_CONV : DK_NONE;
   if (!strcmp(op, "MaxPool")) {
     if (output_wanted(n, 1)) {
-      *why = "Indices output";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "Indices output");
     }
     d->alg = dnnl_pooling_max;
     return DK_POOL;
@@ -324,12 +309,10 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div") || !strcmp(op, "Max") ||
       !strcmp(op, "Min")) {
     if (n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) {
-      *why = "not two inputs";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "not two inputs");
     }
     if (n->since_version < 7 && (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))) {
-      *why = "legacy broadcast";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "legacy broadcast");
     }
     d->alg = op[0] == 'A' ? dnnl_binary_add : op[0] == 'S' ? dnnl_binary_sub : op[0] == 'D' ? dnnl_binary_div
              : !strcmp(op, "Mul") ? dnnl_binary_mul : !strcmp(op, "Max") ? dnnl_binary_max : dnnl_binary_min;
@@ -338,24 +321,20 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   if (!strcmp(op, "BatchNormalization")) {
     for (int k = 1; k < n->n_outputs; k++)
       if (output_wanted(n, k)) {
-        *why = "training outputs";
-        return DK_NONE;
+        return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "training outputs");
       }
     if (n->since_version < 7 || (n->since_version < 9 && alma__attr_i(n, "spatial", 1) != 1) ||
         alma__attr_i(n, "training_mode", 0) != 0) {
-      *why = "training mode or non-spatial";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "training mode or non-spatial");
     }
     return DK_BNORM;
   }
   if (!strcmp(op, "LayerNormalization")) {
     if (output_wanted(n, 1) || output_wanted(n, 2)) {
-      *why = "Mean/InvStdDev outputs";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "Mean/InvStdDev outputs");
     }
     if (alma__attr_i(n, "stash_type", 1) != 1) {
-      *why = "stash_type";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "stash_type");
     }
     return DK_LNORM;
   }
@@ -363,30 +342,26 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   if (!strcmp(op, "MatMul")) return DK_MATMUL;
   if (!strcmp(op, "Gemm")) {
     if (n->since_version < 7) {
-      *why = "legacy broadcast";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "legacy broadcast");
     }
     return DK_GEMM;
   }
   if (!strcmp(op, "Pad")) {
     if (strcmp(alma__attr_s(n, "mode", "constant"), "constant")) {
-      *why = "reflect/edge/wrap mode (constant only)";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "reflect/edge/wrap mode (constant only)");
     }
     return DK_PAD;
   }
   if (!strcmp(op, "LRN")) {
     /* ONNX's window is [c - floor((size-1)/2), c + ceil((size-1)/2)], oneDNN's symmetric */
     if (alma__attr_i(n, "size", 0) % 2 == 0) {
-      *why = "even size (oneDNN's window is symmetric)";
-      return DK_NONE;
+      return alma__dn_decline(d, why, ALMA_DECLINE_ATTR, "even size (oneDNN's window is symmetric)");
     }
     return DK_LRN;
   }
   if (!strcmp(op, "InstanceNormalization")) return DK_INORM;
-  if (!strcmp(op, "Resize") || !strcmp(op, "Upsample")) return classify_resize(n, why);
-  *why = "no oneDNN kernel";
-  return DK_NONE;
+  if (!strcmp(op, "Resize") || !strcmp(op, "Upsample")) return classify_resize(n, d, why);
+  return alma__dn_decline(d, why, ALMA_DECLINE_OP, "no oneDNN kernel");
 }
 
 /* ---- primitive helpers ------------------------------------------------------------------------ */

@@ -136,7 +136,9 @@ typedef struct dn_node {
   int rt_clip;                     /* Clip whose bounds are only known at run time */
   dn_prim *prim[DN_NPRIM];         /* allocated on first use: single, fused, DK_ATTN's extra three */
   const char *why;                 /* compile-time reason for EAGER */
+  alma__decline why_reason;        /* the same as data (alma_runtime.placement) */
   int n_native, n_eager;           /* runs through each path (stats) */
+  int n_choice;                    /* of the n_eager: sent there by the plan's choice (few rows, tiny tensors) */
   int n_group;                     /* heads: runs of the whole group as one primitive (stats) */
   int n_view;                      /* runs whose output was a view of the input made here (lazy views,
                                     * unit-axis Transposes; a plain Reshape's alias does not count) */
@@ -275,6 +277,13 @@ void alma__dn_use_done(dn_plan *p, int v);
 /* q_role: a member of an int8 cluster (runs as one primitive when its last member is reached), or
  * a DequantizeLinear read only by int8 clusters (runs only when one of them falls back). */
 enum { DN_Q_NONE = 0, DN_Q_MEMBER, DN_Q_LAZY };
+
+/* Classification's "not on oneDNN": the reason as data and in words; returns DK_NONE. */
+static inline int alma__dn_decline(dn_node *d, const char **why, alma__decline reason, const char *text) {
+  d->why_reason = reason;
+  *why = text;
+  return DK_NONE;
+}
 /* DK_QDQ / DK_QLINEAR for the quantization operators it takes, DK_NONE with *why for those it
  * leaves to EAGER, -1 for other operators. */
 int alma__dn_q_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why);

@@ -490,7 +490,9 @@ static alma_status run_single(dn_plan *p, int idx) {
   const alma_node *n = &p->g->nodes[idx];
   dn_node *d = &p->nodes[idx];
   int done = 0;
-  if (d->kind != DK_NONE && n->n_inputs <= 64 && n->n_outputs <= 8 && !few_rows_packed(p, d, n)) {
+  int planned = d->kind != DK_NONE && n->n_inputs <= 64 && n->n_outputs <= 8;
+  int chose_eager = planned && few_rows_packed(p, d, n); /* the plan's choice, not a decline (placement) */
+  if (planned && !chose_eager) {
     dn_val *in[64], *out[8];
     alma_tensor outshape[8];
     int ok = 1;
@@ -501,9 +503,10 @@ static alma_status run_single(dn_plan *p, int idx) {
     for (int k = 0; k < n->n_outputs; k++) out[k] = n->outputs[k] >= 0 ? &p->vals[n->outputs[k]] : NULL;
     if (ok) {
       ALMA_TRY(infer_node(p, n, in, outshape));
-      if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs) &&
-          !tiny_on_eager(p, d, in, n->n_inputs, outshape, n->n_outputs))
-        ALMA_TRY(alma__dn_run(p, idx, d->self_fused ? DN_FUSED_OWN : 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
+      if (!has_empty((const dn_val *const *)in, data_inputs(d, n->n_inputs), outshape, n->n_outputs)) {
+        if (tiny_on_eager(p, d, in, n->n_inputs, outshape, n->n_outputs)) chose_eager = 1;
+        else ALMA_TRY(alma__dn_run(p, idx, d->self_fused ? DN_FUSED_OWN : 0, in, n->n_inputs, outshape, out, n->n_outputs, &done));
+      }
     }
     if (done) {
       p->n_native++;
@@ -511,7 +514,10 @@ static alma_status run_single(dn_plan *p, int idx) {
       if (computes_bf16(d, out[0])) p->n_native_bf16++;
     }
   }
-  if (!done) ALMA_TRY(run_eager(p, idx));
+  if (!done) {
+    d->n_choice += chose_eager;
+    ALMA_TRY(run_eager(p, idx));
+  }
   for (int k = 0; k < n->n_inputs; k++) val_use_done(p, n->inputs[k]);
   for (int k = 0; k < n->n_outputs; k++) {
     int v = n->outputs[k];
@@ -947,13 +953,6 @@ static alma_status dn_init(void) {
   return ALMA_OK;
 }
 
-static int dn_supports(const alma_graph *g, const alma_node *n) {
-  dn_node d;
-  memset(&d, 0, sizeof d);
-  const char *why = NULL;
-  return alma__dn_classify(g, n, &d, &why) != DK_NONE;
-}
-
 static void dn_free(void *plan);
 
 static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
@@ -1070,6 +1069,47 @@ static alma_status dn_profile_read(void *plan, alma__prof_node *out) {
       out[i].head = head;
       out[i].members = 0;
     }
+  }
+  return ALMA_OK;
+}
+
+/* Placement as data: classification decides EAGER at compile (why_reason); a node planned for
+ * oneDNN that ran on EAGER's kernel (n_eager) did so by the plan's own choice for those shapes
+ * (few rows on packed weights, tiny tensors: n_choice, CHOICE), or was declined when it ran: by
+ * a oneDNN primitive that refused those shapes (LIBRARY, its words), or by the kernel's checks of
+ * the inputs it met (empty tensors, types, non-constant parameters: DYNAMIC). Group members and
+ * absorbed DequantizeLinears are computed by the head's primitive (FUSED) unless they had to run
+ * on their own. */
+static alma_status dn_placement(void *plan, alma__placement *out) {
+  dn_plan *p = plan;
+  const alma_graph *g = p->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const dn_node *d = &p->nodes[i];
+    if (d->kind == DK_NONE) {
+      out[i] = (alma__placement){ALMA_PLACE_EAGER, d->why_reason ? d->why_reason : ALMA_DECLINE_OP, d->why};
+      continue;
+    }
+    int member = d->q_role == DN_Q_LAZY || (d->head >= 0 && d->head != i);
+    for (int j = 0; j < i && d->q_role == DN_Q_MEMBER && !member; j++)
+      member = p->nodes[j].q_role == DN_Q_MEMBER && p->nodes[j].q_idx == d->q_idx;
+    if (!d->n_eager) {
+      out[i] = (alma__placement){member ? ALMA_PLACE_FUSED : ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE, NULL};
+      continue;
+    }
+    const char *lib = NULL;
+    for (int k = 0; k < DN_NPRIM && !lib; k++)
+      if (d->prim[k] && d->prim[k]->declined) lib = d->prim[k]->why;
+    /* a member runs on its own only when its group declined: the group's runs count for it */
+    int also_native = d->n_native > 0 || (d->head >= 0 && d->head != i && !d->q_role && p->nodes[d->head].n_group > 0);
+    for (int j = 0; j < g->n_nodes && d->q_role == DN_Q_MEMBER && !also_native; j++)
+      also_native = p->nodes[j].q_role == DN_Q_MEMBER && p->nodes[j].q_idx == d->q_idx && p->nodes[j].n_native > 0;
+    alma__decline r = lib ? ALMA_DECLINE_LIBRARY : d->n_choice >= d->n_eager ? ALMA_DECLINE_CHOICE : ALMA_DECLINE_DYNAMIC;
+    out[i] = (alma__placement){also_native ? ALMA_PLACE_PARTIAL : ALMA_PLACE_EAGER, r,
+                               lib                         ? lib
+                               : r == ALMA_DECLINE_CHOICE ? "EAGER's kernel chosen for these shapes (few rows on packed "
+                                                            "weights, tiny tensors)"
+                                                          : "declined when it ran (empty tensors, the inputs' types, "
+                                                            "parameters that are not constant)"};
   }
   return ALMA_OK;
 }
@@ -1226,7 +1266,7 @@ const alma_runtime alma__runtime_dnnl = {
     .description = "oneDNN primitives (C API): convolution, matmul, pooling, eltwise, binary, normalization, softmax, "
                    "lrn, resampling, pad; post-op fusion, blocked layouts kept between oneDNN nodes",
     .init = dn_init,
-    .supports_node = dn_supports,
+    .placement = dn_placement,
     .compile = dn_compile,
     .run = dn_run,
     .free = dn_free,

@@ -2,6 +2,7 @@
  * inferring each node's output shapes from its actual inputs, freeing every intermediate after its
  * last use. Single-threaded by design: it is the oracle the other runtimes are checked against. */
 #include "runtimes/exec.h"
+#include "runtimes/placement.h"
 #include "runtimes/runtime.h"
 
 struct alma_exec_ctx {
@@ -215,7 +216,6 @@ typedef struct eager_plan {
 } eager_plan;
 
 static alma_status eager_init(void) { return ALMA_OK; }
-static int eager_supports(const alma_graph *g, const alma_node *n) { return n->op != NULL; }
 
 static alma_status eager_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
   eager_plan *p = calloc(1, sizeof *p);
@@ -279,12 +279,19 @@ static alma_status eager_profile_read(void *plan, alma__prof_node *nodes) {
   return ALMA_OK;
 }
 
+/* EAGER's own kernels run every node: it is the runtime the others fall back to. */
+static alma_status eager_placement(void *plan, alma__placement *nodes) {
+  eager_plan *p = plan;
+  alma__placement_fill(nodes, p->g->n_nodes, ALMA_PLACE_RUNTIME);
+  return ALMA_OK;
+}
+
 const alma_runtime alma__runtime_eager = {
     .name = "EAGER",
     .description = "reference kernels, single-threaded, in topological order (the oracle)",
     .single_threaded = 1,
     .init = eager_init,
-    .supports_node = eager_supports,
+    .placement = eager_placement,
     .compile = eager_compile,
     .run = eager_run,
     .free = eager_free,

@@ -34,6 +34,7 @@
 #include "passes/pass.h"
 #include "runtimes/exec.h"
 #include "runtimes/openvino/openvino.h"
+#include "runtimes/placement.h"
 #include "runtimes/runtime.h"
 
 /* ---- the library: every entry point through dlsym ------------------------------------------- */
@@ -806,14 +807,19 @@ static alma_status ov_init_bf16(void) {
   return ALMA_OK;
 }
 
-static int ov_supports(const alma_graph *g, const alma_node *n) { return strcmp(n->domain, "alma") != 0; }
+/* OpenVINO takes the graph entire (onnx_only): every node is its. */
+static alma_status ov_placement(void *plan, alma__placement *nodes) {
+  ov_plan *p = plan;
+  alma__placement_fill(nodes, p->g->n_nodes, ALMA_PLACE_GRAPH);
+  return ALMA_OK;
+}
 
 const alma_runtime alma__runtime_openvino = {
     .name = "OPENVINO",
     .description = "Intel OpenVINO (C API) on the CPU device: the whole graph as ONNX, compiled with inference "
                    "precision f32, threads from --threads",
     .init = ov_init_f32,
-    .supports_node = ov_supports,
+    .placement = ov_placement,
     .compile = ov_compile_f32,
     .run = ov_run,
     .free = ov_plan_free,
@@ -829,7 +835,7 @@ const alma_runtime alma__runtime_openvino_bf16 = {
     .description = "OpenVINO with inference precision bf16 (INFERENCE_PRECISION_HINT): it runs the layers it can in "
                    "bfloat16 (AMX/AVX512_BF16), the rest in f32",
     .init = ov_init_bf16,
-    .supports_node = ov_supports,
+    .placement = ov_placement,
     .compile = ov_compile_bf16,
     .run = ov_run,
     .free = ov_plan_free,

@@ -12,6 +12,7 @@
 #include <Python.h>
 #endif
 
+#include "runtimes/placement.h"
 #include "runtimes/runtime.h"
 
 #ifdef ALMA_HAVE_ORT
@@ -591,9 +592,12 @@ static alma_status ort_run(void *plan, const alma_tensor *inputs, int n_inputs, 
   return st;
 }
 
-static int ort_supports(const alma_graph *g, const alma_node *n) {
-  (void)g;
-  return !(n->domain && !strcmp(n->domain, "alma"));
+/* ONNX Runtime takes the graph entire (a conversion emitting alma-domain ops before it is
+ * unavailable, onnx_only): every node is its. */
+static alma_status ort_placement(void *plan, alma__placement *nodes) {
+  ort_plan *p = plan;
+  alma__placement_fill(nodes, p->g->n_nodes, ALMA_PLACE_GRAPH);
+  return ALMA_OK;
 }
 
 static void ort_describe(void *plan, FILE *f) {
@@ -885,7 +889,7 @@ static alma_status ort_info(void *plan, char *buf, size_t n) {
       .name = nm,                                                                                         \
       .description = desc,                                                                                \
       .init = ort_init,                                                                                   \
-      .supports_node = ort_supports,                                                                      \
+      .placement = ort_placement,                                                                         \
       .compile = lvl,                                                                                     \
       .run = ort_run,                                                                                     \
       .free = plan_free,                                                                                  \

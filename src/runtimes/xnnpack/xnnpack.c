@@ -674,28 +674,6 @@ static alma_status xrt_init(void) {
   return ALMA_OK;
 }
 
-static int xrt_supports(const alma_graph *g, const alma_node *n) {
-  /* without shapes: the node is of a kind XNNPACK runs (its shapes decide at compile) */
-  alma_infer_result r;
-  if (alma__graph_infer(g, NULL, 1, 1 << 16, &r) != ALMA_OK) return 0;
-  alma_tensor *cval = calloc((size_t)g->n_values + 1, sizeof *cval);
-  alma_dtype *vdt = calloc((size_t)g->n_values + 1, sizeof *vdt);
-  int ok = 0;
-  if (cval && vdt && alma__xrt_eval_dq_consts(g, cval) == ALMA_OK) {
-    for (int v = 0; v < g->n_values; v++) vdt[v] = r.info[v].rank >= 0 ? r.info[v].dtype : ALMA_DTYPE_UNDEFINED;
-    actx a = {g, r.info, r.info, cval, vdt};
-    xrt_node xn;
-    memset(&xn, 0, sizeof xn);
-    ok = analyze(&a, n, &xn);
-  }
-  for (int v = 0; cval && v < g->n_values; v++) alma_tensor_free_data(&cval[v]);
-  free(cval);
-  free(vdt);
-  alma__infer_result_free(&r);
-  alma__error_clear();
-  return ok;
-}
-
 static void plan_free(xrt_plan *p) {
   if (!p) return;
   for (int q = 0; q < p->n_parts; q++) {
@@ -1194,6 +1172,80 @@ static alma_status xrt_profile_read(void *plan, alma__prof_node *nodes) {
   return ALMA_OK;
 }
 
+/* Why analyze() took no XNNPACK kind for n, told apart after the fact: an op type it never
+ * translates (the list of the op types analyze() and its int8 part handle), an output that is not
+ * float32, a shape static inference left unknown, or else the node's attributes, ranks or
+ * non-constant weights. */
+static alma__decline unplanned_reason(const xrt_plan *p, const alma_node *n, const char **detail) {
+  static const char *const ops[] = {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Sub",
+                                    "Mul", "Div", "Max", "Min", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round", "Sigmoid",
+                                    "HardSwish", "Relu", "Clip", "LeakyRelu", "Elu", "Softmax", "Flatten", "Reshape", "PRelu",
+                                    "Pad", "BatchNormalization", "QuantizeLinear", "DequantizeLinear", "QLinearConv",
+                                    "QLinearMatMul", "FusedConv", "FusedGemm", "FusedMatMul"};
+  if (p->why_none[0]) {
+    *detail = p->why_none;
+    return ALMA_DECLINE_DYNAMIC;
+  }
+  int known = 0;
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0] && !known; k++) known = !strcmp(n->op_type, ops[k]);
+  if (!known || (n->domain[0] && strcmp(n->domain, "alma")) || (!n->domain[0] && !strncmp(n->op_type, "Fused", 5))) {
+    *detail = "no XNNPACK operator";
+    return ALMA_DECLINE_OP;
+  }
+  int y = n->n_outputs > 0 ? n->outputs[0] : -1;
+  if (y >= 0 && p->vdt[y] == ALMA_DTYPE_UNDEFINED) {
+    *detail = "output shape unknown before run time";
+    return ALMA_DECLINE_DYNAMIC;
+  }
+  if (y >= 0 && p->vdt[y] != ALMA_DTYPE_FLOAT32 && strstr(n->op_type, "Quant") == NULL && strncmp(n->op_type, "QLinear", 7)) {
+    *detail = "not float32";
+    return ALMA_DECLINE_DTYPE;
+  }
+  *detail = "attributes, ranks or non-constant weights XNNPACK does not take";
+  return ALMA_DECLINE_ATTR;
+}
+
+/* Placement as data, where the plan decides it: partitions (their folded nodes FUSED), constants
+ * baked into them (FUSED), nodes on EAGER's kernels by choice on XNNPACK's threads, and partitions
+ * that ran on EAGER for some shapes (XNNPACK refused the build: LIBRARY; few rows on packed
+ * weights: CHOICE). */
+static alma_status xrt_placement(void *plan, alma__placement *out) {
+  xrt_plan *p = plan;
+  const alma_graph *g = p->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const alma_node *n = &g->nodes[i];
+    const xrt_node *xn = &p->xn[i];
+    const char *detail = NULL;
+    if (xn->part >= 0) {
+      const xrt_part *P = &p->parts[xn->part];
+      int built = 0, failed = 0;
+      for (const xrt_build *b = P->builds; b; b = b->next) {
+        if (b->failed && !detail) detail = b->why;
+        failed += b->failed;
+        built += !b->failed;
+      }
+      if (!failed && !P->packed_runs) {
+        out[i] = (alma__placement){xn->fused_into >= 0 ? ALMA_PLACE_FUSED : ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE, NULL};
+        continue;
+      }
+      if (!failed) detail = "at most a few rows: EAGER's packed kernel on XNNPACK's threads";
+      out[i] = (alma__placement){built ? ALMA_PLACE_PARTIAL : ALMA_PLACE_EAGER, failed ? ALMA_DECLINE_LIBRARY : ALMA_DECLINE_CHOICE,
+                                 detail};
+    } else if (p->defer[i]) {
+      out[i] = (alma__placement){ALMA_PLACE_FUSED, ALMA_DECLINE_NONE, "constant baked into XNNPACK's weights"};
+    } else if (p->pooled[i]) {
+      out[i] = (alma__placement){ALMA_PLACE_EAGER, ALMA_DECLINE_CHOICE, "few rows on constant weights: EAGER's packed kernel on XNNPACK's threads"};
+    } else if (xn->kind != XK_NONE) {
+      out[i] = (alma__placement){ALMA_PLACE_EAGER, ALMA_DECLINE_CHOICE, "left out of XNNPACK's partitions (layout or partition boundary)"};
+    } else {
+      alma__decline r = unplanned_reason(p, n, &detail);
+      if (r == ALMA_DECLINE_OP && (alma__contrib_par(n) || alma__is_mnb(n))) detail = "no XNNPACK operator: EAGER's kernel on XNNPACK's threads";
+      out[i] = (alma__placement){ALMA_PLACE_EAGER, r, detail};
+    }
+  }
+  return ALMA_OK;
+}
+
 static const char *kind_name(int k) {
   static const char *names[] = {"-", "conv", "dwconv", "fc", "maxpool", "avgpool", "gap", "binary", "unary",
                                 "clamp", "leaky_relu", "elu", "softmax", "reshape", "prelu", "bn", "pad", "quantize",
@@ -1256,7 +1308,7 @@ const alma_runtime alma__runtime_xnnpack = {
                    "FUSE's fused conv/matmul nodes, int8 QDQ/QLinear convolutions and QDQ residual Adds; ONNX Runtime's "
                    "transformer contrib ops and MatMulNBits on its threads; EAGER for the rest",
     .init = xrt_init,
-    .supports_node = xrt_supports,
+    .placement = xrt_placement,
     .compile = xrt_compile,
     .run = xrt_run_plan,
     .free = xrt_free,

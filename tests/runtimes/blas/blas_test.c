@@ -191,6 +191,9 @@ static void gb_free(gb *b) {
 /* ---- running and comparing ------------------------------------------------------------------------ */
 
 static char plan_text[1 << 16];
+/* The BLAS plan's placement as data (alma_runtime.placement) after check()'s runs, with its graph. */
+static alma__placement placed[1 << 12];
+static const alma_graph *placed_g;
 /* Relative tolerance (of the output's largest magnitude): float sums of K products differ by
  * about sqrt(K) roundings between summation orders. */
 static double tol = 1e-5;
@@ -234,6 +237,9 @@ static void check(gb *b, int threads) {
   FILE *f = fmemopen(plan_text, sizeof plan_text - 1, "w");
   blas->describe(pb, f);
   fclose(f);
+  assert_true(b->g->n_nodes <= (int)(sizeof placed / sizeof placed[0]));
+  assert_int_equal(blas->placement(pb, placed), ALMA_OK);
+  placed_g = b->g;
   for (int o = 0; o < b->nout; o++) alma_tensor_free_data(&want[o]);
   blas->free(pb);
   alma__runtime_eager.free(pe);
@@ -245,6 +251,20 @@ static void check_threads(gb *b) {
 
 static void expect_plan(const char *needle) {
   if (!strstr(plan_text, needle)) fail_msg("plan lacks '%s':\n%s", needle, plan_text);
+}
+
+/* The node named `name` of the last check()'s graph ran where `want` says (on EAGER: for `why`,
+ * unless ALMA_DECLINE_NONE). */
+static void expect_place(const char *name, alma__place want, alma__decline why) {
+  for (int i = 0; placed_g && i < placed_g->n_nodes; i++) {
+    if (strcmp(placed_g->nodes[i].name, name)) continue;
+    const alma__placement *p = &placed[i];
+    if (p->place != want || (why != ALMA_DECLINE_NONE && p->reason != why))
+      fail_msg("node '%s': placed %s (%s), expected %s (%s)\n%s", name, alma__place_name(p->place),
+               alma__decline_name(p->reason), alma__place_name(want), alma__decline_name(why), plan_text);
+    return;
+  }
+  fail_msg("no node '%s' in the plan", name);
 }
 
 /* expect_plan on a plan's description now. */
@@ -380,7 +400,8 @@ static void conv_chain(const char *act, int res_from_conv, int64_t N) {
   /* a residual produced by a conv earlier in the order takes the residual Add into its kernel */
   expect_plan(res_from_conv ? "+bias" : "+bias +residual");
   expect_plan("+residual");
-  expect_plan("fused into 'c'");
+  expect_place("c", ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE);
+  expect_place("a1", ALMA_PLACE_FUSED, ALMA_DECLINE_NONE);
   gb_free(&b);
 }
 
@@ -420,8 +441,8 @@ static void test_fused_nodes(void **state) {
       output(&b, y);
       gb_finish(&b);
       check_threads(&b);
-      expect_plan("FusedConv");
-      if (zshape == 2) expect_plan("ran unfused");
+      /* a residual that broadcasts (zshape 2): the kernel declines, the node runs on EAGER */
+      expect_place("y", zshape == 2 ? ALMA_PLACE_EAGER : ALMA_PLACE_RUNTIME, zshape == 2 ? ALMA_DECLINE_DYNAMIC : ALMA_DECLINE_NONE);
       gb_free(&b);
     }
   /* FusedGemm, FusedMatMul with a bias and a residual Add after it */
@@ -447,7 +468,8 @@ static void test_fused_nodes(void **state) {
     gb_finish(&b);
     check_threads(&b);
     if (a == 2) expect_plan("+bias +residual");
-    expect_plan("FusedGemm            BLAS sgemm +HardSigmoid");
+    expect_place("gm", ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE);
+    expect_plan("BLAS sgemm +HardSigmoid");
     gb_free(&b);
   }
 }
@@ -506,7 +528,7 @@ static void test_subgraph_graph(void **state) {
     check_threads(&b);
   }
   expect_plan("graph has subgraphs");
-  expect_plan("m                                        MatMul               BLAS sgemm");
+  expect_place("m", ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE);
   gb_free(&b);
 }
 
@@ -822,6 +844,10 @@ static void test_not_fused(void **state) {
   gb_finish(&b);
   check_threads(&b);
   expect_plan("ran unfused");
+  /* the chain node by node: the Conv alone on BLAS, the Add and Tanh on EAGER */
+  expect_place("c", ALMA_PLACE_RUNTIME, ALMA_DECLINE_NONE);
+  expect_place("s", ALMA_PLACE_EAGER, ALMA_DECLINE_DYNAMIC);
+  expect_place("y", ALMA_PLACE_EAGER, ALMA_DECLINE_DYNAMIC);
   gb_free(&b);
   /* a constant that is not per-channel ([4,4] would broadcast over H, W): not a bias */
   gb_init(&b, 17);
@@ -976,7 +1002,7 @@ static void attn_run_case(const attn_case *c, alma_dtype dt) {
   tol_for_k(D > Sk ? D : Sk);
   check_threads(&b);
   if (dt == ALMA_DTYPE_FLOAT32) expect_plan("Attention            BLAS sgemm scale*Q*K^T");
-  else expect_plan("on EAGER 2 of 2 runs");
+  expect_place("y", dt == ALMA_DTYPE_FLOAT32 ? ALMA_PLACE_RUNTIME : ALMA_PLACE_EAGER, ALMA_DECLINE_NONE);
   if (c->rm >= 0) expect_plan("+mask");
   gb_free(&b);
 }

@@ -74,7 +74,8 @@ static int compare_bf16(const char *what, const alma_tensor *got, const alma_ten
   return 1;
 }
 
-/* White box: the plan's counters after a run of graph g through the vtable. */
+/* White box: the plan's counters after a run of graph g through the vtable; *eager: the nodes
+ * its placement (as data) sends to EAGER's kernels, in some runs or all. */
 static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, int nout, int64_t *native,
                           int64_t *fused, int64_t *bf16, int64_t *eager) {
   void *plan = NULL;
@@ -84,7 +85,10 @@ static int check_native_g(const alma_graph *g, const alma_tensor *in, int nin, i
     *native = p->n_native;
     *fused = p->n_fused;
     if (bf16) *bf16 = p->n_native_bf16;
-    if (eager) *eager = p->n_eager;
+    alma__placement *pl = eager ? calloc((size_t)g->n_nodes + 1, sizeof *pl) : NULL;
+    if (eager && (!pl || alma__runtime_find("DNNL")->placement(plan, pl) != ALMA_OK)) ok = 0;
+    for (int i = 0; pl && ok && i < g->n_nodes; i++) *eager += alma__place_fell_back(pl[i].place);
+    free(pl);
   }
   dt_plan_free(plan);
   return ok;
