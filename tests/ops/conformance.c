@@ -7,7 +7,12 @@
  *   UNSUPPORTED  the model uses an op/attribute/dtype alma rejects at load (reason printed)
  *   DEVIATION    a FAIL listed in --known FILE, where ONNX's expected data contradicts its own spec
  *                (each entry says why); reported, not hidden
- * Exit status is 1 if any case FAILs (or an --expect-pass case is not PASS), else 0. */
+ * Exit status is 1 if any case FAILs (or an --expect-pass case is not PASS), else 0.
+ *
+ * --csv FILE writes one row per case: its result and where its nodes ran (the session's placement
+ * as data, after the runs: nodes on the conversion's runtime, fused into its kernels, on EAGER,
+ * partly on EAGER, or taken by a whole-graph runtime), so a runtime's report says what the runtime
+ * itself computed, not what EAGER computed for it (scripts/conformance-report.py). */
 #include <dirent.h>
 #include <fnmatch.h>
 #include <math.h>
@@ -16,6 +21,7 @@
 #include "alma/alma.h"
 #include "core/core.h"
 #include "onnx/onnx.h"
+#include "runtimes/session.h"
 
 typedef struct {
   const char *conversion;
@@ -157,7 +163,39 @@ static int load_pbs(const char *dir, const char *prefix, alma_tensor *out, int m
 
 typedef enum { R_PASS, R_FAIL, R_UNSUPPORTED } result_t;
 
-static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_t nwhy) {
+/* Where a case's nodes ran: counts, and the op types that fell back to EAGER with why
+ * ("Loop:op If:op"). nodes < 0: no session to ask. */
+typedef struct {
+  const char *runtime;
+  alma__place_counts c;
+  char fallback[512];
+} placed_t;
+
+static void read_placement(alma_session *s, placed_t *pl) {
+  alma__place_graph *graphs = NULL;
+  int n = 0;
+  pl->runtime = alma__session_runtime_name(s);
+  if (alma__session_placement(s, &graphs, &n) != ALMA_OK) {
+    alma__error_clear();
+    return;
+  }
+  alma__placement_count(graphs, n, &pl->c);
+  size_t len = 0;
+  for (int gi = 0; gi < n; gi++)
+    for (int i = 0; i < graphs[gi].g->n_nodes; i++) {
+      const alma__placement *p = &graphs[gi].nodes[i];
+      if (!alma__place_fell_back(p->place)) continue;
+      char item[128];
+      snprintf(item, sizeof item, "%s:%s%s", graphs[gi].g->nodes[i].op_type, alma__decline_name(p->reason),
+               p->place == ALMA_PLACE_PARTIAL ? "(some runs)" : "");
+      if (strstr(pl->fallback, item)) continue;
+      int w = snprintf(pl->fallback + len, sizeof pl->fallback - len, "%s%s", len ? " " : "", item);
+      if (w > 0 && len + (size_t)w < sizeof pl->fallback) len += (size_t)w;
+    }
+  alma__place_graphs_free(graphs, n);
+}
+
+static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_t nwhy, placed_t *pl) {
   char path[4200];
   snprintf(path, sizeof path, "%s/model.onnx", case_dir);
   alma_model *m = NULL;
@@ -234,6 +272,7 @@ static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_
     snprintf(why, nwhy, "no test_data_set_* directory");
     res = R_FAIL;
   }
+  read_placement(s, pl);
   alma_session_free(s);
   alma_model_free(m);
   return res;
@@ -241,19 +280,22 @@ static result_t run_case(const char *case_dir, const opts_t *o, char *why, size_
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: alma_conformance [--conversion C] [--expect-pass FILE] [-v] NODE_TESTS_DIR [GLOB...]\n"
-          "  runs each case directory under NODE_TESTS_DIR whose name matches a GLOB (default: all)\n");
+          "usage: alma_conformance [--conversion C] [--expect-pass FILE] [--known FILE] [--csv FILE] [-v] NODE_TESTS_DIR "
+          "[GLOB...]\n"
+          "  runs each case directory under NODE_TESTS_DIR whose name matches a GLOB (default: all)\n"
+          "  --csv FILE: one row per case with its result and where its nodes ran\n");
 }
 
 int main(int argc, char **argv) {
   opts_t o = {.conversion = "EAGER", .rtol = 1e-3, .atol = 1e-7};
-  const char *expect_file = NULL, *known_files[4] = {NULL};
+  const char *expect_file = NULL, *known_files[4] = {NULL}, *csv_file = NULL;
   int n_known_files = 0;
   int ai = 1;
   for (; ai < argc && argv[ai][0] == '-'; ai++) {
     if (!strcmp(argv[ai], "--conversion") && ai + 1 < argc) o.conversion = argv[++ai];
     else if (!strcmp(argv[ai], "--expect-pass") && ai + 1 < argc) expect_file = argv[++ai];
     else if (!strcmp(argv[ai], "--known") && ai + 1 < argc && n_known_files < 4) known_files[n_known_files++] = argv[++ai];
+    else if (!strcmp(argv[ai], "--csv") && ai + 1 < argc) csv_file = argv[++ai];
     else if (!strcmp(argv[ai], "-v")) o.verbose = 1;
     else {
       usage();
@@ -302,11 +344,20 @@ int main(int argc, char **argv) {
     free(l);
   }
   if (expect_file && !expect) return 2;
+  FILE *csv = csv_file ? fopen(csv_file, "w") : NULL;
+  if (csv_file && !csv) {
+    fprintf(stderr, "alma_conformance: cannot write %s\n", csv_file);
+    return 2;
+  }
+  /* placement: "runtime" (every node on the runtime, fused into its kernels, or in a whole-graph
+   * runtime's graph), "fallback" (some on EAGER's kernels), "" (no session was made) */
+  if (csv) fprintf(csv, "case,conversion,runtime,result,placement,nodes,on_runtime,fused,eager,partial,graph,fallback_ops\n");
   int pass = 0, fail = 0, unsup = 0, deviation = 0, missing_expected = 0;
   for (size_t i = 0; i < nn; i++) {
     char dir[2048], why[2048] = "";
     snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
-    result_t r = run_case(dir, &o, why, sizeof why);
+    placed_t pl = {.runtime = ""};
+    result_t r = run_case(dir, &o, why, sizeof why, &pl);
     int expected = in_list(expect, ne, names[i]);
     const char *label = r == R_PASS ? "PASS" : r == R_FAIL ? "FAIL" : "UNSUPPORTED";
     if (r == R_FAIL && in_list(known, nk, names[i])) {
@@ -316,6 +367,13 @@ int main(int argc, char **argv) {
     else if (r == R_FAIL) fail++;
     else unsup++;
     if (expected && r != R_PASS) missing_expected++;
+    if (csv) {
+      const int *bp = pl.c.by_place;
+      int fell = bp[ALMA_PLACE_EAGER] + bp[ALMA_PLACE_PARTIAL];
+      fprintf(csv, "%s,%s,%s,%s,%s,%d,%d,%d,%d,%d,%d,%s\n", names[i], o.conversion, pl.runtime, label,
+              !pl.runtime[0] ? "" : fell ? "fallback" : "runtime", pl.c.nodes, bp[ALMA_PLACE_RUNTIME], bp[ALMA_PLACE_FUSED],
+              bp[ALMA_PLACE_EAGER], bp[ALMA_PLACE_PARTIAL], bp[ALMA_PLACE_GRAPH], pl.fallback);
+    }
     if (r != R_PASS || o.verbose)
       printf("%-12s %s%s%s%s\n", label, names[i], why[0] ? "  -- " : "", why,
              expected && r != R_PASS ? "  [expected to pass]" : "");
@@ -325,6 +383,7 @@ int main(int argc, char **argv) {
          (int)nn, pass, fail, unsup, deviation);
   if (missing_expected) printf("%d cases expected to pass did not\n", missing_expected);
   printf("%d passed, %d failed, %d skipped\n", pass, fail + missing_expected, unsup + deviation);
+  if (csv) fclose(csv);
   for (size_t i = 0; i < nn; i++) free(names[i]);
   free(names);
   for (size_t k = 0; k < ne; k++) free(expect[k]);
