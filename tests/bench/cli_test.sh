@@ -312,11 +312,14 @@ assert all(n["place"] == "runtime" and n["declined"] is None for n in p["nodes"]
 pl = d["results"][0]["placement"]
 assert pl["runtime"] == "EAGER" and pl["nodes"] == 5 and pl["placements"]["runtime"] == 5 and pl["declined"] == {}, pl
 assert abs(sum(n["ms"] for n in p["nodes"]) - p["nodes_ms"]) <= 1e-9 * p["nodes_ms"]
-assert p["nodes_ms"] <= p["batch_ms"] and p["nodes"][0]["name"] == "big_matmul", (p["nodes_ms"], p["batch_ms"], p["nodes"][:2])
+# which node is slowest depends on the machine's load (a preempted Relu can outweigh the big
+# MatMul, as bench_profile_test notes), so only the order and the CSV's agreement are asserted
+assert p["nodes_ms"] <= p["batch_ms"], (p["nodes_ms"], p["batch_ms"])
+assert all(a["ms"] >= b["ms"] for a, b in zip(p["nodes"], p["nodes"][1:])), p["nodes"]
 ops = {o["op_type"]: o for o in p["op_types"]}
 assert ops["MatMul"]["nodes"] == 2 and ops["MatMul"]["entries"] == 2, ops
 row = list(csv.DictReader(open(sys.argv[2], newline="")))[0]
-assert row["profile_top_node"] == "big_matmul" and row["profile_top_op_type"] == "MatMul", row
+assert row["profile_top_node"] == p["nodes"][0]["name"] and row["profile_top_op_type"] == p["nodes"][0]["op_type"], row
 assert abs(float(row["profile_batch_ms"]) - p["batch_ms"]) <= 1e-9 * p["batch_ms"]
 PYEOF
 expect 0 "$ALMA" bench "$DIR/profile.onnx" -c EAGER $FAST --no-cache --json "$OUT/np.json"
