@@ -19,6 +19,9 @@ PKGS=(
   python3 python3-pip python3-venv python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
   # tests/wild: its inputs are text rendered with Pillow in DejaVu Sans
   python3-pil fonts-dejavu-core
+  # alma sweep on Slurm; tests/sweep starts a one-node cluster of its own (slurmctld + slurmd on
+  # loopback, auth/none), leaving the system's Slurm configuration alone
+  slurm-wlm
 )
 # optional, about 350 MB: headless Chromium, which renders the HTML report in tests/report
 # (report.chromium reports SKIP without it): ALMA_SETUP_CHROMIUM=1 scripts/setup.sh

@@ -114,6 +114,15 @@ typedef struct alma_config {
   /* Repeats (docs/methodology.md): each conversion in `repeat` separate processes, interleaved
    * across conversions; >= 2 adds the between-process figures (alma_result_repeats). */
   int repeat;                 /* 0..100, 0 = 1 (default 1)                                        */
+  /* Scenarios (docs/methodology.md, Scenarios): "single_stream" (the latency mode alone),
+   * "offline" (the same as throughput = 1) or "server": after the latency mode, queries arrive as
+   * a Poisson process at target_qps and are served by the first instances x the first workers
+   * value; VALID when the latency_percentile latency from arrival is within latency_bound_ms. */
+  char scenario[16];          /* (default "single_stream")                                       */
+  double target_qps;          /* queries (batches) per second; 0 = search for the highest VALID
+                                 one (default 0)                                                  */
+  double latency_bound_ms;    /* the server's latency bound, required by scenario server (default 0) */
+  double latency_percentile;  /* the percentile held to the bound, 50..99.999 (default 99)        */
 } alma_config;
 
 void alma_config_init(alma_config *cfg);
@@ -392,6 +401,59 @@ typedef struct alma_scaling_point {
 } alma_scaling_point;
 int alma_result_n_scaling(const alma_result *r);
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i);
+
+/* Server scenario (config scenario "server", MLPerf LoadGen's Server): queries (one batch each)
+ * arrive as a Poisson process from a fixed seed and wait in one FIFO queue for the next free
+ * session of instances x workers; latency runs from a query's scheduled arrival to its completion,
+ * queueing included. One run per target rate; a search (target_qps 0) runs several. */
+typedef struct alma_server_run {
+  double target_qps;          /* the arrival rate asked for, queries/s                         */
+  double scheduled_qps;       /* queries / the schedule's span (target_qps: the schedule is a
+                                 Poisson process conditioned on its count)                      */
+  double achieved_qps;        /* completed queries / duration_s                                */
+  int64_t queries;            /* queries in the schedule                                       */
+  int64_t completed;
+  int64_t over_bound;         /* completed queries slower than latency_bound_ms                */
+  double duration_s;          /* start to the last completion, at least the schedule's span    */
+  double percentile_ms;       /* latency at latency_percentile over the completed queries      */
+  alma_latency_stats latency; /* from arrival (queueing included), ms                          */
+  alma_latency_stats service; /* the inference call alone, ms                                  */
+  int valid;                  /* every query completed, percentile_ms <= the bound, and the
+                                 minimum duration and query count met                           */
+  int early_stopped;          /* a search's run stopped once over_bound made it INVALID         */
+  const char *reason;         /* why INVALID; NULL when VALID                                  */
+} alma_server_run;
+typedef struct alma_server_result {
+  int instances, workers;     /* sessions: instances x workers, one query each at a time       */
+  int threads_per_instance;
+  double latency_bound_ms, percentile;
+  int search;                 /* 1: target_qps was 0, the runs are the search's                */
+  double min_duration_s;      /* each run's schedule spans at least this long ...              */
+  int64_t min_queries;        /* ... and holds at least this many queries                      */
+  int best;                   /* the reported run: a search's highest VALID target, a fixed
+                                 target's one run; -1 when the search found none VALID          */
+  int n_runs;
+  const alma_server_run *runs;/* in the order run                                              */
+  const char *error;          /* NULL unless the scenario failed                               */
+} alma_server_result;
+/* NULL when the server scenario did not run for this result. */
+const alma_server_result *alma_result_server(const alma_result *r);
+
+/* Where a row came from, in a result set that gathers several models or machines: a model suite
+ * (alma bench over a directory or list of models) or alma merge of a sweep's tasks. NULL strings
+ * where unknown. */
+typedef struct alma_result_origin {
+  const char *model;          /* the model file                                                */
+  const char *model_hash;     /* alma_model_hash of it                                         */
+  int task;                   /* the sweep's task number, -1 outside a sweep                    */
+  const char *node;           /* the host it ran on (Slurm's node name)                        */
+  const char *partition;      /* the Slurm partition; NULL for a local run                     */
+  const char *machine;        /* the host's CPU model: rows are per machine type               */
+  const char *job;            /* Slurm's job and array task ("1234_5"); NULL for a local run    */
+  const char *cpus;           /* the CPUs it was given and pinned to ("0-3")                  */
+} alma_result_origin;
+/* NULL when the row has no origin (a plain one-model run). */
+const alma_result_origin *alma_result_origin_of(const alma_result *r);
 
 /* Contention over the timed phase (docs/methodology.md, Contention): what CPU the conversion's
  * process got, measured in the process itself. Figures that cannot be read here are NaN (-1 for

@@ -220,6 +220,9 @@ void alma__contention_clear(alma_contention *c);
 int alma__hier_bootstrap(const double *const *sorted, const int64_t *n, int k, int resamples, uint64_t seed,
                          double conf, double ci[2], double *reps);
 #define ALMA__REPEAT_RESAMPLES 4000
+/* Uniform in (0, 1), never 0 or 1, from a splitmix64 stream: the same numbers for the same seed
+ * everywhere. */
+double alma__uniform01(uint64_t *state);
 /* Folds one more repeat (a process's result, run at run_index of the sweep) into row: its raw
  * latencies appended, its contention and warnings kept, counts summed. The first repeat is the
  * row itself (call with row == run's copy first: alma__repeat_start). */
@@ -277,6 +280,10 @@ struct alma_result {
   alma_repeat_stats rep;          /* rep.k 0: no repeats; runs and their reasons owned */
   /* the roofline's model side at this batch size (roofline.c): NaN when unknown */
   double flops_per_batch, bytes_per_batch;
+  int has_server;                 /* the server scenario ran: server filled (server.c), owned */
+  alma_server_result server;
+  int has_origin;                 /* origin filled (a suite or a merged sweep), strings owned */
+  alma_result_origin origin;
 };
 
 typedef struct alma__model_io {
@@ -329,6 +336,14 @@ void alma__result_set_cache(alma_result *r, const char *status, const char *reas
                             const char *dir, const char *key, double build_s, int64_t graph_bytes);
 /* Sets acc.baseline (copied; "" = none) and acc.top1_drop. */
 void alma__result_set_baseline(alma_result *r, const char *baseline, double drop);
+/* Replaces r's origin (strings copied; NULL leaves one unknown). */
+void alma__result_set_origin(alma_result *r, const alma_result_origin *o);
+/* Moves every result of src to the end of dst (src is left with none); a row without an origin
+ * gets one naming src's model. */
+alma_status alma__results_append(alma_results *dst, alma_results *src);
+/* Turns rs into a set of several models named label (a directory, a list file, a sweep): the
+ * top-level model becomes label with no hash or inputs, each row keeping its own in its origin. */
+void alma__results_relabel(alma_results *rs, const char *label);
 /* A new zeroed scaling point (NaN numbers) at the end of r's list, or NULL on OOM. */
 alma_scaling_point *alma__result_add_scaling(alma_result *r);
 
@@ -367,6 +382,10 @@ typedef struct alma__scaling_job {
   int total_threads;
 } alma__scaling_job;
 alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int workers, alma_scaling_point *out);
+/* Batch k of the ring (k modulo n_batches) on session s, hooks around the timed call: *t_start and
+ * *t_done bracket alma_session_run (monotonic seconds). On failure *what names the step. */
+alma_status alma__scaling_batch(const alma__scaling_job *j, alma_session *s, int64_t k, alma_tensor *in, alma_tensor *out,
+                                double *t_start, double *t_done, const char **what);
 void alma__scaling_point_clear(alma_scaling_point *p);
 /* The busiest window of `window` seconds: the most completions (sorted times, seconds) in any
  * half-open window (t - window, t], as completions per second (times samples_per). */
@@ -394,6 +413,41 @@ typedef struct alma__roofline {
   const char *bound;            /* "memory" (intensity below peak / bandwidth) or "compute" */
 } alma__roofline;
 alma__roofline alma__result_roofline(const alma_results *rs, const alma_result *x);
+/* ---- server scenario (server.c) ------------------------------------------------------------ */
+/* Arrival times t[0..n) (seconds from the start, ascending) of a Poisson process of rate qps
+ * conditioned on n arrivals in n / qps seconds: n + 1 exponential gaps -ln(U) from a splitmix64
+ * stream seeded with seed, scaled so that they sum to n / qps (the schedule's rate is qps
+ * exactly; the arrivals are n sorted uniform times over the span). */
+void alma__poisson_arrivals(double qps, int64_t n, uint64_t seed, double *t);
+/* Serves query q on worker's session; *t_start and *t_done bracket the inference (monotonic
+ * seconds). An error fills err. */
+typedef alma_status (*alma__serve_fn)(void *user, int worker, int64_t query, double *t_start, double *t_done, char *err,
+                                      size_t errn);
+typedef struct alma__server_plan {
+  double qps;                 /* arrival rate                                                   */
+  double min_duration_s;      /* the schedule spans at least this long ...                     */
+  int64_t min_queries;        /* ... and holds at least this many queries                      */
+  double max_time_s;          /* the run stops after this long (0 = no cap): INVALID            */
+  double bound_ms, percentile;
+  int early_stop;             /* stop once the over-bound count alone makes the run INVALID     */
+  uint64_t seed;
+  int n_workers;              /* threads, each serving one query at a time                     */
+  alma__serve_fn serve;
+  void *user;
+} alma__server_plan;
+/* The most queries one run's schedule may hold (its arrays take 32 bytes a query). */
+#define ALMA__SERVER_MAX_QUERIES 20000000
+/* One run at plan->qps into out (its reason malloc'd). Fails (err filled) only when the run
+ * itself could not be made: a serve error, out of memory, too many queries. */
+alma_status alma__server_run(const alma__server_plan *p, alma_server_run *out, char *err, size_t errn);
+/* The scenario over sessions of job->conversion: a run at cfg->target_qps, or the search for the
+ * highest VALID rate (cfg->target_qps 0) starting from the capacity est_ms (the single-stream
+ * median latency) suggests. Fills out (owned strings and runs); a failure sets out->error. */
+alma_status alma__server_scenario(const alma__scaling_job *job, int instances, int workers, double est_ms,
+                                  alma_server_result *out);
+void alma__server_result_clear(alma_server_result *s);
+/* A new run (NaN numbers) at the end of s's list, or NULL on OOM. */
+alma_server_run *alma__server_add_run(alma_server_result *s);
 
 /* ---- CSV fields (report/csv.c) -------------------------------------------------------------- */
 void alma__csv_str(FILE *f, const char *s);   /* RFC 4180 quoting when needed; NULL = empty */

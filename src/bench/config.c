@@ -38,6 +38,10 @@ void alma_config_init(alma_config *c) {
   c->profile = 0;
   c->profile_time_s = 1.0;
   c->repeat = 1;
+  snprintf(c->scenario, sizeof c->scenario, "single_stream");
+  c->target_qps = 0;
+  c->latency_bound_ms = 0;
+  c->latency_percentile = 99;
 }
 
 /* K_STR: free text (a path); K_LIST: a comma list of integers >= 1 (lo = 1: MAX allowed);
@@ -54,7 +58,10 @@ typedef struct {
 
 /* K_CHOICE keys' words. */
 static const char *choices_of(const char *key) {
-  return !strcmp(key, "rebuild") ? "if_needed|always|never" : !strcmp(key, "calibrator") ? "minmax|percentile|entropy" : "";
+  if (!strcmp(key, "rebuild")) return "if_needed|always|never";
+  if (!strcmp(key, "calibrator")) return "minmax|percentile|entropy";
+  if (!strcmp(key, "scenario")) return "single_stream|offline|server";
+  return "";
 }
 
 #define OFF(f) offsetof(alma_config, f)
@@ -115,6 +122,15 @@ static const kdesc keys[] = {
     {"repeat", K_INT, OFF(repeat), 0, 100,
      "integer 0..100, default 1 (0 = 1): each conversion in this many processes, interleaved; >= 2 adds "
      "between-process figures"},
+    {"scenario", K_CHOICE, OFF(scenario), 0, sizeof(((alma_config *)0)->scenario),
+     "single_stream | offline | server, default single_stream: offline adds the throughput mode, server the "
+     "Poisson-arrival server scenario"},
+    {"target_qps", K_F64, OFF(target_qps), 0, 1e7,
+     "queries/s >= 0, default 0 = search: the server scenario's arrival rate"},
+    {"latency_bound_ms", K_F64, OFF(latency_bound_ms), 0, 1e9,
+     "ms >= 0, default 0 (required by scenario server): the server's latency bound"},
+    {"latency_percentile", K_F64, OFF(latency_percentile), 50, 99.999,
+     "50..99.999, default 99: the percentile of server latency held to latency_bound_ms"},
 };
 #define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 

@@ -593,34 +593,51 @@ static double timed_cap_s(const alma_config *cfg) {
   return cfg->max_time_s > 0 ? fmax(cfg->max_time_s, cfg->duration_s) : 0;
 }
 
-/* The throughput mode, after the latency mode: every instances x workers configuration on
- * sessions made from the converted graph (the cached one on a hit; otherwise this session's graph
- * serialized and loaded back, so the passes run once). */
-static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, const alma_model *m, alma_session *s, int hit,
-                            alma__batcher *b, int n_in, int n_out) {
+/* What the throughput mode and the server scenario run: sessions made from the converted graph
+ * (the cached one on a hit; otherwise this session's graph serialized and loaded back, so the
+ * passes run once), fed from a ring of batches prepared beforehand. */
+typedef struct {
+  alma_model *conv_model;
+  alma_tensor *ring;
+  int64_t nring;
+  int n_in;
+  alma__scaling_job job;
+} multi_t;
+
+static void multi_free(multi_t *mt) {
+  free_batches(mt->ring, mt->nring * mt->n_in);
+  alma_model_free(mt->conv_model);
+}
+
+/* 0 when ready, with the instances and workers lists (ascending) in inst[0..*ni), work[0..*nw);
+ * otherwise a warning naming `what` was added to r. */
+static int multi_prepare(const job_args *a, alma_result *r, const char *what, const alma_model *m, alma_session *s,
+                         int hit, alma__batcher *b, int n_in, int n_out, multi_t *mt, int64_t inst[64], int *ni,
+                         int64_t work[64], int *nw) {
   const alma_config *cfg = a->cfg;
   const alma_conversion *conv = a->one;
-  int64_t inst[64], work[64];
-  int ni = alma__config_list("instances", cfg->instances, alma__physical_cores(), inst, 64);
-  int nw = alma__config_list("workers", cfg->workers, 0, work, 64);
-  if (ni <= 0 || nw <= 0) {
-    alma__result_warn(r, "throughput mode skipped: %s", alma_last_error());
-    return;
+  memset(mt, 0, sizeof *mt);
+  *ni = alma__config_list("instances", cfg->instances, alma__physical_cores(), inst, 64);
+  *nw = alma__config_list("workers", cfg->workers, 0, work, 64);
+  if (*ni <= 0 || *nw <= 0) {
+    alma__result_warn(r, "%s skipped: %s", what, alma_last_error());
+    return -1;
   }
-  alma_model *conv_model = NULL;
+  mt->n_in = n_in;
   const alma_model *sm = m;
   const char *chain = hit ? conv->runtime->name : conv->name;
   if (!hit && conv->n_passes > 0) {
     uint8_t *bytes = NULL;
     size_t nb = 0;
     alma_status st = alma__onnx_serialize(alma__session_graph(s), NULL, &bytes, &nb);
-    if (st == ALMA_OK) st = alma_model_load_from_memory(bytes, nb, NULL, &conv_model);
+    if (st == ALMA_OK) st = alma_model_load_from_memory(bytes, nb, NULL, &mt->conv_model);
     free(bytes);
     if (st != ALMA_OK) {
-      alma__result_warn(r, "throughput mode skipped: the converted graph could not be written and read back: %s", alma_last_error());
-      return;
+      alma__result_warn(r, "%s skipped: the converted graph could not be written and read back: %s", what,
+                        alma_last_error());
+      return -1;
     }
-    sm = conv_model;
+    sm = mt->conv_model;
     chain = conv->runtime->name;
   }
   /* The ring: up to 8 distinct batches, at most 256 MiB. */
@@ -629,16 +646,27 @@ static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, c
   for (int i = 0; i < n_in; i++) batch_bytes += (size_t)alma_tensor_numel(&shapes[i]) * alma_dtype_size(shapes[i].dtype);
   int64_t nring = batch_bytes ? (int64_t)((256u << 20) / batch_bytes) : 8;
   nring = nring < 1 ? 1 : nring > 8 ? 8 : nring;
-  alma_tensor *ring = NULL;
   int64_t spb = alma__batcher_batch(b);
-  alma_status st = copy_batches(b, cfg, 0, n_in, nring, &ring, &spb);
-  if (st != ALMA_OK) {
-    alma__result_warn(r, "throughput mode skipped: preparing batches: %s", alma_last_error());
-    alma_model_free(conv_model);
-    return;
+  if (copy_batches(b, cfg, 0, n_in, nring, &mt->ring, &spb) != ALMA_OK) {
+    alma__result_warn(r, "%s skipped: preparing batches: %s", what, alma_last_error());
+    alma_model_free(mt->conv_model);
+    return -1;
   }
-  alma__scaling_job job = {.model = sm, .conversion = chain, .batches = ring, .n_batches = (int)nring, .n_inputs = n_in,
-                           .n_outputs = n_out, .samples_per_batch = spb, .cfg = cfg, .total_threads = a->threads};
+  mt->nring = nring;
+  mt->job = (alma__scaling_job){.model = sm, .conversion = chain, .batches = mt->ring, .n_batches = (int)nring,
+                                .n_inputs = n_in, .n_outputs = n_out, .samples_per_batch = spb, .cfg = cfg,
+                                .total_threads = a->threads};
+  return 0;
+}
+
+/* The throughput mode (scenario Offline), after the latency mode: every instances x workers
+ * configuration. */
+static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, const alma_model *m, alma_session *s, int hit,
+                            alma__batcher *b, int n_in, int n_out) {
+  int64_t inst[64], work[64];
+  int ni, nw;
+  multi_t mt;
+  if (multi_prepare(a, r, "throughput mode", m, s, hit, b, n_in, n_out, &mt, inst, &ni, work, &nw) != 0) return;
   int total = ni * nw, k = 0, any_concurrent = 0;
   for (int i = 0; i < ni; i++)
     for (int w = 0; w < nw; w++) {
@@ -649,7 +677,7 @@ static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, c
         i = ni;
         break;
       }
-      if (alma__scaling_run(&job, (int)inst[i], (int)work[w], p) != ALMA_OK)
+      if (alma__scaling_run(&mt.job, (int)inst[i], (int)work[w], p) != ALMA_OK)
         alma__result_warn(r, "throughput mode, %lld instances x %lld workers: %s", (long long)inst[i], (long long)work[w],
                           p->error ? p->error : "failed");
       any_concurrent |= p->concurrent && !p->error;
@@ -660,8 +688,27 @@ static void throughput_mode(const job_args *a, alma__chan *ch, alma_result *r, c
   if (any_concurrent)
     alma__result_warn(r, "throughput mode: latencies of configurations with more than one request in flight (concurrent) "
                          "were read from a concurrent run and include contention; single-stream latency is the latency mode's");
-  free_batches(ring, nring * n_in);
-  alma_model_free(conv_model);
+  multi_free(&mt);
+}
+
+/* The server scenario, after the latency mode: Poisson arrivals served by the smallest instances
+ * x the smallest workers value, at target_qps or the highest VALID rate a search finds. */
+static void server_mode(const job_args *a, alma__chan *ch, alma_result *r, const alma_model *m, alma_session *s, int hit,
+                        alma__batcher *b, int n_in, int n_out) {
+  const alma_config *cfg = a->cfg;
+  int64_t inst[64], work[64];
+  int ni, nw;
+  multi_t mt;
+  if (multi_prepare(a, r, "server scenario", m, s, hit, b, n_in, n_out, &mt, inst, &ni, work, &nw) != 0) return;
+  alma__chan_line(ch, "progress server 0 0");
+  r->has_server = 1;
+  if (alma__server_scenario(&mt.job, (int)inst[0], (int)work[0], r->latency.p50, &r->server) != ALMA_OK)
+    alma__result_warn(r, "server scenario: %s", r->server.error ? r->server.error : "failed");
+  else if (r->server.search && r->server.best < 0)
+    alma__result_warn(r, "server scenario: no arrival rate met p%g <= %g ms (the lowest tried: %.4g queries/s)",
+                      cfg->latency_percentile, cfg->latency_bound_ms,
+                      r->server.n_runs ? r->server.runs[r->server.n_runs - 1].target_qps : NAN);
+  multi_free(&mt);
 }
 
 /* Stores the build's graph from a forked copy of this process when isolated: serializing holds
@@ -1195,9 +1242,13 @@ static void worker(void *arg, alma__chan *ch) {
       alma__error_clear();
     }
   }
-  if (cfg->throughput) {
+  if (cfg->throughput || !strcmp(cfg->scenario, "offline")) {
     STEP("throughput");
     throughput_mode(a, ch, r, m, s, hit, b, n_in, n_out);
+  }
+  if (!strcmp(cfg->scenario, "server")) {
+    STEP("server");
+    server_mode(a, ch, r, m, s, hit, b, n_in, n_out);
   }
   r->status = ALMA_RESULT_OK;
   goto done;
@@ -1778,7 +1829,11 @@ static alma_status bench_common(const char *path, const alma_model *model, const
   bsv[0] = config->batch_size;
   if (config->batch_sizes[0] && (nbs = alma__config_list("batch_sizes", config->batch_sizes, 0, bsv, 64)) < 0)
     return ALMA_ERR_INVALID_ARG;
-  if (config->throughput) {
+  if (!strcmp(config->scenario, "server") && !(config->latency_bound_ms > 0))
+    return alma__errorf(ALMA_ERR_INVALID_ARG,
+                        "scenario server needs latency_bound_ms > 0 (--latency-bound-ms): the bound its percentile "
+                        "latency is held to");
+  if (config->throughput || strcmp(config->scenario, "single_stream")) {
     int64_t wl[64];
     int ni = alma__config_list("instances", config->instances, alma__physical_cores(), lst, 64);
     int nw = ni < 0 ? -1 : alma__config_list("workers", config->workers, 0, wl, 64);

@@ -13,6 +13,7 @@ static uint64_t next_u64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 static double uniform01(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+double alma__uniform01(uint64_t *s) { return uniform01(s); }
 
 static double normal01(uint64_t *s) {
   double u = uniform01(s), v = uniform01(s);

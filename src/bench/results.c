@@ -23,6 +23,54 @@ void alma__result_init(alma_result *r) {
   r->acc.top1 = r->acc.top1_drop = r->acc.seconds = NAN;
   r->clock_agreement = NAN;
   alma__repeat_clear(&r->rep);
+  r->server.best = -1;
+  r->origin.task = -1;
+}
+
+void alma__result_set_origin(alma_result *r, const alma_result_origin *o) {
+  alma_result_origin *d = &r->origin;
+  free((char *)d->model), free((char *)d->model_hash), free((char *)d->node), free((char *)d->partition);
+  free((char *)d->machine), free((char *)d->job), free((char *)d->cpus);
+  memset(d, 0, sizeof *d);
+  d->task = -1;
+  r->has_origin = o != NULL;
+  if (!o) return;
+#define DUP(f) d->f = o->f && o->f[0] ? alma__strdup(o->f) : NULL
+  DUP(model), DUP(model_hash), DUP(node), DUP(partition), DUP(machine), DUP(job), DUP(cpus);
+#undef DUP
+  d->task = o->task;
+}
+
+const alma_result_origin *alma_result_origin_of(const alma_result *r) { return r && r->has_origin ? &r->origin : NULL; }
+
+alma_status alma__results_append(alma_results *dst, alma_results *src) {
+  if (src->n == 0) return ALMA_OK;
+  alma_result *ni = realloc(dst->items, (size_t)(dst->n + src->n) * sizeof *ni);
+  if (!ni) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  dst->items = ni;
+  for (int i = 0; i < src->n; i++) {
+    alma_result *r = &src->items[i];
+    if (!r->has_origin) {
+      alma_result_origin o = {.model = src->model_path, .model_hash = src->model_hash, .task = -1};
+      alma__result_set_origin(r, &o);
+    }
+    dst->items[dst->n++] = *r;  /* moved: src gives up its strings */
+  }
+  free(src->items);
+  src->items = NULL;
+  src->n = 0;
+  return ALMA_OK;
+}
+
+void alma__results_relabel(alma_results *rs, const char *label) {
+  free(rs->model_path);
+  rs->model_path = alma__strdup(label);
+  rs->model_hash[0] = rs->model_file_sha256[0] = 0;
+  rs->model_file_bytes = 0;
+  free(rs->inputs);
+  free(rs->outputs);
+  rs->inputs = rs->outputs = NULL;
+  rs->n_inputs = rs->n_outputs = 0;
 }
 
 static void cache_info_free(alma_cache_info *c) {
@@ -60,6 +108,8 @@ void alma__result_clear(alma_result *r) {
   if (r->has_profile) alma__profile_clear(&r->prof);
   alma__contention_clear(&r->cont);
   alma__repeat_clear(&r->rep);
+  alma__server_result_clear(&r->server);
+  alma__result_set_origin(r, NULL);
   alma__result_init(r);
 }
 
@@ -170,6 +220,7 @@ const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_pat
 const char *alma_result_runtime_info(const alma_result *r) { return S(r->runtime_info); }
 const char *alma_result_placement(const alma_result *r) { return S(r->placement); }
 int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
+const alma_server_result *alma_result_server(const alma_result *r) { return r && r->has_server ? &r->server : NULL; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }
 const alma_scaling_point *alma_result_scaling(const alma_result *r, int i) {
   return i >= 0 && i < r->n_scaling ? &r->scaling[i] : NULL;

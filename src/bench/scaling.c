@@ -47,40 +47,40 @@ static int ws_fail(worker_t *w, alma_status st, const char *what) {
   return -1;
 }
 
-/* One batch: hooks around a timed run. Returns the latency in ms, or -1 on error. */
-static double one_batch(worker_t *w, int64_t k, alma_tensor *in, alma_tensor *out, double *t_done) {
-  const alma__scaling_job *j = w->job;
+alma_status alma__scaling_batch(const alma__scaling_job *j, alma_session *s, int64_t k, alma_tensor *in, alma_tensor *out,
+                                double *t_start, double *t_done, const char **what) {
   const alma_tensor *batch = &j->batches[(k % j->n_batches) * j->n_inputs];
   /* Views of the ring (which owns the data): only what the hook allocates is freed here. */
   for (int i = 0; i < j->n_inputs; i++) in[i] = alma__tensor_view(&batch[i]);
-  if (j->cfg->preprocess) {
-    alma_status st = j->cfg->preprocess(j->cfg->hook_user, batch, in, j->n_inputs);
-    if (st != ALMA_OK) {
-      ws_fail(w, st, "preprocess hook");
-      goto fail;
-    }
+  alma_status st = ALMA_OK;
+  *what = "preprocess hook";
+  if (j->cfg->preprocess) st = j->cfg->preprocess(j->cfg->hook_user, batch, in, j->n_inputs);
+  if (st == ALMA_OK) {
+    *what = "alma_session_run";
+    *t_start = alma__bench_now();
+    st = alma_session_run(s, in, j->n_inputs, out, j->n_outputs);
+    *t_done = alma__bench_now();
   }
-  double t0 = alma__bench_now();
-  alma_status st = alma_session_run(w->s, in, j->n_inputs, out, j->n_outputs);
-  double t1 = alma__bench_now();
+  if (st == ALMA_OK && j->cfg->postprocess) {
+    *what = "postprocess hook";
+    st = j->cfg->postprocess(j->cfg->hook_user, out, j->n_outputs);
+  }
+  for (int i = 0; i < j->n_outputs; i++) alma_tensor_free_data(&out[i]);
+  for (int i = 0; i < j->n_inputs; i++)
+    if (in[i].owns_data && in[i].data != batch[i].data) alma_tensor_free_data(&in[i]);
+  return st;
+}
+
+/* One batch of worker w. Returns the latency in ms, or -1 on error. */
+static double one_batch(worker_t *w, int64_t k, alma_tensor *in, alma_tensor *out, double *t_done) {
+  double t0 = 0;
+  const char *what;
+  alma_status st = alma__scaling_batch(w->job, w->s, k, in, out, &t0, t_done, &what);
   if (st != ALMA_OK) {
-    ws_fail(w, st, "alma_session_run");
-    goto fail;
+    ws_fail(w, st, what);
+    return -1;
   }
-  if (j->cfg->postprocess && (st = j->cfg->postprocess(j->cfg->hook_user, out, j->n_outputs)) != ALMA_OK) {
-    ws_fail(w, st, "postprocess hook");
-    goto fail;
-  }
-  for (int i = 0; i < j->n_outputs; i++) alma_tensor_free_data(&out[i]);
-  for (int i = 0; i < j->n_inputs; i++)
-    if (in[i].owns_data && in[i].data != batch[i].data) alma_tensor_free_data(&in[i]);
-  *t_done = t1;
-  return 1e3 * (t1 - t0);
-fail:
-  for (int i = 0; i < j->n_outputs; i++) alma_tensor_free_data(&out[i]);
-  for (int i = 0; i < j->n_inputs; i++)
-    if (in[i].owns_data && in[i].data != batch[i].data) alma_tensor_free_data(&in[i]);
-  return -1;
+  return 1e3 * (*t_done - t0);
 }
 
 static void *worker_main(void *arg) {

@@ -29,7 +29,13 @@ static const char *const columns[] = {
     "repeats_disturbed",
     /* the roofline (docs/methodology.md): the model side, achieved rate, share of the machine's peak */
     "roofline_flops_per_batch", "roofline_bytes_per_batch", "roofline_gflops", "roofline_share_of_peak",
-    "roofline_intensity", "roofline_bound", NULL};
+    "roofline_intensity", "roofline_bound",
+    /* scenarios: SingleStream (the latency mode), Offline (throughput rows), Server (a row per
+     * server run; server_best marks the reported one) */
+    "scenario", "target_qps", "achieved_qps", "latency_bound_ms", "latency_percentile", "latency_at_percentile_ms",
+    "server_result", "server_best",
+    /* the row's origin in a model suite or a merged sweep (empty otherwise) */
+    "model", "origin_task", "origin_node", "origin_partition", "origin_machine", "origin_cpus", NULL};
 
 void alma__csv_str(FILE *f, const char *s) {
   if (!s) s = "";
@@ -82,6 +88,17 @@ static void cache_cols(FILE *f, const alma_result *x) {
   fputc(',', f); put_str(f, c->reason);
 }
 
+static void origin_cols(FILE *f, const alma_result *x) {
+  const alma_result_origin *o = alma_result_origin_of(x);
+  fputc(',', f); if (o) put_str(f, o->model);
+  fputc(',', f); if (o && o->task >= 0) put_int(f, o->task);
+  fputc(',', f); if (o) put_str(f, o->node);
+  fputc(',', f); if (o) put_str(f, o->partition);
+  fputc(',', f); if (o) put_str(f, o->machine);
+  fputc(',', f); if (o) put_str(f, o->cpus);
+  fputs("\r\n", f);
+}
+
 /* A throughput configuration's row: the result's identity, the point's numbers. */
 static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point *p) {
   if (x->id >= 0) put_int(f, x->id);
@@ -109,7 +126,47 @@ static void scaling_row(FILE *f, const alma_result *x, const alma_scaling_point 
   cache_cols(f, x);
   /* hook times, accuracy, the saved graph, the profile, contention and repeats, the roofline: the
    * result's row has them */
-  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n", f);
+  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,", f);
+  fputs(",Offline,,,,,,,", f);
+  origin_cols(f, x);
+}
+
+/* A server run's row: the result's identity, the run's numbers (latency from arrival). */
+static void server_row(FILE *f, const alma_result *x, const alma_server_result *sv, int k) {
+  const alma_server_run *p = &sv->runs[k];
+  if (x->id >= 0) put_int(f, x->id);
+  fputc(',', f); put_str(f, x->conversion);
+  fputc(',', f); put_str(f, "ok");
+  fputc(',', f); put_str(f, x->device);
+  fputc(',', f); put_int(f, x->batch_size);
+  fputc(',', f); put_int(f, p->completed * x->batch_size);
+  fputc(',', f); put_num(f, p->achieved_qps * (double)x->batch_size);
+  fputs(",,,,,,,", f);  /* total_elapsed_s .. peak_rss_bytes: the result's row has them */
+  fputc(',', f); put_int(f, sv->threads_per_instance);
+  latency_cols(f, &p->latency);
+  fputs(",false,,,,,", f);  /* check_*: done once, in the latency mode */
+  fputc(',', f); put_str(f, p->reason);
+  fputc(',', f);  /* error: a failed scenario has no runs */
+  fputs(",server", f);
+  fputc(',', f); put_int(f, sv->instances);
+  fputc(',', f); put_int(f, sv->workers);
+  fputc(',', f); put_int(f, sv->threads_per_instance);
+  fputc(',', f); fputs(sv->instances * sv->workers > 1 ? "true" : "false", f);
+  fputc(',', f); put_num(f, p->duration_s);
+  fputc(',', f); put_int(f, p->completed);
+  fputc(',', f); put_num(f, p->achieved_qps * (double)x->batch_size);
+  fputc(',', f);  /* throughput_peak */
+  cache_cols(f, x);
+  fputs(",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,", f);  /* as on throughput rows */
+  fputs(",Server", f);
+  fputc(',', f); put_num(f, p->target_qps);
+  fputc(',', f); put_num(f, p->achieved_qps);
+  fputc(',', f); put_num(f, sv->latency_bound_ms);
+  fputc(',', f); put_num(f, sv->percentile);
+  fputc(',', f); put_num(f, p->percentile_ms);
+  fputc(',', f); put_str(f, p->valid ? "VALID" : "INVALID");
+  fputc(',', f); fputs(k == sv->best ? "true" : "false", f);
+  origin_cols(f, x);
 }
 
 static void issue5_cols(FILE *f, const alma_result *x) {
@@ -215,8 +272,11 @@ alma_status alma_results_write_csv(const alma_results *r, FILE *f) {
     fputc(',', f); put_num(f, rf.share_of_peak);
     fputc(',', f); put_num(f, x->flops_per_batch / x->bytes_per_batch);
     fputc(',', f); put_str(f, rf.bound);
-    fputs("\r\n", f);
+    fputc(',', f); if (strcmp(x->mode, "build")) put_str(f, "SingleStream");
+    fputs(",,,,,,,", f);
+    origin_cols(f, x);
     for (int k = 0; k < x->n_scaling; k++) scaling_row(f, x, &x->scaling[k]);
+    for (int k = 0; x->has_server && k < x->server.n_runs; k++) server_row(f, x, &x->server, k);
   }
   return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing CSV") : ALMA_OK;
 }

@@ -97,6 +97,33 @@ static const field scaling_fields[] = {
 };
 #undef PF
 
+/* The server scenario (docs/json.md, server). */
+#define VF(key, ft, member) FIELD(alma_server_run, key, ft, member)
+static const field server_run_fields[] = {
+    VF("target_qps", F_NUM, target_qps), VF("scheduled_qps", F_NUM, scheduled_qps),
+    VF("achieved_qps", F_NUM, achieved_qps), VF("queries", F_I64, queries), VF("completed", F_I64, completed),
+    VF("over_bound", F_I64, over_bound), VF("duration_s", F_NUM, duration_s), VF("percentile_ms", F_NUM, percentile_ms),
+    VF("valid", F_BOOL, valid), VF("early_stopped", F_BOOL, early_stopped), VF("reason", F_STR, reason),
+    VF("latency_ms", F_STATS, latency), VF("service_ms", F_STATS, service),
+};
+#undef VF
+#define WF(key, ft, member) FIELD(alma_server_result, key, ft, member)
+static const field server_fields[] = {
+    WF("instances", F_INT, instances), WF("workers", F_INT, workers),
+    WF("threads_per_instance", F_INT, threads_per_instance), WF("latency_bound_ms", F_NUM, latency_bound_ms),
+    WF("percentile", F_NUM, percentile), WF("search", F_BOOL, search), WF("min_duration_s", F_NUM, min_duration_s),
+    WF("min_queries", F_I64, min_queries), WF("error", F_STR, error),
+};
+#undef WF
+
+/* A row's origin in a suite or a merged sweep (docs/json.md, origin). */
+#define GF(key, ft, member) FIELD(alma_result_origin, key, ft, member)
+static const field origin_fields[] = {
+    GF("model", F_STR, model), GF("model_hash", F_STR, model_hash), GF("task", F_INT, task), GF("node", F_STR, node),
+    GF("partition", F_STR, partition), GF("machine", F_STR, machine), GF("job", F_STR, job), GF("cpus", F_STR, cpus),
+};
+#undef GF
+
 #define NF(key, ft, member) FIELD(alma_profile_node, key, ft, member)
 static const field profile_node_fields[] = {
     NF("name", F_STR, name), NF("op_type", F_STR, op_type), NF("placement", F_STR, placement),
@@ -329,6 +356,41 @@ static alma_status contention_repeats_from_cjson(const cJSON *o, alma_result *r)
   return st;
 }
 
+static cJSON *server_to_cjson(const alma_server_result *sv) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "scenario", "Server");
+  put_fields(o, sv, server_fields, N_FIELDS(server_fields));
+  const alma_server_run *b = sv->best >= 0 && sv->best < sv->n_runs ? &sv->runs[sv->best] : NULL;
+  cJSON_AddItemToObject(o, "target_qps", sv->search ? cJSON_CreateString("auto")
+                                                    : num(sv->n_runs ? sv->runs[0].target_qps : NAN));
+  cJSON_AddItemToObject(o, "best", b ? cJSON_CreateNumber(sv->best) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "best_qps", b ? num(b->target_qps) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "result", sv->error ? cJSON_CreateNull() : cJSON_CreateString(b && b->valid ? "VALID" : "INVALID"));
+  cJSON *runs = cJSON_AddArrayToObject(o, "runs");
+  for (int i = 0; i < sv->n_runs; i++) {
+    cJSON *p = cJSON_CreateObject();
+    put_fields(p, &sv->runs[i], server_run_fields, N_FIELDS(server_run_fields));
+    cJSON_AddStringToObject(p, "result", sv->runs[i].valid ? "VALID" : "INVALID");
+    cJSON_AddItemToArray(runs, p);
+  }
+  return o;
+}
+
+static alma_status server_from_cjson(const cJSON *o, alma_result *r) {
+  alma__server_result_clear(&r->server);
+  r->has_server = 1;
+  get_fields(o, &r->server, server_fields, N_FIELDS(server_fields));
+  const cJSON *runs = cJSON_GetObjectItemCaseSensitive(o, "runs"), *it;
+  cJSON_ArrayForEach(it, runs) {
+    alma_server_run *p = alma__server_add_run(&r->server);
+    if (!p) return ALMA_ERR_NOMEM;
+    get_fields(it, p, server_run_fields, N_FIELDS(server_run_fields));
+  }
+  int64_t best = get_i64(o, "best", -1);
+  r->server.best = best >= 0 && best < r->server.n_runs ? (int)best : -1;
+  return ALMA_OK;
+}
+
 cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
@@ -354,6 +416,8 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "failed_step", str_or_null(r->failed_step));
   cJSON_AddItemToObject(o, "traceback", str_or_null(r->traceback));
   cJSON_AddStringToObject(o, "mode", r->mode);
+  /* MLPerf's name for what the latency mode measures; a build has no scenario */
+  cJSON_AddItemToObject(o, "scenario", strcmp(r->mode, "build") ? cJSON_CreateString("SingleStream") : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "cache", cache_to_cjson(r));
   cJSON_AddItemToObject(o, "preprocess_ms", r->pre.n ? stats_to_cjson(&r->pre) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "postprocess_ms", r->post.n ? stats_to_cjson(&r->post) : cJSON_CreateNull());
@@ -388,9 +452,16 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) {
       cJSON *p = cJSON_CreateObject();
+      cJSON_AddStringToObject(p, "scenario", "Offline");
       put_fields(p, &r->scaling[i], scaling_fields, N_FIELDS(scaling_fields));
       cJSON_AddItemToArray(sc, p);
     }
+  }
+  if (r->has_server) cJSON_AddItemToObject(o, "server", server_to_cjson(&r->server));
+  if (r->has_origin) {
+    cJSON *g = cJSON_AddObjectToObject(o, "origin");
+    put_fields(g, &r->origin, origin_fields, N_FIELDS(origin_fields));
+    if (r->origin.task < 0) cJSON_ReplaceItemInObject(g, "task", cJSON_CreateNull());
   }
   if (include_raw) {
     cJSON *raw = cJSON_AddArrayToObject(o, "raw_ms");
@@ -445,6 +516,19 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
     if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
     get_fields(pt, p, scaling_fields, N_FIELDS(scaling_fields));
   }
+  const cJSON *og = cJSON_GetObjectItemCaseSensitive(o, "origin");
+  if (cJSON_IsObject(og)) {
+    alma_result_origin tmp;
+    memset(&tmp, 0, sizeof tmp);
+    get_fields(og, &tmp, origin_fields, N_FIELDS(origin_fields));
+    tmp.task = (int)get_i64(og, "task", -1);
+    alma__result_set_origin(r, &tmp);
+    free((char *)tmp.model), free((char *)tmp.model_hash), free((char *)tmp.node), free((char *)tmp.partition);
+    free((char *)tmp.machine), free((char *)tmp.job), free((char *)tmp.cpus);
+  }
+  const cJSON *sv_ = cJSON_GetObjectItemCaseSensitive(o, "server");
+  if (cJSON_IsObject(sv_) && server_from_cjson(sv_, r) != ALMA_OK)
+    return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading the server scenario");
   const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "check");
   if (cJSON_IsObject(k)) {
     r->check.performed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "performed"));

@@ -41,6 +41,10 @@ static void print_header(const alma_results *r, FILE *f) {
           (long long)c->batch_size, (long long)c->n_samples, c->min_time_s, (long long)c->warmup, c->warmup_s,
           (unsigned long long)c->seed, r->data_desc ? r->data_desc : "random",
           c->multiprocessing ? "one process per conversion" : "in-process");
+  if (!strcmp(c->scenario, "server"))
+    fprintf(f, "scenario Server: p%g latency within %g ms, target %s%s queries/s\n", c->latency_percentile,
+            c->latency_bound_ms, c->target_qps > 0 ? "" : "auto (search)",
+            c->target_qps > 0 ? (snprintf(b1, sizeof b1, "%g", c->target_qps), b1) : "");
   if (c->batch_sizes[0] || c->duration_s > 0 || c->throughput)
     fprintf(f, "sweep    batch sizes %s, timed phases %g s%s%s%s%s%s\n", c->batch_sizes[0] ? c->batch_sizes : "-",
             c->duration_s > 0 ? c->duration_s : c->min_time_s, c->duration_s > 0 ? " (duration_s)" : " (min_time_s)",
@@ -347,6 +351,48 @@ static void print_scaling(const alma_results *r, FILE *f, int width) {
     fprintf(f, "* latency read from a concurrent run: it includes contention; single-stream latency is in the table above\n");
 }
 
+/* The server scenario's table: one row per conversion and batch size (its reported run), and in
+ * the search's trail every rate tried. */
+static void print_server(const alma_results *r, FILE *f, int width) {
+  int any = 0;
+  for (int i = 0; i < r->n; i++) any |= r->items[i].has_server;
+  if (!any) return;
+  const alma_server_result *first = NULL;
+  for (int i = 0; i < r->n && !first; i++)
+    if (r->items[i].has_server) first = &r->items[i].server;
+  fprintf(f, "\nserver scenario (Poisson arrivals; latency from arrival, queueing included; p%g bound %g ms)\n",
+          first->percentile, first->latency_bound_ms);
+  fprintf(f, "%-*s  %5s  %9s  %12s  %12s  %10s  %10s  %10s  %8s  %s\n", width, "conversion", "batch", "sessions",
+          "target q/s", "achieved q/s", "p50 ms", "p99 ms", "at pct ms", "result", "search (q/s tried)");
+  for (int i = 0; i < r->n; i++) {
+    const alma_result *x = &r->items[i];
+    if (!x->has_server) continue;
+    const alma_server_result *sv = &x->server;
+    char sess[24];
+    snprintf(sess, sizeof sess, "%dx%d", sv->instances, sv->workers);
+    if (sv->error) {
+      fprintf(f, "%-*s  %5lld  %9s  error: %s\n", width, x->conversion, (long long)x->batch_size, sess, sv->error);
+      continue;
+    }
+    const alma_server_run *b = sv->best >= 0 && sv->best < sv->n_runs ? &sv->runs[sv->best] : NULL;
+    char a[32], c[32], d[32], trail[512] = "";
+    size_t len = 0;
+    for (int k = 0; sv->search && k < sv->n_runs && len < sizeof trail - 32; k++)
+      len += (size_t)snprintf(trail + len, sizeof trail - len, sv->runs[k].target_qps >= 100 ? "%s%.0f%s" : "%s%.3g%s",
+                              k ? " " : "", sv->runs[k].target_qps, sv->runs[k].valid ? "" : "x");
+    if (!b) {
+      fprintf(f, "%-*s  %5lld  %9s  %12s  %12s  %10s  %10s  %10s  %8s  %s\n", width, x->conversion,
+              (long long)x->batch_size, sess, "-", "-", "-", "-", "-", "INVALID", trail);
+      continue;
+    }
+    fprintf(f, "%-*s  %5lld  %9s  %12.5g  %12.5g  %10s  %10s  %10s  %8s  %s\n", width, x->conversion,
+            (long long)x->batch_size, sess, b->target_qps, b->achieved_qps, ms(b->latency.p50, a, sizeof a),
+            ms(b->latency.p99, c, sizeof c), ms(b->percentile_ms, d, sizeof d), b->valid ? "VALID" : "INVALID", trail);
+    if (!b->valid && b->reason) fprintf(f, "%-*s  %s\n", width, "", b->reason);
+  }
+  if (first->search) fprintf(f, "search: the highest VALID rate tried is reported; x marks the INVALID ones\n");
+}
+
 alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
   if (!r || !f) return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_results_print_summary: NULL argument");
   if (r->n == 0) {
@@ -463,6 +509,7 @@ alma_status alma_results_print_summary(const alma_results *r, FILE *f) {
       fprintf(f, "%s %s: %s\n", r->items[i].conversion ? r->items[i].conversion : "?",
               alma__result_status_str(r->items[i].status), r->items[i].error ? r->items[i].error : "");
   print_scaling(r, f, width);
+  print_server(r, f, width);
   free(v);
   return ferror(f) ? alma__errorf(ALMA_ERR_IO, "error writing the report") : ALMA_OK;
 }

@@ -1,11 +1,13 @@
 /* `alma bench MODEL ...`: benchmark a model across conversion options (see docs/cli.md). */
 #include <errno.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -76,6 +78,15 @@ static void bench_usage(FILE *f) {
           "      --throughput         run the throughput mode: every instances x workers configuration\n"
           "      --instances LIST     model copies kept busy, MAX = physical cores (default 1,MAX)\n"
           "      --workers LIST       threads feeding each copy (default 1,2)\n"
+          "scenarios (MLPerf LoadGen's names; docs/methodology.md)\n"
+          "      --scenario NAME      single-stream (the latency mode alone; default), offline (adds\n"
+          "                           the throughput mode) or server: Poisson arrivals at --target-qps\n"
+          "                           served by the smallest --instances x --workers, VALID when the\n"
+          "                           --latency-percentile latency from arrival is within the bound\n"
+          "      --target-qps Q|auto  server arrival rate, queries (batches) per second; auto (default)\n"
+          "                           searches for the highest VALID rate\n"
+          "      --latency-bound-ms L the server's latency bound (required by --scenario server)\n"
+          "      --latency-percentile P  the percentile held to the bound (default 99)\n"
           "build cache (docs/cache.md)\n"
           "      --cache-dir DIR      where builds are kept (default $ALMA_CACHE_DIR or ~/.cache/alma)\n"
           "      --no-cache           neither use nor store builds\n"
@@ -112,7 +123,7 @@ enum {
   O_WARMUP_TIME, O_MIN_TIME, O_MAX_TIME, O_TARGET_CI, O_TIMEOUT, O_MEMORY, O_SEED, O_NO_CHECK, O_RTOL, O_ATOL,
   O_SET, O_JSON, O_CSV, O_RAW, O_BATCH_SIZES, O_THROUGHPUT, O_INSTANCES, O_WORKERS, O_DURATION, O_CACHE_DIR,
   O_NO_CACHE, O_REBUILD, O_BUILD_ONLY, O_LEAN_CACHE, O_CALIBRATOR, O_CALIB_BATCHES, O_LABELS, O_SAVE_CONVERTED,
-  O_PROFILE, O_PROFILE_TIME, O_REPEAT, O_RIGOROUS
+  O_PROFILE, O_PROFILE_TIME, O_REPEAT, O_RIGOROUS, O_SCENARIO, O_TARGET_QPS, O_LATENCY_BOUND, O_LATENCY_PCT
 };
 enum { O_HTML = 512, O_TRACE };
 
@@ -163,6 +174,10 @@ static const struct option long_opts[] = {
     {"profile-time", required_argument, 0, O_PROFILE_TIME},
     {"repeat", required_argument, 0, O_REPEAT},
     {"rigorous", no_argument, 0, O_RIGOROUS},
+    {"scenario", required_argument, 0, O_SCENARIO},
+    {"target-qps", required_argument, 0, O_TARGET_QPS},
+    {"latency-bound-ms", required_argument, 0, O_LATENCY_BOUND},
+    {"latency-percentile", required_argument, 0, O_LATENCY_PCT},
     {"verbose", no_argument, 0, 'v'},
     {"quiet", no_argument, 0, 'q'},
     {"help", no_argument, 0, 'h'},
@@ -184,6 +199,8 @@ static void progress(void *user, int index, int count, const char *conversion, c
   }
   if (index == 0)
     fprintf(stderr, "\r\033[Kexamining the model: %s, %.1f s", phase, elapsed);
+  else if (!strcmp(phase, "server"))
+    fprintf(stderr, "\r\033[K[%d/%d] %s: server scenario, %.1f s", index, count, conversion, elapsed);
   else if (!strcmp(phase, "throughput") && total > 0)
     fprintf(stderr, "\r\033[K[%d/%d] %s: throughput mode, configuration %lld of %lld, %.1f s", index, count, conversion,
             (long long)done + 1, (long long)total, elapsed);
@@ -285,16 +302,16 @@ static int end_interrupted(void) {
   return 128 + sig;
 }
 
-/* A failed throughput configuration is a failure too, though its conversion's row is ok. */
-static int failures(const alma_results *res) {
+/* A failed throughput configuration or server scenario is a failure too, though its conversion's
+ * row is ok (an INVALID server result is a result, not a failure). */
+int alma_cli_failures(const alma_results *res) {
   int n = alma_results_n_failed(res);
   for (int i = 0; i < alma_results_count(res); i++) {
     const alma_result *r = alma_results_get(res, i);
-    for (int j = 0; alma_result_status_code(r) == ALMA_RESULT_OK && j < alma_result_n_scaling(r); j++)
-      if (alma_result_scaling(r, j)->error) {
-        n++;
-        break;
-      }
+    if (alma_result_status_code(r) != ALMA_RESULT_OK) continue;
+    int bad = alma_result_server(r) && alma_result_server(r)->error;
+    for (int j = 0; !bad && j < alma_result_n_scaling(r); j++) bad = alma_result_scaling(r, j)->error != NULL;
+    n += bad;
   }
   return n;
 }
@@ -320,7 +337,7 @@ int alma_cmd_bench(int argc, char **argv) {
   const char *html_path = NULL, *trace_path = NULL;
   const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
   int n_inputs = 0, raw = 0, verbose = 0, quiet = 0, bad = 0, n_given = 0, duration_given = 0;
-  int rigorous = 0, repeat_given = 0, min_time_given = 0, warmup_time_given = 0;
+  int rigorous = 0, repeat_given = 0, min_time_given = 0, warmup_time_given = 0, sessions_given = 0;
   if (!inputs) return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
   optind = 1;
   opterr = 0;
@@ -370,8 +387,8 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_TRACE: trace_path = optarg; break;
       case O_BATCH_SIZES: bad |= set_key(&cfg, "--batch-sizes", "batch_sizes", optarg); break;
       case O_THROUGHPUT: cfg.throughput = 1; break;
-      case O_INSTANCES: bad |= set_key(&cfg, "--instances", "instances", optarg); cfg.throughput = 1; break;
-      case O_WORKERS: bad |= set_key(&cfg, "--workers", "workers", optarg); cfg.throughput = 1; break;
+      case O_INSTANCES: bad |= set_key(&cfg, "--instances", "instances", optarg); sessions_given = 1; break;
+      case O_WORKERS: bad |= set_key(&cfg, "--workers", "workers", optarg); sessions_given = 1; break;
       case O_DURATION: bad |= set_key(&cfg, "--duration", "duration_s", optarg); duration_given = 1; break;
       case O_CACHE_DIR: bad |= set_key(&cfg, "--cache-dir", "cache_dir", optarg); break;
       case O_NO_CACHE: cfg.cache = 0; break;
@@ -390,6 +407,32 @@ int alma_cmd_bench(int argc, char **argv) {
         bad |= set_key(&cfg, "--profile", "profile", optarg ? optarg : "10");
         break;
       case O_PROFILE_TIME: bad |= set_key(&cfg, "--profile-time", "profile_time_s", optarg); break;
+      case O_SCENARIO: {
+        /* SingleStream, single-stream and single_stream alike */
+        char w[32];
+        size_t k = 0;
+        for (const char *p = optarg; *p && k + 1 < sizeof w; p++)
+          if (*p != '-' && *p != '_') w[k++] = (char)tolower((unsigned char)*p);
+        w[k] = 0;
+        const char *key = !strcmp(w, "singlestream") ? "single_stream" : !strcmp(w, "offline") ? "offline"
+                          : !strcmp(w, "server")      ? "server"
+                                                      : NULL;
+        if (!key) {
+          free(inputs);
+          return usage_error("--scenario '%s': expected single-stream, offline or server", optarg);
+        }
+        bad |= set_key(&cfg, "--scenario", "scenario", key);
+        break;
+      }
+      case O_TARGET_QPS:
+        bad |= set_key(&cfg, "--target-qps", "target_qps", !strcasecmp(optarg, "auto") ? "0" : optarg);
+        if (!strcmp(optarg, "0")) {
+          free(inputs);
+          return usage_error("--target-qps %s: a rate > 0, or auto for the search", optarg);
+        }
+        break;
+      case O_LATENCY_BOUND: bad |= set_key(&cfg, "--latency-bound-ms", "latency_bound_ms", optarg); break;
+      case O_LATENCY_PCT: bad |= set_key(&cfg, "--latency-percentile", "latency_percentile", optarg); break;
       case 'v': verbose = 1; break;
       case 'q': quiet = 1; break;
       case 'h':
@@ -441,6 +484,12 @@ int alma_cmd_bench(int argc, char **argv) {
     return usage_error("%s", "--trace needs --profile: the trace is the profiled batches' nodes");
   }
   cfg.verbose = verbose ? 2 : quiet ? 0 : 1;
+  /* --instances/--workers ask for the throughput mode, unless they size the server's sessions. */
+  if (sessions_given && strcmp(cfg.scenario, "server")) cfg.throughput = 1;
+  if (!strcmp(cfg.scenario, "server") && !(cfg.latency_bound_ms > 0)) {
+    free(inputs);
+    return usage_error("%s", "--scenario server needs --latency-bound-ms L (the bound, ms)");
+  }
   /* --rigorous: between-process variance in the CI, longer phases, the raw samples kept so that
    * alma compare can bootstrap them (docs/methodology.md, Repeats). */
   if (rigorous) {
@@ -451,6 +500,20 @@ int alma_cmd_bench(int argc, char **argv) {
   }
   /* --duration alone means "for a time instead of a count". */
   if (duration_given && !n_given) cfg.n_samples = 1;
+
+  /* A directory or a list file of models: a suite (random data for each model). */
+  char **suite = NULL;
+  int n_suite = 0, is_suite = alma_cli_suite_models(model, &suite, &n_suite);
+  if (is_suite < 0) {
+    free(inputs);
+    return alma_cli_fail(ALMA_ERR_IO, NULL);  /* exit 3, as a model that cannot be read */
+  }
+  if (is_suite && (data_path || n_inputs || cfg.labels[0])) {
+    free(inputs);
+    alma_cli_suite_free(suite, n_suite);
+    return usage_error("%s", "a model suite (a directory or list of models) runs on random data: --data, --input and "
+                             "--labels name one model's inputs");
+  }
 
   /* Data description. */
   alma_data *data = NULL;
@@ -517,6 +580,17 @@ int alma_cmd_bench(int argc, char **argv) {
   }
   alma_results *res = NULL;
   catch_stop_signals();
+  if (is_suite) {
+    alma_data_free(data);
+    int to_stdout = (json_path && !strcmp(json_path, "-")) || (csv_path && !strcmp(csv_path, "-"));
+    alma_cli_suite_out so = {json_path, csv_path, raw, quiet, verbose, to_stdout};
+    int code = alma_cli_bench_suite(model, suite, n_suite, &cfg, convs, n_conv, &so);
+    if (ps.active) fputs("\r\033[K", stderr);
+    free(conv_copy);
+    alma_cli_suite_free(suite, n_suite);
+    if (alma__interrupted()) return end_interrupted();
+    return code;
+  }
   st = alma_benchmark_model(model, &cfg, convs, n_conv, data, &res);
   if (ps.active) fputs("\r\033[K", stderr);
   free(conv_copy);
@@ -538,7 +612,7 @@ int alma_cmd_bench(int argc, char **argv) {
     return alma_cli_fail(ALMA_ERR_NOMEM, "bench");
   }
   if (!conv_list && !quiet) print_not_run(report, &unav);
-  int code = failures(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
+  int code = alma_cli_failures(res) ? ALMA_EXIT_FAILED : ALMA_EXIT_OK;
   if (json_path && alma__results_save_json_ex(res, json_path, raw, unav.items, unav.n) != ALMA_OK)
     code = alma_cli_fail(ALMA_ERR_IO, "--json");
   unavailable_free(&unav);

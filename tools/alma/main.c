@@ -14,6 +14,8 @@
 #pragma weak alma_cmd_version
 #pragma weak alma_cmd_compare
 #pragma weak alma_cmd_report
+#pragma weak alma_cmd_sweep
+#pragma weak alma_cmd_merge
 
 static const struct {
   const char *name;
@@ -26,6 +28,8 @@ static const struct {
     {"list", alma_cmd_list, "list conversion options and their availability here"},
     {"compare", alma_cmd_compare, "compare results files: ratio of medians with its CI, a regression gate"},
     {"report", alma_cmd_report, "results files as the HTML report (charts, sortable table) or text"},
+    {"sweep", alma_cmd_sweep, "models x conversions as a Slurm job array (or here, one task after another)"},
+    {"merge", alma_cmd_merge, "gather a sweep's task results into one result file"},
     {"cache", alma_cmd_cache, "inspect and clean the build cache"},
     {"version", alma_cmd_version, "print versions of alma and its libraries"},
 };
