@@ -705,7 +705,10 @@ static void server_mode(const job_args *a, alma__chan *ch, alma_result *r, const
   if (alma__server_scenario(&mt.job, (int)inst[0], (int)work[0], r->latency.p50, &r->server) != ALMA_OK)
     alma__result_warn(r, "server scenario: %s", r->server.error ? r->server.error : "failed");
   else if (r->server.search && r->server.best < 0)
-    alma__result_warn(r, "server scenario: no arrival rate met p%g <= %g ms (the lowest tried: %.4g queries/s)",
+    alma__result_warn(r,
+                      "server scenario: no arrival rate met p%g <= %g ms (the lowest tried: %.4g queries/s, where "
+                      "the sessions were nearly idle: single queries exceed the bound; more queries (-n) give the "
+                      "percentile room for rare stalls)",
                       cfg->latency_percentile, cfg->latency_bound_ms,
                       r->server.n_runs ? r->server.runs[r->server.n_runs - 1].target_qps : NAN);
   multi_free(&mt);

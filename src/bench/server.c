@@ -250,6 +250,7 @@ void alma__server_result_clear(alma_server_result *s) {
 #define SEARCH_TOL 0.02
 #define SEARCH_MAX_RUNS 30
 #define SEARCH_MAX_HALVINGS 12
+#define SEARCH_MIN_UTIL 0.02
 
 alma_status alma__server_scenario(const alma__scaling_job *job, int instances, int workers, double est_ms,
                                   alma_server_result *out) {
@@ -334,7 +335,10 @@ alma_status alma__server_scenario(const alma__scaling_job *job, int instances, i
       hi = q;
     }
     if (lo > 0 && isfinite(hi) && (hi - lo) <= SEARCH_TOL * lo) break;
-    if (lo == 0 && ++halvings > SEARCH_MAX_HALVINGS) break;  /* nothing meets the bound */
+    /* Nothing meets the bound: after many halvings, or once the sessions were nearly idle (below
+     * SEARCH_MIN_UTIL busy): queueing is gone there, and what exceeds the bound is single queries'
+     * own latency, which a lower rate does not help. */
+    if (lo == 0 && (++halvings > SEARCH_MAX_HALVINGS || q * run->service.mean / 1e3 / busy < SEARCH_MIN_UTIL)) break;
     q = lo == 0 ? q / 2 : !isfinite(hi) ? q * 2 : 0.5 * (lo + hi);
   }
 done:

@@ -158,11 +158,13 @@ static void test_overload(void **state) {
   assert_true(r.completed < 400);
   assert_true(r.over_bound > 400 - 1 - (int64_t)ceil(399 * 0.99));
   free((char *)r.reason);
-  /* Four workers serve 1000 q/s between them: the same load is VALID (utilization 0.5). */
+  /* Four workers serve 1000 q/s between them: the same load is VALID (utilization 0.5; one
+   * worker's p99 there is near 800 ms, the queue's growth over the run; four's a few ms, and the
+   * bound leaves room for a busy machine's stalls). */
   memset(&r, 0, sizeof r);
   p.early_stop = 0;
   p.n_workers = 4;
-  p.bound_ms = 40;
+  p.bound_ms = 250;
   assert_int_equal(alma__server_run(&p, &r, err, sizeof err), ALMA_OK);
   assert_true(r.valid);
   free((char *)r.reason);

@@ -260,27 +260,30 @@ int alma_cmd_sweep(int argc, char **argv) {
   if (!out_dir) return usage_err("sweep", "%s", "-o DIR is required (the sweep directory)");
   if (n_models_args <= 0) return usage_err("sweep", "%s", "no model given");
 
+  int code = ALMA_EXIT_OK;
+  task_t *t = NULL;
+  char *conv_copy = NULL, *part_copy = NULL, **models = NULL;
+  int n_models = 0;
   /* models: files, directories and list files */
-  char **models = NULL;
-  int n_models = 0, cap = 0;
+  int cap = 0;
   for (int i = 0; i < n_models_args; i++) {
     char **sub = NULL;
     int ns = 0, k = alma_cli_suite_models(argv[optind + i], &sub, &ns);
-    if (k < 0) return alma_cli_fail(ALMA_ERR_IO, "sweep");
+    if (k < 0) { code = alma_cli_fail(ALMA_ERR_IO, "sweep"); goto out; }
     if (k == 0) {
       if (access(argv[optind + i], R_OK) != 0) {
         fprintf(stderr, "alma: error: sweep: cannot read model '%s': %s\n", argv[optind + i], strerror(errno));
-        alma_cli_suite_free(models, n_models);
-        return ALMA_EXIT_INPUT;
+        code = ALMA_EXIT_INPUT;
+        goto out;
       }
       sub = malloc(sizeof *sub);
-      if (!sub || !(sub[0] = strdup(argv[optind + i]))) return alma_cli_fail(ALMA_ERR_NOMEM, "sweep");
+      if (!sub || !(sub[0] = strdup(argv[optind + i]))) { code = alma_cli_fail(ALMA_ERR_NOMEM, "sweep"); goto out; }
       ns = 1;
     }
     if (n_models + ns > cap) {
       cap = (n_models + ns) * 2;
       char **nm = realloc(models, (size_t)cap * sizeof *nm);
-      if (!nm) return alma_cli_fail(ALMA_ERR_NOMEM, "sweep");
+      if (!nm) { code = alma_cli_fail(ALMA_ERR_NOMEM, "sweep"); goto out; }
       models = nm;
     }
     for (int j = 0; j < ns; j++) {
@@ -290,22 +293,26 @@ int alma_cmd_sweep(int argc, char **argv) {
     }
     free(sub);
   }
-  char *conv_copy = strdup(conv_arg), *part_copy = part_arg ? strdup(part_arg) : NULL;
+  conv_copy = strdup(conv_arg), part_copy = part_arg ? strdup(part_arg) : NULL;
+  if (!conv_copy || (part_arg && !part_copy)) { code = alma_cli_fail(ALMA_ERR_NOMEM, "sweep"); goto out; }
   char *convs[256], *parts[64];
   int n_conv = split_list(conv_copy, convs, 256), n_parts = part_copy ? split_list(part_copy, parts, 64) : 0;
   int64_t bsv[64];
   int n_bs = 0;
   if (batch_arg && (n_bs = alma__config_list("batch_sizes", batch_arg, 0, bsv, 64)) < 0) {
     fprintf(stderr, "alma sweep: --batch-sizes: %s\n", alma_last_error());
-    return ALMA_EXIT_USAGE;
+    code = ALMA_EXIT_USAGE;
+    goto out;
   }
-  if (n_conv == 0) return usage_err("sweep", "-c '%s': an empty list", conv_arg);
+  if (n_conv == 0) { code = usage_err("sweep", "-c '%s': an empty list", conv_arg); goto out; }
   long long n_tasks = (long long)(n_parts ? n_parts : 1) * n_models * n_conv * (n_bs ? n_bs : 1);
   if (n_tasks > MAX_TASKS) {
     fprintf(stderr, "alma sweep: %lld tasks, more than %d\n", n_tasks, MAX_TASKS);
-    return ALMA_EXIT_USAGE;
+    code = ALMA_EXIT_USAGE;
+    goto out;
   }
-  task_t *t = calloc((size_t)n_tasks, sizeof *t);
+  t = calloc((size_t)n_tasks, sizeof *t);
+  if (!t) { code = alma_cli_fail(ALMA_ERR_NOMEM, "sweep"); goto out; }
   int n = 0;
   for (int p = 0; p < (n_parts ? n_parts : 1); p++)  /* partition-major: each partition a range */
     for (int m = 0; m < n_models; m++)
@@ -316,27 +323,29 @@ int alma_cmd_sweep(int argc, char **argv) {
   char dir[PATH_MAX], exe[PATH_MAX], path[PATH_MAX + 64];
   if (mkdir_p(out_dir) != 0 || !realpath(out_dir, dir)) {
     fprintf(stderr, "alma: error: sweep: cannot create '%s': %s\n", out_dir, strerror(errno));
-    return ALMA_EXIT_INPUT;
+    code = ALMA_EXIT_INPUT;
+    goto out;
   }
   snprintf(path, sizeof path, "%s/tasks.tsv", dir);
   if (access(path, F_OK) == 0) {
     fprintf(stderr, "alma sweep: '%s' holds a sweep already (tasks.tsv): give a new directory\n", dir);
-    return ALMA_EXIT_USAGE;
+    code = ALMA_EXIT_USAGE;
+    goto out;
   }
   snprintf(path, sizeof path, "%s/logs", dir);
   mkdir_p(path);
   snprintf(path, sizeof path, "%s/results", dir);
   mkdir_p(path);
-  if (self_exe(exe, sizeof exe) != 0) return alma_cli_fail(ALMA_ERR_IO, "sweep: /proc/self/exe");
+  if (self_exe(exe, sizeof exe) != 0) { code = alma_cli_fail(ALMA_ERR_IO, "sweep: /proc/self/exe"); goto out; }
   if (write_sweep(dir, t, n, argv + first_bench, argc - first_bench, cpus, minutes, exe) != 0) {
     fprintf(stderr, "alma: error: sweep: writing '%s': %s\n", dir, strerror(errno));
-    return ALMA_EXIT_INPUT;
+    code = ALMA_EXIT_INPUT;
+    goto out;
   }
   char sbatch[PATH_MAX], squeue[PATH_MAX];
   int slurm = !local && on_path("sbatch", sbatch, sizeof sbatch) == 0 && on_path("squeue", squeue, sizeof squeue) == 0;
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  int code = ALMA_EXIT_OK;
   if (slurm) {
     char jobs[1024] = "";
     for (int p = 0; p < (n_parts ? n_parts : 1); p++) {
@@ -345,7 +354,8 @@ int alma_cmd_sweep(int argc, char **argv) {
       if (submit(sbatch, dir, n_parts ? parts[p] : NULL, lo, hi, job, sizeof job) != 0) {
         fprintf(stderr, "alma sweep: sbatch failed for tasks %d-%d%s%s (the job script is %s/sweep.sbatch; --local "
                         "runs the tasks here)\n", lo, hi, n_parts ? " on partition " : "", n_parts ? parts[p] : "", dir);
-        return ALMA_EXIT_FAILED;
+        code = ALMA_EXIT_FAILED;
+        goto out;
       }
       size_t jl = strlen(jobs);
       snprintf(jobs + jl, sizeof jobs - jl, "%s%s", jl ? "," : "", job);
@@ -355,9 +365,10 @@ int alma_cmd_sweep(int argc, char **argv) {
     fflush(stdout);
     if (no_wait) {
       printf("when it is done: alma merge %s\n", dir);
-      return ALMA_EXIT_OK;
+      code = ALMA_EXIT_OK;
+      goto out;
     }
-    if (wait_jobs(squeue, jobs, n) != 0) return alma__interrupted() ? 128 + alma__interrupted() : ALMA_EXIT_FAILED;
+    if (wait_jobs(squeue, jobs, n) != 0) { code = alma__interrupted() ? 128 + alma__interrupted() : ALMA_EXIT_FAILED; goto out; }
   } else {
     if (!local) printf("no Slurm here (sbatch not on PATH): running the %d tasks here, one after another\n", n);
     for (int i = 0; i < n && !alma__interrupted(); i++) {
@@ -383,11 +394,12 @@ int alma_cmd_sweep(int argc, char **argv) {
     }
   }
   printf("%d of %d tasks have results in %s/results; alma merge %s gathers them\n", n - missing, n, dir, dir);
+  if (alma__interrupted()) code = 128 + alma__interrupted();
+out:
   free(t);
   free(conv_copy);
   free(part_copy);
   alma_cli_suite_free(models, n_models);
-  if (alma__interrupted()) return 128 + alma__interrupted();
   return code;
 }
 
