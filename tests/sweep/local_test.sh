@@ -21,7 +21,9 @@ grep -q "$N of $N tasks have results" "$T/a.out" || { fail "sweep a: not $N resu
 [ -x "$T/a/sweep.sbatch" ] && grep -q "cpus-per-task=1" "$T/a/sweep.sbatch" || fail "no job script"
 # shellcheck disable=SC2086
 "$ALMA" sweep "$@" -c $CONVS -o "$T/b" --local -- $BENCH >/dev/null 2>&1 || fail "sweep b exited $?"
-"$ALMA" merge "$T/a" -o "$T/a.json" --csv "$T/a.csv" >"$T/m.out" 2>&1 || { fail "merge a exited $?"; cat "$T/m.out"; }
+"$ALMA" merge "$T/a" -o "$T/a.json" --csv "$T/a.csv" --html "$T/a.html" >"$T/m.out" 2>&1 ||
+  { fail "merge a exited $?"; cat "$T/m.out"; }
+grep -q "<html" "$T/a.html" && grep -q "FOLD+EAGER" "$T/a.html" || fail "merge --html: no report"
 grep -q "merged $N task results, $N rows" "$T/m.out" || { fail "merge a output"; cat "$T/m.out"; }
 "$ALMA" merge "$T/b" -o "$T/b.json" >/dev/null 2>&1 || fail "merge b exited $?"
 "$PY" "$HERE/compare.py" "$T/a.json" "$T/b.json" "$N" --csv "$T/a.csv" || FAILS=$((FAILS + 1))

@@ -51,12 +51,13 @@ static void sweep_usage(FILE *f) {
 
 static void merge_usage(FILE *f) {
   fprintf(f,
-          "usage: alma merge DIR... [-o FILE.json] [--csv FILE.csv] [--raw]\n\n"
+          "usage: alma merge DIR... [-o FILE.json] [--csv FILE.csv] [--html FILE.html] [--raw]\n\n"
           "Gathers the task results of sweep directories (DIR/results/task-N.json) into one result\n"
           "set: a row per model x conversion x batch size x machine, each naming its model, task,\n"
           "node, partition, machine and CPUs (docs/json.md, origin). Prints the sweep's table.\n\n"
           "  -o, --output FILE        write the merged JSON ('-' for stdout)\n"
           "      --csv FILE           write the merged CSV\n"
+          "      --html FILE          write the merged set as the HTML report (docs/report.md)\n"
           "      --raw                keep every batch latency (raw_ms) in the JSON\n"
           "  -h, --help               this help\n\n"
           "Exit status: 0 every task has a result and ran fine, 1 some task is missing or failed,\n"
@@ -550,8 +551,9 @@ int alma_cli_sweep_task(const char *dir, const char *index) {
 /* ---- alma merge ----------------------------------------------------------------------------- */
 int alma_cmd_merge(int argc, char **argv) {
   static const struct option opts[] = {{"output", required_argument, 0, 'o'}, {"csv", required_argument, 0, 'C'},
-                                       {"raw", no_argument, 0, 'r'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  const char *json = NULL, *csv = NULL;
+                                       {"html", required_argument, 0, 'H'}, {"raw", no_argument, 0, 'r'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *json = NULL, *csv = NULL, *html = NULL;
   int raw = 0, c;
   optind = 1;
   opterr = 0;
@@ -559,6 +561,7 @@ int alma_cmd_merge(int argc, char **argv) {
     switch (c) {
       case 'o': json = optarg; break;
       case 'C': csv = optarg; break;
+      case 'H': html = optarg; break;
       case 'r': raw = 1; break;
       case 'h': merge_usage(stdout); return ALMA_EXIT_OK;
       case ':': return usage_err("merge", "option '%s' needs a value", argv[optind - 1]);
@@ -618,6 +621,12 @@ int alma_cmd_merge(int argc, char **argv) {
   alma_cli_print_suite(all, report);
   if (json && alma__results_save_json_ex(all, json, raw, NULL, -1) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "-o");
   if (csv && alma_results_save_csv(all, csv) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--csv");
+  if (html) {
+    char title[PATH_MAX + 32];
+    snprintf(title, sizeof title, "alma sweep %s", alma_results_model_path(all));
+    const alma_results *one = all;
+    if (alma__html_write(html, &one, NULL, 1, NULL, title) != ALMA_OK) code = alma_cli_fail(ALMA_ERR_IO, "--html");
+  }
   alma_results_free(all);
   return code;
 }
