@@ -387,6 +387,10 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
 alma_status alma__scaling_batch(const alma__scaling_job *j, alma_session *s, int64_t k, alma_tensor *in, alma_tensor *out,
                                 double *t_start, double *t_done, const char **what);
 void alma__scaling_point_clear(alma_scaling_point *p);
+/* Session i of n for the job, with threads_per_instance threads (the instances x workers runs share
+ * it); on failure msg says which session and why. */
+alma_status alma__scaling_session(const alma__scaling_job *job, int threads_per_instance, int i, int n, alma_session **s,
+                                  char *msg, size_t msg_size);
 /* The busiest window of `window` seconds: the most completions (sorted times, seconds) in any
  * half-open window (t - window, t], as completions per second (times samples_per). */
 double alma__peak_rate(const double *sorted_t, int64_t n, double window, int64_t samples_per);

@@ -128,6 +128,16 @@ double alma__peak_rate(const double *t, int64_t n, double window, int64_t sample
   return (double)best * (double)samples_per / window;
 }
 
+alma_status alma__scaling_session(const alma__scaling_job *job, int threads_per_instance, int i, int n, alma_session **s,
+                                  char *msg, size_t msg_size) {
+  alma_session_options so;
+  alma_session_options_init(&so);
+  so.threads = threads_per_instance;
+  alma_status st = alma_session_create(job->model, job->conversion, &so, s);
+  if (st != ALMA_OK) snprintf(msg, msg_size, "creating session %d of %d: %s", i + 1, n, alma_last_error());
+  return st;
+}
+
 alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int workers, alma_scaling_point *out) {
   const alma_config *cfg = job->cfg;
   int n = instances * workers;
@@ -147,9 +157,6 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
     snprintf(msg, sizeof msg, "out of memory");
     goto done;
   }
-  alma_session_options so;
-  alma_session_options_init(&so);
-  so.threads = out->threads_per_instance;
   int64_t cap = MAX_KEPT / n;
   for (int i = 0; i < n; i++) {
     w[i].job = job;
@@ -164,10 +171,7 @@ alma_status alma__scaling_run(const alma__scaling_job *job, int instances, int w
       snprintf(msg, sizeof msg, "%s", alma_last_error());
       goto done;
     }
-    if ((st = alma_session_create(job->model, job->conversion, &so, &w[i].s)) != ALMA_OK) {
-      snprintf(msg, sizeof msg, "creating session %d of %d: %s", i + 1, n, alma_last_error());
-      goto done;
-    }
+    if ((st = alma__scaling_session(job, out->threads_per_instance, i, n, &w[i].s, msg, sizeof msg)) != ALMA_OK) goto done;
   }
   int prc = 0;
   for (; started < n; started++)

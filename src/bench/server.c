@@ -276,14 +276,8 @@ alma_status alma__server_scenario(const alma__scaling_job *job, int instances, i
     snprintf(msg, sizeof msg, "out of memory");
     goto done;
   }
-  alma_session_options so;
-  alma_session_options_init(&so);
-  so.threads = out->threads_per_instance;
   for (int i = 0; i < n && st == ALMA_OK; i++) {
-    if ((st = alma_session_create(job->model, job->conversion, &so, &c.s[i])) != ALMA_OK) {
-      snprintf(msg, sizeof msg, "creating session %d of %d: %s", i + 1, n, alma_last_error());
-      break;
-    }
+    if ((st = alma__scaling_session(job, out->threads_per_instance, i, n, &c.s[i], msg, sizeof msg)) != ALMA_OK) break;
     /* Warm-up on every session: lazy initialization stays out of the runs. */
     int64_t nw = cfg->warmup > 0 ? cfg->warmup : 1;
     double t0, t1;
