@@ -288,8 +288,8 @@ static int cmp_by_size_desc(const void *a, const void *b, void *key) {
  * lifetime intersects its own (TFLite's greedy-by-size). The placed buffers live at a step are
  * found through a segment tree over steps (those alive where this one starts) and per-step lists
  * (those starting during its life), so a long chain plans in O(n log n). Graphs where most
- * buffers live at once make the greedy plan itself quadratic: past a work budget the plan is given
- * up (-1, unknown) rather than taking minutes. */
+ * buffers live at once make the greedy plan itself quadratic: past a work budget (steps, conflicts
+ * and their sorting, ~0.1 s) the plan is given up (-1, unknown) rather than taking minutes. */
 int64_t alma__memory_plan_peak(const alma_graph *g, const alma_infer_result *r) {
   int nv = g->n_values, nn = g->n_nodes, T = nn + 1, P = 1;
   while (P < T) P *= 2;
@@ -353,6 +353,8 @@ int64_t alma__memory_plan_peak(const alma_graph *g, const alma_infer_result *r) 
       s++;
       work++;
     }
+    /* the sort below costs k log k */
+    for (int m = k; m > 1; m >>= 1) work += k;
     work += k;
     if (work > budget) {
       peak = -1;
