@@ -23,9 +23,9 @@ PKGS=(
   # loopback, auth/none), leaving the system's Slurm configuration alone
   slurm-wlm
 )
-# optional, about 350 MB: headless Chromium, which renders the HTML report in tests/report
-# (report.chromium reports SKIP without it): ALMA_SETUP_CHROMIUM=1 scripts/setup.sh
-if [ "${ALMA_SETUP_CHROMIUM:-0}" = 1 ]; then PKGS+=(chromium); fi
+# headless Chromium (about 350 MB), which renders the HTML report in tests/report; to leave it out
+# (report.chromium then reports SKIP): ALMA_SETUP_CHROMIUM=0 scripts/setup.sh
+if [ "${ALMA_SETUP_CHROMIUM:-1}" = 1 ]; then PKGS+=(chromium); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
