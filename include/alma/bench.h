@@ -204,6 +204,16 @@ typedef struct alma_latency_stats {
   double median_ci95[2];
 } alma_latency_stats;
 
+/* The harness's statistics of batch latencies ms[0..n) (milliseconds, in run order), for latencies
+ * timed outside alma_benchmark_model (the Python package's PyTorch rows): the same percentiles,
+ * intervals and rounding as every result's latency. n = 0 gives n 0 and NaNs. */
+alma_status alma_latency_stats_of(const double *ms, int64_t n, alma_latency_stats *out);
+/* The warnings the harness attaches to a row with these latencies and statistics (high variability,
+ * drift between the run's halves, a p99 from too few batches), one per line, each ending in '\n',
+ * into buf (NUL-terminated; lines that do not fit are left out). Returns the length all of them
+ * take, without the NUL: a buffer of that + 1 holds every line. */
+size_t alma_latency_warnings_of(const double *ms, int64_t n, const alma_latency_stats *s, char *buf, size_t size);
+
 /* Output check against EAGER's outputs on the first batch. */
 typedef struct alma_output_check {
   int performed;                /* 0: not checked (check_outputs off, or no reference; see warnings) */

@@ -124,6 +124,8 @@ def _declare(L):
         "alma_session_create": (i, [vp, cp, vp, c.POINTER(vp)]), "alma_session_free": (None, [vp]),
         "alma_session_run": (i, [vp, c.POINTER(Tensor), i, c.POINTER(Tensor), i]),
         "alma_tensor_free_data": (None, [c.POINTER(Tensor)]),
+        "alma_latency_stats_of": (i, [c.POINTER(d), i64, vp]),
+        "alma_latency_warnings_of": (c.c_size_t, [c.POINTER(d), i64, vp, vp, c.c_size_t]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)

@@ -287,7 +287,7 @@ def run(spec, model=None):
                    stop_reason=stop, latency_ms=s, raw_ms=raw,
                    clock_agreement=(inf_s + len(raw) * row["timer_overhead_ns"] * 1e-9) / wall if wall > 0 else None,
                    peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-        row["warnings"].extend(_stats.latency_warnings(raw, s))
+        row["warnings"].extend(_stats.latency_warnings(raw))
         row["contention"], row["disturbed"] = cont, cont["disturbed"]
         if cont["disturbed"]:
             row["warnings"].append(f"disturbed: the timed phase got less CPU than it needed: {cont['reason']}")

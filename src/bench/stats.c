@@ -184,3 +184,33 @@ void alma__latency_warnings(const double *ms, int64_t n, const alma_latency_stat
     warn(user, msg);
   }
 }
+
+alma_status alma_latency_stats_of(const double *ms, int64_t n, alma_latency_stats *out) {
+  if (!out || n < 0 || (n > 0 && !ms))
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_latency_stats_of: %s", !out ? "out is NULL" : n < 0 ? "n < 0" : "ms is NULL");
+  return alma__latency_stats(ms, n, out);
+}
+
+typedef struct {
+  char *buf;
+  size_t size, len;
+} warn_text;
+
+static void append_warning(void *user, const char *msg) {
+  warn_text *w = user;
+  size_t m = strlen(msg);
+  if (w->buf && w->len + m + 1 < w->size) {
+    memcpy(w->buf + w->len, msg, m);
+    w->buf[w->len + m] = '\n';
+    w->buf[w->len + m + 1] = '\0';
+  }
+  w->len += m + 1;
+}
+
+size_t alma_latency_warnings_of(const double *ms, int64_t n, const alma_latency_stats *s, char *buf, size_t size) {
+  warn_text w = {buf, size, 0};
+  if (buf && size) buf[0] = '\0';
+  if (!s || n < 0 || (n > 0 && !ms)) return 0;
+  alma__latency_warnings(ms, n, s, append_warning, &w);
+  return w.len;
+}

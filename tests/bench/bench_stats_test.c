@@ -138,11 +138,37 @@ static void test_warnings(void **state) {
   assert_true(has(&w, "p99 rests on 50"));
 }
 
+/* The public pair the Python package calls: the same figures, and the warnings as lines. */
+static void test_public(void **state) {
+  (void)state;
+  double x[50];
+  for (int i = 0; i < 50; i++) x[i] = (i % 2) ? 1.0 : 2.0;
+  alma_latency_stats a, b;
+  assert_int_equal(alma_latency_stats_of(x, 50, &a), ALMA_OK);
+  alma__latency_stats(x, 50, &b);
+  assert_memory_equal(&a, &b, sizeof a);
+  assert_int_not_equal(alma_latency_stats_of(NULL, 3, &a), ALMA_OK);
+  assert_int_not_equal(alma_latency_stats_of(x, -1, &a), ALMA_OK);
+  char buf[1024], tiny[8] = "xxxxxxx";
+  size_t need = alma_latency_warnings_of(x, 50, &a, NULL, 0);
+  assert_int_equal(alma_latency_warnings_of(x, 50, &a, buf, sizeof buf), need);
+  assert_int_equal(strlen(buf), need);
+  /* two lines: CV, then p99 */
+  assert_non_null(strstr(buf, "high variability: CV"));
+  char *nl = strchr(buf, '\n');
+  assert_non_null(nl);
+  assert_non_null(strstr(nl + 1, "p99 rests on 50 batches"));
+  assert_int_equal(buf[need - 1], '\n');
+  /* too small: no partial line, still NUL-terminated, the full length returned */
+  assert_int_equal(alma_latency_warnings_of(x, 50, &a, tiny, sizeof tiny), need);
+  assert_string_equal(tiny, "");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_percentiles_linear), cmocka_unit_test(test_t_quantile),
       cmocka_unit_test(test_median_ci_ranks),    cmocka_unit_test(test_latency_stats),
-      cmocka_unit_test(test_warnings),
+      cmocka_unit_test(test_warnings),           cmocka_unit_test(test_public),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

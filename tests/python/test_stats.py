@@ -1,5 +1,5 @@
 """The statistics and output check of the rows Python times, against independent references
-(NumPy, the exact binomial law, a t table) and against alma's C harness on the same latencies."""
+(NumPy, the exact binomial law, a t table) and against the rows alma's harness times."""
 import json
 import math
 import os
@@ -23,22 +23,41 @@ def test_percentiles_match_numpy():
             assert s["stdev"] == pytest.approx(np.std(x, ddof=1), rel=1e-10)
 
 
-def test_t_quantile_against_table():
-    # two-sided 95% critical values of Student's t
+def test_mean_interval_against_t_table():
+    # two-sided 95% critical values of Student's t: half-width t * sd / sqrt(n)
+    rng = np.random.default_rng(2)
     for df, t in ((1, 12.706204736174707), (5, 2.5705818356363146), (10, 2.2281388519862744),
                   (30, 2.0422724563012373), (1000, 1.9623390808264078)):
-        assert _stats.t_quantile(0.975, df) == pytest.approx(t, rel=1e-9)
+        x = list(rng.lognormal(0, 0.3, df + 1))
+        s = _stats.latency_stats(x)
+        half = t * np.std(x, ddof=1) / math.sqrt(len(x))
+        assert s["mean_ci95"] == pytest.approx([np.mean(x) - half, np.mean(x) + half], rel=1e-9)
 
 
-def test_median_ci_ranks_exact_binomial():
+def test_median_interval_exact_binomial():
+    rng = np.random.default_rng(3)
     for n in (6, 10, 17, 50, 101):
-        lo, hi = _stats.median_ci_ranks(n)
+        x = list(rng.lognormal(0, 0.5, n))
+        lo, hi = _stats.latency_stats(x)["median_ci95"]
+        srt = sorted(x)
+        j = srt.index(lo) + 1  # 1-based rank of the lower bound
         cdf = lambda k: sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n  # noqa: E731
-        # coverage of [x_(lo), x_(hi)] is 1 - 2 P(B <= lo - 1) >= 95%, and one rank tighter is not
-        assert 1 - 2 * cdf(lo - 1) >= 0.95
-        assert 1 - 2 * cdf(lo) < 0.95
-        assert hi == n + 1 - lo
-    assert _stats.median_ci_ranks(5) is None
+        # coverage of [x_(j), x_(n+1-j)] is 1 - 2 P(B <= j - 1) >= 95%, and one rank tighter is not
+        assert 1 - 2 * cdf(j - 1) >= 0.95
+        assert 1 - 2 * cdf(j) < 0.95
+        assert hi == srt[n - j]
+    # n = 5: no order statistic gives 95%
+    assert all(math.isnan(v) for v in _stats.latency_stats([1.0, 2, 3, 4, 5])["median_ci95"])
+
+
+def test_warnings():
+    assert _stats.latency_warnings([1.0] * 150) == []
+    w = _stats.latency_warnings([1.0, 1.0, 2.0])
+    assert any(v.startswith("high variability: CV") for v in w) and any("p99 rests on 3 batches" in v for v in w)
+    # a step in the middle of the run: drift
+    w = _stats.latency_warnings([1.0 + 0.001 * (i % 7) for i in range(100)] + [1.5 + 0.001 * (i % 7) for i in range(100)])
+    assert any(v.startswith("drift: median of the second half") for v in w), w
+    assert _stats.latency_stats([])["n"] == 0 and _stats.latency_warnings([]) == []
 
 
 def test_same_figures_as_the_c_harness(tmp_path, small_onnx, alma_cli):
