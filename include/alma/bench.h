@@ -224,6 +224,14 @@ typedef struct alma_output_check {
   double cosine_similarity;     /* over all floating outputs flattened; NaN if none (JSON "cosine") */
 } alma_output_check;
 
+/* The harness's output check of `out` against `ref` (outputs in the same order, unnamed: output_0
+ * ...), for outputs computed outside alma_benchmark_model (the Python package's PyTorch rows):
+ * every element within atol + rtol*|ref|, or, when `lossy` (int8, bf16, fp16), cosine >= 0.99 and
+ * argmax agreement >= 99%. The warning the harness would attach ("" when none) goes to warning
+ * (may be NULL). ALMA_ERR_INVALID_ARG for NULL data, a rank over ALMA_MAX_RANK or too few bytes. */
+alma_status alma_outputs_check(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, double rtol,
+                               double atol, int lossy, alma_output_check *c, char *warning, size_t warning_size);
+
 typedef struct alma_result alma_result;
 typedef struct alma_results alma_results;
 

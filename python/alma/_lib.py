@@ -125,6 +125,7 @@ def _declare(L):
         "alma_session_run": (i, [vp, c.POINTER(Tensor), i, c.POINTER(Tensor), i]),
         "alma_tensor_free_data": (None, [c.POINTER(Tensor)]),
         "alma_latency_stats_of": (i, [c.POINTER(d), i64, vp]),
+        "alma_outputs_check": (i, [c.POINTER(Tensor), i, c.POINTER(Tensor), i, d, d, i, vp, cp, c.c_size_t]),
         "alma_latency_warnings_of": (c.c_size_t, [c.POINTER(d), i64, vp, vp, c.c_size_t]),
     }
     for name, (res, args) in sigs.items():
@@ -243,6 +244,30 @@ def print_results(json_text, file=None, summary_only=False, include_traceback=Tr
     with_results(json_text, run)
 
 
+def tensors(arrays, what):
+    """alma_tensors viewing numpy arrays: (the contiguous arrays to keep alive, the Tensor array)."""
+    import numpy as np
+    keep = [np.ascontiguousarray(a) for a in arrays]
+    ts = (Tensor * max(len(keep), 1))()
+    for t, a in zip(ts, keep):
+        if a.dtype.name not in DTYPES:
+            raise AlmaError("ERR_TYPE", f"{what} dtype {a.dtype} is not one alma takes from numpy")
+        if a.ndim > MAX_RANK:
+            raise AlmaError("ERR_SHAPE", f"{what} has rank {a.ndim}, more than alma's {MAX_RANK}")
+        t.dtype, t.rank = DTYPES[a.dtype.name], a.ndim
+        for k, n in enumerate(a.shape):
+            t.dims[k] = n
+        t.data, t.nbytes, t.owns_data = a.ctypes.data, a.nbytes, 0
+    return keep, ts
+
+
+class OutputCheck(ctypes.Structure):
+    # alma_output_check (include/alma/bench.h), field by field
+    _fields_ = [("performed", ctypes.c_int), ("passed", ctypes.c_int), ("max_abs_err", ctypes.c_double),
+                ("max_rel_err", ctypes.c_double), ("argmax_agreement", ctypes.c_double),
+                ("cosine_similarity", ctypes.c_double)]
+
+
 class Model:
     """An ONNX model loaded by alma (alma_model_load): its inputs, and EAGER sessions on it."""
 
@@ -269,15 +294,7 @@ class Model:
         s = ctypes.c_void_p()
         check(L.alma_session_create(self._h, conversion.encode(), opts, ctypes.byref(s)), conversion)
         try:
-            keep = [np.ascontiguousarray(a) for a in arrays]
-            ins = (Tensor * max(len(keep), 1))()
-            for t, a in zip(ins, keep):
-                if a.dtype.name not in DTYPES:
-                    raise AlmaError("ERR_TYPE", f"input dtype {a.dtype} is not one alma takes from numpy")
-                t.dtype, t.rank = DTYPES[a.dtype.name], a.ndim
-                for k, n in enumerate(a.shape):
-                    t.dims[k] = n
-                t.data, t.nbytes, t.owns_data = a.ctypes.data, a.nbytes, 0
+            keep, ins = tensors(arrays, "input")
             n_out = L.alma_model_num_outputs(self._h)
             outs = (Tensor * max(n_out, 1))()
             check(L.alma_session_run(s, ins, len(keep), outs, n_out), f"running {conversion}")

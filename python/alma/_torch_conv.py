@@ -299,8 +299,7 @@ def run(spec, model=None):
             row["warnings"].append("output check skipped: " + spec.get("no_reference", "no EAGER reference outputs"))
         else:
             ref = [np.load(p) for p in spec["reference"]]
-            c, detail = _check.compare(ref, first, float(cfg["rtol"]), float(cfg["atol"]))
-            row["check"] = _check.judge(c, detail, float(cfg["rtol"]), float(cfg["atol"]), lossy, row["warnings"])
+            row["check"] = _check.check(ref, first, float(cfg["rtol"]), float(cfg["atol"]), lossy, row["warnings"])
         if spec.get("labels"):
             step = "accuracy"
             row["accuracy"] = _accuracy(fn, spec["npy"], spec["labels"], bs, dev, sync)

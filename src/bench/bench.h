@@ -179,6 +179,10 @@ alma_status alma__count_top1(const alma_tensor *out, const char *name, int64_t s
                              int64_t n_take, int64_t *correct);
 void alma__compare_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
                            double rtol, double atol, alma_output_check *c, char *detail, size_t dn);
+/* The compare, then the judgment (lossy: cosine and argmax agreement), and the warning the result
+ * gets ("" when none) in warning. */
+void alma__check_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                         double rtol, double atol, int lossy, alma_output_check *c, char *warning, size_t wn);
 
 /* ---- contention (contention.c) ----------------------------------------------------------- */
 /* Counters read at the start of the timed phase; alma__contention_end turns them into figures. */

@@ -346,7 +346,9 @@ static void compare_flat(const alma_tensor *ref, int n_ref, const alma_tensor *o
   double rel_floor = atol > 0 ? atol : DBL_MIN;
   for (int k = 0; k < n_ref && k < n_out; k++) {
     const alma_tensor *r = &ref[k], *x = &out[k];
-    const char *name = names ? names[k] : m ? alma_model_output_name(m, k) : "?";
+    char unnamed[32];
+    snprintf(unnamed, sizeof unnamed, "output_%d", k);
+    const char *name = names ? names[k] : m ? alma_model_output_name(m, k) : unnamed;
     if (r->dtype == ALMA_DTYPE_STRING || x->dtype == ALMA_DTYPE_STRING) { /* exact, byte for byte */
       char a[96], b[96];
       int64_t ne = alma_tensor_numel(r), first = -1, nbad = 0;
@@ -440,6 +442,55 @@ static void compare_flat(const alma_tensor *ref, int n_ref, const alma_tensor *o
   c->max_rel_err = max_rel;
   c->argmax_agreement = rows ? (double)agree / (double)rows : NAN;
   c->cosine_similarity = !nfloat ? NAN : (na == 0 && nb == 0) ? 1.0 : (na == 0 || nb == 0) ? 0.0 : dot / sqrt(na * nb);
+}
+
+void alma__check_outputs(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, const alma_model *m,
+                         double rtol, double atol, int lossy, alma_output_check *c, char *warning, size_t wn) {
+  char detail[512];
+  alma__compare_outputs(ref, n_ref, out, n_out, m, rtol, atol, c, detail, sizeof detail);
+  warning[0] = 0;
+  if (lossy) {
+    /* int8/bf16/fp16 never meet float tolerances elementwise: judged by what quantization promises
+     * (cosine similarity and argmax agreement with fp32 EAGER), saying still how far the elements are. */
+    double cos = c->cosine_similarity, am = c->argmax_agreement;
+    int ok = isfinite(cos) && cos >= ALMA__LOSSY_MIN_COSINE && (!isfinite(am) || am >= ALMA__LOSSY_MIN_ARGMAX);
+    if (!c->passed)
+      snprintf(warning, wn,
+               "reduced precision: outputs differ from EAGER's beyond rtol %g, atol %g (%s); judged by cosine %.6f "
+               "(>= %.2f needed) and argmax agreement %.1f%% (>= %.0f%% needed)",
+               rtol, atol, detail, cos, ALMA__LOSSY_MIN_COSINE, 100 * am, 100 * ALMA__LOSSY_MIN_ARGMAX);
+    c->passed = ok;
+  } else if (!c->passed) {
+    snprintf(warning, wn, "outputs differ from EAGER's (rtol %g, atol %g): %s", rtol, atol, detail);
+  }
+}
+
+alma_status alma_outputs_check(const alma_tensor *ref, int n_ref, const alma_tensor *out, int n_out, double rtol,
+                               double atol, int lossy, alma_output_check *c, char *warning, size_t warning_size) {
+  char w[1024];
+  if (!c || n_ref < 0 || n_out < 0 || (n_ref && !ref) || (n_out && !out))
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_outputs_check: %s", !c ? "c is NULL" : "no tensors");
+  /* a caller's tensors: what the compare reads must be there */
+  for (int k = 0; k < n_ref + n_out; k++) {
+    const alma_tensor *t = k < n_ref ? &ref[k] : &out[k - n_ref];
+    const char *what = k < n_ref ? "reference" : "output";
+    int at = k < n_ref ? k : k - n_ref;
+    int64_t ne = t->rank >= 0 && t->rank <= ALMA_MAX_RANK ? alma_tensor_numel(t) : -1;
+    if (ne < 0)
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_outputs_check: %s %d has rank %d or a dimension that is negative or "
+                          "overflows", what, at, t->rank);
+    if (!numeric(t->dtype))
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_outputs_check: %s %d is %s: numeric and bool tensors only", what, at,
+                          alma_dtype_name(t->dtype));
+    int64_t need;
+    if (alma__mul_overflow_i64(ne, (int64_t)alma_dtype_size(t->dtype), &need) || (uint64_t)need > t->nbytes ||
+        (ne > 0 && !t->data))
+      return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_outputs_check: %s %d holds %zu bytes%s, fewer than its shape needs",
+                          what, at, t->nbytes, t->data ? "" : " (no data)");
+  }
+  alma__check_outputs(ref, n_ref, out, n_out, NULL, rtol, atol, lossy, c, w, sizeof w);
+  if (warning && warning_size) snprintf(warning, warning_size, "%s", w);
+  return ALMA_OK;
 }
 
 /* ---- top-1 accuracy against labels ------------------------------------------------------------ */
@@ -1191,22 +1242,10 @@ static void worker(void *arg, alma__chan *ch) {
     alma__result_warn(r, "output check skipped: %s", alma_last_error());
     st = ALMA_OK;
   } else {
-    char detail[512];
-    alma__compare_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, &r->check, detail, sizeof detail);
-    if (is_lossy(a->one)) {
-      /* int8/bf16/fp16 never meet float tolerances elementwise: judge them by what quantization
-       * promises (cosine similarity and argmax agreement with fp32 EAGER), and still say how far
-       * the elements are. */
-      double cos = r->check.cosine_similarity, am = r->check.argmax_agreement;
-      int ok = isfinite(cos) && cos >= ALMA__LOSSY_MIN_COSINE && (!isfinite(am) || am >= ALMA__LOSSY_MIN_ARGMAX);
-      if (!r->check.passed)
-        alma__result_warn(r, "reduced precision: outputs differ from EAGER's beyond rtol %g, atol %g (%s); judged by "
-                          "cosine %.6f (>= %.2f needed) and argmax agreement %.1f%% (>= %.0f%% needed)",
-                          cfg->rtol, cfg->atol, detail, cos, ALMA__LOSSY_MIN_COSINE, 100 * am, 100 * ALMA__LOSSY_MIN_ARGMAX);
-      r->check.passed = ok;
-    } else if (!r->check.passed) {
-      alma__result_warn(r, "outputs differ from EAGER's (rtol %g, atol %g): %s", cfg->rtol, cfg->atol, detail);
-    }
+    char warning[1024];
+    alma__check_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, is_lossy(a->one), &r->check, warning,
+                        sizeof warning);
+    if (warning[0]) alma__result_warn(r, "%s", warning);
   }
 
   if (a->labels) {

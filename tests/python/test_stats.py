@@ -74,20 +74,30 @@ def test_same_figures_as_the_c_harness(tmp_path, small_onnx, alma_cli):
 
 
 def test_check_rule():
+    # independent figures: NumPy's max error, argmax and cosine on the same arrays
     ref = [np.array([[1.0, 2.0, 3.0], [0.0, 5.0, -1.0]], np.float32)]
-    c, detail = _check.compare(ref, [ref[0].copy()], 1e-3, 1e-4)
+    w = []
+    c = _check.check(ref, [ref[0].copy()], 1e-3, 1e-4, False, w)
     assert c["passed"] and c["max_abs_err"] == 0 and c["argmax_agreement"] == 1 and c["cosine"] == pytest.approx(1)
+    assert w == []
     bad = ref[0].copy()
     bad[1, 2] = 6.0  # moves row 1's argmax
-    c, detail = _check.compare(ref, [bad], 1e-3, 1e-4)
+    c = _check.check(ref, [bad], 1e-3, 1e-4, False, w)
     assert not c["passed"] and c["max_abs_err"] == pytest.approx(7.0)
-    assert c["argmax_agreement"] == 0.5 and "element 5" in detail
-    c, detail = _check.compare(ref, [bad[:1]], 1e-3, 1e-4)
-    assert not c["passed"] and "shape" in detail
-    # NaN where the reference has NaN agrees; elsewhere it does not
+    r64, b64 = ref[0].astype(np.float64).ravel(), bad.astype(np.float64).ravel()
+    assert c["cosine"] == pytest.approx(np.dot(r64, b64) / np.linalg.norm(r64) / np.linalg.norm(b64), rel=1e-12)
+    assert c["argmax_agreement"] == np.mean(np.argmax(bad, 1) == np.argmax(ref[0], 1)) == 0.5
+    assert len(w) == 1 and "output_0' element 5 is 6" in w[0] and "1 of 6 elements" in w[0]
+    w = []
+    assert not _check.check(ref, [bad[:1]], 1e-3, 1e-4, False, w)["passed"] and "has shape [1,3], the reference [2,3]" in w[0]
+    assert not _check.check(ref, [], 1e-3, 1e-4, False, [])["passed"]
+    # NaN where the reference has NaN agrees; elsewhere it does not; integer outputs exactly
     a = np.array([np.nan, 1.0])
-    assert _check.compare([a], [a.copy()], 1e-3, 1e-4)[0]["passed"]
-    assert not _check.compare([a], [np.array([0.0, 1.0])], 1e-3, 1e-4)[0]["passed"]
+    assert _check.check([a], [a.copy()], 1e-3, 1e-4, False, [])["passed"]
+    assert not _check.check([a], [np.array([0.0, 1.0])], 1e-3, 1e-4, False, [])["passed"]
+    i = np.array([[3, 1]], np.int64)
+    assert _check.check([i], [i.copy()], 0, 0, False, [])["passed"]
+    assert not _check.check([i], [i + 1], 0, 0, False, [])["passed"]
 
 
 def test_lossy_judged_by_cosine_and_argmax():
@@ -95,6 +105,14 @@ def test_lossy_judged_by_cosine_and_argmax():
     ref = rng.standard_normal((8, 10))
     near = ref + 1e-2 * rng.standard_normal(ref.shape)
     w = []
-    c, d = _check.compare([ref], [near], 1e-3, 1e-4)
-    assert not c["passed"]
-    assert _check.judge(c, d, 1e-3, 1e-4, True, w)["passed"] and "reduced precision" in w[0]
+    assert not _check.check([ref], [near], 1e-3, 1e-4, False, w)["passed"] and "outputs differ" in w[0]
+    w = []
+    assert _check.check([ref], [near], 1e-3, 1e-4, True, w)["passed"] and "reduced precision" in w[0]
+    far = rng.standard_normal(ref.shape)  # unrelated: cosine near 0
+    assert not _check.check([ref], [far], 1e-3, 1e-4, True, [])["passed"]
+
+
+def test_check_refuses_what_it_cannot_read():
+    from alma._lib import AlmaError
+    with pytest.raises(AlmaError, match="dtype complex128"):
+        _check.check([np.zeros(2, complex)], [np.zeros(2, complex)], 1e-3, 1e-4, False, [])
