@@ -4,7 +4,7 @@
 For each model and batch size, alternating `rounds` times: `alma bench MODEL -c ORT` (its p50 per
 batch) and the same model in an InferenceSession created here with the ORT runtime's session options
 (intra-op threads, inter-op 1, sequential, every graph optimization, spinning stopped at the end of
-each run unless ALMA_ORT_SPINNING says otherwise), fed random float inputs of the same shapes and
+each run unless --spinning says otherwise; the same value goes to alma as -O ort.spinning=...), fed random float inputs of the same shapes and
 timed by wall clock per call (p50). Prints both medians over the rounds, their ratio (alma / direct;
 the issue's goal is within 5%) and the identity-call cost alma measured for its binding. Run it with
 the python of the environment alma's ORT loads (ALMA_ORT_PYTHON), so both use the same onnxruntime:
@@ -33,12 +33,12 @@ from timing import time_samples  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def alma_row(alma, model, batch, threads, min_time, env):
+def alma_row(alma, model, batch, threads, min_time, env, spinning):
     with tempfile.TemporaryDirectory() as td:
         out = os.path.join(td, "r.json")
         subprocess.run([alma, "bench", model, "-c", "ORT", "-b", str(batch), "--threads", str(threads), "--min-time",
-                        str(min_time), "-q", "--no-cache", "--json", out], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, env=env)
+                        str(min_time), "-O", f"ort.spinning={spinning}", "-q", "--no-cache", "--json", out],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         if not os.path.exists(out):
             return None
         with open(out) as f:
@@ -46,14 +46,13 @@ def alma_row(alma, model, batch, threads, min_time, env):
     return r if r.get("status") == "ok" else {"failed": r.get("error")}
 
 
-def direct_session(model, threads):
+def direct_session(model, threads, spin):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
-    spin = os.environ.get("ALMA_ORT_SPINNING", "run")
     if spin == "off":
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     elif spin == "run":
@@ -82,6 +81,8 @@ def main():
     ap.add_argument("--batch-sizes", default="1,32")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--spinning", choices=("run", "on", "off"), default="run",
+                    help="ONNX Runtime's intra-op spinning, on both sides (alma's ort.spinning option)")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds each timed phase lasts at least")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args()
@@ -93,7 +94,7 @@ def main():
     print(f"{'model':<24} {'batch':>5} {'alma ORT p50 ms':>16} {'direct p50 ms':>14} {'ratio':>7} {'identity us':>12}")
     rows = []
     for model in a.models:
-        sess = direct_session(model, a.threads)
+        sess = direct_session(model, a.threads, a.spinning)
         for b in [int(x) for x in a.batch_sizes.split(",")]:
             feeds, why = feeds_for(sess, b, rng)
             name = os.path.basename(model)
@@ -102,7 +103,7 @@ def main():
                 continue
             al, di, ident = [], [], []
             for _ in range(a.rounds):
-                r = alma_row(a.alma, model, b, a.threads, a.min_time, env)
+                r = alma_row(a.alma, model, b, a.threads, a.min_time, env, a.spinning)
                 if not r or "failed" in r:
                     print(f"{name:<24} {b:>5} alma failed: {(r or {}).get('failed', 'no JSON written')}")
                     break

@@ -133,7 +133,7 @@ def placement_sections(convs, runs, case_op):
     lines += ["", "Every node on the runtime: its own kernels, nodes folded into them, or the whole graph taken by a",
               "whole-graph runtime. EAGER by the runtime's choice: the nodes it left to EAGER's kernels are there",
               "because the runtime judged EAGER faster for them (DNNL sends elementwise, reduction and layout",
-              "nodes of tensors this small to EAGER; `ALMA_DNNL_TINY_EAGER=0` keeps them on oneDNN). Some nodes",
+              "nodes of tensors this small to EAGER; `dnnl.tiny_eager=off` keeps them on oneDNN). Some nodes",
               "declined: the runtime has no kernel for them (an op type, an element type, an attribute, a shape)",
               "or refused them at run time, and EAGER's kernel computed them."]
     node_rts = [c for c in convs if any(r["runtime"] not in ("EAGER", "") for r in runs[c][2].values())]

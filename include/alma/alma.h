@@ -158,6 +158,11 @@ typedef struct alma_session_options {
   const alma_tensor *calibration_data;
   int n_calibration_batches;
   const char *calibrator;        /* "minmax" (NULL = default), "percentile" (99.99%), "entropy" (KL) */
+  /* Runtime settings, "runtime.name=value" entries separated by commas ("dnnl.winograd=off,
+   * blas.threading=library"; NULL = the defaults): each runtime reads its own, the others' are
+   * checked and ignored. An unknown runtime, option or value fails with ALMA_ERR_INVALID_ARG.
+   * `alma list --options` and docs/runtimes/ list them. */
+  const char *runtime_options;
 } alma_session_options;
 
 void alma_session_options_init(alma_session_options *o);

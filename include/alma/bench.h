@@ -91,6 +91,10 @@ typedef struct alma_config {
                                  there, stale or not, and say so) (default "if_needed")           */
   int build_only;             /* convert (and cache) without benchmarking (default 0)            */
   int lean_cache;             /* keep only state files, logs and benchmark records (default 0)   */
+  /* Runtime settings: "runtime.name=value" entries separated by commas, e.g.
+   * "dnnl.winograd=off,ort.spinning=off"; each conversion's runtime reads its own (alma list
+   * --options, docs/runtimes/); checked when set (default "": the runtimes' defaults). */
+  char runtime_options[1024];
   /* INT8_STATIC calibration. */
   char calibrator[16];        /* "minmax", "percentile", "entropy" (default "minmax")             */
   int64_t calibration_batches;/* > 0: calibrate on the first N batches of the benchmark data (with
@@ -321,6 +325,11 @@ const alma_accuracy *alma_result_accuracy(const alma_result *r);
  * alma-domain ops (FUSE's fused ops), which ONNX Runtime and other ONNX tools cannot run. */
 const char *alma_result_saved_path(const alma_result *r);
 int alma_result_saved_alma_ops(const alma_result *r);
+/* The runtime's settings (alma_config.runtime_options): every option of the conversion's runtime
+ * with the value it ran with, as the text of one JSON object ("" for a runtime without options),
+ * and the ones the configuration set, "name=value,..." ("" when none). */
+const char *alma_result_runtime_options(const alma_result *r);
+const char *alma_result_runtime_options_given(const alma_result *r);
 /* The runtime's facts about its build of the model, as the text of one JSON object ("" when the
  * runtime reports none): for ORT the onnxruntime version, the settings and the binding's
  * measured per-call cost (docs/json.md). */

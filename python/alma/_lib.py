@@ -50,7 +50,7 @@ DTYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32":
           "float16": 10, "float64": 11, "uint32": 12, "uint64": 13}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
-_OPAQUE_BYTES = 64 * 1024  # alma_config is about 2.2 KiB
+_OPAQUE_BYTES = 64 * 1024  # alma_config is about 3.3 KiB
 
 
 def _candidates():

@@ -204,10 +204,11 @@ typedef struct alma__cpu_snap {
 void alma__contention_begin(alma__cpu_snap *s);
 /* Fills c (its strings malloc'd) from the counters now against s; runtime: the conversion's
  * runtime name (which spin-waits is known), threads: asked for. */
-void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, alma_contention *c);
+void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, const char *runtime_options,
+                          alma_contention *c);
 /* Sets c->disturbed, reason, spinning and advice from its figures (the rule of docs/json.md);
  * frees what was there. Exposed for tests. */
-void alma__contention_judge(alma_contention *c, const char *runtime);
+void alma__contention_judge(alma_contention *c, const char *runtime, const char *runtime_options);
 void alma__contention_clear(alma_contention *c);
 /* The CPU share thresholds: below them a timed phase is disturbed. */
 #define ALMA__MIN_CPU_SHARE 0.90      /* of its runnable time, it ran at least 90% */
@@ -277,6 +278,9 @@ struct alma_result {
   int has_profile;                /* prof filled (config profile); its strings and arrays owned */
   alma_profile prof;
   char *runtime_info;             /* the runtime's facts, a JSON object's text (alma_runtime.info), or NULL */
+  char *runtime_options;          /* every option of the runtime with its value, a JSON object's text, or
+                                     NULL (a runtime without options) */
+  char *runtime_options_given;    /* those the configuration set, "name=value,..." (NULL: none) */
   char *placement;                /* where the nodes ran, a JSON object's text (alma__placement_json), or NULL */
   /* contention and the clock check over the timed phase (contention.c), repeats (repeat.c) */
   alma_contention cont;           /* cont.measured 0: none; strings owned */

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "bench/bench.h"
+#include "runtimes/runtime.h"
 
 void alma_config_init(alma_config *c) {
   memset(c, 0, sizeof *c);
@@ -109,6 +110,9 @@ static const kdesc keys[] = {
     {"lean_cache", K_BOOL, OFF(lean_cache), 0, 1, "bool, default false: keep only state files and logs"},
     {"calibrator", K_CHOICE, OFF(calibrator), 0, sizeof(((alma_config *)0)->calibrator),
      "minmax | percentile | entropy, default minmax: INT8_STATIC calibration"},
+    {"runtime_options", K_STR, OFF(runtime_options), 0, sizeof(((alma_config *)0)->runtime_options),
+     "comma list of RUNTIME.NAME=VALUE, default \"\" (the runtimes' defaults): runtime settings, e.g. "
+     "dnnl.winograd=off (alma list --options)"},
     {"calibration_batches", K_I64, OFF(calibration_batches), 0, 1e6,
      "integer >= 0, default 8: INT8_STATIC calibrates on the first N batches of the data (0 = the pass's own random batches)"},
     {"save_converted", K_STR, OFF(save_converted), 0, sizeof(((alma_config *)0)->save_converted),
@@ -216,6 +220,10 @@ alma_status alma_config_set(alma_config *c, const char *key, const char *value) 
       return ALMA_OK;
     case K_STR:
       if (strlen(value) >= (size_t)k->hi) return bad(k, value, "too long");
+      if (!strcmp(k->key, "runtime_options") && alma__rt_options_check(value) != ALMA_OK) {
+        alma__error_prefix(ALMA_ERR_INVALID_ARG, "config key 'runtime_options': ");
+        return ALMA_ERR_INVALID_ARG;
+      }
       snprintf(p, (size_t)k->hi, "%s", value);
       return ALMA_OK;
     case K_LIST: {

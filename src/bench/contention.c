@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "runtimes/runtime.h"
 
 static double tv_s(struct timeval t) { return (double)t.tv_sec + 1e-6 * (double)t.tv_usec; }
 
@@ -131,7 +132,8 @@ void alma__contention_clear(alma_contention *c) {
   memset(c, 0, sizeof *c);
 }
 
-void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, alma_contention *c) {
+void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, const char *runtime_options,
+                          alma_contention *c) {
   double wall = alma__bench_now();
   alma__cpu_snap *e = malloc(sizeof *e);
   alma__contention_clear(c);
@@ -192,12 +194,12 @@ void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runt
     c->notes = alma__strdup(notes);
   }
   free(e);
-  alma__contention_judge(c, runtime);
+  alma__contention_judge(c, runtime, runtime_options);
 }
 
 /* Runtimes whose worker threads spin-wait, and the setting that makes them sleep. The spin is
  * harmless on idle cores and ruinous when a partner thread waits in a run queue behind it. */
-static const char *spin_advice(const char *runtime, int threads) {
+static const char *spin_advice(const char *runtime, const char *runtime_options, int threads) {
   if (!runtime || threads <= 1) return NULL;
   if (!strcmp(runtime, "DNNL")) {
     const char *w = getenv("OMP_WAIT_POLICY");
@@ -206,10 +208,11 @@ static const char *spin_advice(const char *runtime, int threads) {
            "starts in (docs/runtimes/dnnl.md, Threads), or --threads 1";
   }
   if (!strncmp(runtime, "ORT", 3)) {
-    const char *sp = getenv("ALMA_ORT_SPINNING");
-    if (sp && !strcmp(sp, "off")) return NULL;
-    return "ONNX Runtime's intra-op threads spin inside a run: set ALMA_ORT_SPINNING=off (docs/runtimes/ort.md), "
-           "or --threads 1";
+    const alma_runtime *rt = alma__runtime_find(runtime);
+    alma_runtime_opts o = {.options = runtime_options};
+    if (rt && rt->n_options && alma__rt_opt_is(rt, &o, "spinning", "off")) return NULL;
+    return "ONNX Runtime's intra-op threads spin inside a run: --runtime-option ort.spinning=off "
+           "(docs/runtimes/ort.md), or --threads 1";
   }
   if (!strcmp(runtime, "XNNPACK"))
     return "pthreadpool's workers spin inside each XNNPACK subgraph and every join waits for all of them: "
@@ -217,7 +220,7 @@ static const char *spin_advice(const char *runtime, int threads) {
   return NULL;
 }
 
-void alma__contention_judge(alma_contention *c, const char *runtime) {
+void alma__contention_judge(alma_contention *c, const char *runtime, const char *runtime_options) {
   free((char *)c->reason);
   free((char *)c->advice);
   c->reason = c->advice = NULL;
@@ -264,7 +267,7 @@ void alma__contention_judge(alma_contention *c, const char *runtime) {
   char full[800];
   snprintf(full, sizeof full, "%s%s", why, ctx);
   c->reason = alma__strdup(full);
-  const char *adv = spin_advice(runtime, c->threads);
+  const char *adv = spin_advice(runtime, runtime_options, c->threads);
   if (adv) {
     c->spinning = 1;
     c->advice = alma__strdup(adv);

@@ -961,6 +961,13 @@ static void worker(void *arg, alma__chan *ch) {
   r->id = conv->id;
   snprintf(r->device, sizeof r->device, "%s", runtime_device(conv->runtime));
   r->threads = conv->runtime->single_threaded ? 1 : a->threads;
+  if (conv->runtime->n_options) {
+    char ro[2048];
+    alma__rt_options_json(conv->runtime, cfg->runtime_options, ro, sizeof ro, NULL);
+    r->runtime_options = alma__strdup(ro);
+    if (alma__rt_options_given(conv->runtime, cfg->runtime_options, ro, sizeof ro) > 0)
+      r->runtime_options_given = alma__strdup(ro);
+  }
   char aff[256];
   r->affinity = alma__strdup(alma__affinity_str(aff, sizeof aff));
   alma_model *owned = NULL, *cached = NULL;
@@ -1053,6 +1060,7 @@ static void worker(void *arg, alma__chan *ch) {
   so.threads = a->threads;
   so.verbose = cfg->verbose >= 2;
   so.calibrator = cfg->calibrator[0] ? cfg->calibrator : NULL;
+  so.runtime_options = cfg->runtime_options;
   so.calibration_data = calib;
   so.n_calibration_batches = (int)n_calib;
   t = alma__bench_now();
@@ -1191,7 +1199,7 @@ static void worker(void *arg, alma__chan *ch) {
     /* The outside check of the clock: the phase's own wall time against what the batches
      * account for (their latencies, the hooks, one clock read per batch outside the latency). */
     double t_end = alma__bench_now();
-    if (snap) alma__contention_end(snap, r->threads, conv->runtime->name, &r->cont);
+    if (snap) alma__contention_end(snap, r->threads, conv->runtime->name, cfg->runtime_options, &r->cont);
     if (t_end > tt)
       r->clock_agreement = (infer + hooks_s + (double)n_raw * 1e-9 * r->timer_overhead_ns) / (t_end - tt);
   }

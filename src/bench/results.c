@@ -104,6 +104,8 @@ void alma__result_clear(alma_result *r) {
   free(r->saved_path);
   free(r->runtime_info);
   free(r->placement);
+  free(r->runtime_options);
+  free(r->runtime_options_given);
   free((char *)r->acc.baseline);
   if (r->has_profile) alma__profile_clear(&r->prof);
   alma__contention_clear(&r->cont);
@@ -219,6 +221,8 @@ const alma_profile *alma_result_profile(const alma_result *r) { return r->has_pr
 const char *alma_result_saved_path(const alma_result *r) { return S(r->saved_path); }
 const char *alma_result_runtime_info(const alma_result *r) { return S(r->runtime_info); }
 const char *alma_result_placement(const alma_result *r) { return S(r->placement); }
+const char *alma_result_runtime_options(const alma_result *r) { return S(r->runtime_options); }
+const char *alma_result_runtime_options_given(const alma_result *r) { return S(r->runtime_options_given); }
 int alma_result_saved_alma_ops(const alma_result *r) { return r->saved_alma_ops; }
 const alma_server_result *alma_result_server(const alma_result *r) { return r && r->has_server ? &r->server : NULL; }
 int alma_result_n_scaling(const alma_result *r) { return r->n_scaling; }

@@ -133,6 +133,7 @@ alma_status alma__scaling_session(const alma__scaling_job *job, int threads_per_
   alma_session_options so;
   alma_session_options_init(&so);
   so.threads = threads_per_instance;
+  so.runtime_options = job->cfg->runtime_options;
   alma_status st = alma_session_create(job->model, job->conversion, &so, s);
   if (st != ALMA_OK) snprintf(msg, msg_size, "creating session %d of %d: %s", i + 1, n, alma_last_error());
   return st;

@@ -448,6 +448,10 @@ cJSON *alma__result_to_cjson(const alma_result *r, int include_raw) {
   cJSON_AddItemToObject(o, "runtime_info", ri ? ri : cJSON_CreateNull());
   cJSON *pl = r->placement ? cJSON_Parse(r->placement) : NULL;
   cJSON_AddItemToObject(o, "placement", pl ? pl : cJSON_CreateNull());
+  cJSON *ro = r->runtime_options ? cJSON_Parse(r->runtime_options) : NULL;
+  cJSON_AddItemToObject(o, "runtime_options", ro ? ro : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "runtime_options_given",
+                        r->runtime_options_given ? cJSON_CreateString(r->runtime_options_given) : cJSON_CreateNull());
   if (r->n_scaling) {
     cJSON *sc = cJSON_AddArrayToObject(o, "scaling");
     for (int i = 0; i < r->n_scaling; i++) {
@@ -558,6 +562,9 @@ alma_status alma__result_from_cjson(const cJSON *o, alma_result *r) {
   if (cJSON_IsObject(ri)) r->runtime_info = cJSON_PrintUnformatted(ri);
   const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "placement");
   if (cJSON_IsObject(pl)) r->placement = cJSON_PrintUnformatted(pl);
+  const cJSON *ro = cJSON_GetObjectItemCaseSensitive(o, "runtime_options");
+  if (cJSON_IsObject(ro)) r->runtime_options = cJSON_PrintUnformatted(ro);
+  r->runtime_options_given = get_str(o, "runtime_options_given");
   r->clock_agreement = get_num(o, "clock_agreement");
   if (contention_repeats_from_cjson(o, r) != ALMA_OK) return alma__errorf(ALMA_ERR_NOMEM, "out of memory reading repeats");
   if (profile_from_cjson(cJSON_GetObjectItemCaseSensitive(o, "profile"), r) != ALMA_OK)

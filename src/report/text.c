@@ -259,6 +259,8 @@ static void print_block(const alma_result *x, FILE *f, int include_traceback) {
               x->pre.n ? ms(x->pre.mean, a, sizeof a) : "-", x->post.n ? ms(x->post.mean, b, sizeof b) : "-");
     fprintf(f, "      memory     peak RSS %s\n", mib(x->peak_rss_bytes, a, sizeof a));
     print_runtime_info(x, f);
+    if (x->runtime_options_given && x->runtime_options_given[0])
+      fprintf(f, "      options    %s (given; the rest at their defaults)\n", x->runtime_options_given);
     print_placement(x, f);
     print_cache(x, f);
     if (x->check.performed)

@@ -73,9 +73,26 @@ typedef struct alma__prof_graph {
   int parent_node;          /* that If's node index there */
 } alma__prof_graph;
 
+/* A runtime's settings (docs/cli.md, --runtime-option PREFIX.NAME=VALUE): declared by the runtime
+ * with their defaults, given by the user as text, checked before any child starts, recorded in the
+ * results. Values are kept normalized: bools "on"/"off", integers in decimal, one of the choices. */
+typedef enum alma__opt_kind { ALMA__OPT_BOOL, ALMA__OPT_INT, ALMA__OPT_CHOICE } alma__opt_kind;
+
+typedef struct alma__rt_option {
+  const char *name;      /* "winograd" */
+  alma__opt_kind kind;
+  const char *def;       /* the default's normalized text */
+  const char *choices;   /* ALMA__OPT_CHOICE: "auto|on|off" */
+  long long lo, hi;      /* ALMA__OPT_INT: inclusive range */
+  const char *doc;       /* one line: what it changes */
+} alma__rt_option;
+
 typedef struct alma_runtime_opts {
   int threads;    /* > 0 */
   int verbose;    /* describe placement on stderr at compile */
+  /* "prefix.name=value,..." as the user gave it (already checked by alma__rt_options_check), or
+   * NULL: read through alma__rt_opt*, which apply the runtime's defaults */
+  const char *options;
 } alma_runtime_opts;
 
 typedef struct alma_runtime {
@@ -113,7 +130,31 @@ typedef struct alma_runtime {
   /* computes in reduced precision of its own accord (OPENVINO_BF16): its outputs are judged like a
    * lossy pass's (pass.lossy), by cosine and argmax agreement */
   int lossy;
+  /* optional: its settings, set as "<option_prefix>.<name>=<value>" (several runtimes may share a
+   * prefix and a table: ORT and its levels, OPENVINO and OPENVINO_BF16) */
+  const char *option_prefix;
+  const alma__rt_option *options;
+  int n_options;
 } alma_runtime;
+
+/* Checks every entry of text ("dnnl.winograd=on,blas.chunk_kb=128"; NULL or "" is none): a known
+ * prefix, an option that runtime declares, a value of its kind. ALMA_ERR_INVALID_ARG naming the entry
+ * and what would be right otherwise. */
+alma_status alma__rt_options_check(const char *text);
+/* The value of rt's option `name` under o (the last entry setting it), else its default, normalized,
+ * into buf; NULL (and a message on stderr, a programming error) for an option rt does not declare. */
+const char *alma__rt_opt(const alma_runtime *rt, const alma_runtime_opts *o, const char *name, char *buf, size_t n);
+/* Shorthands: a bool option is "on"; an integer option's value; a choice option equals `value`. */
+int alma__rt_opt_on(const alma_runtime *rt, const alma_runtime_opts *o, const char *name);
+long long alma__rt_opt_int(const alma_runtime *rt, const alma_runtime_opts *o, const char *name);
+int alma__rt_opt_is(const alma_runtime *rt, const alma_runtime_opts *o, const char *name, const char *value);
+/* Every option of rt with its value under text, as a JSON object's text {"winograd":"auto",...}
+ * ("{}" for a runtime without options); *n_set counts those text sets (may be NULL). Returns
+ * snprintf's length. */
+int alma__rt_options_json(const alma_runtime *rt, const char *text, char *buf, size_t n, int *n_set);
+/* The entries of text that set rt's options, normalized and without the prefix, in rt's order
+ * ("winograd=off,strided=off"; "" for none). Returns snprintf's length. */
+int alma__rt_options_given(const alma_runtime *rt, const char *text, char *buf, size_t n);
 
 /* All runtimes compiled into this build, EAGER first. */
 int alma__runtime_count(void);

@@ -310,6 +310,7 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
     alma_session_options_init(&dflt);
     opts = &dflt;
   }
+  ALMA_TRY(alma__rt_options_check(opts->runtime_options));
   alma_session *s = calloc(1, sizeof *s);
   if (!s) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   s->model = m;
@@ -327,7 +328,8 @@ alma_status alma_session_create(const alma_model *m, const char *conversion, con
   int calibrated = 0; /* INT8_STATIC's calibration data feeds the model's inputs, not a branch's */
   for (int i = 0; i < s->conv.n_passes; i++) calibrated |= s->conv.passes[i]->needs_calibration;
   if (st == ALMA_OK) {
-    alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose};
+    alma_runtime_opts ropts = {.threads = opts->threads > 0 ? opts->threads : 1, .verbose = opts->verbose,
+                               .options = opts->runtime_options};
     /* a runtime that takes the whole graph as ONNX (onnx_only) runs its If branches itself */
     if (s->conv.runtime != &alma__runtime_eager && !s->conv.runtime->onnx_only && !calibrated)
       st = outline_ifs(s, s->graph, "", &popts, &ropts);

@@ -348,6 +348,31 @@ expect 2 "$ALMA" bench "$DIR/linear.onnx" --set nokey=1
 contains "$OUT/err" "unknown config key 'nokey'"
 expect 0 "$ALMA" bench --help
 contains "$OUT/out" "--conversions"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" -O winograd=off $FAST
+contains "$OUT/err" "--runtime-option: config key 'runtime_options': runtime option 'winograd=off': expected RUNTIME.NAME=VALUE"
+expect 2 "$ALMA" bench "$DIR/linear.onnx" --runtime-option nosuch.x=1 $FAST
+contains "$OUT/err" "no runtime in this build takes options as 'nosuch.'"
+
+# --- runtime options: recorded in the JSON (every option's value, and the ones given) and shown
+if "$ALMA" list DNNL >/dev/null 2>&1; then
+  expect 0 "$ALMA" bench "$DIR/linear.onnx" -c EAGER,DNNL -O dnnl.winograd=off --runtime-option DNNL.strided=0 \
+    $FAST --no-cache --json "$OUT/ro.json"
+  contains "$OUT/out" "options    winograd=off,strided=off (given"
+  "$PY" - "$OUT/ro.json" <<'PYEOF' || fail "runtime options in the JSON"
+import json, sys
+r = {x["conversion"]: x for x in json.load(open(sys.argv[1]))["results"]}
+d = r["DNNL"]
+assert d["runtime_options"]["winograd"] == "off" and d["runtime_options"]["strided"] == "off", d["runtime_options"]
+assert d["runtime_options"]["tiny_eager"] == "on", d["runtime_options"]  # the default
+assert d["runtime_options_given"] == "winograd=off,strided=off", d["runtime_options_given"]
+assert r["EAGER"]["runtime_options"] is None and r["EAGER"]["runtime_options_given"] is None, r["EAGER"]
+PYEOF
+  expect 0 "$ALMA" list --options
+  contains "$OUT/out" "dnnl (runtime DNNL): --runtime-option dnnl.NAME=VALUE"
+  contains "$OUT/out" "winograd         auto|on|off, default auto"
+  expect 2 "$ALMA" run "$DIR/linear.onnx" -c DNNL -O dnnl.winograd=sometimes
+  contains "$OUT/err" "the value must be one of auto|on|off"
+fi
 
 # --- model or data errors: 3
 expect 3 "$ALMA" bench "$DIR/does-not-exist.onnx"

@@ -1,14 +1,15 @@
 /* quant_run: one conversion of a model, for the quantization tests' Python driver.
  *
  *   quant_run MODEL CONVERSION OUTDIR [-c CALIB.npy] [-n BATCHES] [-b BATCH] [-k CALIBRATOR]
- *             [-i INPUT.npy] [-s] [-t SECONDS] [-j THREADS]
+ *             [-i INPUT.npy] [-s] [-t SECONDS] [-j THREADS] [-O RUNTIME_OPTIONS]
  *
  * Calibration data (-c, one-input models): a .npy of samples stacked on axis 0, cut into -n
  * batches of -b samples (default 8 x 8). -i runs the model on INPUT.npy and writes
  * OUTDIR/output_<k>.npy; -s saves the converted model as OUTDIR/model.onnx; -t times repeated runs
  * on the input for that many seconds and prints "convert_s=... ms_per_batch=... best_ms=...
  * cpu_ms_per_batch=..." (process CPU time per run, steadier than wall time on a shared machine).
- * -j sets the session's threads (default 0: the physical cores). */
+ * -j sets the session's threads (default 0: the physical cores); -O the runtime options
+ * ("dnnl.int8=fallback", as alma bench --runtime-option). */
 #include <getopt.h>
 
 #include "core/core.h"
@@ -25,10 +26,10 @@ static double cpu_now(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *calib = NULL, *calibrator = NULL, *input = NULL;
+  const char *calib = NULL, *calibrator = NULL, *input = NULL, *rt_options = NULL;
   int nb = 8, bs = 8, save = 0, threads = 0, opt;
   double tsec = 0;
-  while ((opt = getopt(argc, argv, "c:n:b:k:i:st:j:")) != -1) {
+  while ((opt = getopt(argc, argv, "c:n:b:k:i:st:j:O:")) != -1) {
     switch (opt) {
       case 'c': calib = optarg; break;
       case 'n': nb = atoi(optarg); break;
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
       case 's': save = 1; break;
       case 't': tsec = atof(optarg); break;
       case 'j': threads = atoi(optarg); break;
+      case 'O': rt_options = optarg; break;
       default: fprintf(stderr, "bad option\n"); return 2;
     }
   }
@@ -57,6 +59,7 @@ int main(int argc, char **argv) {
   so.verbose = getenv("QUANT_VERBOSE") != NULL;
   so.calibrator = calibrator;
   so.threads = threads;
+  so.runtime_options = rt_options;
   if (calib) {
     if ((st = alma_npy_load(calib, &cal)) != ALMA_OK) goto fail;
     int64_t per = alma_tensor_numel(&cal) / (cal.dims[0] ? cal.dims[0] : 1);

@@ -71,6 +71,8 @@ static void bench_usage(FILE *f) {
           "      --keep-going         go on after a failed conversion (default: stop)\n"
           "      --no-check           do not compare outputs with EAGER's\n"
           "      --rtol X, --atol X   output check tolerances (default 1e-3, 1e-4)\n"
+          "      -O, --runtime-option RUNTIME.NAME=VALUE  a runtime setting, e.g. dnnl.winograd=off or\n"
+          "                           ort.spinning=off; repeatable (alma list --options lists them)\n"
           "      --set KEY=VALUE      any configuration key (see docs/cli.md)\n"
           "      --duration S         each timed phase lasts S seconds (n-samples still met; without\n"
           "                           -n, n-samples is 1: run for a time instead of a count)\n"
@@ -151,6 +153,7 @@ static const struct option long_opts[] = {
     {"rtol", required_argument, 0, O_RTOL},
     {"atol", required_argument, 0, O_ATOL},
     {"set", required_argument, 0, O_SET},
+    {"runtime-option", required_argument, 0, 'O'},
     {"json", required_argument, 0, O_JSON},
     {"csv", required_argument, 0, O_CSV},
     {"raw", no_argument, 0, O_RAW},
@@ -342,7 +345,7 @@ int alma_cmd_bench(int argc, char **argv) {
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":c:b:n:vqh", long_opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":c:b:n:O:vqh", long_opts, NULL)) != -1) {
     switch (c) {
       case 'c': conv_list = optarg; break;
       case 'b': bad |= set_key(&cfg, "--batch-size", "batch_size", optarg); break;
@@ -368,6 +371,14 @@ int alma_cmd_bench(int argc, char **argv) {
       case O_NO_CHECK: cfg.check_outputs = 0; break;
       case O_RTOL: bad |= set_key(&cfg, "--rtol", "rtol", optarg); break;
       case O_ATOL: bad |= set_key(&cfg, "--atol", "atol", optarg); break;
+      case 'O': {
+        /* repeatable: appended to what is there, each entry checked as it comes */
+        char all[sizeof cfg.runtime_options];
+        int w = snprintf(all, sizeof all, "%s%s%s", cfg.runtime_options, cfg.runtime_options[0] ? "," : "", optarg);
+        if (w < 0 || (size_t)w >= sizeof all) return usage_error("--runtime-option '%s': too many options in all", optarg);
+        bad |= set_key(&cfg, "--runtime-option", "runtime_options", all);
+        break;
+      }
       case O_SET: {
         char key[64];
         const char *eq = strchr(optarg, '=');

@@ -9,10 +9,13 @@
 
 static void list_usage(FILE *f) {
   fprintf(f,
-          "usage: alma list [CONVERSION...]\n\n"
+          "usage: alma list [CONVERSION...]\n"
+          "       alma list --options\n\n"
           "Without arguments: every preset conversion (ID, name, whether it can run on this machine\n"
           "and why not, description), then the passes and runtimes any chain STEP+...+RUNTIME may use.\n"
           "With arguments (IDs, names or chains): parses each and says whether it can run here.\n\n"
+          "  --options    every runtime's settings (alma bench --runtime-option RUNTIME.NAME=VALUE):\n"
+          "               kind, default and what each changes\n"
           "  -h, --help   this help\n\n"
           "Exit status: 0 ok, 1 some given conversion is unavailable, 2 unknown conversion.\n");
 }
@@ -28,8 +31,31 @@ static int availability(const alma_conversion *c, char *buf, size_t n) {
   return 0;
 }
 
+/* Each option table once, under the runtimes sharing it. */
+static int print_options(void) {
+  for (int i = 0; i < alma__runtime_count(); i++) {
+    const alma_runtime *rt = alma__runtime_at(i);
+    int first = 1;
+    for (int k = 0; k < i && first; k++) first = alma__runtime_at(k)->options != rt->options;
+    if (!rt->n_options || !first) continue;
+    printf("%s (runtime", rt->option_prefix);
+    for (int k = i, n = 0; k < alma__runtime_count(); k++)
+      if (alma__runtime_at(k)->options == rt->options) printf("%s %s", n++ ? "," : "", alma__runtime_at(k)->name);
+    printf("): --runtime-option %s.NAME=VALUE\n", rt->option_prefix);
+    for (int k = 0; k < rt->n_options; k++) {
+      const alma__rt_option *o = &rt->options[k];
+      char kind[64];
+      if (o->kind == ALMA__OPT_BOOL) snprintf(kind, sizeof kind, "on|off");
+      else if (o->kind == ALMA__OPT_INT) snprintf(kind, sizeof kind, "%lld..%lld", o->lo, o->hi);
+      else snprintf(kind, sizeof kind, "%s", o->choices);
+      printf("  %-16s %s, default %s\n  %-16s %s\n", o->name, kind, o->def, "", o->doc);
+    }
+  }
+  return ALMA_EXIT_OK;
+}
+
 int alma_cmd_list(int argc, char **argv) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"options", no_argument, 0, 'o'}, {0, 0, 0, 0}};
   optind = 1;
   opterr = 0;
   int c;
@@ -38,6 +64,7 @@ int alma_cmd_list(int argc, char **argv) {
       list_usage(stdout);
       return ALMA_EXIT_OK;
     }
+    if (c == 'o') return print_options();
     fprintf(stderr, "alma list: unknown option '%s' (see alma list --help)\n", argv[optind - 1]);
     return ALMA_EXIT_USAGE;
   }

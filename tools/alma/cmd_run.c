@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "bench/bench.h"
+#include "runtimes/runtime.h"
 #include "cli.h"
 #include "core/core.h"
 #include "report/report.h"
@@ -36,6 +37,7 @@ static void run_usage(FILE *f) {
           "  -b, --batch-size N      size of a symbolic first dim in random inputs (default 1; other\n"
           "                          symbolic dims are 1)\n"
           "  -t, --threads N         intra-op threads (default 0 = physical cores)\n"
+          "  -O, --runtime-option RUNTIME.NAME=VALUE  a runtime setting (repeatable; alma list --options)\n"
           "  -v, --verbose           print the conversion's plan\n"
           "      --profile[=N]       after the inference, run N more (default 10) with every node timed\n"
           "                          and print the slowest nodes and op types with their placement\n"
@@ -452,7 +454,9 @@ int alma_cmd_run(int argc, char **argv) {
       {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
       {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
       {"profile", optional_argument, 0, 'P'},    {"timeout", required_argument, 0, 'T'},
-      {"memory-limit", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+      {"memory-limit", required_argument, 0, 'M'}, {"runtime-option", required_argument, 0, 'O'},
+      {0, 0, 0, 0}};
+  char rt_options[1024] = "";
   double timeout = 0;
   long long memory_mb = -1;
   const char *out_dir = NULL, *conversion = "EAGER";
@@ -470,7 +474,7 @@ int alma_cmd_run(int argc, char **argv) {
   char *end;
 
   optind = 1;
-  while ((c = getopt_long(argc, argv, "i:o:c:s:b:t:vh", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "i:o:c:s:b:t:O:vh", opts, NULL)) != -1) {
     switch (c) {
       case 'i': {
         char *eq = strchr(optarg, '=');
@@ -513,6 +517,17 @@ int alma_cmd_run(int argc, char **argv) {
           goto done;
         }
         break;
+      case 'O': {
+        size_t len = strlen(rt_options);
+        int w = snprintf(rt_options + len, sizeof rt_options - len, "%s%s", len ? "," : "", optarg);
+        if (w < 0 || (size_t)w >= sizeof rt_options - len || alma__rt_options_check(rt_options) != ALMA_OK) {
+          fprintf(stderr, "alma: error: --runtime-option: %s\n",
+                  w < 0 || (size_t)w >= sizeof rt_options - len ? "too many options in all" : alma_last_error());
+          rc = ALMA_EXIT_USAGE;
+          goto done;
+        }
+        break;
+      }
       case 'v': verbose = 1; break;
       case 'P':
         errno = 0;
@@ -643,6 +658,7 @@ int alma_cmd_run(int argc, char **argv) {
   alma_session_options_init(&so);
   so.threads = threads;
   so.verbose = verbose;
+  so.runtime_options = rt_options;
   /* INT8_STATIC calibrates on this inference's inputs: they have the shapes the model is run at,
    * where the pass's own random batches would set every unknown dim but the batch to 1 */
   so.calibration_data = in;

@@ -171,8 +171,9 @@ typedef struct alma__blas_conv {
   int64_t items;
 } alma__blas_conv;
 
-/* Fills the work split of cv (geometry already set) for `threads` threads. */
-void alma__blas_conv_plan(alma__blas_conv *cv, int threads);
+/* Fills the work split of cv (geometry already set) for `threads` threads; chunk_kb and min_cols
+ * are the blas.chunk_kb and blas.min_cols options. */
+void alma__blas_conv_plan(alma__blas_conv *cv, int threads, int64_t chunk_kb, int64_t min_cols);
 /* y [N, M, out...] = conv(x, w) with the epilogue (row_bias per output channel). */
 alma_status alma__blas_conv_run(const alma__blas_ctx *ctx, const alma__blas_conv *cv, const float *x,
                                 const float *w, float *y, const alma__blas_epi *epi);

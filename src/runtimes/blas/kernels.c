@@ -203,19 +203,12 @@ ALMA__BLAS_CLONES static void im2col_2d(const alma__blas_conv *cv, const float *
  * L2 (256 KiB together) from im2col through SGEMM to the epilogue. But when the weights are large
  * a chunk has at least 512 columns: each SGEMM call repacks the weights (Mg x K), and packing a
  * weight costs about as much as a hundred multiply-adds. */
-static int64_t chunk_target(int64_t K, int64_t Mg) {
-  static int64_t kb = -1, mincols = -1;
-  if (kb < 0) {
-    const char *e = getenv("ALMA_BLAS_CHUNK_KB"); /* tuning knobs, documented in docs/runtimes/blas.md */
-    kb = e && atoi(e) > 0 ? atoi(e) : 256;
-    e = getenv("ALMA_BLAS_MIN_COLS");
-    mincols = e && atoi(e) > 0 ? atoi(e) : 512;
-  }
+static int64_t chunk_target(int64_t K, int64_t Mg, int64_t kb, int64_t mincols) {
   int64_t lo = Mg * K > 65536 ? mincols : 128;
   return min64(8192, max64(lo, kb * 256 / max64(1, K + Mg)));
 }
 
-void alma__blas_conv_plan(alma__blas_conv *cv, int T) {
+void alma__blas_conv_plan(alma__blas_conv *cv, int T, int64_t chunk_kb, int64_t min_cols) {
   if (T < 1) T = 1;
   cv->mblocks = 1;
   cv->whole_images = 0;
@@ -229,7 +222,7 @@ void alma__blas_conv_plan(alma__blas_conv *cv, int T) {
     cv->items = 0;
     return;
   }
-  int64_t target = chunk_target(cv->K, cv->Mg);
+  int64_t target = chunk_target(cv->K, cv->Mg, chunk_kb, min_cols);
   int64_t NG = cv->N * cv->G;
   if (cv->outsp >= target / 2) {
     /* pieces of one image */

@@ -74,7 +74,8 @@ typedef struct group {
 typedef struct blas_plan {
   const alma_graph *g;
   int threads;
-  int library_threads;     /* ALMA_BLAS_THREADING=library: the library's threads instead of the pool */
+  int library_threads;     /* blas.threading=library: the library's threads instead of the pool */
+  int64_t chunk_kb, min_cols; /* blas.chunk_kb, blas.min_cols: the convolutions' column chunks */
   int hooked;              /* subgraph ops: shared executor, no fusion */
   int *role, *group_of;    /* per node */
   group *groups;
@@ -325,6 +326,19 @@ static void blas_free(void *plan) {
 
 const alma__blas_mem *alma__blas_plan_mem(const void *plan) { return plan ? &((const blas_plan *)plan)->mem : NULL; }
 
+extern const alma_runtime alma__runtime_blas;
+
+/* --runtime-option blas.NAME=VALUE (docs/runtimes/blas.md, Options). */
+static const alma__rt_option blas_options[] = {
+    {"threading", ALMA__OPT_CHOICE, "alma", "alma|library", 0, 0,
+     "who runs the threads: alma's pool splits each node (the library runs single-threaded), or the BLAS "
+     "library's own threads inside each call"},
+    {"chunk_kb", ALMA__OPT_INT, "256", NULL, 16, 1 << 20,
+     "KiB a convolution's column chunk (im2col block and output block) aims to fit, for L2"},
+    {"min_cols", ALMA__OPT_INT, "512", NULL, 1, 1 << 20,
+     "least columns per chunk when the weights are large (each SGEMM call repacks them)"},
+};
+
 static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
   ALMA_TRY(alma__blas_load());
   blas_plan *p = calloc(1, sizeof *p);
@@ -332,8 +346,9 @@ static alma_status blas_compile(const alma_graph *g, const alma_runtime_opts *op
   p->g = g;
   p->threads = opts && opts->threads > 0 ? opts->threads : 1;
   if (p->threads > 256) p->threads = 256;
-  const char *mode = getenv("ALMA_BLAS_THREADING");
-  p->library_threads = mode && !strcasecmp(mode, "library");
+  p->library_threads = alma__rt_opt_is(&alma__runtime_blas, opts, "threading", "library");
+  p->chunk_kb = alma__rt_opt_int(&alma__runtime_blas, opts, "chunk_kb");
+  p->min_cols = alma__rt_opt_int(&alma__runtime_blas, opts, "min_cols");
   int nn = g->n_nodes, nv = g->n_values;
   p->role = calloc((size_t)nn + 1, sizeof *p->role);
   p->group_of = calloc((size_t)nn + 1, sizeof *p->group_of);
@@ -476,7 +491,7 @@ static alma_status run_conv(blas_plan *p, group *gr, const alma_node *n, const a
     if (!fits_int(cv->K) || !fits_int(cv->insp) || !fits_int(cv->outsp) || !fits_int(cv->Mg) ||
         !fits_int(cv->K * 8192))
       return DECLINE;
-    alma__blas_conv_plan(cv, p->ctx.threads);
+    alma__blas_conv_plan(cv, p->ctx.threads, p->chunk_kb, p->min_cols);
     gr->xrank = x->rank;
     gr->wrank = w->rank;
     memcpy(gr->xdims, x->dims, sizeof(int64_t) * (size_t)x->rank);
@@ -1238,6 +1253,9 @@ const alma_runtime alma__runtime_blas = {
     .describe = blas_describe,
     .profile_start = blas_profile_start,
     .profile_read = blas_profile_read,
+    .option_prefix = "blas",
+    .options = blas_options,
+    .n_options = (int)(sizeof blas_options / sizeof blas_options[0]),
 };
 
 #endif /* ALMA_HAVE_BLAS */

@@ -43,8 +43,8 @@
  * step) while its s8 matmul is exact. So on such CPUs convolution sources with a non-zero zero
  * point get 7-bit weights: the u8 source as it is, the weights halved here as oneDNN's s8 path
  * would halve them and the output scales doubled (the same integers as giving the source as s8,
- * x - 128, without that extra pass over it; ALMA_DNNL_INT8_HALVE=0 shifts instead), and
- * ALMA_DNNL_INT8_CONV_SRC=u8 selects the exact-but-saturating full-weight form instead.
+ * x - 128, without that extra pass over it; dnnl.int8_halve=off shifts instead), and
+ * dnnl.int8_conv_src=u8 selects the exact-but-saturating full-weight form instead.
  * A convolution without padding takes its source zero point in the bias (- zp * sum(w), exact)
  * rather than as oneDNN's zero-point attribute. A 1x1 cluster whose int8 output only a depthwise
  * 3x3 cluster reads runs with that cluster as oneDNN's depthwise post-op (plan_dw, q_exec_dw). Depthwise
@@ -188,7 +188,7 @@ typedef struct qlazy {
 } qlazy;
 
 typedef struct dn_qstate {
-  int dw_off;                       /* ALMA_DNNL_DW_FUSE=0: no int8 1x1 + depthwise fusion */
+  int dw_off;                       /* dnnl.dw_fuse=off: no int8 1x1 + depthwise fusion */
   qclu *clu;
   int nclu;
   qlazy *lazy;
@@ -199,9 +199,9 @@ typedef struct dn_qstate {
   int conv_s8;                      /* u8 sources to convolutions as s8 (x - 128): 0 never, 1 always, 2 when
                                        their zero point is not 0 (see the top comment) */
   int mm_off;                       /* no int8 matmul (CPU without VNNI): see the top comment */
-  int fallback;                     /* ALMA_DNNL_INT8=fallback: decline every int8 primitive at run time (tests) */
-  int off;                          /* ALMA_DNNL_INT8=0: no clusters, no int8 primitives */
-  int move_off;                     /* ALMA_DNNL_INT8_MOVE=0: no QK_MOVE clusters (comparisons) */
+  int fallback;                     /* dnnl.int8=fallback: decline every int8 primitive at run time (tests) */
+  int off;                          /* dnnl.int8=off: no clusters, no int8 primitives */
+  int move_off;                     /* dnnl.int8_move=off: no QK_MOVE clusters (comparisons) */
 } dn_qstate;
 
 /* ---- small helpers -------------------------------------------------------------------------------- */
@@ -235,17 +235,13 @@ static dn_qstate *qstate(dn_plan *p) {
   for (int i = 0; i < p->g->n_nodes; i++) S->hint[i] = -1;
   S->run_id = -1;
   int vnni = has_vnni();
-  const char *cs = getenv("ALMA_DNNL_INT8_CONV_SRC");
-  S->conv_s8 = vnni || (cs && !strcmp(cs, "u8")) ? 0 : cs && !strcmp(cs, "s8") ? 1 : 2;
-  const char *mm = getenv("ALMA_DNNL_INT8_MATMUL");
-  S->mm_off = !vnni && !(mm && !strcmp(mm, "1"));
-  const char *m = getenv("ALMA_DNNL_INT8");
-  S->off = m && !strcmp(m, "0");
-  S->fallback = m && !strcmp(m, "fallback");
-  const char *mv = getenv("ALMA_DNNL_INT8_MOVE");
-  S->move_off = mv && !strcmp(mv, "0");
-  const char *dwf = getenv("ALMA_DNNL_DW_FUSE");
-  S->dw_off = dwf && !strcmp(dwf, "0");
+  const dn_opts *o = &p->opt;
+  S->conv_s8 = vnni || o->int8_conv_src == DN_SRC_U8 ? 0 : o->int8_conv_src == DN_SRC_S8 ? 1 : 2;
+  S->mm_off = !vnni && !o->int8_matmul;
+  S->off = o->int8 == DN_INT8_OFF;
+  S->fallback = o->int8 == DN_INT8_FALLBACK;
+  S->move_off = !o->int8_move;
+  S->dw_off = !o->dw_fuse;
   p->q = S;
   return S;
 }
@@ -330,18 +326,12 @@ static int8_t *half_weights(const int8_t *w, int64_t n) {
   return h;
 }
 
-/* ALMA_DNNL_INT8_HALVE=0: without VNNI, u8 sources with a zero point are shifted to s8 for oneDNN's s8
- * path, as before (comparisons); default: given as u8 with the weights halved here (shift 2). */
-static int q_halve_off(void) {
-  const char *e = getenv("ALMA_DNNL_INT8_HALVE");
-  return e && !strcmp(e, "0");
-}
+/* dnnl.int8_halve=off: without VNNI, u8 sources with a zero point are shifted to s8 for oneDNN's s8
+ * path (comparisons); on (default): given as u8 with the weights halved here (shift 2). */
+static int q_halve_off(const dn_plan *p) { return !p->opt.int8_halve; }
 
-/* ALMA_DNNL_INT8_ZP_BIAS=0: source zero points of unpadded convolutions stay oneDNN attributes (comparisons). */
-static int q_zp_fold_off(void) {
-  const char *e = getenv("ALMA_DNNL_INT8_ZP_BIAS");
-  return e && !strcmp(e, "0");
-}
+/* dnnl.int8_zp_bias=off: source zero points of unpadded convolutions stay oneDNN attributes (comparisons). */
+static int q_zp_fold_off(const dn_plan *p) { return !p->opt.int8_zp_bias; }
 
 static int impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
 
@@ -607,7 +597,7 @@ static alma_status q_build(dn_plan *p, qprim *q, const qargs *a, const alma_tens
    * bias (in accumulator units) instead of oneDNN's zero-point attribute, whose compensation costs
    * every output (and which rules out oneDNN's fused 1x1 + depthwise kernel). */
   int zp_in_bias = 0;
-  if (with_zp && !a->dyn && a->kind == QK_CONV && a->wconst && !q_zp_fold_off()) {
+  if (with_zp && !a->dyn && a->kind == QK_CONV && a->wconst && !q_zp_fold_off(p)) {
     alma__nn_geom gm;
     int nsp = x->rank - 2;
     zp_in_bias = alma__nn_geom_read(n, nsp, x->dims + 2, a->wdims + 2, 1, &gm) == ALMA_OK &&
@@ -806,7 +796,7 @@ static alma_status q_exec(dn_plan *p, qprim *q, const qargs *a, dn_val *out, int
               : x->t.dtype == U8 && !a->w7 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a->xzp != 0));
   /* without VNNI: rather than shifting the source to s8 (a pass over it, then oneDNN's s8 path,
    * which adds 128 back and halves the weights), the u8 source as it is with the weights halved here */
-  if (shift == 1 && S->conv_s8 == 2 && !a->dyn && !a->s32 && a->wconst && !q_halve_off()) shift = 2;
+  if (shift == 1 && S->conv_s8 == 2 && !a->dyn && !a->s32 && a->wconst && !q_halve_off(p)) shift = 2;
   if (a->dyn && a->alt && !a->emu && a->xzp != 0) q = a->alt;
   /* the key: the source's dims and type (its layout is converted into the primitive's) */
   dnnl_memory_desc_t xmd, xpl;
@@ -1087,7 +1077,7 @@ static alma_status q_exec_dw(dn_plan *p, qclu *ca, qclu *cb, int *done) {
   ds.dims[2] = gb.out[0];
   ds.dims[3] = gb.out[1];
   int shift = x->t.dtype == U8 && (S->conv_s8 == 1 || (S->conv_s8 == 2 && a.xzp != 0));
-  if (shift == 1 && S->conv_s8 == 2 && !q_halve_off()) shift = 2; /* as in q_exec */
+  if (shift == 1 && S->conv_s8 == 2 && !q_halve_off(p)) shift = 2; /* as in q_exec */
   qprim *q = &ca->prdw;
   dnnl_memory_desc_t xmd, xpl;
   alma__dn_plain_md_dt(&xpl, x->t.rank, x->t.dims, alma__dn_dtype(x->t.dtype));
@@ -1559,13 +1549,12 @@ static int match_dyn(dn_plan *p, int i, const int *consumer, qclu *c, int *vout)
     }
   }
   /* no exact int8 matmul on this CPU for 8-bit weights (see the top comment): float32 on the
-   * dequantized values, or (ALMA_DNNL_INT8_DYN_MATMUL=split) two 7-bit halves W_hi = floor(W / 2)
+   * dequantized values, or (dnnl.int8_dyn_matmul=split) two 7-bit halves W_hi = floor(W / 2)
    * and W_lo = W - W_hi (both within [-64, 64]) stacked along K times the source repeated,
    * [x, x] * [W_hi; W_lo] = x * W, one exact u8 matmul of twice the depth: measured slower than
    * float32 on the AVX2 machine (docs/quantization.md) */
   if (!conv && p->q->mm_off && !c->w7) {
-    const char *mode = getenv("ALMA_DNNL_INT8_DYN_MATMUL");
-    c->split = W->rank == 2 && mode && !strcmp(mode, "split");
+    c->split = W->rank == 2 && p->opt.int8_dyn_split;
     c->emu = !c->split;
   }
   /* oneDNN 2.6's int8 depthwise convolutions apply binary post-ops (this run's x_scale) wrongly to

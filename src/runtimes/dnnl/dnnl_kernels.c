@@ -617,17 +617,13 @@ static alma_status cache_weights(dn_plan *p, dn_prim *pr, const dnnl_memory_desc
 /* ---- Conv --------------------------------------------------------------------------------------- */
 enum { DN_NATIVE_WINO = 2 };
 
-/* ALMA_DNNL_WINOGRAD: 0 never, 1 wherever the shape qualifies (any AVX2+FMA CPU), unset: on CPUs
- * with AVX2+FMA and without AVX-512F where the measured heuristic says it is faster. */
-static int wino_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *e = getenv("ALMA_DNNL_WINOGRAD");
-    if (!alma__dn_wino_cpu() || (e && !strcmp(e, "0"))) mode = 0;
-    else if (e && !strcmp(e, "1")) mode = 2;
-    else mode = alma__dn_wino_avx512() ? 0 : 1;
-  }
-  return mode;
+/* dnnl.winograd: off never, on wherever the shape qualifies (any AVX2+FMA CPU), auto: on CPUs with
+ * AVX2+FMA and without AVX-512F where the measured heuristic says it is faster. 0 never, 1 by the
+ * heuristic, 2 always. */
+static int wino_mode(const dn_plan *p) {
+  if (!alma__dn_wino_cpu() || p->opt.winograd == DN_WINO_OFF) return 0;
+  if (p->opt.winograd == DN_WINO_ON) return 2;
+  return alma__dn_wino_avx512() ? 0 : 1;
 }
 
 /* The group's post-ops as the Winograd kernel's steps; 0 when one has no equivalent there. */
@@ -660,10 +656,10 @@ static int wino_posts(const dn_node *d, int fused, dn_wino_geo *g) {
  * stride 1, no dilation, one group, pads <= 2, constant weights, input in aBcd8b/aBcd16b (the
  * output then in the same layout, *omd), post-ops it has; and, unless forced, where it measured
  * faster than oneDNN's jit:avx2 direct convolution (see docs/runtimes/dnnl.md). */
-static int wino_use(const dn_node *d, int fused, const dn_val *x, const dnnl_memory_desc_t *xmd,
+static int wino_use(const dn_plan *p, const dn_node *d, int fused, const dn_val *x, const dnnl_memory_desc_t *xmd,
                     const alma_tensor *w, const alma__nn_geom *gm, const alma_tensor *os, int64_t G,
                     dn_wino_geo *g, dnnl_memory_desc_t *omd) {
-  int mode = wino_mode();
+  int mode = wino_mode(p);
   if (!mode || !w || x->t.dtype != ALMA_DTYPE_FLOAT32 || w->dtype != ALMA_DTYPE_FLOAT32 || x->t.rank != 4 || G != 1)
     return 0;
   if (w->dims[2] != 3 || w->dims[3] != 3) return 0;
@@ -871,7 +867,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   if (fresh) {
     prim_begin(pr, 3, key, ikey);
     dn_wino_geo wg;
-    if (nsp == 2 && wc && wino_use(d, fused, x, &key[0], wc, &gm, &os[0], G, &wg, &pr->dst_md)) {
+    if (nsp == 2 && wc && wino_use(p, d, fused, x, &key[0], wc, &gm, &os[0], G, &wg, &pr->dst_md)) {
       /* dnnl_wino.c: the geometry, then the transformed weights, in one block held by pr->wei */
       size_t off = (sizeof wg + 63) & ~(size_t)63, sz = off + alma__dn_wino_wsize(&wg);
       if (!(pr->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -1086,16 +1082,11 @@ enum { DN_NATIVE_POOL = 1 };
 
 /* The 2-D layouts alma__dn_pool reads (channels blocked innermost by *B; float32, and uint8/int8
  * for MaxPool), with the output descriptor in the same layout; 0 for others (oneDNN's pooling
- * then). ALMA_DNNL_NATIVE_POOL=0 turns the native kernel off (comparisons). */
-static int native_pool_layout(const dn_val *x, const dnnl_memory_desc_t *xmd, const dnnl_dims_t od,
+ * then). dnnl.native_pool=off turns the native kernel off (comparisons). */
+static int native_pool_layout(const dn_plan *p, const dn_val *x, const dnnl_memory_desc_t *xmd, const dnnl_dims_t od,
                               dnnl_memory_desc_t *omd, int64_t *B) {
-  static int off = -1;
-  if (off < 0) {
-    const char *e = getenv("ALMA_DNNL_NATIVE_POOL");
-    off = e && !strcmp(e, "0");
-  }
   alma_dtype t = x->t.dtype;
-  if (off || (t != ALMA_DTYPE_FLOAT32 && t != ALMA_DTYPE_UINT8 && t != ALMA_DTYPE_INT8) || x->t.rank != 4) return 0;
+  if (!p->opt.native_pool || (t != ALMA_DTYPE_FLOAT32 && t != ALMA_DTYPE_UINT8 && t != ALMA_DTYPE_INT8) || x->t.rank != 4) return 0;
   static const dnnl_format_tag_t tags[] = {dnnl_aBcd8b, dnnl_aBcd16b, dnnl_abcd, dnnl_acdb};
   dnnl_dims_t xd = {x->t.dims[0], x->t.dims[1], x->t.dims[2], x->t.dims[3]};
   for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
@@ -1165,7 +1156,7 @@ static alma_status run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor 
     prim_begin(pr, 1, key, ikey);
     dnnl_dims_t dd;
     for (int i = 0; i < r; i++) dd[i] = os[0].dims[i];
-    if (!global && nsp == 2 && native_pool_layout(x, &key[0], dd, &pr->dst_md, &pr->m)) {
+    if (!global && nsp == 2 && native_pool_layout(p, x, &key[0], dd, &pr->dst_md, &pr->m)) {
       pr->flags = DN_NATIVE_POOL;
       snprintf(pr->impl, sizeof pr->impl, "alma:pool:%s",
                pr->m == 1 ? "nchw" : pr->m == 8 ? "aBcd8b" : pr->m == 16 ? "aBcd16b" : "nhwc");

@@ -142,7 +142,7 @@ typedef struct dn_node {
   int n_group;                     /* heads: runs of the whole group as one primitive (stats) */
   int n_view;                      /* runs whose output was a view of the input made here (lazy views,
                                     * unit-axis Transposes; a plain Reshape's alias does not count) */
-  double prof_s;                   /* ALMA_DNNL_PROFILE: seconds spent in this node (group) */
+  double prof_s;                   /* dnnl.print_profile: seconds spent in this node (group) */
   int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
 
@@ -168,9 +168,31 @@ typedef struct dn_reorder {
   dnnl_memory_t ms, md;
 } dn_reorder;
 
+/* The runtime's settings (--runtime-option dnnl.NAME=VALUE; the table in dnnl_runtime.c), read at
+ * compile. */
+typedef struct dn_opts {
+  int winograd;        /* DN_WINO_OFF, DN_WINO_AUTO, DN_WINO_ON */
+  int native_pool;     /* alma's pooling kernel on blocked layouts (else oneDNN's) */
+  int tiny_eager;      /* small elementwise-like nodes on EAGER */
+  int dw_fuse;         /* 1x1 convolution + depthwise convolution as oneDNN's fused primitive */
+  int strided;         /* transposes, slices and reshapes as strided views */
+  int int8;            /* DN_INT8_OFF, DN_INT8_ON, DN_INT8_FALLBACK */
+  int int8_conv_src;   /* DN_SRC_AUTO, DN_SRC_U8, DN_SRC_S8 */
+  int int8_matmul;     /* int8 matmuls also without VNNI */
+  int int8_move;       /* Transpose, Reshape, pools inside int8 clusters as int8 steps */
+  int int8_halve;      /* without VNNI: u8 sources with halved weights (else shifted to s8) */
+  int int8_zp_bias;    /* source zero points of unpadded convolutions folded into the bias */
+  int int8_dyn_split;  /* INT8_DYNAMIC 8-bit-weight matmuls without VNNI as two 7-bit halves */
+  int print_profile;   /* time every node, print the table on stderr when the plan is freed */
+} dn_opts;
+enum { DN_WINO_OFF, DN_WINO_AUTO, DN_WINO_ON };
+enum { DN_INT8_OFF, DN_INT8_ON, DN_INT8_FALLBACK };
+enum { DN_SRC_AUTO, DN_SRC_U8, DN_SRC_S8 };
+
 typedef struct dn_plan {
   const alma_graph *g;
   int threads;
+  dn_opts opt;
   int hook_mode;                   /* graph has subgraph ops: shared executor with per-node hook */
   dnnl_engine_t eng;
   dnnl_stream_t strm;
@@ -184,7 +206,7 @@ typedef struct dn_plan {
   size_t scratch_size;
   dn_reorder *reorders;
   int nreorders, capreorders;
-  int profile;                     /* ALMA_DNNL_PROFILE set: time every node, print at free */
+  int profile;                     /* dnnl.print_profile: time every node, print at free */
   int prof_runs;
   /* stats of the last run */
   int runs;

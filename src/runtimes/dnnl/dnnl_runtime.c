@@ -19,7 +19,6 @@
 
 #include <dlfcn.h>
 #include <math.h>
-#include <stdatomic.h>
 
 #include "ops/contrib_bert.h"
 #include "ops/gemm_packed.h"
@@ -439,19 +438,12 @@ static int computes_bf16(const dn_node *d, const dn_val *y) {
  * a 2x16 Add took 5-7 us as a primitive, 1-1.5 us on EAGER's kernel) and, with more than one
  * thread, an OpenMP fork/join across the plan's threads, several times the work itself (and far
  * more when a worker must be woken, or a busy machine has descheduled it). Only nodes whose inputs are all plain (no
- * reorder out of a blocked layout) and that are not lazy views. ALMA_DNNL_TINY_EAGER=0 keeps them
+ * reorder out of a blocked layout) and that are not lazy views. dnnl.tiny_eager=off keeps them
  * on oneDNN (the placement tests). */
 #define DN_TINY_ELEMS 16384
 static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, int nin, const alma_tensor *outshape,
                          int nout) {
-  static _Atomic int enabled = -1;
-  int on = atomic_load(&enabled);
-  if (on < 0) {
-    const char *e = getenv("ALMA_DNNL_TINY_EAGER");
-    on = !(e && e[0] == '0');
-    atomic_store(&enabled, on);
-  }
-  if (!on) return 0;
+  if (!p->opt.tiny_eager) return 0;
   switch (d->kind) {
     case DK_ELTWISE: case DK_BINARY: case DK_LNORM: case DK_SOFTMAX: case DK_CONCAT: case DK_SLICE:
     case DK_TRANSPOSE: case DK_CAST: case DK_REDUCE: case DK_PAD: case DK_PRELU: break;
@@ -599,7 +591,7 @@ static alma_status run_group(dn_plan *p, int h) {
   return dc->nmem > 1 ? run_part(p, c, dc->nmem) : run_single(p, c);
 }
 
-/* Profiling (p->profile): DN_PROFILE_PRINT from ALMA_DNNL_PROFILE=1 prints the slowest nodes when
+/* Profiling (p->profile): DN_PROFILE_PRINT from dnnl.print_profile=on prints the slowest nodes when
  * the plan is freed; DN_PROFILE_API from profile_start (alma bench --profile) reads them through
  * profile_read. Both are the same per-node timers (nodes[].prof_s, prof_runs). */
 enum { DN_PROFILE_PRINT = 1, DN_PROFILE_API = 2 };
@@ -954,6 +946,59 @@ static alma_status dn_init(void) {
 }
 
 static void dn_free(void *plan);
+extern const alma_runtime alma__runtime_dnnl;
+
+/* --runtime-option dnnl.NAME=VALUE (docs/runtimes/dnnl.md, Options): what the plan does differently,
+ * mostly for comparisons; the defaults are the measured choices. */
+static const alma__rt_option dn_options[] = {
+    {"winograd", ALMA__OPT_CHOICE, "auto", "auto|on|off", 0, 0,
+     "alma's Winograd F(2x2,3x3) kernel for 3x3 stride-1 convolutions: auto where measured faster (AVX2 CPUs "
+     "without AVX-512), on wherever the shape qualifies (AVX2+FMA), off never"},
+    {"native_pool", ALMA__OPT_BOOL, "on", NULL, 0, 0, "alma's pooling kernel on oneDNN's blocked layouts (off: oneDNN's)"},
+    {"tiny_eager", ALMA__OPT_BOOL, "on", NULL, 0, 0,
+     "elementwise, softmax, concat and slice nodes of fewer than 16384 elements on EAGER (cheaper than oneDNN's "
+     "primitive call)"},
+    {"dw_fuse", ALMA__OPT_BOOL, "on", NULL, 0, 0, "a 1x1 convolution and the depthwise one after it as one fused primitive"},
+    {"strided", ALMA__OPT_BOOL, "on", NULL, 0, 0, "transposes, slices and reshapes as strided views instead of copies"},
+    {"int8", ALMA__OPT_CHOICE, "on", "on|off|fallback", 0, 0,
+     "QDQ clusters as oneDNN int8 primitives; off: none (float32 on the dequantized values); fallback: every "
+     "cluster declined at run time, node by node (tests)"},
+    {"int8_conv_src", ALMA__OPT_CHOICE, "auto", "auto|u8|s8", 0, 0,
+     "without VNNI, how u8 sources of int8 convolutions reach oneDNN: auto (u8 with halved weights where it is "
+     "exact), u8 (full weights, may saturate), s8 (shifted by 128)"},
+    {"int8_matmul", ALMA__OPT_BOOL, "off", NULL, 0, 0,
+     "int8 matmuls also on CPUs without VNNI (where they can saturate; with VNNI they always run)"},
+    {"int8_move", ALMA__OPT_BOOL, "on", NULL, 0, 0, "transposes, reshapes and pools inside int8 clusters as int8 steps"},
+    {"int8_halve", ALMA__OPT_BOOL, "on", NULL, 0, 0,
+     "without VNNI: u8 sources with a zero point given as u8 with the weights halved (off: shifted to s8)"},
+    {"int8_zp_bias", ALMA__OPT_BOOL, "on", NULL, 0, 0,
+     "source zero points of unpadded int8 convolutions folded into the bias (off: oneDNN's zero-point attribute)"},
+    {"int8_dyn_matmul", ALMA__OPT_CHOICE, "float", "float|split", 0, 0,
+     "INT8_DYNAMIC matmuls with 8-bit weights on CPUs without VNNI: float32 on the dequantized values, or split "
+     "(two exact 7-bit halves)"},
+    {"print_profile", ALMA__OPT_BOOL, "off", NULL, 0, 0,
+     "time every node and print the slowest on stderr when the plan is freed (diagnosis; slows each run)"},
+};
+
+static void read_opts(dn_opts *d, const alma_runtime_opts *o) {
+  const alma_runtime *rt = &alma__runtime_dnnl;
+  d->winograd = alma__rt_opt_is(rt, o, "winograd", "on") ? DN_WINO_ON
+                : alma__rt_opt_is(rt, o, "winograd", "off") ? DN_WINO_OFF : DN_WINO_AUTO;
+  d->native_pool = alma__rt_opt_on(rt, o, "native_pool");
+  d->tiny_eager = alma__rt_opt_on(rt, o, "tiny_eager");
+  d->dw_fuse = alma__rt_opt_on(rt, o, "dw_fuse");
+  d->strided = alma__rt_opt_on(rt, o, "strided");
+  d->int8 = alma__rt_opt_is(rt, o, "int8", "off") ? DN_INT8_OFF
+            : alma__rt_opt_is(rt, o, "int8", "fallback") ? DN_INT8_FALLBACK : DN_INT8_ON;
+  d->int8_conv_src = alma__rt_opt_is(rt, o, "int8_conv_src", "u8") ? DN_SRC_U8
+                     : alma__rt_opt_is(rt, o, "int8_conv_src", "s8") ? DN_SRC_S8 : DN_SRC_AUTO;
+  d->int8_matmul = alma__rt_opt_on(rt, o, "int8_matmul");
+  d->int8_move = alma__rt_opt_on(rt, o, "int8_move");
+  d->int8_halve = alma__rt_opt_on(rt, o, "int8_halve");
+  d->int8_zp_bias = alma__rt_opt_on(rt, o, "int8_zp_bias");
+  d->int8_dyn_split = alma__rt_opt_is(rt, o, "int8_dyn_matmul", "split");
+  d->print_profile = alma__rt_opt_on(rt, o, "print_profile");
+}
 
 static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
   *plan_out = NULL;
@@ -961,8 +1006,8 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   if (!p) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   p->g = g;
   p->threads = opts && opts->threads > 0 ? opts->threads : 1;
-  const char *prof = getenv("ALMA_DNNL_PROFILE");
-  p->profile = prof && prof[0] && strcmp(prof, "0") ? DN_PROFILE_PRINT : 0;
+  read_opts(&p->opt, opts);
+  p->profile = p->opt.print_profile ? DN_PROFILE_PRINT : 0;
   set_threads(p->threads);
   if (dnnl_engine_create(&p->eng, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&p->strm, p->eng, dnnl_stream_default_flags) != dnnl_success) {
@@ -994,10 +1039,8 @@ static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts
   if (!p->hook_mode) {
     plan_fuse(p);
     alma__dn_q_plan(p); /* int8 clusters; dissolves the float groups they overlap */
-    const char *dw = getenv("ALMA_DNNL_DW_FUSE");
-    if (!dw || strcmp(dw, "0")) plan_fuse_dw(p);
-    const char *sv = getenv("ALMA_DNNL_STRIDED");
-    if (!sv || strcmp(sv, "0")) {
+    if (p->opt.dw_fuse) plan_fuse_dw(p);
+    if (p->opt.strided) {
       plan_fuse_perm(p);
       plan_lazy_views(p);
     }
@@ -1114,7 +1157,7 @@ static alma_status dn_placement(void *plan, alma__placement *out) {
   return ALMA_OK;
 }
 
-/* ALMA_DNNL_PROFILE=1: mean time per run of the slowest nodes, by node and by op type. */
+/* dnnl.print_profile=on: mean time per run of the slowest nodes, by node and by op type. */
 static void print_profile(const dn_plan *p) {
   const alma_graph *g = p->g;
   if (!p->prof_runs || !p->nodes) return;
@@ -1273,6 +1316,9 @@ const alma_runtime alma__runtime_dnnl = {
     .describe = dn_describe,
     .profile_start = dn_profile_start,
     .profile_read = dn_profile_read,
+    .option_prefix = "dnnl",
+    .options = dn_options,
+    .n_options = (int)(sizeof dn_options / sizeof dn_options[0]),
 };
 
 #endif

@@ -5,8 +5,8 @@
  * Inputs reach ONNX Runtime as numpy arrays over alma's own buffers (no copy); outputs are copied
  * into alma tensors. The interpreter's lock is taken per call (PyGILState), so plans may run on
  * several threads (throughput mode). Settings: the graph optimization level is the runtime
- * (ORT, ORT_EXTENDED, ORT_BASIC); ALMA_ORT_PYTHON picks the Python environment, ALMA_ORT_SPINNING
- * the thread pool's spinning (docs/runtimes/ort.md). */
+ * (ORT, ORT_EXTENDED, ORT_BASIC); ALMA_ORT_PYTHON picks the Python environment, the ort.spinning
+ * option the thread pool's spinning (docs/runtimes/ort.md). */
 #ifdef ALMA_HAVE_ORT
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -69,7 +69,6 @@ static struct {
   char version[64];           /* onnxruntime.__version__ */
   char numpy_version[64];
   char py_version[32];
-  char spinning[8];           /* "run" | "on" | "off" */
   int started;                /* this runtime started the interpreter (else the host program did) */
   PyObject *helpers;          /* the helper module's dict (below) */
   PyThreadState *main_ts;
@@ -161,13 +160,6 @@ static void resolve_python(void) {
 
 static int start_python(void) {
   resolve_python();
-  const char *sp = getenv("ALMA_ORT_SPINNING");
-  if (!sp || !sp[0]) sp = "run";
-  if (strcmp(sp, "run") && strcmp(sp, "on") && strcmp(sp, "off")) {
-    snprintf(py.reason, sizeof py.reason, "ALMA_ORT_SPINNING is '%.64s'; use run, on or off", sp);
-    return -1;
-  }
-  snprintf(py.spinning, sizeof py.spinning, "%s", sp);
   if (access(py.python, X_OK) != 0) {
     snprintf(py.reason, sizeof py.reason,
              "no Python interpreter at %s (%s): point ALMA_ORT_PYTHON at a venv's bin/python with onnxruntime "
@@ -280,8 +272,8 @@ int alma__ort_version(char *buf, size_t n) {
     alma__error_clear();
     return -1;
   }
-  snprintf(buf, n, "onnxruntime %s, numpy %s, Python %s in %s (interpreter %s; spinning %s)", py.version,
-           py.numpy_version, py.py_version, py.prefix, py.python, py.spinning);
+  snprintf(buf, n, "onnxruntime %s, numpy %s, Python %s in %s (interpreter %s)", py.version, py.numpy_version,
+           py.py_version, py.prefix, py.python);
   return 0;
 }
 
@@ -338,6 +330,7 @@ typedef struct ort_plan {
   const alma_graph *g;
   const char *level;          /* "all" | "extended" | "basic" */
   int threads;
+  char spinning[8];           /* ort.spinning: "run" | "on" | "off" */
   uint8_t *model;             /* the serialized graph */
   size_t model_n;
   char **node_names;          /* as written: live node k's name, with its node index */
@@ -409,12 +402,21 @@ static alma_status read_node_names(ort_plan *p) {
 static PyObject *make_session(const ort_plan *p, const char *prof_prefix) {
   PyObject *fn = PyDict_GetItemString(py.helpers, "make");
   PyObject *bytes = PyBytes_FromStringAndSize((const char *)p->model, (Py_ssize_t)p->model_n);
-  PyObject *r = fn && bytes ? PyObject_CallFunction(fn, "Oiss" "s", bytes, p->threads, p->level, py.spinning,
+  PyObject *r = fn && bytes ? PyObject_CallFunction(fn, "Oiss" "s", bytes, p->threads, p->level, p->spinning,
                                                     prof_prefix ? prof_prefix : "")
                             : NULL;
   Py_XDECREF(bytes);
   return r;
 }
+
+extern const alma_runtime alma__runtime_ort;
+
+/* --runtime-option ort.NAME=VALUE (docs/runtimes/ort.md, Options), for ORT and its levels. */
+static const alma__rt_option ort_options[] = {
+    {"spinning", ALMA__OPT_CHOICE, "run", "run|on|off", 0, 0,
+     "the intra-op threads' active wait: run (spin within a run, stop between runs), on (spin between runs "
+     "too, ONNX Runtime's default), off (never spin: for loaded machines)"},
+};
 
 static alma_status compile_level(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out,
                                   const char *level) {
@@ -438,6 +440,7 @@ static alma_status compile_level(const alma_graph *g, const alma_runtime_opts *o
   p->g = g;
   p->level = level;
   p->threads = opts->threads > 0 ? opts->threads : 1;
+  alma__rt_opt(&alma__runtime_ort, opts, "spinning", p->spinning, sizeof p->spinning);
   p->n_in = g->n_inputs;
   p->n_out = g->n_outputs;
   alma_status st = alma__onnx_serialize(g, NULL, &p->model, &p->model_n);
@@ -604,7 +607,7 @@ static void ort_describe(void *plan, FILE *f) {
   ort_plan *p = plan;
   fprintf(f, "  one ONNX Runtime %s InferenceSession over the whole graph (%d nodes, %zu bytes of ONNX): graph "
              "optimization level %s, intra-op threads %d, inter-op 1, sequential, spinning %s, CPUExecutionProvider\n",
-          py.version, p->n_named, p->model_n, p->level, p->threads, py.spinning);
+          py.version, p->n_named, p->model_n, p->level, p->threads, p->spinning);
 }
 
 /* ---- the per-node profile: ONNX Runtime's own profiler --------------------------------------- */
@@ -876,7 +879,7 @@ static alma_status ort_info(void *plan, char *buf, size_t n) {
            "{\"onnxruntime\": \"%s\", \"numpy\": \"%s\", \"python\": \"%s\", \"environment\": %s, \"interpreter\": %s, "
            "\"optimization\": \"%s\", \"intra_op_threads\": %d, \"inter_op_threads\": 1, \"spinning\": \"%s\", %s}",
            py.version, py.numpy_version, py.py_version, ps ? ps : "null", pp ? pp : "null", p->level, p->threads,
-           py.spinning, ov);
+           p->spinning, ov);
   free(ps);
   free(pp);
   cJSON_Delete(s);
@@ -898,6 +901,9 @@ static alma_status ort_info(void *plan, char *buf, size_t n) {
       .profile_read = ort_profile_read,                                                                   \
       .info = ort_info,                                                                                   \
       .onnx_only = 1,                                                                                     \
+      .option_prefix = "ort",                                                                             \
+      .options = ort_options,                                                                             \
+      .n_options = (int)(sizeof ort_options / sizeof ort_options[0]),                                     \
   };
 
 ORT_RUNTIME(alma__runtime_ort, "ORT", compile_all,

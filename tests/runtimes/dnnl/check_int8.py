@@ -14,7 +14,7 @@ so INT8_STATIC writes the same QDQ graph for EAGER and DNNL. Checks (exit 1 on f
   - mnist: argmax agreement with fp32 >= 99% and top-1 within 1 point of fp32's;
   - no convolution declined at run time (ALMA_LOG=debug would say "not in int8").
 --variants also reports (without checking) the other source forms on CPUs without VNNI
-(ALMA_DNNL_INT8_CONV_SRC=u8 / s8) and the float fallback (ALMA_DNNL_INT8=fallback).
+(dnnl.int8_conv_src=u8 / s8) and the float fallback (dnnl.int8=fallback).
 
 --dynamic checks INT8_DYNAMIC instead (no calibration): INT8_DYNAMIC+DNNL and FOLD+INT8_DYNAMIC+DNNL
 against fp32 EAGER (cosine >= 0.99, mnist's argmax and top-1 as above), against the same graph on
@@ -23,7 +23,7 @@ of the largest output) and against ONNX Runtime running the converted graph that
 (--ort-python; the same limits); no ConvInteger/MatMulInteger may be declined at run time. Without
 VNNI oneDNN's u8 x s8 products saturate and its s8 convolutions use 7-bit weights (dnnl_int8.c), so
 these agree within a few quantization steps, not exactly. --variants adds the source forms, the
-float fallback and the split matmuls (ALMA_DNNL_INT8_DYN_MATMUL=split), reported only.
+float fallback and the split matmuls (dnnl.int8_dyn_matmul=split), reported only.
 """
 import argparse
 import os
@@ -57,14 +57,15 @@ def cpu_has_vnni():
 STATIC_REL = 0.05 if cpu_has_vnni() else 0.07
 
 
-def run(quant_run, model, conv, outdir, test, extra, env=None):
+def run(quant_run, model, conv, outdir, test, extra, options=None):
     os.makedirs(outdir, exist_ok=True)
     for f in os.listdir(outdir):
         os.remove(os.path.join(outdir, f))
     e = dict(os.environ)
-    e.update(env or {})
     e["ALMA_LOG"] = "debug"
-    p = subprocess.run([quant_run, model, conv, outdir, "-i", test] + extra, capture_output=True, text=True, env=e)
+    opt = ["-O", options] if options else []
+    p = subprocess.run([quant_run, model, conv, outdir, "-i", test] + extra + opt, capture_output=True, text=True,
+                       env=e)
     outs = load_outputs(outdir)
     declined = [ln for ln in p.stderr.splitlines()
                 if "not in int8" in ln and any(f"({op})" in ln for op in ("Conv", "ConvInteger", "MatMulInteger"))]
@@ -132,19 +133,19 @@ def check_dynamic(a):
                 continue
             print(f"{name:14s} {conv:52s} {cosine(flat(eager[fold]), flat(ref)):9.6f} {1.0:9.6f} {0.0:9.4g} {'':>9s} "
                   f"{argmax_agreement(eager[fold][0], ref[0]):7.4f} {t1(eager[fold]):7.4f}")
-        rows = [("INT8_DYNAMIC+DNNL", {}, True), ("FOLD+INT8_DYNAMIC+DNNL", {}, True)]
+        rows = [("INT8_DYNAMIC+DNNL", "", True), ("FOLD+INT8_DYNAMIC+DNNL", "", True)]
         if a.variants:
-            rows += [("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "u8"}, False),
-                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "s8"}, False),
-                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8_DYN_MATMUL": "split"}, False),
-                     ("INT8_DYNAMIC+DNNL", {"ALMA_DNNL_INT8": "fallback"}, False)]
-        for conv, env, check in rows:
+            rows += [("INT8_DYNAMIC+DNNL", "dnnl.int8_conv_src=u8", False),
+                     ("INT8_DYNAMIC+DNNL", "dnnl.int8_conv_src=s8", False),
+                     ("INT8_DYNAMIC+DNNL", "dnnl.int8_dyn_matmul=split", False),
+                     ("INT8_DYNAMIC+DNNL", "dnnl.int8=fallback", False)]
+        for conv, options, check in rows:
             fold = "FOLD+" if conv.startswith("FOLD+") else ""
             if fold not in eager:
                 continue
-            tag = conv + "".join(f" {k}={v}" for k, v in env.items())
+            tag = conv + (f" {options}" if options else "")
             d = od(tag)
-            rc, err, outs, declined = run(a.quant_run, model, conv, d, test, ["-s"], env)
+            rc, err, outs, declined = run(a.quant_run, model, conv, d, test, ["-s"], options)
             if rc:
                 failures.append(f"{name} {tag}: {err}")
                 continue
@@ -202,18 +203,18 @@ def main():
             failures.append(f"{name} INT8_STATIC+EAGER: {err}")
             continue
         t1 = lambda o: top1(o[0], labels) if labels is not None else float("nan")  # noqa: E731
-        rows = [("INT8_STATIC+DNNL", {}, True), ("FOLD+INT8_STATIC+DNNL", {}, True)]
+        rows = [("INT8_STATIC+DNNL", "", True), ("FOLD+INT8_STATIC+DNNL", "", True)]
         if a.variants:
-            rows += [("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "u8"}, False),
-                     ("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8_CONV_SRC": "s8"}, False),
-                     ("INT8_STATIC+DNNL", {"ALMA_DNNL_INT8": "fallback"}, False)]
+            rows += [("INT8_STATIC+DNNL", "dnnl.int8_conv_src=u8", False),
+                     ("INT8_STATIC+DNNL", "dnnl.int8_conv_src=s8", False),
+                     ("INT8_STATIC+DNNL", "dnnl.int8=fallback", False)]
         print(f"{name:14s} {'EAGER (fp32)':40s} {1.0:9.6f} {cosine(ref[0], q8[0]):9.6f} {'':>9s} {'':>7s} {t1(ref):7.4f}")
         print(f"{name:14s} {'INT8_STATIC+EAGER':40s} {cosine(q8[0], ref[0]):9.6f} {1.0:9.6f} {0.0:9.4g} "
               f"{argmax_agreement(q8[0], ref[0]):7.4f} {t1(q8):7.4f}")
-        for conv, env, check in rows:
-            tag = conv + "".join(f" {k}={v}" for k, v in env.items())
+        for conv, options, check in rows:
+            tag = conv + (f" {options}" if options else "")
             od = os.path.join(a.outdir, name, tag.replace(" ", "_").replace("=", "-"))
-            rc, err, outs, declined = run(a.quant_run, model, conv, od, test, calib, env)
+            rc, err, outs, declined = run(a.quant_run, model, conv, od, test, calib, options)
             if rc:
                 failures.append(f"{name} {tag}: {err}")
                 continue

@@ -1,6 +1,6 @@
 /* The DNNL runtime's 1x1 + depthwise 3x3 convolution fusion (oneDNN's depthwise post-op;
  * plan_fuse_dw in dnnl_runtime.c, run_conv_dw in dnnl_kernels.c), on the models
- * make_dwfuse_models.py writes, with ALMA_DNNL_DW_FUSE=1:
+ * make_dwfuse_models.py writes, with dnnl.dw_fuse on (the default):
  *
  * 1. through DNNL (the runtime's own eltwise groups) and FOLD+FUSE+DNNL (alma.FusedConv nodes) at
  *    batch 1 and 3, 1 and 2 threads, against EAGER;
@@ -77,7 +77,7 @@ static int test_model(const char *path) {
         alma_session *s = NULL;
         int planned = 0, fused = 0;
         char impl[64];
-        if (ok && (alma_session_create(m, convs[c], NULL, &s) != ALMA_OK ||
+        if (ok && (alma_session_create(m, convs[c], dt_session_opts(), &s) != ALMA_OK ||
                    !count_dw(alma__session_graph(s), threads, in, nin, nout, &planned, &fused, impl, sizeof impl))) {
           printf("  %s: direct DNNL run failed: %s\n", convs[c], alma_last_error());
           ok = 0;
@@ -101,7 +101,6 @@ static int test_model(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  setenv("ALMA_DNNL_DW_FUSE", "1", 1);
   return dt_main(argc, argv, test_model);
 }
 #else

@@ -5,19 +5,19 @@
  * second on cached primitives, reordered weights, pooled buffers and, for INT8_DYNAMIC's form, a
  * new batch's scale and zero point given to the same primitive), in four modes:
  *   - default: what the runtime does on this CPU (int8 matmuls only with VNNI);
- *   - ALMA_DNNL_INT8_MATMUL=1: int8 matmuls on any CPU (the models' 7-bit matmul weights cannot
+ *   - dnnl.int8_matmul=on: int8 matmuls on any CPU (the models' 7-bit matmul weights cannot
  *     saturate oneDNN's u8 x s8 kernels), where at least N int8 primitives must run; skipped with
  *     "forced 0" (8-bit matmul weights, which saturate there by design);
- *   - ALMA_DNNL_INT8=fallback: every cluster declined at run time, so its nodes run one by one
+ *   - dnnl.int8=fallback: every cluster declined at run time, so its nodes run one by one
  *     through the float path with the lazily computed DequantizeLinear inputs; no int8 primitive
  *     may run;
  *   - with "moved N" (DequantizeLinear -> MaxPool/Flatten/Reshape -> QuantizeLinear pairs of one
  *     scale and zero point), the default mode must run exactly 2 * N fewer int8 reorders (and the
- *     pools as int8 steps) than with ALMA_DNNL_INT8_MOVE=0, which keeps those ops in float32;
+ *     pools as int8 steps) than with dnnl.int8_move=off, which keeps those ops in float32;
  *   - with "dwfused N" (1x1 + depthwise 3x3 pairs): at batch 3 the default mode must run N int8
- *     primitives fewer than with ALMA_DNNL_DW_FUSE=0 on AVX2 (oneDNN's fused jit kernel there; on other
+ *     primitives fewer than with dnnl.dw_fuse=off on AVX2 (oneDNN's fused jit kernel there; on other
  *     CPUs its size rule may keep the two apart: then 0 or N), both within the tolerance;
- *   - ALMA_DNNL_INT8_DYN_MATMUL=split: INT8_DYNAMIC matmuls with 8-bit weights on CPUs without
+ *   - dnnl.int8_dyn_matmul=split: INT8_DYNAMIC matmuls with 8-bit weights on CPUs without
  *     VNNI as two exact 7-bit halves instead of float32 (the same as default elsewhere).
  * Every output must be within A of EAGER's, and 99% of its elements within S (one quantization
  * step: the int8 primitive requantizes once where EAGER rounds float sums, so a value near a half
@@ -78,7 +78,7 @@ static int compare(const char *what, const alma_tensor *got, const alma_tensor *
 static int count_int8(const alma_model *m, const alma_tensor *in, int nin, int nout, alma_tensor *got, int64_t *n_int8,
                       int64_t *n_wei, int64_t *n_qre) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
-  alma_runtime_opts ro = {.threads = 2};
+  alma_runtime_opts ro = {.threads = 2, .options = dt_options};
   void *plan = NULL;
   alma_tensor other[16];
   memset(other, 0, sizeof other);
@@ -125,8 +125,10 @@ static int read_spec(const char *model, double *atol, double *step, int *n_int8,
   return got == 7;
 }
 
-static const char *modes[][2] = {
-    {"default", NULL}, {"ALMA_DNNL_INT8_MATMUL", "1"}, {"ALMA_DNNL_INT8", "fallback"}, {"ALMA_DNNL_INT8_DYN_MATMUL", "split"}};
+static const char *modes[][2] = {{"default", NULL},
+                                 {"dnnl.int8_matmul=on", "dnnl.int8_matmul=on"},
+                                 {"dnnl.int8=fallback", "dnnl.int8=fallback"},
+                                 {"dnnl.int8_dyn_matmul=split", "dnnl.int8_dyn_matmul=split"}};
 
 static int test_model(const char *path) {
   rng_state = name_seed(path);
@@ -154,7 +156,7 @@ static int test_model(const char *path) {
     ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
     for (int md = 0; md < 4 && ok; md++) {
       if (md == 1 && !forced) continue;
-      if (modes[md][1]) setenv(modes[md][0], modes[md][1], 1);
+      dt_options = modes[md][1];
       for (int c = 0; c < 2 && ok; c++)
         for (int threads = 1; threads <= 2 && ok; threads++) {
           if (!dt_run_session(m, convs[c], threads, in, nin, got, nout, 2)) {
@@ -192,11 +194,11 @@ static int test_model(const char *path) {
       if (ok && md == 0 && moved >= 0) { /* the same run with the moves off: the float path around those ops */
         int64_t n8_off = -1, nwei_off = -1, nqre_off = -1;
         alma_tensor got2[16];
-        setenv("ALMA_DNNL_INT8_MOVE", "0", 1);
+        dt_options = "dnnl.int8_move=off";
         ok = count_int8(m, in, nin, nout, got2, &n8_off, &nwei_off, &nqre_off);
-        unsetenv("ALMA_DNNL_INT8_MOVE");
+        dt_options = NULL;
         for (int k = 0; k < nout && ok; k++) {
-          ok &= compare("DNNL (ALMA_DNNL_INT8_MOVE=0)", &got2[k], &want[k], atol, step);
+          ok &= compare("DNNL (dnnl.int8_move=off)", &got2[k], &want[k], atol, step);
           alma_tensor_free_data(&got2[k]);
         }
         if (ok && nqre_off - nqre != 2 * moved) {
@@ -209,26 +211,26 @@ static int test_model(const char *path) {
                  (long long)n8_off);
           ok = 0;
         }
-        if (ok) printf("%s batch %d: %lld int8 reorders, %lld with ALMA_DNNL_INT8_MOVE=0\n", path, batch, (long long)nqre,
+        if (ok) printf("%s batch %d: %lld int8 reorders, %lld with dnnl.int8_move=off\n", path, batch, (long long)nqre,
                        (long long)nqre_off);
       }
       if (ok && md == 0 && dwfused >= 0 && batch == 3) { /* the same run with the int8 1x1 + depthwise fusion off */
         int64_t n8_off = -1, nwei_off = -1, nqre_off = -1;
         alma_tensor got2[16];
-        setenv("ALMA_DNNL_DW_FUSE", "0", 1);
+        dt_options = "dnnl.dw_fuse=off";
         ok = count_int8(m, in, nin, nout, got2, &n8_off, &nwei_off, &nqre_off);
-        unsetenv("ALMA_DNNL_DW_FUSE");
+        dt_options = NULL;
         for (int k = 0; k < nout && ok; k++) {
-          ok &= compare("DNNL (ALMA_DNNL_DW_FUSE=0)", &got2[k], &want[k], atol, step);
+          ok &= compare("DNNL (dnnl.dw_fuse=off)", &got2[k], &want[k], atol, step);
           alma_tensor_free_data(&got2[k]);
         }
         int avx2 = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2;
         if (ok && n8_off - n8 != dwfused && (avx2 || n8_off != n8)) {
-          printf("  %lld int8 primitives, %lld with ALMA_DNNL_DW_FUSE=0: expected %d fewer%s\n", (long long)n8,
+          printf("  %lld int8 primitives, %lld with dnnl.dw_fuse=off: expected %d fewer%s\n", (long long)n8,
                  (long long)n8_off, dwfused, avx2 ? " (AVX2)" : " or none");
           ok = 0;
         }
-        if (ok) printf("%s batch %d: %lld int8 primitives, %lld with ALMA_DNNL_DW_FUSE=0\n", path, batch, (long long)n8,
+        if (ok) printf("%s batch %d: %lld int8 primitives, %lld with dnnl.dw_fuse=off\n", path, batch, (long long)n8,
                        (long long)n8_off);
       }
       if (ok && md == 2 && n8 != 0) {
@@ -236,7 +238,7 @@ static int test_model(const char *path) {
         ok = 0;
       }
       if (ok) printf("%s batch %d %s: %lld int8 primitives\n", path, batch, modes[md][0], (long long)n8);
-      if (modes[md][1]) unsetenv(modes[md][0]);
+      dt_options = NULL;
     }
     for (int k = 0; k < nin; k++) alma_tensor_free_data(&in[k]);
     for (int k = 0; k < nout && ok; k++) alma_tensor_free_data(&want[k]);

@@ -1,14 +1,14 @@
 /* The DNNL runtime's copy-free transposes and the groups around attention, on the models
  * make_strided_models.py writes:
  *
- * 1. DNNL and FOLD+FUSE+DNNL at batch 1 and 3, 1 and 2 threads, with ALMA_DNNL_STRIDED unset and
- *    0 (strided views and output-strides groups off), against EAGER;
+ * 1. DNNL and FOLD+FUSE+DNNL at batch 1 and 3, 1 and 2 threads, with dnnl.strided on (the default)
+ *    and off (strided views and output-strides groups off), against EAGER;
  * 2. what ran, from the plan after a FOLD+FUSE+DNNL run at batch 3: Transposes whose output was a
  *    view (lazy strided views for Attention, or unit-axis moves), Slices and Reshapes whose output
  *    was a strided view on the way to Attention, Attention+Transpose groups
  *    (DP_PERM) and alma.Fused* heads whose residual-sum group ran, against NAME.expect; at batch 1
  *    also the views (a sequence-first Transpose of a batch-1 tensor moves only the unit axis).
- *    With ALMA_DNNL_STRIDED=0 no lazy view or DP_PERM group may run.
+ *    With dnnl.strided=off no lazy view or DP_PERM group may run.
  *
  * Tolerance: each element within 1e-5 of the output's largest value plus 1e-5 of its own (the same
  * float32 products in another order than EAGER's).
@@ -74,8 +74,7 @@ static int run_checks(alma_model *m, int batch, const char *strided, const int *
   alma_tensor in[16], want[16], got[16];
   double worst = 0;
   memset(in, 0, sizeof in);
-  if (strided) setenv("ALMA_DNNL_STRIDED", strided, 1);
-  else unsetenv("ALMA_DNNL_STRIDED");
+  dt_options = strided;
   if (!dt_make_inputs(m, batch, in, &rng_state)) return 0;
   ok = dt_run_session(m, "EAGER", 1, in, nin, want, nout, 1);
   for (int c = 0; c < 2 && ok; c++)
@@ -85,17 +84,17 @@ static int run_checks(alma_model *m, int batch, const char *strided, const int *
     }
   alma_session *s = NULL;
   ran r;
-  if (ok && (alma_session_create(m, "FOLD+FUSE+DNNL", NULL, &s) != ALMA_OK ||
+  if (ok && (alma_session_create(m, "FOLD+FUSE+DNNL", dt_session_opts(), &s) != ALMA_OK ||
              !count_ran(alma__session_graph(s), in, nin, nout, &r))) {
     printf("  direct DNNL run failed: %s\n", alma_last_error());
     ok = 0;
   }
   alma_session_free(s);
   if (ok) {
-    printf("  batch %d, ALMA_DNNL_STRIDED=%s: %d transposes as views (%d strided), %d slices/reshapes as strided "
+    printf("  batch %d, %s: %d transposes as views (%d strided), %d slices/reshapes as strided "
            "views, %d attention+transpose, %d fused residual sums; max abs err %.3g of the output's scale\n",
-           batch, strided ? strided : "(unset)", r.views, r.lazy, r.moves, r.perm, r.selfsum, worst);
-    int off = strided && !strcmp(strided, "0");
+           batch, strided ? strided : "dnnl.strided on (default)", r.views, r.lazy, r.moves, r.perm, r.selfsum, worst);
+    int off = strided != NULL;
     if (off ? r.lazy || r.moves || r.perm || !sums_ok(r.selfsum, expect[2])
             : r.perm != expect[1] || !sums_ok(r.selfsum, expect[2]) || r.moves != expect[3] ||
                   (batch == 3 && r.views != expect[0])) {
@@ -128,7 +127,7 @@ static int test_model(const char *path) {
   printf("%s\n", path);
   for (int batch = 1; batch <= 3 && ok; batch += 2) {
     ok = run_checks(m, batch, NULL, expect);
-    if (ok) ok = run_checks(m, batch, "0", expect);
+    if (ok) ok = run_checks(m, batch, "dnnl.strided=off", expect);
   }
   printf("%s: %s\n", path, ok ? "PASS" : "FAIL");
   alma_model_free(m);

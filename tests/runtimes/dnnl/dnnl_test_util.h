@@ -82,12 +82,24 @@ static inline int dt_outputs_close(const alma_model *m, const char *conv, int ba
   return ok;
 }
 
+/* Runtime options (--runtime-option text, "dnnl.strided=off") the helpers below compile with;
+ * NULL: the defaults. */
+static const char *dt_options __attribute__((unused)) = NULL;
+
+/* Session options with dt_options (valid until the next call). */
+static inline const alma_session_options *dt_session_opts(void) {
+  static alma_session_options o;
+  alma_session_options_init(&o);
+  o.runtime_options = dt_options;
+  return &o;
+}
+
 /* White box: compiles graph g for the DNNL runtime with `threads` and runs it once on in (its
  * outputs freed); *plan (a dn_plan) stays for the caller to read, then dt_plan_free. 0 when
  * compiling or running fails. */
 static inline int dt_plan_run(const alma_graph *g, int threads, const alma_tensor *in, int nin, int nout, void **plan) {
   const alma_runtime *rt = alma__runtime_find("DNNL");
-  alma_runtime_opts ro = {.threads = threads};
+  alma_runtime_opts ro = {.threads = threads, .options = dt_options};
   *plan = NULL;
   if (!rt || nout > 16 || rt->compile(g, &ro, plan) != ALMA_OK) return 0;
   alma_tensor out[16];
@@ -108,6 +120,7 @@ static inline int dt_run_session(const alma_model *m, const char *conv, int thre
   alma_session_options o;
   alma_session_options_init(&o);
   o.threads = threads;
+  o.runtime_options = dt_options;
   alma_session *s = NULL;
   if (alma_session_create(m, conv, &o, &s) != ALMA_OK) {
     printf("  %s: session: %s\n", conv, alma_last_error());

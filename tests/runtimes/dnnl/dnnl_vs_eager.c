@@ -5,7 +5,7 @@
  * buffers, in-place post-ops). The runtime is also driven through its vtable to check that oneDNN
  * really ran nodes and fused groups (a test that silently fell back to EAGER everywhere would prove
  * nothing); models named native_* must run every node on oneDNN (none on EAGER). The Winograd
- * convolution kernel is off here (ALMA_DNNL_WINOGRAD=0): dnnl_wino_test checks it.
+ * convolution kernel is off here (dnnl.winograd=off): dnnl_wino_test checks it.
  *
  * bfloat16: each model also goes through the BF16 pass (ALMA_FORCE_BF16=1 where the CPU lacks
  * bf16) with DNNL (FOLD+BF16+DNNL, FOLD+FUSE+BF16+DNNL, FOLD+BF16+FUSE+DNNL) against the same pass
@@ -133,7 +133,7 @@ static int test_bf16(const char *path, const alma_model *m, int batch, const alm
     for (int k = 0; k < nout; k++) alma_tensor_free_data(&want[k]);
     /* what ran natively, on the converted graph */
     alma_session *s = NULL;
-    if (ok && alma_session_create(m, convs[c], NULL, &s) != ALMA_OK) {
+    if (ok && alma_session_create(m, convs[c], dt_session_opts(), &s) != ALMA_OK) {
       printf("  %s: session: %s\n", convs[c], alma_last_error());
       ok = 0;
     }
@@ -244,9 +244,8 @@ int main(int argc, char **argv) {
   }
   /* oneDNN's convolutions at this test's tight tolerance; the Winograd kernel, whose rounding
    * differs more from a direct convolution, has its own test (dnnl_wino_test.c) */
-  setenv("ALMA_DNNL_WINOGRAD", "0", 1);
-  /* these small models' nodes stay on oneDNN at 2 threads too (the placement checks below) */
-  setenv("ALMA_DNNL_TINY_EAGER", "0", 1);
+  /* and these small models' nodes stay on oneDNN at 2 threads too (the placement checks below) */
+  dt_options = "dnnl.winograd=off,dnnl.tiny_eager=off";
   /* and their few-row Gemm/MatMul on oneDNN, not on EAGER's packed kernel (ops/gemm_packed.h) */
   setenv("ALMA_PACKED_GEMM", "0", 1);
   /* BF16 where the CPU has it, forced elsewhere (every bf16 primitive then falls back) */

@@ -4,7 +4,7 @@
  *    data (this machine's oneDNN hands over aBcd8b only), odd sizes, pads 0..2, channel counts
  *    that leave padded lanes, both GEMM orders (up to and over 128 input channels), every post-op
  *    kind (sum included), 1 and 2 threads; padded output lanes must be 0;
- * 2. the models make_wino_models.py writes, with ALMA_DNNL_WINOGRAD=1, through DNNL and
+ * 2. the models make_wino_models.py writes, with dnnl.winograd=on, through DNNL and
  *    FOLD+FUSE+DNNL at batch 1 and 3, 1 and 2 threads, against EAGER; every 3x3 convolution must
  *    have run on the Winograd kernel (impl alma:wino4x3:*);
  * 3. with --ort X.npy Y.npy MODEL: the model's output for input X against ONNX Runtime's (Y).
@@ -173,7 +173,7 @@ static int test_model(const char *path) {
       /* every 3x3 convolution of the converted graph ran on the Winograd kernel */
       alma_session *s = NULL;
       int wino = 0, conv3 = 0;
-      if (ok && (alma_session_create(m, convs[c], NULL, &s) != ALMA_OK ||
+      if (ok && (alma_session_create(m, convs[c], dt_session_opts(), &s) != ALMA_OK ||
                  !count_wino(alma__session_graph(s), in, nin, nout, &wino, &conv3))) {
         printf("  %s: direct DNNL run failed: %s\n", convs[c], alma_last_error());
         ok = 0;
@@ -222,7 +222,7 @@ static int test_ort(const char *xp, const char *yp, const char *model) {
 }
 
 int main(int argc, char **argv) {
-  setenv("ALMA_DNNL_WINOGRAD", "1", 1); /* read once, at the first convolution */
+  dt_options = "dnnl.winograd=on";
   if (argc == 5 && !strcmp(argv[1], "--ort")) return alma__dn_wino_cpu() ? test_ort(argv[2], argv[3], argv[4]) : 77;
   if (argc < 2) {
     fprintf(stderr, "usage: %s DIR | %s --ort X.npy Y.npy MODEL.onnx\n", argv[0], argv[0]);

@@ -161,7 +161,7 @@ def expand_dw(outdir):
     where oneDNN has a jit kernel for it, the expand source's zero point in the bias (no padding),
     and without VNNI the weights halved for that source (even weights: exact). 160x160 at batch 3
     is large enough for oneDNN 2.6's fused kernel on AVX2 (its size rule); "dwfused 1": that many
-    primitives fewer than with ALMA_DNNL_DW_FUSE=0 there."""
+    primitives fewer than with dnnl.dw_fuse=off there."""
     g = G("mbv2_expand_dw")  # (named to sort last: the test draws inputs in name order)
     xs, xzp = 0.03, 120
     x = g.qdq("x", xs, xzp)
@@ -344,7 +344,7 @@ def int8_pool(outdir):
     """DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero point on both sides, as
     INT8_STATIC and ONNX Runtime's QDQ quantizer write it between convolutions: the DNNL runtime runs
     the pooling on the 8-bit values in the layout the convolution wrote ("moved N": N such pairs,
-    each two int8 reorders fewer than with ALMA_DNNL_INT8_MOVE=0). The max is exact, so the outputs
+    each two int8 reorders fewer than with dnnl.int8_move=off). The max is exact, so the outputs
     stay within the convolutions' one step.
       int8_pool_u8: conv -> Relu -> u8 (zero point 0, ResNet's stem) -> MaxPool 3x3 stride 2 pads 1.
       int8_pool_s8: conv -> s8 with a zero point (negative values: the padding must not take part)
@@ -522,7 +522,7 @@ def dyn_matmul_batched(outdir):
 def dyn_gemm8(outdir):
     """A Gemm as INT8_DYNAMIC writes it (Flatten -> MatMulInteger of 2-D [K, N] weights) with full
     8-bit weights: without VNNI oneDNN has no exact u8 x s8 matmul for them, so the cluster runs as a
-    float32 matmul on the dequantized source (or as two 7-bit halves, ALMA_DNNL_INT8_DYN_MATMUL=
+    float32 matmul on the dequantized source (or as two 7-bit halves, dnnl.int8_dyn_matmul=
     split); the forced int8 matmul mode would saturate by design and is not compared ("forced 0")."""
     g = G("dyn_gemm8")
     f = g.node("Flatten", ["x"])

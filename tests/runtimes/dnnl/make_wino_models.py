@@ -4,7 +4,7 @@ stride-1 convolutions on blocked activations (each model's first node is a 1x1 c
 oneDNN hands the 3x3 ones an aBcd8b value), with odd H/W (partial edge tiles), asymmetric pads
 0/1/2, channel counts that are and are not multiples of 8, with and without bias, and the post-ops
 the kernel runs itself: Relu, Clip, LeakyRelu and a residual Add (before and after a Relu).
-dnnl_wino_test runs them with ALMA_DNNL_WINOGRAD=1 against EAGER.
+dnnl_wino_test runs them with dnnl.winograd=on against EAGER.
 
 usage: make_wino_models.py OUTDIR"""
 import os
