@@ -280,14 +280,14 @@ def run(spec, model=None):
                     break
             wall = time.perf_counter() - wall0
             cont = _contention.measure(snap, threads)
-        s = _stats.latency_stats(raw)
+        s, lat_warnings = _stats.latency_stats_and_warnings(raw)
         inf_s = math.fsum(raw) * 1e-3
         row.update(status="ok", samples=len(raw) * bs, inference_s=inf_s,
                    throughput_samples_per_s=len(raw) * bs / inf_s if inf_s > 0 else math.nan,
                    stop_reason=stop, latency_ms=s, raw_ms=raw,
                    clock_agreement=(inf_s + len(raw) * row["timer_overhead_ns"] * 1e-9) / wall if wall > 0 else None,
                    peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-        row["warnings"].extend(_stats.latency_warnings(raw))
+        row["warnings"].extend(lat_warnings)
         row["contention"], row["disturbed"] = cont, cont["disturbed"]
         if cont["disturbed"]:
             row["warnings"].append(f"disturbed: the timed phase got less CPU than it needed: {cont['reason']}")

@@ -58,6 +58,12 @@ def test_warnings():
     w = _stats.latency_warnings([1.0 + 0.001 * (i % 7) for i in range(100)] + [1.5 + 0.001 * (i % 7) for i in range(100)])
     assert any(v.startswith("drift: median of the second half") for v in w), w
     assert _stats.latency_stats([])["n"] == 0 and _stats.latency_warnings([]) == []
+    # the pair from one computation equals the two calls (the median CI is NaN with 5 batches)
+    x = [1.0, 1.0, 2.0, 1.2, 0.9]
+    both = _stats.latency_stats_and_warnings(x)
+    assert both[1] == _stats.latency_warnings(x)
+    assert {k: v for k, v in both[0].items() if k != "median_ci95"} == \
+        {k: v for k, v in _stats.latency_stats(x).items() if k != "median_ci95"}
 
 
 def test_same_figures_as_the_c_harness(tmp_path, small_onnx, alma_cli):
