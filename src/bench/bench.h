@@ -331,6 +331,14 @@ struct alma_results {
   alma_result *items;
   double total_s;
   alma__machine_peak peak;        /* measured == 0 with a reason when unknown */
+  /* Without a conversion list ("every conversion available here"): the presets the probe (a
+   * child) found unavailable, with why, so that the parent never initializes a runtime itself. */
+  int probed;                     /* the probe answered */
+  int n_unavailable;
+  struct alma__probe_unavailable {
+    int id;
+    char *reason;
+  } *unavailable;
 };
 
 void alma__result_init(alma_result *r);

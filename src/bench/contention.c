@@ -197,29 +197,6 @@ void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runt
   alma__contention_judge(c, runtime, runtime_options);
 }
 
-/* Runtimes whose worker threads spin-wait, and the setting that makes them sleep. The spin is
- * harmless on idle cores and ruinous when a partner thread waits in a run queue behind it. */
-static const char *spin_advice(const char *runtime, const char *runtime_options, int threads) {
-  if (!runtime || threads <= 1) return NULL;
-  if (!strcmp(runtime, "DNNL")) {
-    const char *w = getenv("OMP_WAIT_POLICY");
-    if (w && !strcasecmp(w, "passive")) return NULL;
-    return "oneDNN's OpenMP threads spin at every barrier: set OMP_WAIT_POLICY=passive in the environment alma "
-           "starts in (docs/runtimes/dnnl.md, Threads), or --threads 1";
-  }
-  if (!strncmp(runtime, "ORT", 3)) {
-    const alma_runtime *rt = alma__runtime_find(runtime);
-    alma_runtime_opts o = {.options = runtime_options};
-    if (rt && rt->n_options && alma__rt_opt_is(rt, &o, "spinning", "off")) return NULL;
-    return "ONNX Runtime's intra-op threads spin inside a run: --runtime-option ort.spinning=off "
-           "(docs/runtimes/ort.md), or --threads 1";
-  }
-  if (!strcmp(runtime, "XNNPACK"))
-    return "pthreadpool's workers spin inside each XNNPACK subgraph and every join waits for all of them: "
-           "--threads 1 avoids it";
-  return NULL;
-}
-
 void alma__contention_judge(alma_contention *c, const char *runtime, const char *runtime_options) {
   free((char *)c->reason);
   free((char *)c->advice);
@@ -267,7 +244,10 @@ void alma__contention_judge(alma_contention *c, const char *runtime, const char 
   char full[800];
   snprintf(full, sizeof full, "%s%s", why, ctx);
   c->reason = alma__strdup(full);
-  const char *adv = spin_advice(runtime, runtime_options, c->threads);
+  /* a runtime whose threads spin-wait (alma_runtime.spin_advice) suffers most: say what avoids it */
+  const alma_runtime *rt = runtime ? alma__runtime_find(runtime) : NULL;
+  alma_runtime_opts o = {.threads = c->threads, .options = runtime_options};
+  const char *adv = rt && rt->spin_advice ? rt->spin_advice(&o, c->threads) : NULL;
   if (adv) {
     c->spinning = 1;
     c->advice = alma__strdup(adv);

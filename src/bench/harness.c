@@ -48,10 +48,7 @@ typedef struct {
   int batch_suffix;                /* save_converted names carry _b<batch> (a batch-size sweep) */
 } job_args;
 
-static const char *runtime_device(const alma_runtime *rt) {
-  const char *n = rt->name;
-  return strstr(n, "CUDA") || strstr(n, "TRT") || strstr(n, "TENSORRT") ? "cuda" : "cpu";
-}
+static const char *runtime_device(const alma_runtime *rt) { return alma__rt_device_name(rt->device); }
 
 static void describe_shape(const alma_model *m, int i, int is_input, char *buf, size_t n) {
   int rank = is_input ? alma_model_input_rank(m, i) : alma_model_output_rank(m, i);
@@ -1230,12 +1227,13 @@ static void worker(void *arg, alma__chan *ch) {
   if (getloadavg(&load, 1) == 1 && ncpu > 0 && load > (double)ncpu + 0.5) {
     alma__result_warn(r, "system load average %.1f on %ld CPUs during the run: other processes competed for the CPU",
                       load, ncpu);
-    /* libgomp reads its wait policy when it loads, before main: alma cannot change it, only say it */
-    const char *wait = getenv("OMP_WAIT_POLICY");
-    if (!strcmp(conv->runtime->name, "DNNL") && a->threads != 1 && ncpu > 1 && (!wait || !*wait) && !r->cont.spinning)
-      alma__result_warn(r, "DNNL under load: oneDNN's OpenMP threads spin at every barrier and can take the time slice "
-                        "a preempted partner needs (several times the quiet latency); OMP_WAIT_POLICY=passive makes "
-                        "them sleep (docs/runtimes/dnnl.md, Threads)");
+    /* a spinning runtime makes load far worse than its share: said even when this phase was not
+     * caught disturbed (the contention figures say so themselves when it was) */
+    alma_runtime_opts ro = {.threads = a->threads, .options = cfg->runtime_options};
+    const char *adv = conv->runtime->spin_advice && ncpu > 1 ? conv->runtime->spin_advice(&ro, a->threads) : NULL;
+    if (adv && !r->cont.spinning)
+      alma__result_warn(r, "%s under load: its threads spin-wait and can take the time slice a preempted partner "
+                        "needs (several times the quiet latency): %s", conv->runtime->name, adv);
   }
   if (isfinite(r->latency.min) && r->timer_overhead_ns * 1e-6 > 0.01 * r->latency.min)
     alma__result_warn(r, "timer overhead %.0f ns is more than 1%% of the fastest batch (%.4g ms): use a larger batch",
@@ -2042,10 +2040,18 @@ static alma_status bench_common(const char *path, const alma_model *model, const
     const cJSON *sweep_warnings = cJSON_GetObjectItemCaseSensitive(pr, "warnings");
     const cJSON *avail = cJSON_GetObjectItemCaseSensitive(pr, "available");
     if (ib == 0) {
+      if (all && !rs->unavailable) rs->unavailable = calloc((size_t)n_conv + 1, sizeof *rs->unavailable);
+      rs->probed = all && rs->unavailable;
       for (int i = 0; i < n_conv; i++) {
         const cJSON *a = cJSON_GetArrayItem(avail, i);
         int ok = a && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "ok"));
         count += ok || !all;
+        if (!ok && rs->probed) {
+          const cJSON *why = a ? cJSON_GetObjectItemCaseSensitive(a, "reason") : NULL;
+          rs->unavailable[rs->n_unavailable].id = conv[i].id;
+          rs->unavailable[rs->n_unavailable++].reason =
+              alma__strdup(cJSON_IsString(why) && why->valuestring[0] ? why->valuestring : "unavailable");
+        }
       }
       count *= nbs * n_rep;
     }

@@ -153,6 +153,8 @@ void alma_results_free(alma_results *r) {
   free(r->outputs);
   free(r->model_path);
   free(r->data_desc);
+  for (int i = 0; i < r->n_unavailable; i++) free(r->unavailable[i].reason);
+  free(r->unavailable);
   free(r);
 }
 

@@ -45,6 +45,8 @@ static const alma_runtime *const runtimes[] = {
 #endif
 };
 
+const char *alma__rt_device_name(alma__rt_device d) { return d == ALMA__DEVICE_CUDA ? "cuda" : "cpu"; }
+
 int alma__runtime_count(void) { return (int)(sizeof runtimes / sizeof runtimes[0]); }
 const alma_runtime *alma__runtime_at(int i) { return i >= 0 && i < alma__runtime_count() ? runtimes[i] : NULL; }
 const alma_runtime *alma__runtime_find(const char *name) {

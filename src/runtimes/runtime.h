@@ -87,6 +87,16 @@ typedef struct alma__rt_option {
   const char *doc;       /* one line: what it changes */
 } alma__rt_option;
 
+/* Where a runtime's kernels run and its buffers live. */
+typedef enum alma__rt_device {
+  ALMA__DEVICE_HOST = 0, /* the CPU, host memory */
+  ALMA__DEVICE_CUDA,     /* an NVIDIA GPU: the harness never touches CUDA in the parent, lifts the
+                          * address-space limit, reports the row on "cuda" */
+} alma__rt_device;
+
+/* "cpu", "cuda": the results' device field. */
+const char *alma__rt_device_name(alma__rt_device d);
+
 typedef struct alma_runtime_opts {
   int threads;    /* > 0 */
   int verbose;    /* describe placement on stderr at compile */
@@ -135,6 +145,11 @@ typedef struct alma_runtime {
   const char *option_prefix;
   const alma__rt_option *options;
   int n_options;
+  alma__rt_device device;     /* default (0): the host */
+  /* optional: its worker threads spin-wait, which is ruinous when a partner thread is preempted;
+   * returns the words naming the setting that avoids it, or NULL when o (or the environment)
+   * already does, or threads cannot spin (threads <= 1) */
+  const char *(*spin_advice)(const alma_runtime_opts *o, int threads);
 } alma_runtime;
 
 /* Checks every entry of text ("dnnl.winograd=on,blas.chunk_kb=128"; NULL or "" is none): a known

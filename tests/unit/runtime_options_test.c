@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
@@ -125,12 +126,36 @@ static void test_config_session(void **state) {
   alma_model_free(m);
 }
 
+/* The runtime table's data: every runtime on the host in this build (no GPU runtime yet); a
+ * spinning runtime's advice only where threads can spin, and none once its option avoids it. */
+static void test_runtime_data(void **state) {
+  (void)state;
+  assert_string_equal(alma__rt_device_name(ALMA__DEVICE_HOST), "cpu");
+  assert_string_equal(alma__rt_device_name(ALMA__DEVICE_CUDA), "cuda");
+  unsetenv("OMP_WAIT_POLICY");
+  for (int i = 0; i < alma__runtime_count(); i++) {
+    const alma_runtime *rt = alma__runtime_at(i);
+    assert_int_equal(rt->device, ALMA__DEVICE_HOST);
+    if (!rt->spin_advice) continue;
+    alma_runtime_opts o = {.threads = 1};
+    assert_null(rt->spin_advice(&o, 1));
+    o.threads = 2;
+    assert_non_null(rt->spin_advice(&o, 2));
+  }
+  const alma_runtime *ort = alma__runtime_find("ORT_BASIC");
+  if (ort) {
+    alma_runtime_opts o = {.threads = 2, .options = "ort.spinning=off"};
+    assert_null(ort->spin_advice(&o, 2));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_syntax),
       cmocka_unit_test(test_dnnl),
       cmocka_unit_test(test_blas_int),
       cmocka_unit_test(test_config_session),
+      cmocka_unit_test(test_runtime_data),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

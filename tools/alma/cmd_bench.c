@@ -246,6 +246,16 @@ static alma_status list_unavailable(const alma_results *res, const alma_config *
     const alma_preset *p = alma__preset_at(i);
     if (has_result(res, p->id)) continue;
     char *why = out->reasons[out->n];
+    if (res->probed) { /* the probe's answers: runtimes are never initialized here, in the parent */
+      const char *r = NULL;
+      for (int k = 0; k < res->n_unavailable && !r; k++)
+        if (res->unavailable[k].id == p->id) r = res->unavailable[k].reason;
+      if (!r) continue; /* available, not run: the sweep stopped early */
+      snprintf(why, sizeof out->reasons[0], "%s", r);
+      out->items[out->n++] = (alma__unavailable){p->id, p->name, why};
+      continue;
+    }
+    /* no probe answered (the model did not load): the reasons from here */
     alma_conversion conv;
     alma__error_clear();
     alma_status st = alma__conversion_parse(p->name, &conv);

@@ -1000,6 +1000,14 @@ static void read_opts(dn_opts *d, const alma_runtime_opts *o) {
   d->print_profile = alma__rt_opt_on(rt, o, "print_profile");
 }
 
+/* libgomp reads its wait policy when it loads, before main: alma cannot change it, only say it. */
+static const char *dn_spin_advice(const alma_runtime_opts *o, int threads) {
+  const char *w = getenv("OMP_WAIT_POLICY");
+  if (threads <= 1 || (w && !strcasecmp(w, "passive"))) return NULL;
+  return "oneDNN's OpenMP threads spin at every barrier: set OMP_WAIT_POLICY=passive in the environment alma "
+         "starts in (docs/runtimes/dnnl.md, Threads), or --threads 1";
+}
+
 static alma_status dn_compile(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out) {
   *plan_out = NULL;
   dn_plan *p = calloc(1, sizeof *p);
@@ -1316,6 +1324,7 @@ const alma_runtime alma__runtime_dnnl = {
     .describe = dn_describe,
     .profile_start = dn_profile_start,
     .profile_read = dn_profile_read,
+    .spin_advice = dn_spin_advice,
     .option_prefix = "dnnl",
     .options = dn_options,
     .n_options = (int)(sizeof dn_options / sizeof dn_options[0]),

@@ -418,6 +418,12 @@ static const alma__rt_option ort_options[] = {
      "too, ONNX Runtime's default), off (never spin: for loaded machines)"},
 };
 
+static const char *ort_spin_advice(const alma_runtime_opts *o, int threads) {
+  if (threads <= 1 || alma__rt_opt_is(&alma__runtime_ort, o, "spinning", "off")) return NULL;
+  return "ONNX Runtime's intra-op threads spin inside a run: --runtime-option ort.spinning=off "
+         "(docs/runtimes/ort.md), or --threads 1";
+}
+
 static alma_status compile_level(const alma_graph *g, const alma_runtime_opts *opts, void **plan_out,
                                   const char *level) {
   *plan_out = NULL;
@@ -901,6 +907,7 @@ static alma_status ort_info(void *plan, char *buf, size_t n) {
       .profile_read = ort_profile_read,                                                                   \
       .info = ort_info,                                                                                   \
       .onnx_only = 1,                                                                                     \
+      .spin_advice = ort_spin_advice,                                                                     \
       .option_prefix = "ort",                                                                             \
       .options = ort_options,                                                                             \
       .n_options = (int)(sizeof ort_options / sizeof ort_options[0]),                                     \

@@ -1302,6 +1302,13 @@ static void xrt_describe(void *plan, FILE *f) {
   }
 }
 
+static const char *xrt_spin_advice(const alma_runtime_opts *o, int threads) {
+  (void)o;
+  return threads > 1 ? "pthreadpool's workers spin inside each XNNPACK subgraph and every join waits for all of them: "
+                       "--threads 1 avoids it"
+                     : NULL;
+}
+
 const alma_runtime alma__runtime_xnnpack = {
     .name = "XNNPACK",
     .description = "XNNPACK subgraphs (NHWC, its own thread pool) for connected float32 conv/pool/fc/elementwise nodes, "
@@ -1315,6 +1322,7 @@ const alma_runtime alma__runtime_xnnpack = {
     .describe = xrt_describe,
     .profile_start = xrt_profile_start,
     .profile_read = xrt_profile_read,
+    .spin_advice = xrt_spin_advice,
 };
 
 #endif
