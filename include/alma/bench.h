@@ -512,6 +512,17 @@ typedef struct alma_contention {
  * when any repeat was; the figures are the first disturbed repeat's (else the first's). */
 const alma_contention *alma_result_contention(const alma_result *r);
 int alma_result_disturbed(const alma_result *r);
+/* The same measurement around a phase a caller times itself (the Python package's PyTorch rows):
+ * alma_contention_begin reads the counters now (NULL when out of memory); alma_contention_end
+ * reads them again, frees the snapshot and fills *out with the figures and the same verdict the
+ * harness gives its own rows. threads: the threads the phase asked for; spin_advice: when those
+ * threads spin-wait, the words naming the setting that avoids it (NULL or "": they do not).
+ * *out's strings are owned: free them with alma_contention_clear. */
+typedef struct alma_cpu_snapshot alma_cpu_snapshot;
+alma_cpu_snapshot *alma_contention_begin(void);
+alma_status alma_contention_end(alma_cpu_snapshot *snapshot, int threads, const char *spin_advice,
+                                alma_contention *out);
+void alma_contention_clear(alma_contention *c);
 /* The outside check of alma's clock: the timed phase's wall time, and the share of it that the
  * batch latencies (plus hook times and one timer overhead per batch) account for: 1 when nothing
  * but the timed calls ran in the loop (NaN when not measured). */

@@ -127,6 +127,8 @@ def _declare(L):
         "alma_latency_stats_of": (i, [c.POINTER(d), i64, vp]),
         "alma_outputs_check": (i, [c.POINTER(Tensor), i, c.POINTER(Tensor), i, d, d, i, vp, cp, c.c_size_t]),
         "alma_latency_warnings_of": (c.c_size_t, [c.POINTER(d), i64, vp, vp, c.c_size_t]),
+        "alma_contention_begin": (vp, []), "alma_contention_end": (i, [vp, i, cp, vp]),
+        "alma_contention_clear": (None, [vp]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)

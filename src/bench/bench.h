@@ -202,13 +202,15 @@ typedef struct alma__cpu_snap {
   double psi_some;                    /* seconds, NaN when /proc/pressure/cpu is absent */
 } alma__cpu_snap;
 void alma__contention_begin(alma__cpu_snap *s);
-/* Fills c (its strings malloc'd) from the counters now against s; runtime: the conversion's
- * runtime name (which spin-waits is known), threads: asked for. */
-void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, const char *runtime_options,
-                          alma_contention *c);
+/* Fills c (its strings malloc'd) from the counters now against s; threads: asked for; advice: when
+ * the threads spin-wait, the words naming the setting that avoids it (NULL: they do not). */
+void alma__contention_end(const alma__cpu_snap *s, int threads, const char *advice, alma_contention *c);
 /* Sets c->disturbed, reason, spinning and advice from its figures (the rule of docs/json.md);
  * frees what was there. Exposed for tests. */
-void alma__contention_judge(alma_contention *c, const char *runtime, const char *runtime_options);
+void alma__contention_judge(alma_contention *c, const char *advice);
+/* The spin advice of the runtime named `runtime` (alma_runtime.spin_advice) under those options and
+ * threads; NULL when it does not spin or is not in this build. */
+const char *alma__spin_advice_of(const char *runtime, const char *runtime_options, int threads);
 void alma__contention_clear(alma_contention *c);
 /* The CPU share thresholds: below them a timed phase is disturbed. */
 #define ALMA__MIN_CPU_SHARE 0.90      /* of its runnable time, it ran at least 90% */

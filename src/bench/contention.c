@@ -132,8 +132,7 @@ void alma__contention_clear(alma_contention *c) {
   memset(c, 0, sizeof *c);
 }
 
-void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runtime, const char *runtime_options,
-                          alma_contention *c) {
+void alma__contention_end(const alma__cpu_snap *s, int threads, const char *advice, alma_contention *c) {
   double wall = alma__bench_now();
   alma__cpu_snap *e = malloc(sizeof *e);
   alma__contention_clear(c);
@@ -194,10 +193,16 @@ void alma__contention_end(const alma__cpu_snap *s, int threads, const char *runt
     c->notes = alma__strdup(notes);
   }
   free(e);
-  alma__contention_judge(c, runtime, runtime_options);
+  alma__contention_judge(c, advice);
 }
 
-void alma__contention_judge(alma_contention *c, const char *runtime, const char *runtime_options) {
+const char *alma__spin_advice_of(const char *runtime, const char *runtime_options, int threads) {
+  const alma_runtime *rt = runtime ? alma__runtime_find(runtime) : NULL;
+  alma_runtime_opts o = {.threads = threads, .options = runtime_options};
+  return rt && rt->spin_advice ? rt->spin_advice(&o, threads) : NULL;
+}
+
+void alma__contention_judge(alma_contention *c, const char *advice) {
   free((char *)c->reason);
   free((char *)c->advice);
   c->reason = c->advice = NULL;
@@ -244,12 +249,36 @@ void alma__contention_judge(alma_contention *c, const char *runtime, const char 
   char full[800];
   snprintf(full, sizeof full, "%s%s", why, ctx);
   c->reason = alma__strdup(full);
-  /* a runtime whose threads spin-wait (alma_runtime.spin_advice) suffers most: say what avoids it */
-  const alma_runtime *rt = runtime ? alma__runtime_find(runtime) : NULL;
-  alma_runtime_opts o = {.threads = c->threads, .options = runtime_options};
-  const char *adv = rt && rt->spin_advice ? rt->spin_advice(&o, c->threads) : NULL;
-  if (adv) {
+  /* threads that spin-wait suffer most: say what avoids it */
+  if (advice && c->threads > 1) {
     c->spinning = 1;
-    c->advice = alma__strdup(adv);
+    c->advice = alma__strdup(advice);
   }
+}
+
+/* ---- the public pair, for phases timed outside the harness (the Python package's PyTorch rows) */
+struct alma_cpu_snapshot {
+  alma__cpu_snap s;
+};
+
+alma_cpu_snapshot *alma_contention_begin(void) {
+  alma_cpu_snapshot *p = malloc(sizeof *p);
+  if (p) alma__contention_begin(&p->s);
+  else alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  return p;
+}
+
+alma_status alma_contention_end(alma_cpu_snapshot *snap, int threads, const char *spin_advice, alma_contention *out) {
+  if (!snap || !out) {
+    free(snap);
+    return alma__errorf(ALMA_ERR_INVALID_ARG, "alma_contention_end: NULL %s", snap ? "out" : "snapshot");
+  }
+  memset(out, 0, sizeof *out);
+  alma__contention_end(&snap->s, threads, spin_advice && spin_advice[0] ? spin_advice : NULL, out);
+  free(snap);
+  return ALMA_OK;
+}
+
+void alma_contention_clear(alma_contention *c) {
+  if (c) alma__contention_clear(c);
 }

@@ -1196,7 +1196,9 @@ static void worker(void *arg, alma__chan *ch) {
     /* The outside check of the clock: the phase's own wall time against what the batches
      * account for (their latencies, the hooks, one clock read per batch outside the latency). */
     double t_end = alma__bench_now();
-    if (snap) alma__contention_end(snap, r->threads, conv->runtime->name, cfg->runtime_options, &r->cont);
+    if (snap)
+      alma__contention_end(snap, r->threads, alma__spin_advice_of(conv->runtime->name, cfg->runtime_options, r->threads),
+                           &r->cont);
     if (t_end > tt)
       r->clock_agreement = (infer + hooks_s + (double)n_raw * 1e-9 * r->timer_overhead_ns) / (t_end - tt);
   }

@@ -167,56 +167,56 @@ static void test_judge(void **state) {
   (void)state;
   unsetenv("OMP_WAIT_POLICY");
   alma_contention c = figures(1, 1, 1, 0.5, 0.5, 0.5, 0);
-  alma__contention_judge(&c, "EAGER", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("EAGER", NULL, c.threads));
   assert_true(c.disturbed);
   assert_non_null(strstr(c.reason, "it got 50% of the CPU it was ready to use"));
   assert_false(c.spinning);
   alma__contention_clear(&c);
   c = figures(1, 1, 2, 0.99, 0.01, 0.9, 0);  /* others on the other CPU: not in its way */
-  alma__contention_judge(&c, "EAGER", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("EAGER", NULL, c.threads));
   assert_false(c.disturbed);
   assert_null(c.reason);
   alma__contention_clear(&c);
   c = figures(1, 1, 1, 0.5, NAN, 0.5, 0);  /* without schedstat: CPU time against the others' */
-  alma__contention_judge(&c, "EAGER", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("EAGER", NULL, c.threads));
   assert_true(c.disturbed);
   assert_non_null(strstr(c.reason, "it got 50% of the CPU time its 1 thread asked for"));
   alma__contention_clear(&c);
   c = figures(1, 2, 2, 1.0, NAN, 0.05, 0);  /* half used, others idle: a runtime that does not use its threads */
-  alma__contention_judge(&c, "EAGER", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("EAGER", NULL, c.threads));
   assert_false(c.disturbed);
   alma__contention_clear(&c);
   c = figures(1, 1, 1, 0.99, 0.0, 0.0, 0.2);
-  alma__contention_judge(&c, "EAGER", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("EAGER", NULL, c.threads));
   assert_true(c.disturbed);
   assert_non_null(strstr(c.reason, "the hypervisor stole"));
   alma__contention_clear(&c);
   c = figures(1, 2, 2, 1.2, 0.6, 0.8, 0);  /* a spinning runtime under contention */
-  alma__contention_judge(&c, "DNNL", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("DNNL", NULL, c.threads));
   assert_true(c.disturbed && c.spinning);
   assert_non_null(strstr(c.advice, "OMP_WAIT_POLICY=passive"));
   alma__contention_clear(&c);
   c = figures(1, 2, 2, 1.2, 0.6, 0.8, 0);
-  alma__contention_judge(&c, "ORT", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("ORT", NULL, c.threads));
   assert_true(c.spinning);
   assert_non_null(strstr(c.advice, "ort.spinning=off"));
   alma__contention_clear(&c);
   if (alma__runtime_find("ORT")) { /* the setting that avoids it was given: no advice */
     c = figures(1, 2, 2, 1.2, 0.6, 0.8, 0);
-    alma__contention_judge(&c, "ORT", "dnnl.winograd=on,ort.spinning=off");
+    alma__contention_judge(&c, alma__spin_advice_of("ORT", "dnnl.winograd=on,ort.spinning=off", c.threads));
     assert_true(c.disturbed);
     assert_false(c.spinning);
     alma__contention_clear(&c);
   }
   setenv("OMP_WAIT_POLICY", "passive", 1);  /* already avoided: no advice */
   c = figures(1, 2, 2, 1.2, 0.6, 0.8, 0);
-  alma__contention_judge(&c, "DNNL", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("DNNL", NULL, c.threads));
   assert_true(c.disturbed);
   assert_false(c.spinning);
   alma__contention_clear(&c);
   unsetenv("OMP_WAIT_POLICY");
   c = figures(1, 1, 2, 0.5, 0.5, 0.5, 0);  /* one thread does not spin-wait for partners */
-  alma__contention_judge(&c, "DNNL", NULL);
+  alma__contention_judge(&c, alma__spin_advice_of("DNNL", NULL, c.threads));
   assert_true(c.disturbed);
   assert_false(c.spinning);
   alma__contention_clear(&c);
@@ -245,6 +245,53 @@ static void start_competitor(void *user, int index, int count, const char *conve
     for (;;) spin++;
   }
   c->competitor = p;
+}
+
+static void spin_for(double s) {
+  double t0 = alma__bench_now();
+  volatile double x = 0;
+  while (alma__bench_now() - t0 < s) x += 1;
+}
+
+/* The public pair (alma_contention_begin/end), as the Python package uses it around a phase it
+ * times itself: figures of this process, and a competitor on the one CPU caught, with the
+ * caller's spin advice given only to a phase whose threads can spin. */
+static void test_public_pair(void **state) {
+  (void)state;
+  alma_contention c;
+  assert_int_equal(alma_contention_end(NULL, 1, NULL, &c), ALMA_ERR_INVALID_ARG);
+  alma_cpu_snapshot *s = alma_contention_begin();
+  assert_non_null(s);
+  spin_for(0.2);
+  assert_int_equal(alma_contention_end(s, 1, "", &c), ALMA_OK);
+  assert_true(c.measured && c.wall_s >= 0.2 && c.cpu_s > 0 && c.threads == 1 && c.cpus >= 1);
+  assert_null(c.advice);
+  alma_contention_clear(&c);
+
+  cpu_set_t saved, one;
+  assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &saved)) cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  pid_t comp = fork();
+  if (comp == 0) {
+    for (;;) spin_for(1);
+  }
+  assert_true(comp > 0);
+  s = alma_contention_begin();
+  spin_for(0.6);
+  assert_int_equal(alma_contention_end(s, 2, "the caller's advice", &c), ALMA_OK);
+  kill(comp, SIGKILL);
+  waitpid(comp, NULL, 0);
+  assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
+  if (!c.disturbed) fail_msg("not flagged: cpu %.3f s over %.3f s, run delay %g s", c.cpu_s, c.wall_s, c.run_delay_s);
+  assert_non_null(c.reason);
+  assert_true(c.spinning); /* two threads asked for: the advice goes with the verdict */
+  assert_string_equal(c.advice, "the caller's advice");
+  alma_contention_clear(&c);
+  assert_null(c.reason);
 }
 
 static void test_competitor_flagged(void **state) {
@@ -447,6 +494,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resampled_median_exact), cmocka_unit_test(test_hier_bootstrap_brute_force),
       cmocka_unit_test(test_judge),                  cmocka_unit_test(test_competitor_flagged),
+      cmocka_unit_test(test_public_pair),
       cmocka_unit_test(test_clock_agreement),        cmocka_unit_test(test_repeat_interleaved),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
