@@ -1,8 +1,9 @@
 """Do alma's numbers reproduce between processes and between invocations? (docs/methodology.md,
 Repeats.) For one model and conversion:
 
-1. `alma bench --repeat K` once: the median of medians and its between-process 95% CI;
-2. K fresh `alma bench` processes, one after another: how many of their medians that CI covers;
+1. `alma bench --repeat K` once: the median of medians, its between-process 95% CI and the 95%
+   prediction interval of one more process's median (`next95`);
+2. K fresh `alma bench` processes, one after another: how many of their medians each covers;
 3. `alma bench --repeat K` again: how far its median of medians is from the first one's.
 
 Each step also says how many of its processes were disturbed (contention in the timed phase).
@@ -58,6 +59,8 @@ def main():
     lo, hi = rep1["ci95"]
     meds = [r["latency_ms"]["p50"] for r in fresh]
     covered = sum(lo <= m <= hi for m in meds)
+    plo, phi = rep1.get("next95") or (float("nan"), float("nan"))
+    covered_next = sum(plo <= m <= phi for m in meds)
     drift = rep2["median_ms"] / rep1["median_ms"] - 1
     res = {
         "machine": f"{system.get('cpu_model')}, {system.get('physical_cores')} cores",
@@ -67,7 +70,7 @@ def main():
                      "process_medians": [x["median_ms"] for x in rep1["runs"]], "disturbed": rep1["n_disturbed"]},
         "fresh_medians": meds, "fresh_disturbed": sum(bool(r["disturbed"]) for r in fresh),
         "fresh_within_ms": [r["latency_ms"]["median_ci95"] for r in fresh],
-        "covered": covered,
+        "covered": covered, "next95": [plo, phi], "covered_by_next95": covered_next,
         "repeat_2": {"median_ms": rep2["median_ms"], "ci95": rep2["ci95"], "spread": rep2["spread"],
                      "process_medians": [x["median_ms"] for x in rep2["runs"]], "disturbed": rep2["n_disturbed"]},
         "repeat_drift": drift,
@@ -75,8 +78,9 @@ def main():
     print(f"{a.conversion} on {a.model} ({res['machine']}, load {res['load_average']})")
     print(f"--repeat {a.k}:  median of medians {rep1['median_ms']:.4g} ms, 95% CI [{lo:.4g}, {hi:.4g}], "
           f"spread {100 * rep1['spread']:.1f}%, {rep1['n_disturbed']} of {a.k} disturbed")
-    print(f"fresh processes: medians {', '.join(f'{m:.4g}' for m in meds)} ms; {covered} of {a.k} inside the CI; "
-          f"{res['fresh_disturbed']} disturbed")
+    print(f"  a new process's median, 95% prediction interval: [{plo:.4g}, {phi:.4g}]")
+    print(f"fresh processes: medians {', '.join(f'{m:.4g}' for m in meds)} ms; {covered} of {a.k} inside the CI, "
+          f"{covered_next} of {a.k} inside the prediction interval; {res['fresh_disturbed']} disturbed")
     print(f"--repeat {a.k} again: {rep2['median_ms']:.4g} ms [{rep2['ci95'][0]:.4g}, {rep2['ci95'][1]:.4g}], "
           f"{100 * drift:+.1f}% from the first; {rep2['n_disturbed']} of {a.k} disturbed")
     if a.json:

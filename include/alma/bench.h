@@ -549,6 +549,9 @@ typedef struct alma_repeat_stats {
   double cv;                  /* stdev / mean of the process medians                           */
   int n_disturbed;            /* repeats disturbed                                             */
   const alma_repeat_run *runs;/* k entries, in repeat order                                    */
+  double next95[2];           /* where one more process's median should land, 95%: a prediction
+                                 interval on the log of the process medians (t with k - 1 degrees
+                                 of freedom; docs/methodology.md); NaN for k < 3                */
 } alma_repeat_stats;
 /* NULL unless the row has repeats. */
 const alma_repeat_stats *alma_result_repeats(const alma_result *r);

@@ -237,6 +237,9 @@ alma_status alma__repeat_start(alma_result *row, int run_index);
 alma_status alma__repeat_add(alma_result *row, const alma_result *run, int run_index);
 /* Computes the row's repeat statistics and pooled latency once every repeat is in. */
 alma_status alma__repeat_finish(alma_result *row, uint64_t seed);
+/* The 95% prediction interval of one more process's median from k process medians (NaN for k < 3
+ * or a median that is not positive). */
+void alma__repeat_next95(const double *med, int k, double out[2]);
 void alma__repeat_clear(alma_repeat_stats *s);
 /* Adds a run to s (reason copied). */
 alma_status alma__repeat_push(alma_repeat_stats *s, const alma_repeat_run *run);

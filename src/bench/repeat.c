@@ -157,6 +157,24 @@ alma_status alma__repeat_add(alma_result *row, const alma_result *run, int run_i
   return push_run(row, run, run_index);
 }
 
+/* The interval of the median of the medians says where the typical process lands; the user who
+ * runs again gets one more process, which the between-process spread moves far more: a normal
+ * prediction interval on log medians (latencies are positive and spread multiplicatively),
+ * exp(m +- t(0.975, k-1) * sd * sqrt(1 + 1/k)). */
+void alma__repeat_next95(const double *med, int k, double out[2]) {
+  out[0] = out[1] = NAN;
+  if (k < 3) return;
+  double m = 0, v = 0;
+  for (int i = 0; i < k; i++) {
+    if (!(med[i] > 0) || !isfinite(med[i])) return;
+    m += log(med[i]) / k;
+  }
+  for (int i = 0; i < k; i++) v += (log(med[i]) - m) * (log(med[i]) - m);
+  double half = alma__t_quantile(0.975, k - 1) * sqrt(v / (k - 1)) * sqrt(1 + 1.0 / k);
+  out[0] = exp(m - half);
+  out[1] = exp(m + half);
+}
+
 alma_status alma__repeat_finish(alma_result *row, uint64_t seed) {
   alma_repeat_stats *s = &row->rep;
   int k = s->k;
@@ -198,6 +216,7 @@ alma_status alma__repeat_finish(alma_result *row, uint64_t seed) {
     s->spread = s->median_ms > 0 ? (s->max_ms - s->min_ms) / s->median_ms : NAN;
     if (alma__hier_bootstrap(sorted, n, k, ALMA__REPEAT_RESAMPLES, seed, 0.95, s->ci95, NULL) != 0)
       s->ci95[0] = s->ci95[1] = NAN;
+    alma__repeat_next95(med, k, s->next95);
     alma__latency_stats(row->raw_ms, row->n_raw, &row->latency);
     row->throughput = row->inference_s > 0 ? (double)row->samples / row->inference_s : NAN;
     if (s->n_disturbed && row->cont.reason) {

@@ -163,6 +163,7 @@ static const field contention_fields[] = {
 static const field repeat_fields[] = {
     XF("k", F_INT, k), XF("median_ms", F_NUM, median_ms), XF("ci95", F_PAIR, ci95), XF("min_ms", F_NUM, min_ms),
     XF("max_ms", F_NUM, max_ms), XF("spread", F_NUM, spread), XF("cv", F_NUM, cv), XF("n_disturbed", F_INT, n_disturbed),
+    XF("next95", F_PAIR, next95),
 };
 #undef XF
 #define YF(key, ft, member) FIELD(alma_repeat_run, key, ft, member)

@@ -204,6 +204,9 @@ static void print_repeats(const alma_result *x, FILE *f) {
   fprintf(f, "      repeats    %d processes: median of medians %s ms [%s, %s], between-process spread %.1f%%, CV %.1f%%\n",
           s->k, ms(s->median_ms, a, sizeof a), ms(s->ci95[0], b, sizeof b), ms(s->ci95[1], c, sizeof c),
           isfinite(s->spread) ? 100 * s->spread : 0.0, isfinite(s->cv) ? 100 * s->cv : 0.0);
+  if (isfinite(s->next95[0]))
+    fprintf(f, "                 a new process's median: 95%% within [%s, %s] ms\n", ms(s->next95[0], a, sizeof a),
+            ms(s->next95[1], b, sizeof b));
   fprintf(f, "                 medians");
   for (int i = 0; i < s->k; i++)
     fprintf(f, " %s%s", ms(s->runs[i].median_ms, a, sizeof a), s->runs[i].disturbed ? "*" : "");

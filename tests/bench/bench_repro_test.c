@@ -101,6 +101,25 @@ static uint64_t lcg(uint64_t *s) {
 /* k processes whose medians differ far more than their batches scatter: the hierarchical CI must
  * span the processes (the within-process interval would not), and agree with a brute-force
  * hierarchical bootstrap that really draws processes and then batches. */
+/* The prediction interval of one more process's median: against the formula worked in Python
+ * (statistics.stdev of the logs, the t table's 2.7764451 for 4 degrees of freedom); NaN below
+ * three processes and for a median that is not positive. */
+static void test_next95(void **state) {
+  (void)state;
+  const double med[] = {1.0, 1.1, 0.9, 1.05, 0.95};
+  double pi[2];
+  alma__repeat_next95(med, 5, pi);
+  assert_true(fabs(pi[0] - 0.7836841086730945) < 1e-6 && fabs(pi[1] - 1.26963299197367) < 1e-6);
+  alma__repeat_next95(med, 2, pi);
+  assert_true(isnan(pi[0]) && isnan(pi[1]));
+  const double bad[] = {1.0, 0.0, 1.0};
+  alma__repeat_next95(bad, 3, pi);
+  assert_true(isnan(pi[0]));
+  /* wider than the spread of the processes themselves: it is for a new one */
+  alma__repeat_next95(med, 5, pi);
+  assert_true(pi[0] < 0.9 && pi[1] > 1.1);
+}
+
 static void test_hier_bootstrap_brute_force(void **state) {
   (void)state;
   enum { K = 5, N = 41, B = 4000 };
@@ -461,6 +480,9 @@ static void test_repeat_interleaved(void **state) {
     assert_true(s->median_ms == med[1] && s->min_ms == med[0] && s->max_ms == med[2]);
     assert_true(fabs(s->spread - (med[2] - med[0]) / med[1]) < 1e-12);
     assert_true(s->ci95[0] <= s->median_ms && s->median_ms <= s->ci95[1]);
+    /* the prediction interval holds the interval of the median of medians' centre, and is what the
+     * JSON and text report carry */
+    assert_true(s->next95[0] <= s->median_ms && s->median_ms <= s->next95[1]);
     double ci[2];
     assert_true(alma_result_median_ms(x, ci) == s->median_ms && ci[0] == s->ci95[0]);
     const alma_repeat_stats *b = alma_result_repeats(alma_results_get(back, i));
@@ -495,7 +517,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resampled_median_exact), cmocka_unit_test(test_hier_bootstrap_brute_force),
       cmocka_unit_test(test_judge),                  cmocka_unit_test(test_competitor_flagged),
-      cmocka_unit_test(test_public_pair),
+      cmocka_unit_test(test_public_pair),            cmocka_unit_test(test_next95),
       cmocka_unit_test(test_clock_agreement),        cmocka_unit_test(test_repeat_interleaved),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
