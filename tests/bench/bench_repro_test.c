@@ -273,6 +273,18 @@ static void spin_for(double s) {
   while (alma__bench_now() - t0 < s) spin_sink += 1;
 }
 
+/* Pins this process to the first CPU it may use (returned); *saved gets the affinity to restore. */
+static int pin_to_one_cpu(cpu_set_t *saved) {
+  cpu_set_t one;
+  assert_int_equal(sched_getaffinity(0, sizeof *saved, saved), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, saved)) cpu++;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  return cpu;
+}
+
 /* The public pair (alma_contention_begin/end), as the Python package uses it around a phase it
  * times itself: figures of this process, and a competitor on the one CPU caught, with the
  * caller's spin advice given only to a phase whose threads can spin. */
@@ -288,13 +300,8 @@ static void test_public_pair(void **state) {
   assert_null(c.advice);
   alma_contention_clear(&c);
 
-  cpu_set_t saved, one;
-  assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &saved)) cpu++;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  cpu_set_t saved;
+  pin_to_one_cpu(&saved);
   pid_t comp = fork();
   if (comp == 0) {
     for (;;) spin_for(1);
@@ -316,14 +323,9 @@ static void test_public_pair(void **state) {
 
 static void test_competitor_flagged(void **state) {
   (void)state;
-  cpu_set_t saved, one;
-  assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &saved)) cpu++;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
+  cpu_set_t saved;
   /* the benchmark's child inherits this: it and the competitor share one CPU */
-  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  int cpu = pin_to_one_cpu(&saved);
   for (int round = 0; round < 2; round++) {
     alma_config c;
     alma_config_init(&c);
