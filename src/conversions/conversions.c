@@ -42,6 +42,8 @@ static const alma_preset presets[] = {
     {73, "FOLD+OPENVINO_BF16", "constant folding, then OpenVINO with inference precision bf16", "OpenVINO; CPU with AVX512_BF16 or AMX-BF16"},
     {74, "INT8_STATIC+OPENVINO", "alma's static int8 quantization (QDQ graph, calibrated on the data), run by OpenVINO's int8 kernels", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
     {75, "FOLD+INT8_STATIC+OPENVINO", "constant folding, static int8 quantization, then OpenVINO", "OpenVINO (the openvino wheel in .venv-openvino, found at build time)"},
+    {80, "CUDA", "NVIDIA GPU: cuDNN convolutions, cuBLAS Gemm/MatMul, alma's CUDA kernels for elementwise, normalization, softmax, pooling and layout nodes (float32); other nodes on EAGER on the host, their copies counted", "NVIDIA GPU and driver; alma built with nvcc, cuBLAS and cuDNN found at run time"},
+    {81, "FOLD+CUDA", "constant folding, then CUDA", "NVIDIA GPU and driver; alma built with nvcc, cuBLAS and cuDNN found at run time"},
 };
 
 /* ---- closest names, for error messages ------------------------------------------------------ */

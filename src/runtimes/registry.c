@@ -18,6 +18,9 @@ extern const alma_runtime alma__runtime_ort;
 extern const alma_runtime alma__runtime_ort_extended;
 extern const alma_runtime alma__runtime_ort_basic;
 #endif
+#ifdef ALMA_HAVE_CUDA
+extern const alma_runtime alma__runtime_cuda;
+#endif
 #ifdef ALMA_HAVE_OPENVINO
 extern const alma_runtime alma__runtime_openvino;
 extern const alma_runtime alma__runtime_openvino_bf16;
@@ -42,6 +45,9 @@ static const alma_runtime *const runtimes[] = {
 #ifdef ALMA_HAVE_OPENVINO
     &alma__runtime_openvino,
     &alma__runtime_openvino_bf16,
+#endif
+#ifdef ALMA_HAVE_CUDA
+    &alma__runtime_cuda,
 #endif
 };
 

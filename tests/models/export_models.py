@@ -18,6 +18,7 @@ Runs with Debian's /usr/bin/python3 (python3-torch 1.13, python3-torchvision 0.1
 """
 import argparse
 import hashlib
+import inspect
 import io
 import os
 import sys
@@ -208,8 +209,11 @@ def export_one(outdir, name):
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # the TorchScript exporter everywhere: PyTorch 2.9+ defaults to its dynamo exporter, whose
+        # graphs differ (and whose opset floor is 18)
+        legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
         torch.onnx.export(m, tuple(example), buf, opset_version=opset, input_names=in_names,
-                          output_names=out_names, dynamic_axes=dyn, do_constant_folding=True)
+                          output_names=out_names, dynamic_axes=dyn, do_constant_folding=True, **legacy)
     proto = onnx.load_from_string(buf.getvalue())
     onnx.checker.check_model(proto)
     with open(os.path.join(d, "model.onnx"), "wb") as f:
