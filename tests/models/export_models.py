@@ -103,6 +103,39 @@ def mlp_gelu():
 model("mlp_gelu_op13", 13)(mlp_gelu)
 
 
+def conv1d_net():
+    """A keyword-spotting style 1-D CNN (audio frames x channels): dense, strided and depthwise
+    Conv1d with BatchNorm1d and ReLU, a max pool, a global average and a linear head."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Conv1dNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv1d(12, 32, 5, padding=2)
+            self.bn1 = nn.BatchNorm1d(32)
+            self.c2 = nn.Conv1d(32, 32, 3, stride=2, padding=1, groups=32)  # depthwise
+            self.c3 = nn.Conv1d(32, 48, 1)
+            self.c4 = nn.Conv1d(48, 48, 3, dilation=2, padding=2)
+            self.fc = nn.Linear(48, 6)
+
+        def forward(self, x):
+            x = torch.relu(self.bn1(self.c1(x)))
+            x = torch.relu(self.c3(torch.relu(self.c2(x))))
+            x = torch.max_pool1d(x, 2)
+            x = torch.relu(self.c4(x)) + x
+            return self.fc(x.mean(dim=2))
+
+    m = Conv1dNet()
+    with torch.no_grad():
+        m.bn1.running_mean.uniform_(-0.5, 0.5)
+        m.bn1.running_var.uniform_(0.5, 2.0)
+    return m, lambda b: [torch.randn(b, 12, 40)]
+
+
+model("conv1d_op13", 13)(conv1d_net)
+
+
 def transformer(with_embedding):
     torch = _torch()
     nn = torch.nn

@@ -42,7 +42,9 @@ alma_status alma__xrt_prepare_statics(xrt_plan *p, int node) {
     case XK_DWCONV: {
       const alma_tensor *W = cinit(g, n, 1), *B = cinit(g, n, 2);
       const float *w = W->data;
-      size_t O = (size_t)W->dims[0], Ig = (size_t)W->dims[1], KH = (size_t)W->dims[2], KW = (size_t)W->dims[3];
+      /* a 1-D conv's [O, I, K] is [O, I, 1, K] */
+      size_t O = (size_t)W->dims[0], Ig = (size_t)W->dims[1], KH = W->rank == 4 ? (size_t)W->dims[2] : 1,
+             KW = (size_t)W->dims[W->rank - 1];
       if (xn->kind == XK_CONV) {
         size_t d[4] = {O, KH, KW, Ig};
         float *f = static_alloc(&xn->w, 4, d);
@@ -218,6 +220,13 @@ static int xdims(const bctx *c, int v, size_t *dims) {
     dims[2] = (size_t)t->dims[3];
     dims[3] = (size_t)t->dims[1];
   }
+  if (c->P->nhwc && t->rank == 3) {
+    /* NCL as NHWC with H = 1: XNNPACK's 2-D convolution takes it */
+    dims[1] = 1;
+    dims[2] = (size_t)t->dims[2];
+    dims[3] = (size_t)t->dims[1];
+    return 4;
+  }
   return t->rank;
 }
 
@@ -254,18 +263,27 @@ typedef struct geo2 {
 static int geometry(bctx *c, const alma_node *n, int x, int y, const int64_t *k, int with_dil, int ceil_mode, geo2 *o) {
   alma__nn_geom gm;
   const alma_tensor *X = &c->shape[x], *Y = &c->shape[y];
-  if (X->rank != 4 || Y->rank != 4) return fail(c, n, "rank-4 input and output needed");
-  if (alma__nn_geom_read(n, 2, X->dims + 2, k, with_dil, &gm) != ALMA_OK ||
+  if (X->rank != Y->rank || (X->rank != 4 && X->rank != 3)) return fail(c, n, "rank-4 or rank-3 input and output needed");
+  int nsp = X->rank - 2;
+  if (alma__nn_geom_read(n, nsp, X->dims + 2, k, with_dil, &gm) != ALMA_OK ||
       alma__nn_geom_forward(n, &gm, ceil_mode) != ALMA_OK)
     return fail(c, n, "%s", alma_last_error());
+  if (nsp == 1) {
+    /* 1-D: the only spatial dim is W, H = 1 with a 1-tap window */
+    gm.in[1] = gm.in[0], gm.out[1] = gm.out[0], gm.k[1] = gm.k[0], gm.s[1] = gm.s[0], gm.d[1] = gm.d[0];
+    gm.pb[1] = gm.pb[0], gm.pe[1] = gm.pe[0];
+    gm.in[0] = gm.out[0] = gm.k[0] = gm.s[0] = gm.d[0] = 1;
+    gm.pb[0] = gm.pe[0] = 0;
+  }
   int64_t pe[2];
   for (int i = 0; i < 2; i++) {
     int64_t eff = (gm.k[i] - 1) * gm.d[i] + 1;
     int64_t extra = (gm.out[i] - 1) * gm.s[i] + eff - (gm.in[i] + gm.pb[i] + gm.pe[i]);
     pe[i] = gm.pe[i] + (extra > 0 ? extra : 0);
     int64_t xo = (gm.in[i] + gm.pb[i] + pe[i] - eff) / gm.s[i] + 1;
-    if (gm.out[i] != Y->dims[2 + i] || xo != gm.out[i])
-      return fail(c, n, "output size %lld along spatial dim %d is not XNNPACK's %lld", (long long)Y->dims[2 + i], i,
+    int64_t yd = nsp == 1 ? (i == 0 ? 1 : Y->dims[2]) : Y->dims[2 + i];
+    if (gm.out[i] != yd || xo != gm.out[i])
+      return fail(c, n, "output size %lld along spatial dim %d is not XNNPACK's %lld", (long long)yd, i,
                   (long long)xo);
     if (gm.pb[i] > UINT32_MAX || pe[i] > UINT32_MAX || gm.k[i] > UINT32_MAX || gm.s[i] > UINT32_MAX || gm.d[i] > UINT32_MAX)
       return fail(c, n, "window parameters too large");
@@ -279,6 +297,7 @@ static int geometry(bctx *c, const alma_node *n, int x, int y, const int64_t *k,
 /* NCHW order == NHWC order for this shape (a layout-free reshape in NHWC mode). */
 static int layout_free(const bctx *c, int v) {
   const alma_tensor *t = &c->shape[v];
+  if (c->P->nhwc && t->rank == 3) return t->dims[1] == 1 || t->dims[2] == 1;
   return !c->P->nhwc || t->rank != 4 || t->dims[1] == 1 || t->dims[2] * t->dims[3] == 1;
 }
 
@@ -356,7 +375,7 @@ static int define_node(bctx *c, int ni) {
     case XK_CONV:
     case XK_DWCONV: {
       const alma_tensor *W = alma__xrt_cst(g, c->p->cval, n->inputs[1]);
-      int64_t k[2] = {W->dims[2], W->dims[3]};
+      int64_t k[2] = {W->dims[2], W->rank == 4 ? W->dims[3] : 1}; /* rank 3: k[0] alone is read */
       geo2 o;
       if (geometry(c, n, x, n->outputs[0], k, 1, 0, &o)) return -1;
       if (sid(c, n, &xn->w, &wi) || sid(c, n, &xn->b, &bi)) return -1;

@@ -122,19 +122,21 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
 
   if (!strcmp(t, "Conv")) {
     const alma_tensor *W = cst(a, n, 1), *B = n->n_inputs > 2 && n->inputs[2] >= 0 ? cst(a, n, 2) : NULL;
-    if (!f32(a, x) || rank_of(a, x) != 4 || !W || W->dtype != ALMA_DTYPE_FLOAT32 || W->rank != 4) return 0;
+    /* rank 3 ([N, C, L], a 1-D conv): XNNPACK's 2-D conv with H = 1 on NLC data (NHWC mode) */
+    int rx = rank_of(a, x);
+    if (!f32(a, x) || (rx != 4 && rx != 3) || !W || W->dtype != ALMA_DTYPE_FLOAT32 || W->rank != rx || ry != rx) return 0;
     if (n->n_inputs > 2 && n->inputs[2] >= 0 && (!B || B->dtype != ALMA_DTYPE_FLOAT32 || alma_tensor_numel(B) != W->dims[0]))
       return 0;
     int64_t G = alma__attr_i(n, "group", 1);
     if (G < 1 || W->dims[0] % G || W->dims[0] <= 0 || W->dims[1] <= 0) return 0;
     const int64_t *ks = NULL;
     int nk = alma__attr_ints(n, "kernel_shape", &ks);
-    if (nk && (nk != 2 || ks[0] != W->dims[2] || ks[1] != W->dims[3])) return 0;
+    if (nk && (nk != rx - 2 || ks[0] != W->dims[2] || (rx == 4 && ks[1] != W->dims[3]))) return 0;
     int dw = W->dims[1] == 1 && G > 1;
     if (xn->fused_op && n->n_inputs > 3 && n->inputs[3] >= 0) {
       /* FusedConv's residual: a computed rank-4 float tensor (an XNNPACK add after the conv) */
       int z = n->inputs[3];
-      if (!f32(a, z) || rank_of(a, z) != 4 || alma__xrt_cst(a->g, a->cval, z)) return 0;
+      if (rx != 4 || !f32(a, z) || rank_of(a, z) != 4 || alma__xrt_cst(a->g, a->cval, z)) return 0;
       xn->zslot = 3;
     }
     return set(xn, dw ? XK_DWCONV : XK_CONV, 0, 0, 1);
@@ -315,6 +317,30 @@ static int analyze(const actx *a, const alma_node *n, xrt_node *xn) {
     return set(xn, XK_BN, 0, 1, 1);
   }
   return 0;
+}
+
+/* In NHWC mode a rank-3 value [N, C, L] is channels-last (NLC, XNNPACK dims [N, 1, L, C]), as a
+ * rank-4 one is NHWC. Which nodes take that: 1-D convs, elementwise ops of one operand, and binary
+ * ops whose operands are all computed rank-3 values (broadcasting over the permuted dims is the
+ * same), per-tensor Quantize/DequantizeLinear; others touching a rank-3 value (constants in ONNX
+ * order, axes, reshapes) stay out. */
+static int nlc_ok(const actx *a, const alma_node *n, const xrt_node *xn) {
+  int r3 = 0, all3 = 1;
+  for (int k = 0; k < n->n_inputs; k++) {
+    int v = n->inputs[k];
+    if (v < 0) continue;
+    int c = alma__xrt_cst(a->g, a->cval, v) != NULL;
+    r3 |= !c && rank_of(a, v) == 3; /* constants (weights, a rank-4 op's [C,1,1] operand) keep their layout */
+    all3 &= !c && rank_of(a, v) == 3;
+  }
+  r3 |= rank_of(a, n->outputs[0]) == 3;
+  if (!r3) return 1;
+  switch (xn->kind) {
+    case XK_CONV: case XK_DWCONV: return !xn->q;
+    case XK_UNARY: case XK_CLAMP: case XK_LEAKY: case XK_ELU: case XK_QUANT: case XK_DEQUANT: return 1; /* per element */
+    case XK_BINARY: return all3 && rank_of(a, n->outputs[0]) == 3;
+    default: return 0;
+  }
 }
 
 /* ---- partitioning ------------------------------------------------------------------------------ */
@@ -765,6 +791,13 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
         int part = xn->part;
         memset(xn, 0, sizeof *xn);
         xn->part = part;
+      } else if (xn->can_nhwc && !nlc_ok(&a, &g->nodes[i], xn)) {
+        xn->can_nhwc = 0;
+        if (!xn->can_plain) {
+          int part = xn->part;
+          memset(xn, 0, sizeof *xn);
+          xn->part = part;
+        }
       }
       xn->cst_slot = xn->kind == XK_BINARY ? xn->cst_slot : -1;
     }
@@ -812,7 +845,8 @@ static alma_status xrt_compile(const alma_graph *g, const alma_runtime_opts *opt
   for (int q = 0; st == ALMA_OK && r2.info && q < p->n_parts; q++) {
     xrt_part *P = &p->parts[q];
     for (int e = 0; P->nhwc && e < P->n_in + P->n_out; e++)
-      P->reorders += r2.info[e < P->n_in ? P->in[e] : P->out[e - P->n_in]].rank == 4;
+      P->reorders += r2.info[e < P->n_in ? P->in[e] : P->out[e - P->n_in]].rank == 4 ||
+                     r2.info[e < P->n_in ? P->in[e] : P->out[e - P->n_in]].rank == 3;
   }
   alma__infer_result_free(&r2);
   alma__infer_result_free(&r3);
@@ -836,7 +870,9 @@ typedef struct xrt_run {
   unsigned char **have;  /* per partition, per external input: captured in this run */
 } xrt_run;
 
-static int nhwc4(const xrt_part *P, const alma_tensor *t) { return P->nhwc && t->rank == 4; }
+/* a value reordered at the boundary: NCHW <-> NHWC, or NCL <-> NLC for rank 3 */
+static int nhwc4(const xrt_part *P, const alma_tensor *t) { return P->nhwc && (t->rank == 4 || t->rank == 3); }
+static size_t spatial(const alma_tensor *t) { return (size_t)(t->rank == 4 ? t->dims[2] * t->dims[3] : t->dims[2]); }
 
 /* uint8 <-> int8 domain change of 8-bit data: q ^ 0x80 = q -/+ 128 */
 static void flip8(void *data, size_t n) {
@@ -962,8 +998,7 @@ static alma_status run_part(xrt_run *rs, int q) {
     const alma_tensor *t = &cap[e];
     size_t es = alma_dtype_size(t->dtype), numel = (size_t)alma_tensor_numel(t);
     if (nhwc4(P, t))
-      alma__xrt_transpose(p->pool, t->data, b->in_buf[e], es, (size_t)t->dims[0], (size_t)t->dims[1],
-                          (size_t)(t->dims[2] * t->dims[3]), 0);
+      alma__xrt_transpose(p->pool, t->data, b->in_buf[e], es, (size_t)t->dims[0], (size_t)t->dims[1], spatial(t), 0);
     else
       memcpy(b->in_buf[e], t->data, numel * es);
     if (p->vq[P->in[e]].flip) flip8(b->in_buf[e], numel);
@@ -998,8 +1033,8 @@ static alma_status run_part(xrt_run *rs, int q) {
   for (int e = 0; e < P->n_out; e++) {
     alma_tensor *t = &rs->shape[P->out[e]];
     if (b->out_buf[e])
-      alma__xrt_transpose(p->pool, b->out_buf[e], t->data, alma_dtype_size(t->dtype), (size_t)t->dims[0],
-                          (size_t)(t->dims[2] * t->dims[3]), (size_t)t->dims[1], PTHREADPOOL_FLAG_YIELD_WORKERS);
+      alma__xrt_transpose(p->pool, b->out_buf[e], t->data, alma_dtype_size(t->dtype), (size_t)t->dims[0], spatial(t),
+                          (size_t)t->dims[1], PTHREADPOOL_FLAG_YIELD_WORKERS);
     if (p->vq[P->out[e]].flip) flip8(t->data, (size_t)alma_tensor_numel(t));
   }
   return ALMA_OK;

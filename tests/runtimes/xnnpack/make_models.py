@@ -215,6 +215,33 @@ def models(out):
         helper.make_node("FusedConv", ["c", "w4"], ["y"], domain=A, activation="Relu")],
         [vinfo("x", [N, 3, 4, 4])], [vinfo("y", None)],
         [w("w1", 3, 3, 1, 1), w("w2", 3, 3, 1, 1), w("w3", 3, 3, 1, 1), w("w4", 2, 3, 1, 1)], (1, 1)))
+    # 1-D convs ([N, C, L]): XNNPACK's 2-D conv with H = 1 on NLC data.
+    # grouped: asymmetric pads, stride 2, dilation 2, then Relu (folded into the conv)
+    man.append(save(out, "conv1d_group", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], group=2, pads=[0, 2], strides=[2], dilations=[2]),
+        helper.make_node("Relu", ["c"], ["y"])],
+        [vinfo("x", [N, 4, 23])], [vinfo("y", None)], [w("w", 6, 2, 3), w("b", 6)], (2, 1)))
+    # depthwise with channel multiplier 2, no bias, then Clip(0, 0.6)
+    man.append(save(out, "conv1d_dw", [
+        helper.make_node("Conv", ["x", "w"], ["c"], group=4, pads=[1, 1]),
+        helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+        [vinfo("x", [N, 4, 16])], [vinfo("y", None)], [w("w", 8, 1, 3), f32("lo", 0.0), f32("hi", 0.6)], (2, 1)))
+    # groups = 1, stride 2 with SAME_UPPER and an even kernel, Relu, a second conv, a residual Add of
+    # two computed NLC values and a Sigmoid: one partition, reordered only at its boundary
+    man.append(save(out, "conv1d_chain", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], auto_pad="SAME_UPPER", strides=[2], kernel_shape=[4]),
+        helper.make_node("Relu", ["c1"], ["r"]),
+        helper.make_node("Conv", ["r", "w2", "b2"], ["c2"], pads=[1, 1]),
+        helper.make_node("Add", ["c2", "r"], ["s"]),
+        helper.make_node("Sigmoid", ["s"], ["y"])],
+        [vinfo("x", [N, 3, 31])], [vinfo("y", None)],
+        [w("w1", 6, 3, 4), w("b1", 6), w("w2", 6, 6, 3), w("b2", 6)], (5, 1)))
+    # an Add of a constant [C, 1] to a 1-D conv's output: the constant is in ONNX order, so the Add
+    # leaves the NLC partition for EAGER, the conv stays on XNNPACK
+    man.append(save(out, "conv1d_const_add", [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+        helper.make_node("Add", ["c", "k"], ["y"])],
+        [vinfo("x", [N, 2, 10])], [vinfo("y", None)], [w("w", 5, 2, 3), w("k", 5, 1)], (1, 1)))
     return man
 
 
