@@ -20,7 +20,6 @@ extern "C" {
   X(ERR_TYPE, "type mismatch")                                                \
   X(ERR_NOT_FOUND, "not found")                                               \
   X(ERR_UNAVAILABLE, "unavailable on this machine")                           \
-  X(ERR_DYNAMIC, "value known only at run time")                              \
   X(ERR_RUNTIME, "runtime failure")                                           \
   X(ERR_TIMEOUT, "timed out")                                                 \
   X(ERR_CRASH, "crashed")                                                     \

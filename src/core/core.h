@@ -28,6 +28,11 @@ void alma__error_clear(void);
     }                                                                                      \
   } while (0)
 
+/* Internal only, never returned by a public function: an op's output shape depends on a value known
+ * only at run time (shape inference's answer, alma__need_value), or a runtime declined a node for
+ * this run. One past the public statuses. */
+#define ALMA_ERR_DYNAMIC ((alma_status)ALMA_STATUS_COUNT)
+
 #define ALMA_TRY(expr)                    \
   do {                                    \
     alma_status alma__st_ = (expr);       \

@@ -5,6 +5,7 @@
 static _Thread_local char alma__errmsg[ALMA__ERRMSG_CAP];
 
 const char *alma_status_name(alma_status s) {
+  if (s == ALMA_ERR_DYNAMIC) return "ERR_DYNAMIC"; /* internal (core.h): named for messages all the same */
   switch (s) {
 #define X(name, desc) \
   case ALMA_##name:   \
@@ -17,6 +18,7 @@ const char *alma_status_name(alma_status s) {
 }
 
 const char *alma_status_str(alma_status s) {
+  if (s == ALMA_ERR_DYNAMIC) return "value known only at run time";
   switch (s) {
 #define X(name, desc) \
   case ALMA_##name:   \
