@@ -207,6 +207,28 @@ int alma__rt_opt_is(const alma_runtime *rt, const alma_runtime_opts *o, const ch
   return v && !strcmp(v, value);
 }
 
+int alma__rt_opt_index(const alma_runtime *rt, const alma_runtime_opts *o, const char *name) {
+  char buf[128];
+  const char *v = alma__rt_opt(rt, o, name, buf, sizeof buf);
+  const alma__rt_option *d = NULL;
+  for (int i = 0; v && i < rt->n_options; i++)
+    if (!strcmp(rt->options[i].name, name)) d = &rt->options[i];
+  if (!d || d->kind != ALMA__OPT_CHOICE) {
+    fprintf(stderr, "alma: internal: %s option '%s' is not a choice\n", rt->name, name);
+    return -1;
+  }
+  size_t vl = strlen(v);
+  int idx = 0;
+  for (const char *c = d->choices; *c; idx++) {
+    const char *e = strchr(c, '|');
+    size_t len = e ? (size_t)(e - c) : strlen(c);
+    if (len == vl && !strncmp(c, v, len)) return idx;
+    if (!e) break;
+    c = e + 1;
+  }
+  return -1;
+}
+
 /* snprintf at buf[*len] that keeps *len within n (the text is cut, its length still counted by w) */
 static void append(char *buf, size_t n, size_t *len, int *total, const char *fmt, const char *a, const char *b,
                    const char *c) {

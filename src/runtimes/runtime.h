@@ -163,6 +163,10 @@ const char *alma__rt_opt(const alma_runtime *rt, const alma_runtime_opts *o, con
 int alma__rt_opt_on(const alma_runtime *rt, const alma_runtime_opts *o, const char *name);
 long long alma__rt_opt_int(const alma_runtime *rt, const alma_runtime_opts *o, const char *name);
 int alma__rt_opt_is(const alma_runtime *rt, const alma_runtime_opts *o, const char *name, const char *value);
+/* A choice option's value as its position in `choices` ("auto|on|off": "on" is 1), so an enum in
+ * the same order reads it; -1 (and a message on stderr, a programming error) for an option rt does
+ * not declare or one that is not a choice. */
+int alma__rt_opt_index(const alma_runtime *rt, const alma_runtime_opts *o, const char *name);
 /* Every option of rt with its value under text, as a JSON object's text {"winograd":"auto",...}
  * ("{}" for a runtime without options); *n_set counts those text sets (may be NULL). Returns
  * snprintf's length. */

@@ -54,6 +54,13 @@ static void test_dnnl(void **state) {
   assert_false(alma__rt_opt_on(rt, &o, "strided"));                               /* "0" is off */
   assert_true(alma__rt_opt_is(rt, &o, "int8", "on"));                              /* untouched: default */
   assert_null(alma__rt_opt(rt, &o, "nosuch", buf, sizeof buf));
+  /* a choice as its position in "auto|on|off", "on|off|fallback" */
+  assert_int_equal(alma__rt_opt_index(rt, &none, "winograd"), 0);
+  assert_int_equal(alma__rt_opt_index(rt, &o, "winograd"), 2);
+  alma_runtime_opts fb = {.threads = 1, .options = "dnnl.int8=fallback"};
+  assert_int_equal(alma__rt_opt_index(rt, &fb, "int8"), 2);
+  assert_int_equal(alma__rt_opt_index(rt, &o, "int8"), 0);
+  assert_int_equal(alma__rt_opt_index(rt, &o, "strided"), -1); /* a bool: no index */
 
   char json[2048];
   int n_set = -1;

@@ -171,12 +171,12 @@ typedef struct dn_reorder {
 /* The runtime's settings (--runtime-option dnnl.NAME=VALUE; the table in dnnl_runtime.c), read at
  * compile. */
 typedef struct dn_opts {
-  int winograd;        /* DN_WINO_OFF, DN_WINO_AUTO, DN_WINO_ON */
+  int winograd;        /* DN_WINO_AUTO, DN_WINO_ON, DN_WINO_OFF */
   int native_pool;     /* alma's pooling kernel on blocked layouts (else oneDNN's) */
   int tiny_eager;      /* small elementwise-like nodes on EAGER */
   int dw_fuse;         /* 1x1 convolution + depthwise convolution as oneDNN's fused primitive */
   int strided;         /* transposes, slices and reshapes as strided views */
-  int int8;            /* DN_INT8_OFF, DN_INT8_ON, DN_INT8_FALLBACK */
+  int int8;            /* DN_INT8_ON, DN_INT8_OFF, DN_INT8_FALLBACK */
   int int8_conv_src;   /* DN_SRC_AUTO, DN_SRC_U8, DN_SRC_S8 */
   int int8_matmul;     /* int8 matmuls also without VNNI */
   int int8_move;       /* Transpose, Reshape, pools inside int8 clusters as int8 steps */
@@ -185,8 +185,9 @@ typedef struct dn_opts {
   int int8_dyn_split;  /* INT8_DYNAMIC 8-bit-weight matmuls without VNNI as two 7-bit halves */
   int print_profile;   /* time every node, print the table on stderr when the plan is freed */
 } dn_opts;
-enum { DN_WINO_OFF, DN_WINO_AUTO, DN_WINO_ON };
-enum { DN_INT8_OFF, DN_INT8_ON, DN_INT8_FALLBACK };
+/* in the order of the options' choices (dnnl_runtime.c's table): read with alma__rt_opt_index */
+enum { DN_WINO_AUTO, DN_WINO_ON, DN_WINO_OFF };
+enum { DN_INT8_ON, DN_INT8_OFF, DN_INT8_FALLBACK };
 enum { DN_SRC_AUTO, DN_SRC_U8, DN_SRC_S8 };
 
 typedef struct dn_plan {

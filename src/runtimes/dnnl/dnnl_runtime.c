@@ -982,16 +982,13 @@ static const alma__rt_option dn_options[] = {
 
 static void read_opts(dn_opts *d, const alma_runtime_opts *o) {
   const alma_runtime *rt = &alma__runtime_dnnl;
-  d->winograd = alma__rt_opt_is(rt, o, "winograd", "on") ? DN_WINO_ON
-                : alma__rt_opt_is(rt, o, "winograd", "off") ? DN_WINO_OFF : DN_WINO_AUTO;
+  d->winograd = alma__rt_opt_index(rt, o, "winograd");
   d->native_pool = alma__rt_opt_on(rt, o, "native_pool");
   d->tiny_eager = alma__rt_opt_on(rt, o, "tiny_eager");
   d->dw_fuse = alma__rt_opt_on(rt, o, "dw_fuse");
   d->strided = alma__rt_opt_on(rt, o, "strided");
-  d->int8 = alma__rt_opt_is(rt, o, "int8", "off") ? DN_INT8_OFF
-            : alma__rt_opt_is(rt, o, "int8", "fallback") ? DN_INT8_FALLBACK : DN_INT8_ON;
-  d->int8_conv_src = alma__rt_opt_is(rt, o, "int8_conv_src", "u8") ? DN_SRC_U8
-                     : alma__rt_opt_is(rt, o, "int8_conv_src", "s8") ? DN_SRC_S8 : DN_SRC_AUTO;
+  d->int8 = alma__rt_opt_index(rt, o, "int8");
+  d->int8_conv_src = alma__rt_opt_index(rt, o, "int8_conv_src");
   d->int8_matmul = alma__rt_opt_on(rt, o, "int8_matmul");
   d->int8_move = alma__rt_opt_on(rt, o, "int8_move");
   d->int8_halve = alma__rt_opt_on(rt, o, "int8_halve");
