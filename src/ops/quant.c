@@ -12,10 +12,12 @@
  * to nearest even into the type (float8: saturating unless saturate=0), and dequantize by their
  * exact values. float8e8m0 scales (opset 24) are read by their value, 2^(b-127). */
 #include <math.h>
+#include <stdatomic.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
 #include "ops/op.h"
 #include "ops/quant_kernels.h"
@@ -122,7 +124,12 @@ static float *q_to_f32(const alma_tensor *t) {
   int64_t n = alma_tensor_numel(t);
   float *r = alma__malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
   if (!r) return NULL;
-  for (int64_t i = 0; i < n; i++) r[i] = (float)q_get(t->data, t->dtype, i);
+  if (t->dtype == ALMA_DTYPE_UINT8) /* the common cases as plain loops (vectorized), not a switch per element */
+    for (int64_t i = 0; i < n; i++) r[i] = (float)((const uint8_t *)t->data)[i];
+  else if (t->dtype == ALMA_DTYPE_INT8)
+    for (int64_t i = 0; i < n; i++) r[i] = (float)((const int8_t *)t->data)[i];
+  else
+    for (int64_t i = 0; i < n; i++) r[i] = (float)q_get(t->data, t->dtype, i);
   return r;
 }
 
@@ -823,7 +830,13 @@ static alma_status qconv_accumulate(const alma_node *n, const qconv_geom *g, con
     for (int64_t j = 0; j < KK; j++) wf[m * KK + j] -= z;
   }
   for (int64_t b = 0; b < g->N && st == ALMA_OK; b++) {
-    for (int64_t i = 0; i < g->C * inS; i++) xf[i] = (float)(q_get(x->data, x->dtype, b * g->C * inS + i) - xzp);
+    int64_t base = b * g->C * inS, cnt = g->C * inS;
+    if (x->dtype == ALMA_DTYPE_UINT8)
+      for (int64_t i = 0; i < cnt; i++) xf[i] = (float)((int32_t)((const uint8_t *)x->data)[base + i] - xzp);
+    else if (x->dtype == ALMA_DTYPE_INT8)
+      for (int64_t i = 0; i < cnt; i++) xf[i] = (float)((int32_t)((const int8_t *)x->data)[base + i] - xzp);
+    else
+      for (int64_t i = 0; i < cnt; i++) xf[i] = (float)(q_get(x->data, x->dtype, base + i) - xzp);
     for (int64_t gr = 0; gr < g->group && st == ALMA_OK; gr++) {
       for (int64_t c = 0; c < Cg; c++)
         for (int64_t kk = 0; kk < g->KS; kk++) {
@@ -1036,11 +1049,131 @@ static alma_status qmm_param(const alma_node *n, const alma_tensor *t, const cha
   return ALMA_OK;
 }
 
+/* A constant 2-D b kept by the node as (b - bzp) in float, packed (gemm_packed.h) in chunks of
+ * QK_CHUNK rows of K, so that each chunk's float sums stay exact: made on the first run, within the
+ * packed-weights budget, keyed by the data it was made from (ONNX Runtime's dynamic quantizer
+ * leaves a 1024 x 8210 uint8 classifier in OCR models, which was converted and repacked per call). */
+typedef struct qmm_pack {
+  const void *b, *bzp;     /* what it was made from */
+  int64_t K, N, bytes;
+  int nchunks;
+  alma__sgemm_packed *pk;  /* nchunks: rows [c * QK_CHUNK, ...) of K */
+} qmm_pack;
+
+typedef struct qmm_state {
+  alma_prepared hdr;
+  _Atomic(qmm_pack *) e;   /* written once (compare-and-swap), freed with the node */
+} qmm_state;
+
+static void qmm_pack_free(qmm_pack *e) {
+  if (!e) return;
+  for (int c = 0; e->pk && c < e->nchunks; c++) alma__sgemm_packed_free(&e->pk[c]);
+  free(e->pk);
+  free(e);
+}
+
+static void qmm_state_release(alma_prepared *hdr) {
+  qmm_state *s = (qmm_state *)hdr;
+  qmm_pack *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (e) alma__packed_gemm_unreserve(e->bytes);
+  qmm_pack_free(e);
+  free(s);
+}
+
+static alma_status qmm_state_build(const alma_node *n, alma_prepared **out) {
+  qmm_state *s = calloc(1, sizeof *s);
+  if (!s) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory");
+  s->hdr.release = qmm_state_release;
+  atomic_init(&s->e, NULL);
+  *out = &s->hdr;
+  return ALMA_OK;
+}
+
+static qmm_pack *qmm_pack_make(const alma_node *n, const qmm_plan *p, const alma_tensor *b, const alma_tensor *bzp) {
+  int64_t K = p->K, N = p->N, nch = (K + QK_CHUNK - 1) / QK_CHUNK;
+  int64_t bytes = K * ((N + ALMA_SGEMM_PANEL - 1) / ALMA_SGEMM_PANEL * ALMA_SGEMM_PANEL) * 4;
+  if (!alma__packed_gemm_reserve(bytes)) return NULL;
+  qmm_pack *e = calloc(1, sizeof *e);
+  float *bf = q_to_f32(b);
+  double *zb = alma__calloc((size_t)N + 1, sizeof *zb);
+  int ok = e && bf && zb && (e->pk = calloc((size_t)nch, sizeof *e->pk)) != NULL &&
+           qmm_param(n, bzp, "b_zero_point", p->b_vec, p->rb, p->bd, N, 1, zb) == ALMA_OK;
+  if (ok) {
+    e->nchunks = (int)nch;
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < N; j++) bf[k * N + j] -= (float)zb[j];
+    for (int64_t c = 0; ok && c < nch; c++) {
+      int64_t k0 = c * QK_CHUNK, kc = K - k0 < QK_CHUNK ? K - k0 : QK_CHUNK;
+      ok = alma__sgemm_pack(0, kc, N, bf + k0 * N, N, &e->pk[c]) == ALMA_OK;
+    }
+  }
+  free(bf);
+  free(zb);
+  if (!ok) {
+    alma__error_clear();
+    qmm_pack_free(e);
+    alma__packed_gemm_unreserve(bytes);
+    return NULL;
+  }
+  e->b = b->data, e->bzp = bzp ? bzp->data : NULL, e->K = K, e->N = N, e->bytes = bytes;
+  return e;
+}
+
+/* The node's packed (b - bzp), or NULL: b not a constant 2-D matrix (or bzp not constant), the
+ * packed path off or over its budget. */
+static const qmm_pack *qmm_packed_b(alma_exec_ctx *ctx, const alma_node *n, const qmm_plan *p, const alma_tensor *b,
+                                    int bi, const alma_tensor *bzp, int zi) {
+  if (!alma__packed_gemm_enabled() || p->b_vec || p->bbatch != 1 || p->K < 1 || p->N < 1 ||
+      !alma__exec_input_is_const(ctx, n, bi, b) || (bzp && !alma__exec_input_is_const(ctx, n, zi, bzp)))
+    return NULL;
+  const alma_prepared *pp;
+  if (alma__node_prepared(n, qmm_state_build, &pp) != ALMA_OK) {
+    alma__error_clear();
+    return NULL;
+  }
+  qmm_state *s = (qmm_state *)pp;
+  qmm_pack *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (!e) {
+    qmm_pack *mine = qmm_pack_make(n, p, b, bzp);
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) {
+      e = mine;
+    } else { /* another thread packed first: e is its copy */
+      alma__packed_gemm_unreserve(mine->bytes);
+      qmm_pack_free(mine);
+    }
+  }
+  return e->b == b->data && e->bzp == (bzp ? bzp->data : NULL) && e->K == p->K && e->N == p->N ? e : NULL;
+}
+
 /* acc[batch, M, N] (int32, wrapping) of (a - azp_row) x (b - bzp_col), on the float GEMM in exact
- * chunks (igemm_exact). */
-static alma_status qmm_accumulate(const alma_node *n, const qmm_plan *p, const alma_tensor *a, const alma_tensor *azp,
-                                  const alma_tensor *b, const alma_tensor *bzp, int32_t *acc) {
+ * chunks (igemm_exact), or on the node's packed b (qmm_packed_b: every batch's rows at once). */
+static alma_status qmm_accumulate(alma_exec_ctx *ctx, const alma_node *n, const qmm_plan *p, const alma_tensor *a,
+                                  const alma_tensor *azp, const alma_tensor *b, int bi, const alma_tensor *bzp, int zi,
+                                  int32_t *acc) {
   int64_t M = p->M, K = p->K, N = p->N;
+  const qmm_pack *pk = qmm_packed_b(ctx, n, p, b, bi, bzp, zi);
+  if (pk) {
+    int64_t rows = p->abatch * M; /* b has no batch: the output's batch is a's */
+    float *A = q_to_f32(a), *tmp = alma__malloc((size_t)(rows * N > 0 ? rows * N : 1) * sizeof *tmp);
+    double *za = alma__calloc((size_t)(rows + 1), sizeof *za);
+    alma_status st = A && tmp && za ? qmm_param(n, azp, "a_zero_point", p->a_vec, p->ra, p->ad, M, 0, za)
+                                    : alma__op_error(n, ALMA_ERR_NOMEM, "integer matmul buffers");
+    for (int64_t r = 0; st == ALMA_OK && r < rows; r++)
+      for (int64_t k = 0; k < K; k++) A[r * K + k] -= (float)za[r];
+    for (int c = 0; st == ALMA_OK && c < pk->nchunks; c++) {
+      alma__gemm_packed_run(ctx, rows, 1.0f, A + (int64_t)c * QK_CHUNK, K, &pk->pk[c], 0.0f, tmp, N, NULL, NULL);
+      uint32_t *o = (uint32_t *)acc;
+      if (c == 0)
+        for (int64_t i = 0; i < rows * N; i++) o[i] = (uint32_t)(int32_t)tmp[i];
+      else
+        for (int64_t i = 0; i < rows * N; i++) o[i] += (uint32_t)(int32_t)tmp[i];
+    }
+    free(A);
+    free(tmp);
+    free(za);
+    return st;
+  }
   float *A = q_to_f32(a), *Bm = q_to_f32(b);
   double *za = alma__calloc((size_t)(p->abatch * M + 1), sizeof *za);
   double *zb = alma__calloc((size_t)(p->bbatch * N + 1), sizeof *zb);
@@ -1099,7 +1232,7 @@ static alma_status mmint_exec(alma_exec_ctx *ctx, const alma_node *n, const alma
                               alma_tensor *out, int nout) {
   qmm_plan p;
   ALMA_TRY(qmm_plan_make(n, in[0], in[1], &p));
-  return qmm_accumulate(n, &p, in[0], alma__nn_in(in, nin, 2), in[1], alma__nn_in(in, nin, 3), out[0].data);
+  return qmm_accumulate(ctx, n, &p, in[0], alma__nn_in(in, nin, 2), in[1], 1, alma__nn_in(in, nin, 3), 3, out[0].data);
 }
 
 const alma_op_def alma__op_MatMulInteger = {.name = "MatMulInteger", .domain = "", .versions = {10},
@@ -1154,7 +1287,7 @@ static alma_status qlmm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_
   if ((st = qmm_param(n, bs, "b_scale", p.b_vec, p.rb, p.bd, N, 1, sb)) != ALMA_OK) goto done;
   if ((st = qmm_param(n, ys, "y_scale", p.a_vec, p.rbat, p.batd, M, 0, sy)) != ALMA_OK) goto done;
   if ((st = qmm_param(n, yzp, "y_zero_point", p.a_vec, p.rbat, p.batd, M, 0, zy)) != ALMA_OK) goto done;
-  if ((st = qmm_accumulate(n, &p, a, azp, b, bzp, acc)) != ALMA_OK) goto done;
+  if ((st = qmm_accumulate(ctx, n, &p, a, azp, b, 3, bzp, 5, acc)) != ALMA_OK) goto done;
   alma_dtype yt = out[0].dtype, sdt = as->dtype;
   int64_t lo, hi;
   q_range(yt, &lo, &hi);

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""MatMulInteger and QLinearMatMul on a constant B (the node's packed (B - zero point) copy, made in
+chunks of K that keep the float sums exact) against numpy's integer arithmetic, bit for bit:
+through EAGER, and the DNNL and BLAS runtimes where built (they run these nodes on EAGER's kernel
+with their threads), and with ALMA_PACKED_GEMM=0 (the unpacked path). The data reaches the edges:
+K not a multiple of the chunk, values at 0 and 255 against zero points far from them (sums past
+2^24, where an unchunked float sum would round), per-column and scalar zero points, a batched A,
+and a K so deep that int32 wraps.
+
+usage: check_mmint_packed.py ALMA WORKDIR
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ALMA, WORK = sys.argv[1], sys.argv[2]
+os.makedirs(WORK, exist_ok=True)
+rng = np.random.default_rng(7)
+failures = []
+
+
+def model(path, op, a_shape, b, bzp, azp):
+    inits = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(bzp, "bzp"), numpy_helper.from_array(azp, "azp")]
+    if op == "MatMulInteger":
+        nodes = [helper.make_node("MatMulInteger", ["A", "B", "azp", "bzp"], ["Y"])]
+        out_t = TensorProto.INT32
+    else:  # QLinearMatMul with unit scales and y_zero_point 0 into int32 is not allowed: scale down into uint8
+        inits += [numpy_helper.from_array(np.array(1.0, np.float32), n) for n in ("as", "bs")]
+        inits += [numpy_helper.from_array(np.array(4096.0, np.float32), "ys"), numpy_helper.from_array(np.array(128, np.uint8), "yzp")]
+        nodes = [helper.make_node("QLinearMatMul", ["A", "as", "azp", "B", "bs", "bzp", "ys", "yzp"], ["Y"])]
+        out_t = TensorProto.UINT8
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("A", TensorProto.UINT8, list(a_shape))],
+                          [helper.make_tensor_value_info("Y", out_t, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def want_mm(a, b, azp, bzp):
+    acc = (a.astype(np.int64) - azp.astype(np.int64)) @ (b.astype(np.int64) - bzp.astype(np.int64))
+    return ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def run(path, a, conv, env_extra, tag):
+    d = os.path.join(WORK, tag)
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "a.npy"), a)
+    env = dict(os.environ, **env_extra)
+    r = subprocess.run([ALMA, "run", path, "-c", conv, "-t", "2", "-i", "A=" + os.path.join(d, "a.npy"), "-o", d],
+                       capture_output=True, text=True, env=env)
+    if r.returncode:
+        if "unavailable" in r.stderr:
+            return None
+        failures.append(f"{tag}: alma run failed ({r.returncode}): {r.stderr[-1500:]}")
+        return None
+    return np.load(os.path.join(d, "Y.npy"))
+
+
+cases = []
+K, N = 700, 45  # three chunks of K, the last short
+a = rng.integers(0, 256, (2, 9, K)).astype(np.uint8)
+a[0, 0, :] = 255
+b = rng.integers(0, 256, (K, N)).astype(np.uint8)
+b[:, 0] = 0
+cases.append(("percol", "MatMulInteger", a, b, rng.integers(100, 140, N).astype(np.uint8), np.array(3, np.uint8)))
+cases.append(("scalar", "MatMulInteger", a[1], b, np.array(255, np.uint8), np.array(0, np.uint8)))
+KW = 33100  # 33100 products of 255 x 255 overflow int32
+cases.append(("wrap", "MatMulInteger", np.full((1, KW), 255, np.uint8), np.zeros((KW, 3), np.uint8), np.array(255, np.uint8),
+              np.array(0, np.uint8)))
+cases.append(("qlinear", "QLinearMatMul", a, b, np.array(128, np.uint8), np.array(2, np.uint8)))
+
+convs = ["EAGER", "DNNL", "BLAS", "FOLD+DNNL"]
+for name, op, a_, b_, bzp, azp in cases:
+    path = os.path.join(WORK, name + ".onnx")
+    model(path, op, a_.shape, b_, bzp, azp)
+    ref = want_mm(a_, b_, azp, bzp)
+    if op == "QLinearMatMul":
+        ref = np.clip(np.rint(ref.astype(np.float64) / 4096.0) + 128, 0, 255).astype(np.uint8)
+    for conv in convs:
+        for packed in ("1", "0"):
+            got = run(path, a_, conv, {"ALMA_PACKED_GEMM": packed}, f"{name}_{conv.replace('+', '_')}_{packed}")
+            if got is None:
+                continue
+            tag = f"{name} {conv} ALMA_PACKED_GEMM={packed}"
+            if got.dtype != ref.dtype or got.shape != ref.shape:
+                failures.append(f"{tag}: {got.dtype}{got.shape}, expected {ref.dtype}{ref.shape}")
+            elif (got != ref).any():
+                i = int(np.flatnonzero(got != ref)[0])
+                failures.append(f"{tag}: {int((got != ref).sum())} of {got.size} differ, first at {i}: "
+                                f"{got.reshape(-1)[i]} vs {ref.reshape(-1)[i]}")
+            else:
+                print(f"ok {tag}")
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("PASS")
