@@ -38,7 +38,7 @@ export LD_LIBRARY_PATH="$LD_LIBRARY_PATH${libs:+:$libs}"
 } 2>&1 | tee "$out/system.txt"
 
 models=/tmp/alma-gpu-models
-names="mnist_cnn_op13 mnist_cnn_view_op13 mlp_op14 mlp_gelu_op13 transformer_op14 transformer_embed_op14 mobilenet_v2_op13 resnet18_op13"
+names="mnist_cnn_op13 mnist_cnn_view_op13 mlp_op14 mlp_gelu_op13 conv1d_op13 transformer_op14 transformer_embed_op14 mobilenet_v2_op13 resnet18_op13"
 timeout 150 python3 tests/models/export_models.py "$models" $names > "$out/export.log" 2>&1 || echo "export: exit $?" | tee -a "$out/system.txt"
 
 {

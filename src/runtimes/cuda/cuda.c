@@ -216,7 +216,8 @@ static alma__placement classify(const alma_graph *g, const alma_node *n, cu_node
     }
   if (!strcmp(op, "Conv")) {
     if (!data_f32(g, n, 3)) return decline(ALMA_DECLINE_DTYPE, "float32 only");
-    if (g->values[n->inputs[0]].rank != 4) return decline(ALMA_DECLINE_SHAPE, "2-D convolutions only");
+    if (g->values[n->inputs[0]].rank != 4 && g->values[n->inputs[0]].rank != 3)
+      return decline(ALMA_DECLINE_SHAPE, "1-D and 2-D convolutions only");
     if (!is_const(g, n->inputs[1])) return decline(ALMA_DECLINE_DYNAMIC, "weights computed in the graph");
     c->k = K_CONV;
   } else if (!strcmp(op, "Gemm")) {
@@ -234,7 +235,8 @@ static alma__placement classify(const alma_graph *g, const alma_node *n, cu_node
   } else if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) {
     if (!data_f32(g, n, 1)) return decline(ALMA_DECLINE_DTYPE, "float32 only");
     if (extra_outputs(n)) return decline(ALMA_DECLINE_ATTR, "MaxPool's Indices output");
-    if (g->values[n->inputs[0]].rank != 4) return decline(ALMA_DECLINE_SHAPE, "2-D pooling only");
+    if (g->values[n->inputs[0]].rank != 4 && g->values[n->inputs[0]].rank != 3)
+      return decline(ALMA_DECLINE_SHAPE, "1-D and 2-D pooling only");
     if (alma__attr_i(n, "storage_order", 0)) return decline(ALMA_DECLINE_ATTR, "storage_order 1");
     c->k = K_POOL;
   } else if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
@@ -508,6 +510,15 @@ static alma_status cuda_compile(const alma_graph *g, const alma_runtime_opts *op
 
 static const float ONE = 1.f, ZERO = 0.f;
 
+/* NCHW dims of a rank-4 tensor, or of a rank-3 one [N, C, L] as [N, C, 1, L] (1-D conv and pool). */
+static void to4(const alma_tensor *t, int64_t *d) {
+  if (t->rank == 3) {
+    d[0] = t->dims[0], d[1] = t->dims[1], d[2] = 1, d[3] = t->dims[2];
+  } else {
+    for (int k = 0; k < 4; k++) d[k] = t->dims[k];
+  }
+}
+
 static alma_status conv_descriptors(cu_plan *p, const alma_node *n, cu_node *c, const alma_tensor *x,
                                     const alma_tensor *w, const alma_tensor *y) {
   if (!c->xd) {
@@ -518,31 +529,35 @@ static alma_status conv_descriptors(cu_plan *p, const alma_node *n, cu_node *c, 
     DNN(L->cudnnCreateConvolutionDescriptor(&c->cd));
   }
   int64_t group = alma__attr_i(n, "group", 1);
+  int64_t x4[4], w4[4], y4[4];
+  to4(x, x4), to4(w, w4), to4(y, y4);
+  int nsp = x->rank - 2, o = 2 - nsp; /* a 1-D conv's attributes go to the second spatial dim */
   const int64_t *pads = NULL, *strides = NULL, *dil = NULL;
   int np = alma__attr_ints(n, "pads", &pads), ns = alma__attr_ints(n, "strides", &strides), nd = alma__attr_ints(n, "dilations", &dil);
-  int64_t s[2] = {ns == 2 ? strides[0] : 1, ns == 2 ? strides[1] : 1};
-  int64_t d[2] = {nd == 2 ? dil[0] : 1, nd == 2 ? dil[1] : 1};
-  int64_t pb[2] = {0, 0}, pe[2] = {0, 0};
+  int64_t s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0};
+  for (int k = 0; k < nsp; k++) {
+    s[o + k] = ns == nsp ? strides[k] : 1;
+    d[o + k] = nd == nsp ? dil[k] : 1;
+    if (np == 2 * nsp) pb[o + k] = pads[k], pe[o + k] = pads[nsp + k];
+  }
   const char *ap = alma__attr_s(n, "auto_pad", "NOTSET");
-  if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+  if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER") || !strcmp(ap, "VALID")) {
     for (int k = 0; k < 2; k++) {
-      int64_t in = x->dims[2 + k], out = (in + s[k] - 1) / s[k];
-      int64_t total = (out - 1) * s[k] + (w->dims[2 + k] - 1) * d[k] + 1 - in;
-      if (total < 0) total = 0;
-      pb[k] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+      int64_t in = x4[2 + k], out = (in + s[k] - 1) / s[k];
+      int64_t total = (out - 1) * s[k] + (w4[2 + k] - 1) * d[k] + 1 - in;
+      if (total < 0 || !strcmp(ap, "VALID")) total = 0;
+      pb[k] = !strcmp(ap, "SAME_LOWER") ? total - total / 2 : total / 2;
       pe[k] = total - pb[k];
     }
-  } else if (np == 4) {
-    pb[0] = pads[0], pb[1] = pads[1], pe[0] = pads[2], pe[1] = pads[3];
   }
   if (pb[0] != pe[0] || pb[1] != pe[1]) return RUN_DECLINE(c, "asymmetric padding (cuDNN pads both sides alike)");
-  DNN(L->cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0], (int)x->dims[1],
-                                    (int)x->dims[2], (int)x->dims[3]));
-  DNN(L->cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0], (int)y->dims[1],
-                                    (int)y->dims[2], (int)y->dims[3]));
-  DNN(L->cudnnSetTensor4dDescriptor(c->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)y->dims[1], 1, 1));
-  DNN(L->cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1],
-                                    (int)w->dims[2], (int)w->dims[3]));
+  DNN(L->cudnnSetTensor4dDescriptor(c->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x4[0], (int)x4[1], (int)x4[2],
+                                    (int)x4[3]));
+  DNN(L->cudnnSetTensor4dDescriptor(c->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y4[0], (int)y4[1], (int)y4[2],
+                                    (int)y4[3]));
+  DNN(L->cudnnSetTensor4dDescriptor(c->bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, (int)y4[1], 1, 1));
+  DNN(L->cudnnSetFilter4dDescriptor(c->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w4[0], (int)w4[1], (int)w4[2],
+                                    (int)w4[3]));
   DNN(L->cudnnSetConvolution2dDescriptor(c->cd, (int)pb[0], (int)pb[1], (int)s[0], (int)s[1], (int)d[0], (int)d[1],
                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   DNN(L->cudnnSetConvolutionGroupCount(c->cd, (int)group));
@@ -571,12 +586,14 @@ static alma_status conv_descriptors(cu_plan *p, const alma_node *n, cu_node *c, 
     p->ws_cap = c->ws;
     note_peak(p);
   }
-  memcpy(c->conv_x, x->dims, sizeof c->conv_x);
+  memcpy(c->conv_x, x4, sizeof c->conv_x);
   return ALMA_OK;
 }
 
 static alma_status run_conv(cu_plan *p, const alma_node *n, cu_node *c, cu_val *const *in, cu_val *y) {
-  if (memcmp(c->conv_x, in[0]->h.dims, sizeof c->conv_x)) ALMA_TRY(conv_descriptors(p, n, c, &in[0]->h, &in[1]->h, &y->h));
+  int64_t x4[4];
+  to4(&in[0]->h, x4);
+  if (memcmp(c->conv_x, x4, sizeof c->conv_x)) ALMA_TRY(conv_descriptors(p, n, c, &in[0]->h, &in[1]->h, &y->h));
   DNN(L->cudnnConvolutionForward(p->dnn, &ONE, c->xd, dptr(p, in[0]), c->wd, dptr(p, in[1]), c->cd, c->algo, p->ws,
                                  c->ws, &ZERO, c->yd, dptr(p, y)));
   if (n->n_inputs > 2 && in[2]) {
@@ -638,7 +655,7 @@ static alma_status run_matmul(cu_plan *p, const alma_node *n, cu_node *c, cu_val
   int64_t ab = K ? alma_tensor_numel(A) / (M * K) : 1, bb = K ? alma_tensor_numel(B) / (K * N) : 1;
   if ((ab != batch && ab != 1) || (bb != batch && bb != 1))
     return RUN_DECLINE(c, "batch dimensions broadcast within both inputs");
-  if (!K) return alma__errorf(ALMA_ERR_UNSUPPORTED, "node '%s': MatMul with K = 0", n->name);
+  if (!K) return RUN_DECLINE(c, "an empty inner dimension (the output is zeros)");
   if (bb == 1 && ab == batch) /* one product: the batch folded into M */
     return gemm_rm(p, 0, 0, batch * M, N, K, 1.f, dptr(p, in[0]), K, 0, dptr(p, in[1]), N, 0, 0.f, dptr(p, y), 0, 1);
   return gemm_rm(p, 0, 0, M, N, K, 1.f, dptr(p, in[0]), K, ab == 1 ? 0 : M * K, dptr(p, in[1]), N, bb == 1 ? 0 : K * N,
@@ -692,22 +709,28 @@ static int ints2(const alma_node *n, const char *name, int64_t dflt, int64_t *o,
 }
 
 static alma_status run_pool(cu_plan *p, const alma_node *n, cu_node *c, cu_val *const *in, cu_val *y) {
-  const alma_tensor *x = &in[0]->h;
-  int64_t k[2], s[2], d[2], pads[4];
-  if (!ints2(n, "kernel_shape", 1, k, 2) || !ints2(n, "strides", 1, s, 2) || !ints2(n, "dilations", 1, d, 2) ||
-      !ints2(n, "pads", 0, pads, 4))
-    return RUN_DECLINE(c, "attributes of another rank");
+  int64_t x4[4], y4[4];
+  to4(&in[0]->h, x4), to4(&y->h, y4);
+  int nsp = in[0]->h.rank - 2, o = 2 - nsp; /* 1-D: H = 1 with a 1-tap window */
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, d[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, a[4];
+  if (!ints2(n, "kernel_shape", 1, a, nsp)) return RUN_DECLINE(c, "kernel_shape of another rank");
+  for (int i = 0; i < nsp; i++) k[o + i] = a[i];
+  if (!ints2(n, "strides", 1, a, nsp)) return RUN_DECLINE(c, "strides of another rank");
+  for (int i = 0; i < nsp; i++) s[o + i] = a[i];
+  if (!ints2(n, "dilations", 1, a, nsp)) return RUN_DECLINE(c, "dilations of another rank");
+  for (int i = 0; i < nsp; i++) d[o + i] = a[i];
+  if (!ints2(n, "pads", 0, a, 2 * nsp)) return RUN_DECLINE(c, "pads of another rank");
+  for (int i = 0; i < nsp; i++) pads[o + i] = a[i], pads[2 + o + i] = a[nsp + i];
   const char *ap = alma__attr_s(n, "auto_pad", "NOTSET");
   if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER") || !strcmp(ap, "VALID")) {
     for (int i = 0; i < 2; i++) {
-      int64_t total = (y->h.dims[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - x->dims[2 + i];
+      int64_t total = (y4[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - x4[2 + i];
       if (total < 0 || !strcmp(ap, "VALID")) total = 0;
       pads[i] = !strcmp(ap, "SAME_LOWER") ? total - total / 2 : total / 2;
       pads[2 + i] = total - pads[i];
     }
   }
-  alma_cu_pool pp = {.n = x->dims[0], .c = x->dims[1], .h = x->dims[2], .w = x->dims[3], .oh = y->h.dims[2],
-                     .ow = y->h.dims[3], .kh = (int)k[0], .kw = (int)k[1], .sh = (int)s[0], .sw = (int)s[1],
+  alma_cu_pool pp = {.n = x4[0], .c = x4[1], .h = x4[2], .w = x4[3], .oh = y4[2], .ow = y4[3], .kh = (int)k[0], .kw = (int)k[1], .sh = (int)s[0], .sw = (int)s[1],
                      .dh = (int)d[0], .dw = (int)d[1], .pt = (int)pads[0], .pl = (int)pads[1], .pb = (int)pads[2],
                      .pr = (int)pads[3], .is_max = !strcmp(n->op_type, "MaxPool"),
                      .count_include_pad = (int)alma__attr_i(n, "count_include_pad", 0)};
@@ -837,7 +860,8 @@ static alma_status run_on_host(cu_plan *p, const alma_node *n) {
       p->bound_bytes += (int64_t)val_bytes(in[k]);
       hdr[k] = in[k]->h;
     }
-  ALMA_TRY(alma__op_run_node(NULL, n, hin, nin, out, n->n_outputs));
+  /* with the graph's constants known, so kernels keep what they derive from weights (packed copies) */
+  ALMA_TRY(alma__op_run_node_of(p->g, n, hin, nin, out, n->n_outputs, 1, NULL, NULL));
   for (int k = 0; k < n->n_outputs; k++) {
     if (n->outputs[k] < 0) {
       alma_tensor_free_data(&out[k]);
