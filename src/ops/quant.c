@@ -808,11 +808,32 @@ static void im2col_row(const qconv_geom *g, const float *xc, const int64_t *kidx
   }
 }
 
+/* One share of a (image, group)'s output channels: rows [r0, r1) of igemm_exact, with their own
+ * rows of tmp (the runtime's parallel loop runs the shares at once). */
+typedef struct qconv_job {
+  int64_t Mg, P, KK, per;
+  const float *w, *col;
+  int32_t *acc;
+  float *tmp;
+  _Atomic int failed;
+} qconv_job;
+
+static void qconv_item(void *arg, int64_t item) {
+  qconv_job *j = arg;
+  int64_t r0 = item * j->per, r1 = r0 + j->per < j->Mg ? r0 + j->per : j->Mg;
+  if (r0 < r1 && igemm_exact(r1 - r0, j->P, j->KK, j->w + r0 * j->KK, j->KK, j->col, j->P, j->acc + r0 * j->P, j->P,
+                             j->tmp + r0 * j->P) != ALMA_OK)
+    atomic_store(&j->failed, 1);
+}
+
 /* acc[N, M, P] = conv(x - xzp, w - wzp[m]) with int32 wrap-around accumulation, through im2col:
  * per (image, group) a column matrix [C/group * KS, P] of shifted inputs, times the shifted
  * weights [M/group, C/group * KS] on the float GEMM in exact chunks (igemm_exact). */
-static alma_status qconv_accumulate(const alma_node *n, const qconv_geom *g, const alma_tensor *x, int32_t xzp,
-                                    const alma_tensor *w, const alma_tensor *wzp, int32_t *acc) {
+static alma_status qconv_accumulate(alma_exec_ctx *ctx, const alma_node *n, const qconv_geom *g, const alma_tensor *x,
+                                    int32_t xzp, const alma_tensor *w, const alma_tensor *wzp, int32_t *acc) {
+  alma_exec_parfor pf;
+  void *pctx;
+  int threads = alma__exec_parfor(ctx, &pf, &pctx);
   int64_t Cg = g->C / g->group, Mg = g->M / g->group, KK = Cg * g->KS, P = g->P;
   int64_t inS = alma__numel(g->nsp, g->in);
   float *wf = q_to_f32(w);
@@ -847,7 +868,17 @@ static alma_status qconv_accumulate(const alma_node *n, const qconv_geom *g, con
           }
           im2col_row(g, xf + (gr * Cg + c) * inS, kidx, col + (c * g->KS + kk) * P);
         }
-      st = igemm_exact(Mg, P, KK, wf + gr * Mg * KK, KK, col, P, acc + (b * g->M + gr * Mg) * P, P, tmp);
+      /* about two shares a thread, of at least 8 channels (a thread descheduled leaves its share to others) */
+      int64_t items = pf && Mg >= 16 ? (2 * threads < Mg / 8 ? 2 * threads : Mg / 8) : 1;
+      qconv_job j = {.Mg = Mg, .P = P, .KK = KK, .per = (Mg + items - 1) / items, .w = wf + gr * Mg * KK, .col = col,
+                     .acc = acc + (b * g->M + gr * Mg) * P, .tmp = tmp};
+      atomic_init(&j.failed, 0);
+      if (items > 1) {
+        pf(pctx, (Mg + j.per - 1) / j.per, qconv_item, &j);
+        if (atomic_load(&j.failed)) st = alma__op_error(n, ALMA_ERR_NOMEM, "integer convolution buffers");
+      } else {
+        st = igemm_exact(Mg, P, KK, j.w, KK, col, P, j.acc, P, tmp);
+      }
     }
   }
 done:
@@ -891,7 +922,7 @@ static alma_status convint_exec(alma_exec_ctx *ctx, const alma_node *n, const al
   const alma_tensor *x = in[0], *w = in[1], *xzp = alma__nn_in(in, nin, 2), *wzp = alma__nn_in(in, nin, 3);
   qconv_geom g;
   ALMA_TRY(qconv_geom_make(n, x, w, &g));
-  return qconv_accumulate(n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, out[0].data);
+  return qconv_accumulate(ctx, n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, out[0].data);
 }
 
 const alma_op_def alma__op_ConvInteger = {.name = "ConvInteger", .domain = "", .versions = {10},
@@ -937,7 +968,7 @@ static alma_status qlconv_exec(alma_exec_ctx *ctx, const alma_node *n, const alm
   int64_t total = g.N * g.M * g.P;
   int32_t *acc = alma__calloc((size_t)(total > 0 ? total : 1), sizeof *acc);
   if (!acc) return alma__op_error(n, ALMA_ERR_NOMEM, "accumulator");
-  alma_status st = qconv_accumulate(n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, acc);
+  alma_status st = qconv_accumulate(ctx, n, &g, x, xzp ? q_get(xzp->data, xzp->dtype, 0) : 0, w, wzp, acc);
   if (st != ALMA_OK) {
     free(acc);
     return st;
