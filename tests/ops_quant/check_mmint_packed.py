@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MatMulInteger and QLinearMatMul on a constant B (the node's packed (B - zero point) copy, made in
+"""ConvInteger split over threads, and MatMulInteger and QLinearMatMul on a constant B (the node's packed (B - zero point) copy, made in
 chunks of K that keep the float sums exact) against numpy's integer arithmetic, bit for bit:
 through EAGER, and the DNNL and BLAS runtimes where built (they run these nodes on EAGER's kernel
 with their threads), and with ALMA_PACKED_GEMM=0 (the unpacked path). The data reaches the edges:
@@ -94,6 +94,46 @@ for name, op, a_, b_, bzp, azp in cases:
                                 f"{got.reshape(-1)[i]} vs {ref.reshape(-1)[i]}")
             else:
                 print(f"ok {tag}")
+# ConvInteger with enough output channels that the runtimes' threads split them (DNNL and BLAS run
+# it on EAGER's kernel with their parallel loop), against a direct integer convolution
+x = rng.integers(0, 256, (2, 6, 9, 11)).astype(np.uint8)
+w = rng.integers(0, 256, (40, 3, 3, 3)).astype(np.uint8)  # group 2: 3 input channels per group
+xz, wz = np.array(131, np.uint8), np.array(117, np.uint8)
+path = os.path.join(WORK, "convint.onnx")
+g = helper.make_graph([helper.make_node("ConvInteger", ["X", "W", "xz", "wz"], ["Y"], group=2, pads=[1, 0, 1, 2],
+                                        strides=[1, 2])], "g",
+                      [helper.make_tensor_value_info("X", TensorProto.UINT8, list(x.shape))],
+                      [helper.make_tensor_value_info("Y", TensorProto.INT32, None)],
+                      [numpy_helper.from_array(w, "W"), numpy_helper.from_array(xz, "xz"), numpy_helper.from_array(wz, "wz")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, path)
+xp = np.pad(x.astype(np.int64) - 131, ((0, 0), (0, 0), (1, 1), (0, 2)))
+wi = w.astype(np.int64) - 117
+OH, OW = (xp.shape[2] - 3) // 1 + 1, (xp.shape[3] - 3) // 2 + 1
+ref = np.zeros((2, 40, OH, OW), np.int64)
+for gr in range(2):
+    for oh in range(OH):
+        for ow in range(OW):
+            patch = xp[:, gr * 3:(gr + 1) * 3, oh:oh + 3, ow * 2:ow * 2 + 3]  # [N, 3, 3, 3]
+            ref[:, gr * 20:(gr + 1) * 20, oh, ow] = np.einsum("ncij,mcij->nm", patch, wi[gr * 20:(gr + 1) * 20])
+ref = ref.astype(np.int32)
+for conv in convs:
+    d = os.path.join(WORK, "convint_" + conv.replace("+", "_"))
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "x.npy"), x)
+    r = subprocess.run([ALMA, "run", path, "-c", conv, "-t", "2", "-i", "X=" + os.path.join(d, "x.npy"), "-o", d],
+                       capture_output=True, text=True)
+    if r.returncode:
+        if "unavailable" not in r.stderr:
+            failures.append(f"convint {conv}: alma run failed ({r.returncode}): {r.stderr[-1500:]}")
+        continue
+    got = np.load(os.path.join(d, "Y.npy"))
+    if got.shape != ref.shape or (got != ref).any():
+        failures.append(f"convint {conv}: differs from the integer convolution ({got.shape} vs {ref.shape})")
+    else:
+        print(f"ok convint {conv}")
+
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
