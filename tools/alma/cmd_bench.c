@@ -250,7 +250,12 @@ static alma_status list_unavailable(const alma_results *res, const alma_config *
       const char *r = NULL;
       for (int k = 0; k < res->n_unavailable && !r; k++)
         if (res->unavailable[k].id == p->id) r = res->unavailable[k].reason;
-      if (!r) continue; /* available, not run: the sweep stopped early */
+      if (!r) { /* a preset whose runtime is not built in was not probed: parsing it says so */
+        alma_conversion c2;
+        alma__error_clear();
+        if (alma__conversion_parse(p->name, &c2) == ALMA_OK) continue; /* available, not run: stopped early */
+        r = alma_last_error()[0] ? alma_last_error() : "its runtime is not built in";
+      }
       snprintf(why, sizeof out->reasons[0], "%s", r);
       out->items[out->n++] = (alma__unavailable){p->id, p->name, why};
       continue;
