@@ -847,12 +847,8 @@ static int inputs_of(cu_plan *p, const alma_node *n, cu_val **in, const alma_ten
   return nin;
 }
 
-static alma_status run_on_host(cu_plan *p, const alma_node *n) {
-  cu_val *in[MAX_IO];
-  const alma_tensor *hin[MAX_IO];
-  alma_tensor hdr[MAX_IO], out[MAX_IO];
-  if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO) return alma__errorf(ALMA_ERR_UNSUPPORTED, "CUDA: node '%s': over %d inputs or outputs", n->name, MAX_IO);
-  int nin = inputs_of(p, n, in, hin, hdr);
+/* The inputs only the device holds, copied back (boundary copies, counted), their headers updated. */
+static alma_status inputs_to_host(cu_plan *p, cu_val *const *in, alma_tensor *hdr, int nin) {
   for (int k = 0; k < nin; k++)
     if (in[k] && !in[k]->on_host) {
       ALMA_TRY(download(p, in[k]));
@@ -860,6 +856,16 @@ static alma_status run_on_host(cu_plan *p, const alma_node *n) {
       p->bound_bytes += (int64_t)val_bytes(in[k]);
       hdr[k] = in[k]->h;
     }
+  return ALMA_OK;
+}
+
+static alma_status run_on_host(cu_plan *p, const alma_node *n) {
+  cu_val *in[MAX_IO];
+  const alma_tensor *hin[MAX_IO];
+  alma_tensor hdr[MAX_IO], out[MAX_IO];
+  if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO) return alma__errorf(ALMA_ERR_UNSUPPORTED, "CUDA: node '%s': over %d inputs or outputs", n->name, MAX_IO);
+  int nin = inputs_of(p, n, in, hin, hdr);
+  ALMA_TRY(inputs_to_host(p, in, hdr, nin));
   /* with the graph's constants known, so kernels keep what they derive from weights (packed copies) */
   ALMA_TRY(alma__op_run_node_of(p->g, n, hin, nin, out, n->n_outputs, 1, NULL, NULL));
   for (int k = 0; k < n->n_outputs; k++) {
@@ -885,13 +891,7 @@ static alma_status run_on_device(cu_plan *p, const alma_node *n, cu_node *c) {
   memset(out, 0, sizeof(alma_tensor) * (size_t)n->n_outputs);
   alma_status st = n->op->infer(n, hin, nin, out, n->n_outputs);
   if (st == ALMA_ERR_DYNAMIC) { /* the shape depends on a value only the device holds */
-    for (int k = 0; k < nin; k++)
-      if (in[k] && !in[k]->on_host) {
-        ALMA_TRY(download(p, in[k]));
-        p->bound_copies++;
-        p->bound_bytes += (int64_t)val_bytes(in[k]);
-        hdr[k] = in[k]->h;
-      }
+    ALMA_TRY(inputs_to_host(p, in, hdr, nin));
     memset(out, 0, sizeof(alma_tensor) * (size_t)n->n_outputs);
     st = n->op->infer(n, hin, nin, out, n->n_outputs);
   }

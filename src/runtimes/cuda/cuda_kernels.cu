@@ -15,6 +15,17 @@ static inline int blocks_for(int64_t n) {
 
 static inline int launched(void) { return (int)cudaGetLastError(); }
 
+/* The element offset of output index i in a tensor read through strides st over dims (row-major). */
+__device__ static inline int64_t offset_of(int64_t i, int rank, const int64_t *dims, const int64_t *st) {
+  int64_t off = 0;
+  for (int d = rank - 1; d >= 0; d--) {
+    int64_t q = i / dims[d];
+    off += (i - q * dims[d]) * st[d];
+    i = q;
+  }
+  return off;
+}
+
 __device__ static inline float unary(int op, float x, float a, float b) {
   switch (op) {
     case ALMA_CU_RELU: return x > 0.f ? x : 0.f;
@@ -71,16 +82,8 @@ __global__ static void k_binary_flat(int op, const float *a, const float *b, flo
 }
 
 __global__ static void k_binary_bcast(int op, const float *a, const float *b, float *y, alma_cu_bcast bc, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i, ia = 0, ib = 0;
-    for (int d = bc.rank - 1; d >= 0; d--) {
-      int64_t q = r / bc.dims[d], c = r - q * bc.dims[d];
-      ia += c * bc.sa[d];
-      ib += c * bc.sb[d];
-      r = q;
-    }
-    y[i] = binary(op, a[ia], b[ib]);
-  }
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = binary(op, a[offset_of(i, bc.rank, bc.dims, bc.sa)], b[offset_of(i, bc.rank, bc.dims, bc.sb)]);
 }
 
 extern "C" int alma_cu_binary(alma_cu_binary_op op, const float *a, const float *b, float *y, const alma_cu_bcast *bc,
@@ -100,15 +103,8 @@ extern "C" int alma_cu_binary(alma_cu_binary_op op, const float *a, const float 
 }
 
 __global__ static void k_expand(const float *x, float *y, alma_cu_bcast bc, int64_t n, float scale) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i, ix = 0;
-    for (int d = bc.rank - 1; d >= 0; d--) {
-      int64_t q = r / bc.dims[d];
-      ix += (r - q * bc.dims[d]) * bc.sa[d];
-      r = q;
-    }
-    y[i] = scale * x[ix];
-  }
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = scale * x[offset_of(i, bc.rank, bc.dims, bc.sa)];
 }
 
 extern "C" int alma_cu_expand(const float *x, float *y, const alma_cu_bcast *bc, int64_t n, float scale, void *stream) {
@@ -215,15 +211,8 @@ typedef struct {
 } perm_args;
 
 __global__ static void k_permute(const float *x, float *y, perm_args pa, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i, src = 0;
-    for (int d = pa.rank - 1; d >= 0; d--) {
-      int64_t q = r / pa.dims[d];
-      src += (r - q * pa.dims[d]) * pa.strides[d];
-      r = q;
-    }
-    y[i] = x[src];
-  }
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = x[offset_of(i, pa.rank, pa.dims, pa.strides)];
 }
 
 extern "C" int alma_cu_permute(const float *x, float *y, int rank, const int64_t *out_dims, const int64_t *in_strides,
