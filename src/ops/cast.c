@@ -234,6 +234,16 @@ static void do_cast(const alma_tensor *x, alma_tensor *y, const cast_mode *cm) {
     for (int64_t i = 0; i < cnt; i++) ys[i] = alma__f32_to_f16(xs[i]);
     return;
   }
+  if (y->dtype == ALMA_DTYPE_FLOAT32) { /* masks and indices into float (one-hot, attention masks): one pass, vectorized */
+    float *ys = (float *)y->data;
+    switch (x->dtype) {
+      case ALMA_DTYPE_BOOL: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const uint8_t *)x->data)[i] != 0; return;
+      case ALMA_DTYPE_UINT8: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const uint8_t *)x->data)[i]; return;
+      case ALMA_DTYPE_INT8: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const int8_t *)x->data)[i]; return;
+      case ALMA_DTYPE_INT32: for (int64_t i = 0; i < cnt; i++) ys[i] = (float)((const int32_t *)x->data)[i]; return;
+      default: break;
+    }
+  }
   union {
     double d[CAST_CHUNK];
     int64_t i[CAST_CHUNK];

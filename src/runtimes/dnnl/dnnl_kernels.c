@@ -848,17 +848,30 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   alma__dn_val_md(w, &key[1]);
   memset(&key[2], 0, sizeof key[2]);
   if (b) alma__dn_val_md(b, &key[2]);
-  int wnd = G > 1 ? r + 1 : r;
+  /* Spatial dims of extent 1 under a unit kernel without padding (a [k,1] kernel over width 1, as
+   * tf2onnx writes 1-D convolutions) leave the descriptors: the bytes are the same, and oneDNN's
+   * brgconv blocks over the last spatial dim, so over a width of 1 it runs at a fraction of its
+   * speed. The primitive sees rank rc; the values around it keep rank r. */
+  int sp_keep[3], rc = 2;
+  for (int i = 0; i < nsp; i++)
+    if (x->t.dims[2 + i] != 1 || w->t.dims[2 + i] != 1 || gm.out[i] != 1 || gm.pb[i] || gm.pe[i]) sp_keep[rc++ - 2] = i;
+  if (rc == 2 || find_post(d, fused, DP_DW)) {
+    rc = r;
+    for (int i = 0; i < nsp; i++) sp_keep[i] = i;
+  }
+  int nspc = rc - 2;
+  int wnd = G > 1 ? rc + 1 : rc;
   dnnl_dims_t wd;
   int64_t wd64[DNNL_MAX_NDIMS];
   if (G > 1) {
     wd[0] = G;
     wd[1] = OC / G;
     wd[2] = C / G;
-    for (int i = 0; i < nsp; i++) wd[3 + i] = w->t.dims[2 + i];
   } else {
-    for (int i = 0; i < r; i++) wd[i] = w->t.dims[i];
+    wd[0] = OC;
+    wd[1] = C;
   }
+  for (int i = 0; i < nspc; i++) wd[wnd - nspc + i] = w->t.dims[2 + sp_keep[i]];
   for (int i = 0; i < wnd; i++) wd64[i] = wd[i];
   dnnl_memory_desc_t wplain;
   plain_md(&wplain, wnd, wd64, dt);
@@ -867,7 +880,7 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   if (fresh) {
     prim_begin(pr, 3, key, ikey);
     dn_wino_geo wg;
-    if (nsp == 2 && wc && wino_use(p, d, fused, x, &key[0], wc, &gm, &os[0], G, &wg, &pr->dst_md)) {
+    if (nsp == 2 && rc == r && wc && wino_use(p, d, fused, x, &key[0], wc, &gm, &os[0], G, &wg, &pr->dst_md)) {
       /* dnnl_wino.c: the geometry, then the transformed weights, in one block held by pr->wei */
       size_t off = (sizeof wg + 63) & ~(size_t)63, sz = off + alma__dn_wino_wsize(&wg);
       if (!(pr->wei = aligned_alloc(64, (sz + 63) & ~(size_t)63))) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
@@ -881,18 +894,21 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
   if (pr->flags == DN_NATIVE_WINO) return run_wino(p, pr, n, x, b, res, os, out, done);
   if (fresh) {
     dnnl_dims_t sd, dd, bd = {OC}, st, dl, pl, pe;
-    for (int i = 0; i < r; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
-    for (int i = 0; i < nsp; i++) {
-      st[i] = gm.s[i];
-      dl[i] = gm.d[i] - 1;
-      pl[i] = gm.pb[i];
-      pe[i] = gm.pe[i];
+    for (int i = 0; i < 2; i++) sd[i] = x->t.dims[i], dd[i] = os[0].dims[i];
+    for (int i = 0; i < nspc; i++) {
+      int k = sp_keep[i];
+      sd[2 + i] = x->t.dims[2 + k];
+      dd[2 + i] = os[0].dims[2 + k];
+      st[i] = gm.s[k];
+      dl[i] = gm.d[k] - 1;
+      pl[i] = gm.pb[k];
+      pe[i] = gm.pe[k];
     }
     dnnl_memory_desc_t s_any, w_any, b_md, d_any;
-    dnnl_memory_desc_init_by_tag(&s_any, r, sd, ddt(dt), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&s_any, rc, sd, ddt(dt), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&w_any, wnd, wd, ddt(dt), dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_memory_desc_init_by_tag(&d_any, r, dd, ddt(dt), dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&d_any, rc, dd, ddt(dt), dnnl_format_tag_any);
     dnnl_convolution_desc_t cd;
     if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
                                                    b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
@@ -916,6 +932,17 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
     if (b) args[na++] = (dn_arg){DNNL_ARG_BIAS, &b_md};
     args[na++] = (dn_arg){DNNL_ARG_DST, NULL};
     if (!prim_args(p, pr, n, na, args)) return ALMA_OK;
+    if (rc < r) {
+      /* the values around the primitive see its layouts at their own rank */
+      dnnl_dims_t xd, od;
+      dnnl_memory_desc_t s_r, d_r;
+      for (int i = 0; i < r; i++) xd[i] = x->t.dims[i], od[i] = os[0].dims[i];
+      if (dnnl_memory_desc_reshape(&s_r, &pr->src_md, r, xd) != dnnl_success ||
+          dnnl_memory_desc_reshape(&d_r, &pr->dst_md, r, od) != dnnl_success)
+        return prim_decline(pr, n, "layout of the %d-D convolution not viewable at rank %d", nspc, r);
+      pr->src_md = s_r;
+      pr->dst_md = d_r;
+    }
     if (wc) ALMA_TRY(cache_weights(p, pr, &wplain, wc->data, n));
   }
   if (pr->declined) return ALMA_OK;

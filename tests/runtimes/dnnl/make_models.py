@@ -533,12 +533,32 @@ def upsample_linear_eager(d):
          [w("w1", 8, 3, 2, 2), c("sc", [1, 1, 2, 2])], opset=9)
 
 
+def native_unit_spatial(d):
+    # convolutions whose kernel and image are 1 along a spatial dim (a [k,1] kernel over width 1, as
+    # tf2onnx writes 1-D convolutions): DNNL runs them at the lower rank and hands rank-4 values on
+    nodes = [
+        N("Conv", ["x", "w1", "b1"], ["c1"], pads=[2, 0, 2, 0]),
+        N("Relu", ["c1"], ["r1"]),
+        N("Conv", ["r1", "w2"], ["c2"], group=4, strides=[2, 1]),
+        N("Conv", ["c2", "w3"], ["c3"], kernel_shape=[3, 1], pads=[1, 0, 1, 0]),
+        N("Add", ["c3", "c2"], ["y"]),
+        N("Transpose", ["x"], ["xt"], perm=[0, 1, 3, 2]),
+        N("Conv", ["xt", "w4"], ["y2"], dilations=[1, 2]),
+        N("Conv", ["x5", "w5"], ["y3"], pads=[0, 0, 1, 0, 0, 1]),
+    ]
+    inits = [w("w1", 24, 16, 5, 1), w("b1", 24), w("w2", 24, 6, 3, 1), w("w3", 24, 24, 3, 1), w("w4", 8, 16, 1, 3),
+             w("w5", 6, 4, 1, 1, 3)]
+    save(d, "native_unit_spatial", nodes, [x_in("x", 16, 13, 1), x_in("x5", 4, 1, 1, 9)],
+         [y_out("y", 4), y_out("y2", 4), y_out("y3", 5)], inits)
+
+
 def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
     for f in (resblock, downsample, depthwise, native_se_scale, binary_bcast_eager, boundaries, transformer, gemms, native_wide_gemms, native_pools_blocked, q8_pools, pools, attention, concat_split, casts,
               native_pad, native_pad_attr, native_pad_axes, native_norms, native_resize, native_resize_sizes,
-              native_resize11, resize_f32_ties_eager, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager):
+              native_resize11, resize_f32_ties_eager, native_upsample, native_upsample7, resize_pad_lrn_eager, upsample_linear_eager,
+              native_unit_spatial):
         f(d)
 
 
