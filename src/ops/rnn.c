@@ -23,6 +23,7 @@
 
 #include "ops/gemm_packed.h"
 #include "ops/op.h"
+#include "ops/qgemm.h"
 #include "ops/sgemm.h"
 #include "ops/softmax_row.h"
 
@@ -71,6 +72,10 @@ typedef struct {
   const struct rnn_packs *packs;   /* the node's packed W and R (float only), or NULL */
   const float *xw;                 /* float: the input projection X W^T + Wb given, [S * B, G * H], or NULL */
   alma_exec_ctx *ctx;              /* the run's context: its parallel loop, if any */
+  /* float LSTM: step s's HR = Hs R^T + Rb [B, 4H] made by this hook instead, or NULL
+   * (DynamicQuantizeLSTM's integer product; R is then not read) */
+  alma_status (*hr)(void *arg, int64_t s, const float *Hs, float *HR);
+  void *hr_arg;
 } rnn_cfg;
 
 static const alma_tensor *rnn_in(const alma_tensor *const *in, int nin, int i) { return i < nin ? in[i] : NULL; }
@@ -236,6 +241,8 @@ typedef struct rnn_packs {
   int64_t bytes;     /* taken from the budget */
   alma__sgemm_packed pw[2], pr[2], ph[2];
   float *wf, *rf;    /* DynamicQuantizeLSTM: its W and R dequantized (LSTM layout), or NULL */
+  int integer;       /* DynamicQuantizeLSTM on the integer kernel: W and R in qw, qr instead */
+  alma__qgemm_packed qw[2], qr[2];
 } rnn_packs;
 
 typedef struct rnn_state {
@@ -248,6 +255,8 @@ static void rnn_packs_free(rnn_packs *e) {
     alma__sgemm_packed_free(&e->pw[d]);
     alma__sgemm_packed_free(&e->pr[d]);
     alma__sgemm_packed_free(&e->ph[d]);
+    alma__qgemm_free(&e->qw[d]);
+    alma__qgemm_free(&e->qr[d]);
   }
   free(e->wf);
   free(e->rf);
@@ -510,111 +519,150 @@ static const alma_tensor *dq_dir(const alma_tensor *t, int64_t d, alma_tensor *v
   return view;
 }
 
-static alma_status dqlstm_run(const alma_node *n, const dq_lstm *q, const rnn_packs *pk, alma_tensor *out,
-                              int nout) {
-  rnn_cfg c;
-  ALMA_TRY(rnn_cfg_make(n, 1, q->in, 8, &c));
-  ALMA_TRY(rnn_check_lens(n, &c));
-  const int64_t S = c.S, B = c.B, I = c.I, H = c.H;
-  alma_tensor *Y = nout > 0 && out[0].data ? &out[0] : NULL;
-  alma_tensor *Yh = nout > 1 && out[1].data ? &out[1] : NULL;
-  alma_tensor *Yc = nout > 2 && out[2].data ? &out[2] : NULL;
-  const int32_t *lens = c.seq_lens ? c.seq_lens->data : NULL;
-  int64_t maxlen = 0;
-  for (int64_t b = 0; b < B; b++) maxlen = (lens ? lens[b] : S) > maxlen ? (lens ? lens[b] : S) : maxlen;
-  float *xq = malloc(sizeof(float) * (size_t)(S * B * I + 1));
+/* One DynamicQuantizeLSTM call: what both directions read, and each direction's status. */
+typedef struct dq_job {
+  const alma_node *n;
+  const rnn_cfg *c;
+  const rnn_packs *pk;
+  const float *xq; /* X quantized and dequantized, [S, B, I] */
+  const int32_t *lens;
+  int64_t maxlen;
+  alma_tensor *Y, *Yh, *Yc;
+  alma_status st[2];
+} dq_job;
+
+/* Direction d, on its own work buffers (the two directions may run at once). */
+static alma_status dq_dir_run(const dq_job *j, int d) {
+  const alma_node *n = j->n;
+  const rnn_cfg *cp = j->c;
+  const int64_t S = cp->S, B = cp->B, I = cp->I, H = cp->H, maxlen = j->maxlen;
+  const int32_t *lens = j->lens;
+  const float *xq = j->xq;
+  alma_tensor *Y = j->Y, *Yh = j->Yh, *Yc = j->Yc;
   float *xs = malloc(sizeof(float) * (size_t)(B * I + 1));
-  /* the input projection of all steps, one product per direction (a step takes its rows) */
+  /* the input projection of all steps, one product (a step takes its rows) */
   float *xwall = malloc(sizeof(float) * (size_t)(S * B * 4 * H + 1)), *xws = malloc(sizeof(float) * (size_t)(B * 4 * H + 1));
   float *h = malloc(sizeof(float) * (size_t)(4 * B * H + 1)), *cc = h + B * H, *hq = cc + B * H, *tmp = hq + B * H;
   alma_tensor t_x, t_hq, t_c, t_yh, t_yc, vw, vr, vb, vp;
   memset(&t_yh, 0, sizeof t_yh);
   memset(&t_yc, 0, sizeof t_yc);
-  alma_status st = xq && xs && h && xwall && xws ? ALMA_OK : alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
+  alma_status st = xs && h && xwall && xws ? ALMA_OK : alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
   if (st == ALMA_OK) st = alma__tensor_alloc(&t_yh, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
   if (st == ALMA_OK) st = alma__tensor_alloc(&t_yc, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
-  float xscale = 1.f, xzp = 0.f;
-  if (st == ALMA_OK) {
-    memcpy(xq, c.X->data, sizeof(float) * (size_t)(S * B * I));
-    dq_act_params(xq, maxlen * B * I, &xscale, &xzp); /* the rows the batch runs, as ORT's one product */
-    dq_act_round(xq, S * B * I, xscale, xzp);
-    if (Y) memset(Y->data, 0, Y->nbytes);
+  int back = cp->ndir == 2 ? d == 1 : cp->reverse;
+  rnn_cfg s1 = *cp;
+  s1.S = 1, s1.ndir = 1, s1.reverse = 0, s1.ctx = NULL;
+  memcpy(s1.act[0], cp->act[d], sizeof s1.act[0]);
+  s1.W = dq_dir(cp->W, d, &vw), s1.R = dq_dir(cp->R, d, &vr), s1.Bias = dq_dir(cp->Bias, d, &vb), s1.P = dq_dir(cp->P, d, &vp);
+  s1.seq_lens = NULL;
+  const rnn_packs *pk = j->pk;
+  rnn_packs view; /* direction d's packed blocks as a one-direction node's (never freed: pk's) */
+  if (pk) {
+    memset(&view, 0, sizeof view);
+    view.pw[0] = pk->pw[d], view.pr[0] = pk->pr[d];
+    view.w = s1.W->data, view.r = s1.R->data;
+    s1.packs = &view;
   }
-  for (int d = 0; st == ALMA_OK && d < c.ndir; d++) {
-    int back = c.ndir == 2 ? d == 1 : c.reverse;
-    rnn_cfg s1 = c;
-    s1.S = 1, s1.ndir = 1, s1.reverse = 0;
-    memcpy(s1.act[0], c.act[d], sizeof s1.act[0]);
-    s1.W = dq_dir(c.W, d, &vw), s1.R = dq_dir(c.R, d, &vr), s1.Bias = dq_dir(c.Bias, d, &vb), s1.P = dq_dir(c.P, d, &vp);
-    s1.seq_lens = NULL;
-    rnn_packs view; /* direction d's packed blocks as a one-direction node's (never freed: pk's) */
-    if (pk) {
-      memset(&view, 0, sizeof view);
-      view.pw[0] = pk->pw[d], view.pr[0] = pk->pr[d];
-      view.w = s1.W->data, view.r = s1.R->data;
-      s1.packs = &view;
+  const float *wb = cp->Bias ? (const float *)cp->Bias->data + d * 8 * H : NULL;
+  if (st == ALMA_OK && S * B > 0 && I > 0) {
+    if (pk)
+      alma__sgemm_packed_rows(S * B, 0, pk->pw[d].panels, 1.0f, xq, I, &pk->pw[d], 0.0f, xwall, 4 * H, NULL, wb);
+    else
+      st = alma__sgemm_bias(0, 1, S * B, 4 * H, I, 1.0f, xq, I, (const float *)cp->W->data + d * 4 * H * I, I, 0.0f,
+                            xwall, 4 * H, NULL, wb);
+  }
+  if (st == ALMA_OK && I < 1)
+    for (int64_t r = 0; r < S * B; r++)
+      for (int64_t k = 0; k < 4 * H; k++) xwall[r * 4 * H + k] = wb ? wb[k] : 0.f;
+  s1.xw = xws;
+  for (int64_t k = 0; st == ALMA_OK && k < B * H; k++) {
+    h[k] = cp->h0 ? ((const float *)cp->h0->data)[d * B * H + k] : 0.f;
+    cc[k] = cp->c0 ? ((const float *)cp->c0->data)[d * B * H + k] : 0.f;
+  }
+  for (int64_t s = 0; st == ALMA_OK && s < maxlen; s++) {
+    for (int64_t b = 0; b < B; b++) {
+      int64_t len = lens ? lens[b] : S, t = s < len ? (back ? len - 1 - s : s) : 0;
+      memcpy(xs + b * I, xq + (t * B + b) * I, sizeof(float) * (size_t)I);
+      memcpy(xws + b * 4 * H, xwall + (t * B + b) * 4 * H, sizeof(float) * (size_t)(4 * H));
+      /* the rows ORT's product reads: a finished row holds 0 when Y is written, else its state */
+      for (int64_t k = 0; k < H; k++) hq[b * H + k] = s > 0 && s >= len && Y ? 0.f : h[b * H + k];
     }
-    const float *wb = c.Bias ? (const float *)c.Bias->data + d * 8 * H : NULL;
-    if (st == ALMA_OK && S * B > 0 && I > 0) {
-      if (pk)
-        alma__sgemm_packed_rows(S * B, 0, pk->pw[d].panels, 1.0f, xq, I, &pk->pw[d], 0.0f, xwall, 4 * H, NULL, wb);
-      else
-        st = alma__sgemm_bias(0, 1, S * B, 4 * H, I, 1.0f, xq, I, (const float *)c.W->data + d * 4 * H * I, I, 0.0f,
-                              xwall, 4 * H, NULL, wb);
-    }
-    if (I < 1)
-      for (int64_t r = 0; r < S * B; r++)
-        for (int64_t j = 0; j < 4 * H; j++) xwall[r * 4 * H + j] = wb ? wb[j] : 0.f;
-    s1.xw = xws;
-    for (int64_t k = 0; k < B * H; k++) {
-      h[k] = c.h0 ? ((const float *)c.h0->data)[d * B * H + k] : 0.f;
-      cc[k] = c.c0 ? ((const float *)c.c0->data)[d * B * H + k] : 0.f;
-    }
-    for (int64_t j = 0; st == ALMA_OK && j < maxlen; j++) {
-      for (int64_t b = 0; b < B; b++) {
-        int64_t len = lens ? lens[b] : S, t = j < len ? (back ? len - 1 - j : j) : 0;
-        memcpy(xs + b * I, xq + (t * B + b) * I, sizeof(float) * (size_t)I);
-        memcpy(xws + b * 4 * H, xwall + (t * B + b) * 4 * H, sizeof(float) * (size_t)(4 * H));
-        /* the rows ORT's product reads: a finished row holds 0 when Y is written, else its state */
-        for (int64_t k = 0; k < H; k++) hq[b * H + k] = j > 0 && j >= len && Y ? 0.f : h[b * H + k];
-      }
-      float hs, hz;
-      dq_act_params(hq, B * H, &hs, &hz);
-      dq_act_round(hq, B * H, hs, hz);
-      t_x = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, I}, .data = xs,
-                          .nbytes = sizeof(float) * (size_t)(B * I)};
-      t_hq = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = hq,
-                           .nbytes = sizeof(float) * (size_t)(B * H)};
-      memcpy(tmp, cc, sizeof(float) * (size_t)(B * H));
-      t_c = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = tmp,
-                          .nbytes = sizeof(float) * (size_t)(B * H)};
-      s1.X = &t_x, s1.h0 = &t_hq, s1.c0 = &t_c;
-      st = rnn_run_f32(&s1, NULL, &t_yh, &t_yc);
-      if (st == ALMA_ERR_NOMEM) st = alma__op_error(n, st, "work buffers");
-      for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
-        int64_t len = lens ? lens[b] : S;
-        if (j >= len) continue; /* finished: its state stays */
-        int64_t t = back ? len - 1 - j : j;
-        memcpy(h + b * H, (const float *)t_yh.data + b * H, sizeof(float) * (size_t)H);
-        memcpy(cc + b * H, (const float *)t_yc.data + b * H, sizeof(float) * (size_t)H);
-        if (Y) memcpy((float *)Y->data + ((t * c.ndir + d) * B + b) * H, h + b * H, sizeof(float) * (size_t)H);
-      }
-    }
+    float hs, hz;
+    dq_act_params(hq, B * H, &hs, &hz);
+    dq_act_round(hq, B * H, hs, hz);
+    t_x = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, I}, .data = xs,
+                        .nbytes = sizeof(float) * (size_t)(B * I)};
+    t_hq = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = hq,
+                         .nbytes = sizeof(float) * (size_t)(B * H)};
+    memcpy(tmp, cc, sizeof(float) * (size_t)(B * H));
+    t_c = (alma_tensor){.dtype = ALMA_DTYPE_FLOAT32, .rank = 3, .dims = {1, B, H}, .data = tmp,
+                        .nbytes = sizeof(float) * (size_t)(B * H)};
+    s1.X = &t_x, s1.h0 = &t_hq, s1.c0 = &t_c;
+    st = rnn_run_f32(&s1, NULL, &t_yh, &t_yc);
+    if (st == ALMA_ERR_NOMEM) st = alma__op_error(n, st, "work buffers");
     for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
-      int zero = lens && lens[b] == 0; /* no step: ORT's final states are zeros */
-      for (int64_t k = 0; k < H; k++) {
-        if (Yh) ((float *)Yh->data)[(d * B + b) * H + k] = zero ? 0.f : h[b * H + k];
-        if (Yc) ((float *)Yc->data)[(d * B + b) * H + k] = zero ? 0.f : cc[b * H + k];
-      }
+      int64_t len = lens ? lens[b] : S;
+      if (s >= len) continue; /* finished: its state stays */
+      int64_t t = back ? len - 1 - s : s;
+      memcpy(h + b * H, (const float *)t_yh.data + b * H, sizeof(float) * (size_t)H);
+      memcpy(cc + b * H, (const float *)t_yc.data + b * H, sizeof(float) * (size_t)H);
+      if (Y) memcpy((float *)Y->data + ((t * cp->ndir + d) * B + b) * H, h + b * H, sizeof(float) * (size_t)H);
+    }
+  }
+  for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
+    int zero = lens && lens[b] == 0; /* no step: ORT's final states are zeros */
+    for (int64_t k = 0; k < H; k++) {
+      if (Yh) ((float *)Yh->data)[(d * B + b) * H + k] = zero ? 0.f : h[b * H + k];
+      if (Yc) ((float *)Yc->data)[(d * B + b) * H + k] = zero ? 0.f : cc[b * H + k];
     }
   }
   alma_tensor_free_data(&t_yh);
   alma_tensor_free_data(&t_yc);
-  free(xq);
   free(xs);
   free(xwall);
   free(xws);
   free(h);
+  return st;
+}
+
+static void dq_dir_item(void *arg, int64_t d) {
+  dq_job *j = arg;
+  j->st[d] = dq_dir_run(j, (int)d);
+}
+
+static alma_status dqlstm_run(alma_exec_ctx *ctx, const alma_node *n, const dq_lstm *q, const rnn_packs *pk,
+                              alma_tensor *out, int nout) {
+  rnn_cfg c;
+  ALMA_TRY(rnn_cfg_make(n, 1, q->in, 8, &c));
+  ALMA_TRY(rnn_check_lens(n, &c));
+  const int64_t S = c.S, B = c.B, I = c.I;
+  dq_job j = {.n = n, .c = &c, .pk = pk, .lens = c.seq_lens ? c.seq_lens->data : NULL};
+  j.Y = nout > 0 && out[0].data ? &out[0] : NULL;
+  j.Yh = nout > 1 && out[1].data ? &out[1] : NULL;
+  j.Yc = nout > 2 && out[2].data ? &out[2] : NULL;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t len = j.lens ? j.lens[b] : S;
+    j.maxlen = len > j.maxlen ? len : j.maxlen;
+  }
+  float *xq = malloc(sizeof(float) * (size_t)(S * B * I + 1));
+  if (!xq) return alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
+  float xscale = 1.f, xzp = 0.f;
+  memcpy(xq, c.X->data, sizeof(float) * (size_t)(S * B * I));
+  dq_act_params(xq, j.maxlen * B * I, &xscale, &xzp); /* the rows the batch runs, as ORT's one product */
+  dq_act_round(xq, S * B * I, xscale, xzp);
+  if (j.Y) memset(j.Y->data, 0, j.Y->nbytes);
+  j.xq = xq;
+  alma_exec_parfor pf;
+  void *pctx;
+  alma_status st = ALMA_OK;
+  /* two directions, two threads: one each, as LSTM's (a step's products are too small to split) */
+  if (c.ndir == 2 && alma__exec_parfor(ctx, &pf, &pctx) >= 2) {
+    pf(pctx, 2, dq_dir_item, &j);
+    st = j.st[0] != ALMA_OK ? j.st[0] : j.st[1];
+  } else {
+    for (int d = 0; d < c.ndir && st == ALMA_OK; d++) st = dq_dir_run(&j, d);
+  }
+  free(xq);
   return st;
 }
 
@@ -632,7 +680,7 @@ static const rnn_packs *dqlstm_packs(alma_exec_ctx *ctx, const alma_node *n, con
   if (keep && alma__node_prepared(n, rnn_state_build, &pp) == ALMA_OK) s = (rnn_state *)pp;
   else alma__error_clear();
   rnn_packs *e = s ? atomic_load_explicit(&s->e, memory_order_acquire) : NULL;
-  if (e && e->w == in[1]->data && e->r == in[2]->data) {
+  if (e && !e->integer && e->w == in[1]->data && e->r == in[2]->data) {
     if ((*st = dq_lstm_make(n, in, nin, 0, q)) != ALMA_OK) return NULL;
     q->W.data = e->wf, q->W.owns_data = 0;
     q->R.data = e->rf, q->R.owns_data = 0;
@@ -663,14 +711,245 @@ static const rnn_packs *dqlstm_packs(alma_exec_ctx *ctx, const alma_node *n, con
   return p;
 }
 
+/* ---- DynamicQuantizeLSTM on the integer kernel (qgemm.h: CPUs with AVX-512 VNNI) ----
+ * The products are ONNX Runtime's: uint8 X (and each step's H) against the int8/uint8 weights in
+ * int32, scaled by both scales; the LSTM's gates then run as LSTM's (rnn_direction, with the input
+ * projection given and the recurrent product made by dq_hr). */
+
+/* q[i] = saturate(round_even(v[i] / scale) + zp): dq_act_round's rounding, kept in uint8. */
+static void dq_act_q8(const float *v, int64_t n, float scale, float zp, uint8_t *q) {
+  for (int64_t i = 0; i < n; i++) {
+    float f = nearbyintf(v[i] / scale) + zp;
+    q[i] = (uint8_t)(f < 0.f ? 0.f : f > 255.f ? 255.f : f);
+  }
+}
+
+/* Direction d's weight scales and zero points per gate row (GH of each). */
+static void dq_wparams(const alma_tensor *sc, const alma_tensor *zp, int64_t d, int64_t GH, float *s, int32_t *z) {
+  /* [D] or [D, GH] (dq_param checked which) */
+  int srow = sc->rank == 2, zrow = zp->rank == 2;
+  for (int64_t g = 0; g < GH; g++) {
+    s[g] = ((const float *)sc->data)[srow ? d * GH + g : d];
+    int64_t zi = zrow ? d * GH + g : d;
+    z[g] = zp->dtype == ALMA_DTYPE_INT8 ? ((const int8_t *)zp->data)[zi] : ((const uint8_t *)zp->data)[zi];
+  }
+}
+
+typedef struct dq_hr_arg {
+  const alma__qgemm_packed *qr;
+  const float *rs, *rb; /* R's scales, R's bias (or NULL), per gate row */
+  const int32_t *rz;
+  const int32_t *lens;
+  int64_t S, B, H;
+  int y;           /* Y is written: finished rows enter the product as 0, as ONNX Runtime's */
+  float *hf;       /* [B, H] */
+  uint8_t *hq;     /* [B, H] */
+  int32_t *zh, *acc; /* [B], [B, 4H] */
+} dq_hr_arg;
+
+static alma_status dq_hr(void *arg, int64_t s, const float *Hs, float *HR) {
+  dq_hr_arg *a = arg;
+  int64_t B = a->B, H = a->H, GH = 4 * H;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t len = a->lens ? a->lens[b] : a->S;
+    for (int64_t k = 0; k < H; k++) a->hf[b * H + k] = s > 0 && s >= len && a->y ? 0.f : Hs[b * H + k];
+  }
+  float hs, hz;
+  dq_act_params(a->hf, B * H, &hs, &hz);
+  dq_act_q8(a->hf, B * H, hs, hz, a->hq);
+  for (int64_t b = 0; b < B; b++) a->zh[b] = (int32_t)hz;
+  alma__qgemm_run(B, a->hq, H, a->zh, a->qr, a->rz, 0, a->qr->panels, a->acc, GH);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t g = 0; g < GH; g++)
+      HR[b * GH + g] = (float)a->acc[b * GH + g] * (hs * a->rs[g]) + (a->rb ? a->rb[g] : 0.f);
+  return ALMA_OK;
+}
+
+typedef struct dqi_job {
+  const alma_node *n;
+  const rnn_cfg *c;
+  const rnn_packs *pk;
+  const alma_tensor *ws, *wz, *rs, *rz; /* inputs 8-11 */
+  const uint8_t *xq;
+  float xs, xz;
+  alma_tensor *Y, *Yh, *Yc;
+  alma_status st[2];
+} dqi_job;
+
+/* A [1, ...] view of a [D, ...] tensor's shape (no data: the integer path reads none). */
+static const alma_tensor *dq_shape1(const alma_tensor *t, alma_tensor *view) {
+  *view = alma__tensor_view(t);
+  view->dims[0] = 1;
+  view->nbytes = 0;
+  return view;
+}
+
+static alma_status dqi_dir_run(const dqi_job *j, int d) {
+  const rnn_cfg *cp = j->c;
+  const int64_t S = cp->S, B = cp->B, I = cp->I, H = cp->H, GH = 4 * H, SB = S * B;
+  const int32_t *lens = cp->seq_lens ? cp->seq_lens->data : NULL;
+  float *wsc = malloc(sizeof(float) * (size_t)(2 * GH)), *rsc = wsc ? wsc + GH : NULL;
+  int32_t *wz = malloc(sizeof(int32_t) * (size_t)(2 * GH + SB + B + 1)), *rz = wz ? wz + GH : NULL;
+  int32_t *zx = wz ? rz + GH : NULL, *zh = zx ? zx + SB : NULL;
+  float *xw = malloc(sizeof(float) * (size_t)(SB * GH + 1)), *hf = malloc(sizeof(float) * (size_t)(B * H + 1));
+  int32_t *acc = malloc(sizeof(int32_t) * (size_t)((SB > B ? SB : B) * GH + 1));
+  uint8_t *hq = malloc((size_t)(B * H + 1));
+  alma_tensor t_y, t_yh, t_yc, vw, vr, vb, vp, vh, vc;
+  memset(&t_y, 0, sizeof t_y);
+  memset(&t_yh, 0, sizeof t_yh);
+  memset(&t_yc, 0, sizeof t_yc);
+  alma_status st = wsc && wz && xw && hf && acc && hq ? ALMA_OK : ALMA_ERR_NOMEM;
+  if (st == ALMA_OK && j->Y) st = alma__tensor_alloc(&t_y, ALMA_DTYPE_FLOAT32, 4, (int64_t[]){S, 1, B, H});
+  if (st == ALMA_OK) st = alma__tensor_alloc(&t_yh, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
+  if (st == ALMA_OK) st = alma__tensor_alloc(&t_yc, ALMA_DTYPE_FLOAT32, 3, (int64_t[]){1, B, H});
+  if (st == ALMA_OK) {
+    dq_wparams(j->ws, j->wz, d, GH, wsc, wz);
+    dq_wparams(j->rs, j->rz, d, GH, rsc, rz);
+    const float *wb = cp->Bias ? (const float *)cp->Bias->data + d * 8 * H : NULL;
+    /* the input projection of every step: one integer product */
+    for (int64_t r = 0; r < SB; r++) zx[r] = (int32_t)j->xz;
+    if (I > 0) alma__qgemm_run(SB, j->xq, I, zx, &j->pk->qw[d], wz, 0, j->pk->qw[d].panels, acc, GH);
+    for (int64_t r = 0; r < SB; r++)
+      for (int64_t g = 0; g < GH; g++)
+        xw[r * GH + g] = (I > 0 ? (float)acc[r * GH + g] * (j->xs * wsc[g]) : 0.f) + (wb ? wb[g] : 0.f);
+    dq_hr_arg ha = {.qr = &j->pk->qr[d], .rs = rsc, .rb = wb ? wb + GH : NULL, .rz = rz, .lens = lens, .S = S, .B = B,
+                    .H = H, .y = j->Y != NULL, .hf = hf, .hq = hq, .zh = zh, .acc = acc};
+    rnn_cfg s1 = *cp;
+    s1.ndir = 1, s1.reverse = cp->ndir == 2 ? d == 1 : cp->reverse, s1.ctx = NULL, s1.packs = NULL;
+    memcpy(s1.act[0], cp->act[d], sizeof s1.act[0]);
+    s1.W = dq_shape1(cp->W, &vw), s1.R = dq_shape1(cp->R, &vr);
+    s1.Bias = dq_dir(cp->Bias, d, &vb), s1.P = dq_dir(cp->P, d, &vp);
+    s1.h0 = dq_dir(cp->h0, d, &vh), s1.c0 = dq_dir(cp->c0, d, &vc);
+    s1.xw = xw, s1.hr = dq_hr, s1.hr_arg = &ha;
+    st = rnn_run_f32(&s1, j->Y ? &t_y : NULL, &t_yh, &t_yc);
+  }
+  if (st == ALMA_OK && j->Y)
+    for (int64_t t = 0; t < S; t++)
+      for (int64_t b = 0; b < B; b++)
+        memcpy((float *)j->Y->data + ((t * cp->ndir + d) * B + b) * H, (const float *)t_y.data + (t * B + b) * H,
+               sizeof(float) * (size_t)H);
+  for (int64_t b = 0; st == ALMA_OK && b < B; b++) {
+    int zero = lens && lens[b] == 0; /* no step: ONNX Runtime's final states are zeros */
+    for (int64_t k = 0; k < H; k++) {
+      if (j->Yh) ((float *)j->Yh->data)[(d * B + b) * H + k] = zero ? 0.f : ((const float *)t_yh.data)[b * H + k];
+      if (j->Yc) ((float *)j->Yc->data)[(d * B + b) * H + k] = zero ? 0.f : ((const float *)t_yc.data)[b * H + k];
+    }
+  }
+  alma_tensor_free_data(&t_y);
+  alma_tensor_free_data(&t_yh);
+  alma_tensor_free_data(&t_yc);
+  free(wsc);
+  free(wz);
+  free(xw);
+  free(hf);
+  free(acc);
+  free(hq);
+  return st;
+}
+
+static void dqi_dir_item(void *arg, int64_t d) {
+  dqi_job *j = arg;
+  j->st[d] = dqi_dir_run(j, (int)d);
+}
+
+/* W and R packed for the integer kernel (NULL when out of memory: nothing taken then). */
+static rnn_packs *dqi_packs_make(const alma_tensor *W, const alma_tensor *R, int reserve) {
+  int64_t D = W->dims[0], I = W->dims[1], GH = W->dims[2], H = R->dims[1];
+  int64_t bytes = D * (alma__qgemm_bytes(I, GH) + alma__qgemm_bytes(H, GH));
+  if (reserve && !alma__packed_gemm_reserve(bytes)) return NULL;
+  rnn_packs *e = calloc(1, sizeof *e);
+  alma_status st = e ? ALMA_OK : ALMA_ERR_NOMEM;
+  if (e) {
+    e->integer = 1, e->w = W->data, e->r = R->data, e->bytes = reserve ? bytes : 0;
+    for (int64_t d = 0; d < D && st == ALMA_OK; d++) {
+      st = alma__qgemm_pack((const int8_t *)W->data + d * I * GH, W->dtype == ALMA_DTYPE_UINT8, I, GH, GH, &e->qw[d]);
+      if (st == ALMA_OK)
+        st = alma__qgemm_pack((const int8_t *)R->data + d * H * GH, R->dtype == ALMA_DTYPE_UINT8, H, GH, GH, &e->qr[d]);
+    }
+  }
+  if (st != ALMA_OK) {
+    alma__error_clear();
+    if (e) rnn_packs_free(e);
+    else if (reserve) alma__packed_gemm_unreserve(bytes);
+    return NULL;
+  }
+  return e;
+}
+
+/* The integer path: ALMA_ERR_UNAVAILABLE (nothing set) when it cannot serve this call (the CPU,
+ * memory), so the float path runs. */
+static alma_status dqlstm_exec_int(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
+                                   alma_tensor *out, int nout) {
+  if (!alma__qgemm_available()) return ALMA_ERR_UNAVAILABLE;
+  dq_lstm q;
+  ALMA_TRY(dq_lstm_make(n, in, nin, 0, &q)); /* shapes and parameters checked */
+  rnn_cfg c;
+  ALMA_TRY(rnn_cfg_make(n, 1, q.in, 8, &c));
+  ALMA_TRY(rnn_check_lens(n, &c));
+  if (c.H < 1 || c.B < 1 || c.S < 1) return ALMA_ERR_UNAVAILABLE;
+  const alma_tensor *W = in[1], *R = in[2];
+  int keep = alma__packed_gemm_enabled() && alma__exec_input_is_const(ctx, n, 1, W) && alma__exec_input_is_const(ctx, n, 2, R);
+  rnn_state *s = NULL;
+  const alma_prepared *pp;
+  if (keep && alma__node_prepared(n, rnn_state_build, &pp) == ALMA_OK) s = (rnn_state *)pp;
+  else alma__error_clear();
+  rnn_packs *e = s ? atomic_load_explicit(&s->e, memory_order_acquire) : NULL, *mine = NULL;
+  if (!(e && e->integer && e->w == W->data && e->r == R->data)) {
+    if (s && !e && (mine = dqi_packs_make(W, R, 1))) {
+      if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) e = mine;
+      else rnn_packs_free(mine); /* another thread's first: e is its copy (checked below) */
+      mine = NULL;
+    }
+    if (!(e && e->integer && e->w == W->data && e->r == R->data)) {
+      if (!(mine = dqi_packs_make(W, R, 0))) return ALMA_ERR_UNAVAILABLE;
+      e = mine;
+    }
+  }
+  const int64_t S = c.S, B = c.B, I = c.I;
+  int64_t maxlen = 0;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t len = c.seq_lens ? ((const int32_t *)c.seq_lens->data)[b] : S;
+    maxlen = len > maxlen ? len : maxlen;
+  }
+  dqi_job j = {.n = n, .c = &c, .pk = e, .ws = rnn_in(in, nin, 8), .wz = rnn_in(in, nin, 9), .rs = rnn_in(in, nin, 10),
+               .rz = rnn_in(in, nin, 11)};
+  j.Y = nout > 0 && out[0].data ? &out[0] : NULL;
+  j.Yh = nout > 1 && out[1].data ? &out[1] : NULL;
+  j.Yc = nout > 2 && out[2].data ? &out[2] : NULL;
+  uint8_t *xq = malloc((size_t)(S * B * I + 1));
+  alma_status st = ALMA_OK;
+  if (!xq) st = alma__op_error(n, ALMA_ERR_NOMEM, "work buffers");
+  if (st == ALMA_OK) {
+    /* one scale and zero point over the rows the batch runs, as ONNX Runtime's one product */
+    dq_act_params(c.X->data, maxlen * B * I, &j.xs, &j.xz);
+    dq_act_q8(c.X->data, S * B * I, j.xs, j.xz, xq);
+    j.xq = xq;
+    if (j.Y) memset(j.Y->data, 0, j.Y->nbytes);
+    alma_exec_parfor pf;
+    void *pctx;
+    if (c.ndir == 2 && alma__exec_parfor(ctx, &pf, &pctx) >= 2) {
+      pf(pctx, 2, dqi_dir_item, &j);
+      st = j.st[0] != ALMA_OK ? j.st[0] : j.st[1];
+    } else {
+      for (int d = 0; d < c.ndir && st == ALMA_OK; d++) st = dqi_dir_run(&j, d);
+    }
+    if (st == ALMA_ERR_NOMEM) st = alma__op_error(n, st, "work buffers");
+  }
+  free(xq);
+  if (mine) rnn_packs_free(mine);
+  return st;
+}
+
 static alma_status dqlstm_exec(alma_exec_ctx *ctx, const alma_node *n, const alma_tensor *const *in, int nin,
                                alma_tensor *out, int nout) {
+  alma_status st = dqlstm_exec_int(ctx, n, in, nin, out, nout);
+  if (st != ALMA_ERR_UNAVAILABLE) return st;
   dq_lstm q;
   rnn_packs *mine;
-  alma_status st = ALMA_OK;
+  st = ALMA_OK;
   const rnn_packs *pk = dqlstm_packs(ctx, n, in, nin, &q, &mine, &st);
   if (st != ALMA_OK) return st;
-  st = dqlstm_run(n, &q, pk, out, nout);
+  st = dqlstm_run(ctx, n, &q, pk, out, nout);
   if (mine) rnn_packs_free(mine);
   dq_lstm_free(&q);
   return st;
@@ -816,6 +1095,7 @@ static alma_status RNN_FN(rnn_pk_make)(const rnn_cfg *c, int d, const RNN_FN(rea
   p->w = p->all = p->h = NULL;
   p->owned = 0;
 #if RNN_F32
+  if (c->hr) return ALMA_OK; /* R's product is the hook's, X's given (c->xw) */
   if (c->packs) {
     p->w = &c->packs->pw[d];
     p->all = &c->packs->pr[d];
@@ -881,6 +1161,10 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, alma_exec_ctx *mctx, 
   const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
   for (int64_t s = 0; s < S && st == ALMA_OK; s++) {
     /* LSTM: HR = Hs R^T + Rb (all four gates); GRU: the z, r columns (and h's with linear_before_reset, in T2) */
+#if RNN_F32
+    if (c->hr) st = c->hr(c->hr_arg, s, Hs, HR);
+    else
+#endif
     st = RNN_FN(rnn_mm)(NULL, Bn, c->lstm ? GH : 2 * H, H, Hs, H, Rd, Rb, pk.all, HR, GH);
     if (st == ALMA_OK && !c->lstm && c->linear_before_reset)
       st = RNN_FN(rnn_mm)(NULL, Bn, H, H, Hs, H, Rh, Rbh, pk.h, T2, H);
