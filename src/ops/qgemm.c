@@ -38,7 +38,8 @@ int64_t alma__qgemm_bytes(int64_t K, int64_t N) {
   return p * qg_kg(K) * ALMA_QGEMM_PANEL * 4 + p * ALMA_QGEMM_PANEL * 4;
 }
 
-alma_status alma__qgemm_pack(const void *b, int b_u8, int64_t K, int64_t N, int64_t ldb, alma__qgemm_packed *out) {
+alma_status alma__qgemm_pack(const void *b, int b_u8, int64_t K, int64_t N, int64_t sk, int64_t sn,
+                             alma__qgemm_packed *out) {
   memset(out, 0, sizeof *out);
   int64_t kg = qg_kg(K), np = qg_panels(N);
   out->K = K, out->N = N, out->kg = kg, out->panels = np, out->shift = b_u8 ? 128 : 0;
@@ -54,7 +55,7 @@ alma_status alma__qgemm_pack(const void *b, int b_u8, int64_t K, int64_t N, int6
   const int8_t *bs = b;
   for (int64_t k = 0; k < K; k++)
     for (int64_t n = 0; n < N; n++) {
-      int v = b_u8 ? (int)bu[k * ldb + n] - 128 : (int)bs[k * ldb + n];
+      int v = b_u8 ? (int)bu[k * sk + n * sn] - 128 : (int)bs[k * sk + n * sn];
       int64_t p = n / ALMA_QGEMM_PANEL, c = n % ALMA_QGEMM_PANEL;
       out->data[((p * kg + k / 4) * ALMA_QGEMM_PANEL + c) * 4 + k % 4] = (int8_t)v;
       out->colsum[n] += v;

@@ -23,8 +23,9 @@ typedef struct alma__qgemm_packed {
 /* Whether this CPU runs the kernel (AVX-512 F/BW/VNNI; ALMA_QGEMM=0 in the environment turns it off
  * so tests can compare with the float path). */
 int alma__qgemm_available(void);
-/* Packs B (K x N, element (k, n) at b[k * ldb + n]; uint8 when b_u8, else int8). ALMA_ERR_NOMEM. */
-alma_status alma__qgemm_pack(const void *b, int b_u8, int64_t K, int64_t N, int64_t ldb, alma__qgemm_packed *out);
+/* Packs B (K x N, element (k, n) at b[k * sk + n * sn]; uint8 when b_u8, else int8). ALMA_ERR_NOMEM. */
+alma_status alma__qgemm_pack(const void *b, int b_u8, int64_t K, int64_t N, int64_t sk, int64_t sn,
+                             alma__qgemm_packed *out);
 void alma__qgemm_free(alma__qgemm_packed *p);
 /* Bytes alma__qgemm_pack takes for K x N. */
 int64_t alma__qgemm_bytes(int64_t K, int64_t N);

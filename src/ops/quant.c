@@ -20,6 +20,7 @@
 #include "ops/gemm_packed.h"
 #include "ops/nn_util.h"
 #include "ops/op.h"
+#include "ops/qgemm.h"
 #include "ops/quant_kernels.h"
 #include "ops/sgemm.h"
 
@@ -829,8 +830,13 @@ static void qconv_item(void *arg, int64_t item) {
 /* acc[N, M, P] = conv(x - xzp, w - wzp[m]) with int32 wrap-around accumulation, through im2col:
  * per (image, group) a column matrix [C/group * KS, P] of shifted inputs, times the shifted
  * weights [M/group, C/group * KS] on the float GEMM in exact chunks (igemm_exact). */
+static alma_status qconv_accumulate_q8(alma_exec_ctx *ctx, const alma_node *n, const qconv_geom *g,
+                                       const alma_tensor *x, int32_t xzp, const alma_tensor *w, const alma_tensor *wzp,
+                                       int32_t *acc);
 static alma_status qconv_accumulate(alma_exec_ctx *ctx, const alma_node *n, const qconv_geom *g, const alma_tensor *x,
                                     int32_t xzp, const alma_tensor *w, const alma_tensor *wzp, int32_t *acc) {
+  alma_status q8 = qconv_accumulate_q8(ctx, n, g, x, xzp, w, wzp, acc);
+  if (q8 != ALMA_ERR_UNAVAILABLE) return q8;
   alma_exec_parfor pf;
   void *pctx;
   int threads = alma__exec_parfor(ctx, &pf, &pctx);
@@ -886,6 +892,216 @@ done:
   free(col);
   free(xf);
   free(tmp);
+  return st;
+}
+
+/* ---- the same on the integer kernel (ops/qgemm.h: AVX-512 VNNI) ----
+ * Per (image, group): the transposed im2col [P, C/group * KS] of uint8 inputs (int8 ones flipped
+ * to uint8 with the zero point moved by 128, which leaves x - zp as it was; the padding holds the
+ * zero point), times the weights' transpose packed [KS * C/group, M/group], rows of P split over
+ * the threads; each row block's [rows, M/group] sums go to acc [M, P] transposed. */
+
+/* Rows p0..p1-1 of the transposed im2col of one (image, group): row p holds, for each channel c
+ * and kernel offset kk, the input under it (pad outside the image). kofs: the kernel offsets'
+ * dilated coordinates, [KS][nsp]. */
+static void im2col_rows_u8(const qconv_geom *g, const uint8_t *xg, int64_t Cg, const int64_t *kofs, uint8_t pad,
+                           int64_t p0, int64_t p1, uint8_t *col) {
+  int nsp = g->nsp;
+  int64_t KS = g->KS, KK = Cg * KS, inS = alma__numel(nsp, g->in);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t base[ALMA_MAX_RANK], rem = p;
+    for (int d = nsp - 1; d >= 0; d--) {
+      base[d] = (rem % g->out[d]) * g->stride[d] - g->pad[d];
+      rem /= g->out[d];
+    }
+    uint8_t *row = col + (p - p0) * KK;
+    for (int64_t kk = 0; kk < KS; kk++) {
+      int64_t off = 0;
+      int inside = 1;
+      for (int d = 0; d < nsp; d++) {
+        int64_t ic = base[d] + kofs[kk * nsp + d];
+        inside &= ic >= 0 && ic < g->in[d];
+        off = off * g->in[d] + ic;
+      }
+      if (!inside)
+        for (int64_t c = 0; c < Cg; c++) row[c * KS + kk] = pad;
+      else
+        for (int64_t c = 0; c < Cg; c++) row[c * KS + kk] = xg[c * inS + off];
+    }
+  }
+}
+
+/* The node's weights packed per group for the integer kernel, with their zero points (kept in its
+ * prepared state when they are graph constants). */
+typedef struct qconv8_pack {
+  const void *w, *wzp;
+  int64_t groups, bytes;
+  alma__qgemm_packed *B; /* [groups] */
+  int32_t *zb;           /* [M] */
+} qconv8_pack;
+
+typedef struct qconv8_state {
+  alma_prepared hdr;
+  _Atomic(qconv8_pack *) e;
+} qconv8_state;
+
+static void qconv8_pack_free(qconv8_pack *e) {
+  if (!e) return;
+  for (int64_t gr = 0; e->B && gr < e->groups; gr++) alma__qgemm_free(&e->B[gr]);
+  free(e->B);
+  free(e->zb);
+  free(e);
+}
+
+static void qconv8_state_release(alma_prepared *hdr) {
+  qconv8_state *s = (qconv8_state *)hdr;
+  qconv8_pack *e = atomic_load_explicit(&s->e, memory_order_acquire);
+  if (e) alma__packed_gemm_unreserve(e->bytes);
+  qconv8_pack_free(e);
+  free(s);
+}
+
+static alma_status qconv8_state_build(const alma_node *n, alma_prepared **out) {
+  qconv8_state *s = calloc(1, sizeof *s);
+  if (!s) return alma__op_error(n, ALMA_ERR_NOMEM, "out of memory");
+  s->hdr.release = qconv8_state_release;
+  atomic_init(&s->e, NULL);
+  *out = &s->hdr;
+  return ALMA_OK;
+}
+
+static qconv8_pack *qconv8_pack_make(const qconv_geom *g, const alma_tensor *w, const alma_tensor *wzp) {
+  int64_t Mg = g->M / g->group, KK = g->C / g->group * g->KS, wn = wzp ? alma_tensor_numel(wzp) : 0;
+  qconv8_pack *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->w = w->data, e->wzp = wzp ? wzp->data : NULL, e->groups = g->group;
+  e->bytes = g->group * alma__qgemm_bytes(KK, Mg) + g->M * (int64_t)sizeof(int32_t);
+  e->B = calloc((size_t)g->group, sizeof *e->B);
+  e->zb = malloc((size_t)(g->M + 1) * sizeof *e->zb);
+  int ok = e->B && e->zb;
+  for (int64_t gr = 0; ok && gr < g->group; gr++)
+    ok = alma__qgemm_pack((const char *)w->data + gr * Mg * KK, w->dtype == ALMA_DTYPE_UINT8, KK, Mg, 1, KK,
+                          &e->B[gr]) == ALMA_OK;
+  for (int64_t m = 0; ok && m < g->M; m++) e->zb[m] = wzp ? q_get(wzp->data, wzp->dtype, wn == 1 ? 0 : m) : 0;
+  if (!ok) {
+    alma__error_clear();
+    qconv8_pack_free(e);
+    return NULL;
+  }
+  return e;
+}
+
+/* The packed weights: the node's (constant weights, within the packed-weights budget) or made for
+ * this call (*mine, the caller frees it); NULL when out of memory. */
+static const qconv8_pack *qconv8_packs(alma_exec_ctx *ctx, const alma_node *n, const qconv_geom *g, const alma_tensor *w,
+                                       const alma_tensor *wzp, qconv8_pack **mine) {
+  *mine = NULL;
+  int wi = !strcmp(n->op_type, "QLinearConv") ? 3 : 1, zi = wi == 3 ? 5 : 3;
+  const alma_prepared *pp;
+  if (alma__packed_gemm_enabled() && alma__exec_input_is_const(ctx, n, wi, w) &&
+      (!wzp || alma__exec_input_is_const(ctx, n, zi, wzp)) && alma__node_prepared(n, qconv8_state_build, &pp) == ALMA_OK) {
+    qconv8_state *s = (qconv8_state *)pp;
+    qconv8_pack *e = atomic_load_explicit(&s->e, memory_order_acquire);
+    if (!e) {
+      qconv8_pack *p = qconv8_pack_make(g, w, wzp);
+      if (p && alma__packed_gemm_reserve(p->bytes)) {
+        if (atomic_compare_exchange_strong_explicit(&s->e, &e, p, memory_order_acq_rel, memory_order_acquire)) e = p;
+        else {
+          alma__packed_gemm_unreserve(p->bytes);
+          qconv8_pack_free(p);
+        }
+      } else {
+        qconv8_pack_free(p);
+      }
+    }
+    if (e && e->w == w->data && e->wzp == (wzp ? wzp->data : NULL) && e->groups == g->group) return e;
+  }
+  alma__error_clear();
+  return *mine = qconv8_pack_make(g, w, wzp);
+}
+
+typedef struct qconv8_job {
+  const qconv_geom *g;
+  const alma__qgemm_packed *B;
+  const uint8_t *xg;
+  const int64_t *kofs;
+  const int32_t *zb;
+  int32_t *acc; /* this (image, group)'s [Mg, P] */
+  uint8_t **col;  /* per thread: [64, KK] */
+  int32_t **tmp;  /* per thread: [64, Mg] */
+  int32_t za[64];
+  int64_t P, KK, Cg, Mg, rows;
+  uint8_t pad;
+} qconv8_job;
+
+static void qconv8_item(void *arg, int64_t item) {
+  qconv8_job *j = arg;
+  int64_t p0 = item * j->rows, p1 = p0 + j->rows < j->P ? p0 + j->rows : j->P;
+  for (int64_t q = p0; q < p1; q += 64) {
+    int64_t m = p1 - q < 64 ? p1 - q : 64;
+    uint8_t *col = j->col[item];
+    int32_t *tmp = j->tmp[item];
+    im2col_rows_u8(j->g, j->xg, j->Cg, j->kofs, j->pad, q, q + m, col);
+    alma__qgemm_run(m, col, j->KK, j->za, j->B, j->zb, 0, j->B->panels, tmp, j->Mg);
+    for (int64_t c = 0; c < j->Mg; c++)
+      for (int64_t r = 0; r < m; r++) j->acc[c * j->P + q + r] = tmp[r * j->Mg + c];
+  }
+}
+
+/* ALMA_ERR_UNAVAILABLE (nothing set) where the integer kernel does not serve: the float path runs. */
+static alma_status qconv_accumulate_q8(alma_exec_ctx *ctx, const alma_node *n, const qconv_geom *g,
+                                       const alma_tensor *x, int32_t xzp, const alma_tensor *w, const alma_tensor *wzp,
+                                       int32_t *acc) {
+  if (!alma__qgemm_available() || !is_8bit(x->dtype) || !is_8bit(w->dtype) || g->P < 1) return ALMA_ERR_UNAVAILABLE;
+  int flip = x->dtype == ALMA_DTYPE_INT8; /* int8 x: x + 128 with zero point + 128 */
+  int32_t zx = xzp + (flip ? 128 : 0);
+  if (zx < 0 || zx > 255) return ALMA_ERR_UNAVAILABLE;
+  alma_exec_parfor pf;
+  void *pctx;
+  int threads = alma__exec_parfor(ctx, &pf, &pctx);
+  int64_t Cg = g->C / g->group, Mg = g->M / g->group, KK = Cg * g->KS, P = g->P;
+  int64_t inS = alma__numel(g->nsp, g->in);
+  /* row blocks of at least 64 rows, about two a thread */
+  int64_t items = pf && P >= 128 ? (2 * threads < P / 64 ? 2 * threads : P / 64) : 1;
+  if (items > 64) items = 64;
+  qconv8_pack *mine;
+  const qconv8_pack *pk = qconv8_packs(ctx, n, g, w, wzp, &mine);
+  uint8_t *xu = flip ? malloc((size_t)(g->C * inS + 1)) : NULL;
+  int64_t *kofs = malloc((size_t)(g->KS * g->nsp + 1) * sizeof *kofs);
+  uint8_t *cols = malloc((size_t)(items * 64 * KK + 1));
+  int32_t *tmps = malloc((size_t)(items * 64 * Mg + 1) * sizeof *tmps);
+  alma_status st = pk && kofs && cols && tmps && (!flip || xu) ? ALMA_OK
+                                                               : alma__op_error(n, ALMA_ERR_NOMEM, "integer convolution buffers");
+  uint8_t *colp[64];
+  int32_t *tmpp[64];
+  for (int64_t i = 0; st == ALMA_OK && i < items; i++) colp[i] = cols + i * 64 * KK, tmpp[i] = tmps + i * 64 * Mg;
+  for (int64_t kk = 0; st == ALMA_OK && kk < g->KS; kk++) {
+    int64_t rem = kk;
+    for (int d = g->nsp - 1; d >= 0; d--) {
+      kofs[kk * g->nsp + d] = (rem % g->k[d]) * g->dil[d];
+      rem /= g->k[d];
+    }
+  }
+  for (int64_t b = 0; b < g->N && st == ALMA_OK; b++) {
+    const uint8_t *xb = (const uint8_t *)x->data + b * g->C * inS;
+    if (flip) {
+      for (int64_t i = 0; i < g->C * inS; i++) xu[i] = (uint8_t)(xb[i] ^ 0x80);
+      xb = xu;
+    }
+    for (int64_t gr = 0; gr < g->group; gr++) {
+      qconv8_job j = {.g = g, .B = &pk->B[gr], .xg = xb + gr * Cg * inS, .kofs = kofs, .zb = pk->zb + gr * Mg,
+                      .acc = acc + (b * g->M + gr * Mg) * P, .col = colp, .tmp = tmpp, .P = P, .KK = KK, .Cg = Cg,
+                      .Mg = Mg, .rows = (P + items - 1) / items, .pad = (uint8_t)zx};
+      for (int i = 0; i < 64; i++) j.za[i] = zx;
+      if (items > 1) pf(pctx, (P + j.rows - 1) / j.rows, qconv8_item, &j);
+      else qconv8_item(&j, 0);
+    }
+  }
+  qconv8_pack_free(mine);
+  free(xu);
+  free(kofs);
+  free(cols);
+  free(tmps);
   return st;
 }
 
@@ -1089,6 +1305,9 @@ typedef struct qmm_pack {
   int64_t K, N, bytes;
   int nchunks;
   alma__sgemm_packed *pk;  /* nchunks: rows [c * QK_CHUNK, ...) of K */
+  int integer;             /* b packed for the integer kernel (ops/qgemm.h) in q instead, bzp per column in zb */
+  alma__qgemm_packed q;
+  int32_t *zb;
 } qmm_pack;
 
 typedef struct qmm_state {
@@ -1100,6 +1319,8 @@ static void qmm_pack_free(qmm_pack *e) {
   if (!e) return;
   for (int c = 0; e->pk && c < e->nchunks; c++) alma__sgemm_packed_free(&e->pk[c]);
   free(e->pk);
+  alma__qgemm_free(&e->q);
+  free(e->zb);
   free(e);
 }
 
@@ -1122,6 +1343,26 @@ static alma_status qmm_state_build(const alma_node *n, alma_prepared **out) {
 
 static qmm_pack *qmm_pack_make(const alma_node *n, const qmm_plan *p, const alma_tensor *b, const alma_tensor *bzp) {
   int64_t K = p->K, N = p->N, nch = (K + QK_CHUNK - 1) / QK_CHUNK;
+  if (alma__qgemm_available() && is_8bit(b->dtype)) {
+    int64_t qbytes = alma__qgemm_bytes(K, N) + N * (int64_t)sizeof(int32_t);
+    if (!alma__packed_gemm_reserve(qbytes)) return NULL;
+    qmm_pack *e = calloc(1, sizeof *e);
+    double *zd = alma__calloc((size_t)N + 1, sizeof *zd);
+    int ok = e && zd && (e->zb = malloc((size_t)(N + 1) * sizeof *e->zb)) != NULL &&
+             qmm_param(n, bzp, "b_zero_point", p->b_vec, p->rb, p->bd, N, 1, zd) == ALMA_OK &&
+             alma__qgemm_pack(b->data, b->dtype == ALMA_DTYPE_UINT8, K, N, N, 1, &e->q) == ALMA_OK;
+    for (int64_t j = 0; ok && j < N; j++) e->zb[j] = (int32_t)zd[j];
+    free(zd);
+    if (!ok) {
+      alma__error_clear();
+      qmm_pack_free(e);
+      alma__packed_gemm_unreserve(qbytes);
+      return NULL;
+    }
+    e->integer = 1;
+    e->b = b->data, e->bzp = bzp ? bzp->data : NULL, e->K = K, e->N = N, e->bytes = qbytes;
+    return e;
+  }
   int64_t bytes = K * ((N + ALMA_SGEMM_PANEL - 1) / ALMA_SGEMM_PANEL * ALMA_SGEMM_PANEL) * 4;
   if (!alma__packed_gemm_reserve(bytes)) return NULL;
   qmm_pack *e = calloc(1, sizeof *e);
@@ -1177,6 +1418,50 @@ static const qmm_pack *qmm_packed_b(alma_exec_ctx *ctx, const alma_node *n, cons
   return e->b == b->data && e->bzp == (bzp ? bzp->data : NULL) && e->K == p->K && e->N == p->N ? e : NULL;
 }
 
+/* qmm_accumulate on the integer kernel: every batch's rows of a (int8 ones flipped to uint8, their
+ * zero points moved by 128) against the node's packed b, its panels split over the threads. */
+typedef struct qmm8_job {
+  const alma__qgemm_packed *B;
+  const uint8_t *A;
+  const int32_t *za, *zb;
+  int32_t *acc;
+  int64_t rows, per;
+} qmm8_job;
+
+static void qmm8_item(void *arg, int64_t item) {
+  qmm8_job *j = arg;
+  int64_t p0 = item * j->per, p1 = p0 + j->per < j->B->panels ? p0 + j->per : j->B->panels;
+  alma__qgemm_run(j->rows, j->A, j->B->K, j->za, j->B, j->zb, p0, p1, j->acc, j->B->N);
+}
+
+static alma_status qmm_accumulate_q8(alma_exec_ctx *ctx, const alma_node *n, const qmm_plan *p, const alma_tensor *a,
+                                     const alma_tensor *azp, const qmm_pack *pk, int32_t *acc) {
+  int64_t rows = p->abatch * p->M, K = p->K;
+  int flip = a->dtype == ALMA_DTYPE_INT8;
+  uint8_t *au = flip ? malloc((size_t)(rows * K + 1)) : NULL;
+  double *zd = alma__calloc((size_t)(rows + 1), sizeof *zd);
+  int32_t *za = malloc((size_t)(rows + 1) * sizeof *za);
+  alma_status st = zd && za && (!flip || au) ? qmm_param(n, azp, "a_zero_point", p->a_vec, p->ra, p->ad, p->M, 0, zd)
+                                             : alma__op_error(n, ALMA_ERR_NOMEM, "integer matmul buffers");
+  if (st == ALMA_OK) {
+    for (int64_t r = 0; r < rows; r++) za[r] = (int32_t)zd[r] + (flip ? 128 : 0);
+    if (flip)
+      for (int64_t i = 0; i < rows * K; i++) au[i] = (uint8_t)(((const uint8_t *)a->data)[i] ^ 0x80);
+    alma_exec_parfor pf;
+    void *pctx;
+    int threads = alma__exec_parfor(ctx, &pf, &pctx);
+    int64_t np = pk->q.panels, items = pf && np >= 4 ? (2 * threads < np / 2 ? 2 * threads : np / 2) : 1;
+    qmm8_job j = {.B = &pk->q, .A = flip ? au : a->data, .za = za, .zb = pk->zb, .acc = acc, .rows = rows,
+                  .per = (np + items - 1) / items};
+    if (items > 1) pf(pctx, (np + j.per - 1) / j.per, qmm8_item, &j);
+    else qmm8_item(&j, 0);
+  }
+  free(au);
+  free(zd);
+  free(za);
+  return st;
+}
+
 /* acc[batch, M, N] (int32, wrapping) of (a - azp_row) x (b - bzp_col), on the float GEMM in exact
  * chunks (igemm_exact), or on the node's packed b (qmm_packed_b: every batch's rows at once). */
 static alma_status qmm_accumulate(alma_exec_ctx *ctx, const alma_node *n, const qmm_plan *p, const alma_tensor *a,
@@ -1184,7 +1469,8 @@ static alma_status qmm_accumulate(alma_exec_ctx *ctx, const alma_node *n, const 
                                   int32_t *acc) {
   int64_t M = p->M, K = p->K, N = p->N;
   const qmm_pack *pk = qmm_packed_b(ctx, n, p, b, bi, bzp, zi);
-  if (pk) {
+  if (pk && pk->integer && is_8bit(a->dtype)) return qmm_accumulate_q8(ctx, n, p, a, azp, pk, acc);
+  if (pk && !pk->integer) {
     int64_t rows = p->abatch * M; /* b has no batch: the output's batch is a's */
     float *A = q_to_f32(a), *tmp = alma__malloc((size_t)(rows * N > 0 ? rows * N : 1) * sizeof *tmp);
     double *za = alma__calloc((size_t)(rows + 1), sizeof *za);

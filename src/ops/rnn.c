@@ -862,9 +862,9 @@ static rnn_packs *dqi_packs_make(const alma_tensor *W, const alma_tensor *R, int
   if (e) {
     e->integer = 1, e->w = W->data, e->r = R->data, e->bytes = reserve ? bytes : 0;
     for (int64_t d = 0; d < D && st == ALMA_OK; d++) {
-      st = alma__qgemm_pack((const int8_t *)W->data + d * I * GH, W->dtype == ALMA_DTYPE_UINT8, I, GH, GH, &e->qw[d]);
+      st = alma__qgemm_pack((const int8_t *)W->data + d * I * GH, W->dtype == ALMA_DTYPE_UINT8, I, GH, GH, 1, &e->qw[d]);
       if (st == ALMA_OK)
-        st = alma__qgemm_pack((const int8_t *)R->data + d * H * GH, R->dtype == ALMA_DTYPE_UINT8, H, GH, GH, &e->qr[d]);
+        st = alma__qgemm_pack((const int8_t *)R->data + d * H * GH, R->dtype == ALMA_DTYPE_UINT8, H, GH, GH, 1, &e->qr[d]);
     }
   }
   if (st != ALMA_OK) {

@@ -33,7 +33,7 @@ static void one(int64_t M, int64_t K, int64_t N, int b_u8, int with_za, int with
   for (int64_t i = 0; i < M; i++) za[i] = extreme ? 0 : (int32_t)(next() & 255);
   for (int64_t i = 0; i < N; i++) zb[i] = extreme ? (b_u8 ? 255 : 127) : b_u8 ? (int32_t)(next() & 255) : (int32_t)(int8_t)next();
   alma__qgemm_packed P;
-  assert_int_equal(alma__qgemm_pack(B, b_u8, K, N, N, &P), ALMA_OK);
+  assert_int_equal(alma__qgemm_pack(B, b_u8, K, N, N, 1, &P), ALMA_OK);
   memset(C, 0x5a, (size_t)(M * N) * 4);
   /* two calls over halves of the panels, as the threaded callers split them */
   int64_t half = P.panels / 2;
