@@ -1,5 +1,6 @@
 /* Gemm and MatMul on alma__sgemm (float32), alma__dgemm (float64) and alma__igemm (integers);
  * float16/bfloat16 compute in float32. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -72,16 +73,78 @@ void alma__packed_gemm_unreserve(int64_t bytes) { atomic_fetch_sub(&packed_bytes
 
 static int64_t packed_size(int64_t K, int64_t N) { return K * ((N + 15) / 16 * 16) * (int64_t)sizeof(float); }
 
+/* A packed copy of one constant B, shared by every node that multiplies by the same data (an
+ * unrolled recurrence's steps all read one weight: one copy stays in cache where one per node would
+ * stream from memory), counted once in the budget and freed with its last node. */
 typedef struct packed_entry {
-  const void *data; /* the B it was packed from */
+  struct packed_entry *next; /* the process's list (packed_mu) */
+  const void *data;          /* the B it was packed from */
   int64_t d0, d1;
-  int tb;
+  int tb, refs;
+  uint64_t fp;               /* sampled contents: an address reused by other data never matches */
   alma__sgemm_packed pk;
 } packed_entry;
 
+static pthread_mutex_t packed_mu = PTHREAD_MUTEX_INITIALIZER;
+static packed_entry *packed_list;
+
+static uint64_t packed_fp(const alma_tensor *b) {
+  int64_t n = b->dims[0] * b->dims[1];
+  const uint32_t *u = b->data;
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < 33; i++) h = (h ^ u[i * (n - 1) / 32]) * 1099511628211ull;
+  return h;
+}
+
+static void packed_unref(packed_entry *e) {
+  pthread_mutex_lock(&packed_mu);
+  int last = --e->refs == 0;
+  if (last)
+    for (packed_entry **pp = &packed_list; *pp; pp = &(*pp)->next)
+      if (*pp == e) {
+        *pp = e->next;
+        break;
+      }
+  pthread_mutex_unlock(&packed_mu);
+  if (!last) return;
+  alma__packed_gemm_unreserve(packed_size(e->pk.K, e->pk.N));
+  alma__sgemm_packed_free(&e->pk);
+  free(e);
+}
+
+/* The shared copy of b (a new reference), or NULL: out of memory or over the budget. */
+static packed_entry *packed_ref(int trans_b, const alma_tensor *b) {
+  uint64_t fp = packed_fp(b);
+  pthread_mutex_lock(&packed_mu);
+  packed_entry *e = packed_list;
+  while (e && !(e->data == b->data && e->d0 == b->dims[0] && e->d1 == b->dims[1] && e->tb == trans_b && e->fp == fp))
+    e = e->next;
+  if (e) {
+    e->refs++;
+  } else {
+    int64_t K = b->dims[trans_b ? 1 : 0], N = b->dims[trans_b ? 0 : 1];
+    int64_t bytes = K <= INT64_MAX / 4 / ((N + 15) / 16 * 16) ? packed_size(K, N) : INT64_MAX / 2;
+    if (alma__packed_gemm_reserve(bytes)) { /* else over the budget: the unpacked kernel */
+      e = calloc(1, sizeof *e);
+      if (!e || alma__sgemm_pack(trans_b, K, N, b->data, b->dims[1], &e->pk) != ALMA_OK) {
+        alma__packed_gemm_unreserve(bytes);
+        free(e);
+        e = NULL;
+        alma__error_clear();
+      } else {
+        e->data = b->data, e->d0 = b->dims[0], e->d1 = b->dims[1], e->tb = trans_b, e->fp = fp, e->refs = 1;
+        e->next = packed_list;
+        packed_list = e;
+      }
+    }
+  }
+  pthread_mutex_unlock(&packed_mu);
+  return e;
+}
+
 /* The node's prepared state (built from nothing but the node) is an empty slot; the first few-row
- * run fills it once with compare-and-swap: a cache of a graph constant, so it never goes stale while
- * the graph lives, and it is freed with the node. */
+ * run fills it once with compare-and-swap: a reference to the shared copy of a graph constant, so it
+ * never goes stale while the graph lives, dropped with the node. */
 typedef struct packed_state {
   alma_prepared hdr;
   _Atomic(packed_entry *) e;
@@ -90,11 +153,7 @@ typedef struct packed_state {
 static void packed_release(alma_prepared *self) {
   packed_state *s = (packed_state *)self;
   packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
-  if (e) {
-    alma__packed_gemm_unreserve(packed_size(e->pk.K, e->pk.N));
-    alma__sgemm_packed_free(&e->pk);
-    free(e);
-  }
+  if (e) packed_unref(e);
   free(s);
 }
 
@@ -117,27 +176,10 @@ const alma__sgemm_packed *alma__gemm_packed_b(const alma_node *owner, int trans_
   packed_state *s = (packed_state *)pp; /* the slot is written once, atomically (above) */
   packed_entry *e = atomic_load_explicit(&s->e, memory_order_acquire);
   if (!e) {
-    int64_t K = b->dims[trans_b ? 1 : 0], N = b->dims[trans_b ? 0 : 1];
-    int64_t bytes = K <= INT64_MAX / 4 / ((N + 15) / 16 * 16) ? packed_size(K, N) : INT64_MAX / 2;
-    if (!alma__packed_gemm_reserve(bytes)) return NULL; /* over the budget: the unpacked kernel */
-    packed_entry *mine = calloc(1, sizeof *mine);
-    if (!mine || alma__sgemm_pack(trans_b, K, N, b->data, b->dims[1], &mine->pk) != ALMA_OK) {
-      alma__packed_gemm_unreserve(bytes);
-      free(mine);
-      alma__error_clear();
-      return NULL;
-    }
-    mine->data = b->data;
-    mine->d0 = b->dims[0];
-    mine->d1 = b->dims[1];
-    mine->tb = trans_b;
-    if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) {
-      e = mine;
-    } else { /* another thread packed first: e is its copy */
-      alma__packed_gemm_unreserve(bytes);
-      alma__sgemm_packed_free(&mine->pk);
-      free(mine);
-    }
+    packed_entry *mine = packed_ref(trans_b, b);
+    if (!mine) return NULL;
+    if (atomic_compare_exchange_strong_explicit(&s->e, &e, mine, memory_order_acq_rel, memory_order_acquire)) e = mine;
+    else packed_unref(mine); /* another thread filled the slot first: e is its reference */
   }
   if (e->data != b->data || e->d0 != b->dims[0] || e->d1 != b->dims[1] || e->tb != trans_b) return NULL;
   return &e->pk;

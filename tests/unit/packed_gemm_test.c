@@ -210,29 +210,37 @@ static void test_ops(void **state) {
 }
 
 /* The budget: a node whose copy would pass it gets none (NULL: its caller runs the unpacked kernel),
- * and a freed copy gives its bytes back. */
+ * nodes multiplying by the same constant share one copy (its bytes counted once), and the last node
+ * of a copy gives its bytes back. */
 static void test_budget(void **state) {
   (void)state;
   enum { K = 40, N = 20 }; /* 40 x 32 floats once padded to panels of 16 */
-  static float W[K * N];
+  static float W[K * N], W2[K * N];
+  for (int i = 0; i < K * N; i++) W[i] = frand(), W2[i] = frand();
   alma_tensor w = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {K, N}, .data = W, .nbytes = sizeof W};
+  alma_tensor w2 = {.dtype = ALMA_DTYPE_FLOAT32, .rank = 2, .dims = {K, N}, .data = W2, .nbytes = sizeof W2};
   alma_graph *g = alma__graph_new(NULL);
   assert_non_null(g);
   int x = alma__graph_add_value(g, "x"), wv = alma__graph_add_value(g, "w"), y1 = alma__graph_add_value(g, "y1"),
-      y2 = alma__graph_add_value(g, "y2");
+      y2 = alma__graph_add_value(g, "y2"), y3 = alma__graph_add_value(g, "y3");
   int in[2] = {x, wv};
   assert_int_equal(alma__graph_add_node(g, "MatMul", "", "a", in, 2, &y1, 1), 0);
   assert_int_equal(alma__graph_add_node(g, "MatMul", "", "b", in, 2, &y2, 1), 1);
-  for (int i = 0; i < 2; i++) assert_int_equal(alma__op_resolve(&g->nodes[i], 17), ALMA_OK);
+  assert_int_equal(alma__graph_add_node(g, "MatMul", "", "c", in, 2, &y3, 1), 2);
+  for (int i = 0; i < 3; i++) assert_int_equal(alma__op_resolve(&g->nodes[i], 17), ALMA_OK);
   int64_t before = alma__packed_gemm_bytes(), one = K * 32 * (int64_t)sizeof(float);
   alma__packed_gemm_set_budget(before + one + one / 2);
-  assert_non_null(alma__gemm_packed_b(&g->nodes[0], 0, &w));
+  const alma__sgemm_packed *pa = alma__gemm_packed_b(&g->nodes[0], 0, &w);
+  assert_non_null(pa);
   assert_int_equal(alma__packed_gemm_bytes(), before + one);
-  assert_null(alma__gemm_packed_b(&g->nodes[1], 0, &w)); /* over the budget */
+  assert_ptr_equal(alma__gemm_packed_b(&g->nodes[1], 0, &w), pa); /* the same constant: the same copy */
+  assert_int_equal(alma__packed_gemm_bytes(), before + one);
+  const alma__sgemm_packed *pc = alma__gemm_packed_b(&g->nodes[2], 0, &w2); /* another: over the budget */
+  alma__packed_gemm_set_budget((int64_t)1 << 40);
+  assert_null(pc);
   assert_int_equal(alma__packed_gemm_bytes(), before + one);
   alma__graph_free(g);
   assert_int_equal(alma__packed_gemm_bytes(), before);
-  alma__packed_gemm_set_budget((int64_t)1 << 40);
 }
 
 /* Recurrent nodes (ops/rnn.c): a bidirectional LSTM or GRU whose W and R are initializers keeps them
