@@ -2,6 +2,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ops/ew.h"
 #include "ops/op_args.h"
@@ -234,11 +237,32 @@ static void do_cast(const alma_tensor *x, alma_tensor *y, const cast_mode *cm) {
     for (int64_t i = 0; i < cnt; i++) ys[i] = alma__f32_to_f16(xs[i]);
     return;
   }
-  if (y->dtype == ALMA_DTYPE_FLOAT32) { /* masks and indices into float (one-hot, attention masks): one pass, vectorized */
+  if (y->dtype == ALMA_DTYPE_FLOAT32) { /* masks and indices into float (one-hot, attention masks): one pass */
     float *ys = (float *)y->data;
     switch (x->dtype) {
-      case ALMA_DTYPE_BOOL: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const uint8_t *)x->data)[i] != 0; return;
-      case ALMA_DTYPE_UINT8: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const uint8_t *)x->data)[i]; return;
+      case ALMA_DTYPE_BOOL:
+      case ALMA_DTYPE_UINT8: {
+        const uint8_t *xs = x->data;
+        int64_t i = 0;
+#if defined(__SSE2__)
+        /* 16 bytes widened to four vectors of int32 (bool: min(x, 1)) */
+        const __m128i z = _mm_setzero_si128(), one = _mm_set1_epi8(1);
+        for (; i + 16 <= cnt; i += 16) {
+          __m128i v = _mm_loadu_si128((const __m128i *)(xs + i));
+          if (x->dtype == ALMA_DTYPE_BOOL) v = _mm_min_epu8(v, one);
+          __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+          _mm_storeu_ps(ys + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)));
+          _mm_storeu_ps(ys + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)));
+          _mm_storeu_ps(ys + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)));
+          _mm_storeu_ps(ys + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)));
+        }
+#endif
+        if (x->dtype == ALMA_DTYPE_BOOL)
+          for (; i < cnt; i++) ys[i] = xs[i] != 0;
+        else
+          for (; i < cnt; i++) ys[i] = xs[i];
+        return;
+      }
       case ALMA_DTYPE_INT8: for (int64_t i = 0; i < cnt; i++) ys[i] = ((const int8_t *)x->data)[i]; return;
       case ALMA_DTYPE_INT32: for (int64_t i = 0; i < cnt; i++) ys[i] = (float)((const int32_t *)x->data)[i]; return;
       default: break;
