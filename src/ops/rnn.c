@@ -1136,7 +1136,8 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, alma_exec_ctx *mctx, 
                                          RNN_FN(real) *T2, RNN_FN(real) *tmp) {
   typedef RNN_FN(real) Rl;
   int64_t S = c->S, Bn = c->B, I = c->I, H = c->H, GH = c->G * c->H;
-  const Rl *Wd = W + d * GH * I, *Rd = R + d * GH * H;
+  /* W and R are NULL where the products are given (c->xw) or made by the hook (c->hr) */
+  const Rl *Wd = W ? W + d * GH * I : NULL, *Rd = R ? R + d * GH * H : NULL;
   const Rl *Wb = Bv ? Bv + d * 2 * GH : NULL, *Rb = Bv ? Bv + d * 2 * GH + GH : NULL;
   const Rl *Pd = P ? P + d * 3 * H : NULL;
   const int32_t *lens = c->seq_lens ? c->seq_lens->data : NULL;
@@ -1158,7 +1159,7 @@ static alma_status RNN_FN(rnn_direction)(const rnn_cfg *c, alma_exec_ctx *mctx, 
     RNN_FN(rnn_pk_free)(&pk);
     return st;
   }
-  const Rl *Rh = Rd + 2 * H * H, *Rbh = Rb ? Rb + 2 * H : NULL;
+  const Rl *Rh = Rd ? Rd + 2 * H * H : NULL, *Rbh = Rb ? Rb + 2 * H : NULL;
   for (int64_t s = 0; s < S && st == ALMA_OK; s++) {
     /* LSTM: HR = Hs R^T + Rb (all four gates); GRU: the z, r columns (and h's with linear_before_reset, in T2) */
 #if RNN_F32
