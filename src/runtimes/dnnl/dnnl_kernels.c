@@ -626,6 +626,19 @@ static int wino_mode(const dn_plan *p) {
   return alma__dn_wino_avx512() ? 0 : 1;
 }
 
+/* Whether a convolution asks oneDNN for its own Winograd algorithm first: by default (auto) on
+ * AVX-512 CPUs, where alma's AVX2 kernel is off and oneDNN 2.x has F(2x2, 3x3) kernels; float32,
+ * 2-D 3x3, stride 1, no dilation, one group, at least 16 input and output channels. oneDNN
+ * declines what its kernels do not cover (then the direct algorithm runs). */
+static int onednn_wino(const dn_plan *p, alma_dtype dt, int64_t G, int nspc, const dnnl_dims_t wd, int wnd,
+                       const dnnl_dims_t st, const dnnl_dims_t dl) {
+  if (p->opt.winograd != DN_WINO_AUTO || !alma__dn_wino_avx512() || dt != ALMA_DTYPE_FLOAT32 || G != 1 || nspc != 2)
+    return 0;
+  /* measured: on MNIST's 1-channel first layer the transforms cost more than they save */
+  if (wd[0] < 16 || wd[1] < 16) return 0;
+  return wd[wnd - 2] == 3 && wd[wnd - 1] == 3 && st[0] == 1 && st[1] == 1 && dl[0] == 0 && dl[1] == 0;
+}
+
 /* The group's post-ops as the Winograd kernel's steps; 0 when one has no equivalent there. */
 static int wino_posts(const dn_node *d, int fused, dn_wino_geo *g) {
   g->npost = 0;
@@ -910,10 +923,21 @@ static alma_status run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin
     dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a);
     dnnl_memory_desc_init_by_tag(&d_any, rc, dd, ddt(dt), dnnl_format_tag_any);
     dnnl_convolution_desc_t cd;
-    if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any, &w_any,
-                                                   b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
-      return prim_decline(pr, n, "convolution descriptor rejected");
-    if (!prim_pd(p, pr, n, &cd, post_attr(d, fused, 1.0f, 0, 0), "convolution")) return ALMA_OK;
+    int wino = onednn_wino(p, dt, G, nspc, wd, wnd, st, dl);
+    if (wino) {
+      dnnl_primitive_attr_t a = post_attr(d, fused, 1.0f, 0, 0);
+      if (!a) a = new_attr();
+      wino = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_winograd, &s_any,
+                                                        &w_any, b ? &b_md : NULL, &d_any, st, dl, pl, pe) == dnnl_success &&
+             alma__dn_pd_create(p, &pr->pd, &cd, a, pr->impl, sizeof pr->impl) == dnnl_success;
+      dnnl_primitive_attr_destroy(a);
+    }
+    if (!wino) {
+      if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &s_any,
+                                                     &w_any, b ? &b_md : NULL, &d_any, st, dl, pl, pe) != dnnl_success)
+        return prim_decline(pr, n, "convolution descriptor rejected");
+      if (!prim_pd(p, pr, n, &cd, post_attr(d, fused, 1.0f, 0, 0), "convolution")) return ALMA_OK;
+    }
     if (fused && impl_is_ref(pr->impl)) {
       /* the post-ops would push the convolution onto a reference kernel: run the nodes apart */
       dnnl_primitive_desc_t plain_pd = NULL;
