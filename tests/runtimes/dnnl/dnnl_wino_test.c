@@ -7,7 +7,9 @@
  * 2. the models make_wino_models.py writes, with dnnl.winograd=on, through DNNL and
  *    FOLD+FUSE+DNNL at batch 1 and 3, 1 and 2 threads, against EAGER; every 3x3 convolution must
  *    have run on the Winograd kernel (impl alma:wino4x3:*);
- * 3. with --ort X.npy Y.npy MODEL: the model's output for input X against ONNX Runtime's (Y).
+ * 3. with --ort X.npy Y.npy MODEL: the model's output for input X against ONNX Runtime's (Y);
+ * 4. on AVX-512 CPUs, the models of 2 again with dnnl.winograd=auto (oneDNN's own Winograd for 3x3
+ *    convolutions with 16+ channels) against EAGER; at least one must have run on it.
  *
  * Tolerance: F(4x4, 3x3) adds rounding in its transforms (the points +-2 scale terms by up to 8):
  * max abs error / max |reference| measured at 3e-7 to 5e-5 here (the larger where few input
@@ -125,8 +127,6 @@ static int kernel_tests(void) {
 }
 
 /* ---- 2. models against EAGER -------------------------------------------------------------------- */
-/* Runs graph g through DNNL's vtable; *wino: nodes whose primitive is the Winograd kernel, *conv3:
- * 3x3 convolutions in g. */
 /* Part 4 (AVX-512 only): dnnl.winograd=auto, where 3x3 convolutions ask oneDNN's own Winograd
  * algorithm first; counts its primitives over all models instead of requiring alma's kernel. */
 static int onednn_mode = 0, onednn_total = 0;
@@ -135,6 +135,8 @@ static int is_wino_impl(const char *impl) {
   return onednn_mode ? strstr(impl, "wino") && strncmp(impl, "alma:", 5) : !strncmp(impl, "alma:wino4x3:", 13);
 }
 
+/* Runs graph g through DNNL's vtable; *wino: nodes whose primitive is a Winograd one (is_wino_impl), *conv3:
+ * 3x3 convolutions in g. */
 static int count_wino(const alma_graph *g, const alma_tensor *in, int nin, int nout, int *wino, int *conv3) {
   void *plan = NULL;
   int ok = dt_plan_run(g, 2, in, nin, nout, &plan);
