@@ -10,8 +10,10 @@ bidirectional node in parallel) and by ONNX Runtime. Weights are initializers (p
 except in the cases that feed them as inputs (packed per run). ONNX Runtime's CPU
 kernels refuse layout 1 (batch first), so those cases are compared with ONNX Runtime on the same
 node in layout 0 with inputs and outputs transposed. Error: the largest absolute difference over
-the output's largest magnitude (at least 1), at most 1e-4 for every output. Exit 0 when every case
-passes, 1 otherwise."""
+the output's largest magnitude (at least 1), at most 1e-4 for every output. Runs take 2 threads;
+the LSTM cases with over 512 hidden units (R larger than any core's L2, so each step is split over
+the threads when there are more threads than directions) also run on 1 and 3 threads, whose
+outputs must be the same bits as on 2. Exit 0 when every case passes, 1 otherwise."""
 import os
 import subprocess
 import sys
@@ -156,6 +158,13 @@ def cases(rng):
         out.append(make_case(op, rng, direction="bidirectional", layout=1, batch=3, seq=5, lens=True, init=True))
         out.append(make_case(op, rng, direction="forward", batch=2, seq=4, clip=0.7, init=True))
         out.append(make_case(op, rng, direction="bidirectional", batch=2, seq=3, hidden=1, inp=1))
+        if op == "LSTM":  # R larger than a core's L2: each step split over the threads (by 16-unit panels)
+            out.append(make_case(op, rng, direction="bidirectional", batch=3, seq=4, inp=9, hidden=528, lens=True,
+                                 init=True, peep=True))
+            out.append(make_case(op, rng, direction="forward", batch=1, seq=5, inp=3, hidden=544, clip=0.9,
+                                 input_forget=1))
+            out.append(make_case(op, rng, direction="reverse", layout=1, batch=2, seq=3, inp=4, hidden=528,
+                                 weights_fed=True, init=True))
         # non-default activations (per direction lists, alpha/beta consumed in order)
         n_act = 3 if op == "LSTM" else 2
         for k in range(3):
@@ -204,8 +213,15 @@ def main():
         for conv in convs:
             cw = os.path.join(work, f"case{i:02d}_{conv}")
             try:
-                alma_run(alma, path, conv, feeds, cw)
+                alma_run(alma, path, conv, feeds, cw, "--threads", "2")
                 got = read_outputs(cw, outs)
+                for t in ("1", "3") if case["dims"][2] >= 512 else ():
+                    alma_run(alma, path, conv, feeds, cw + "_t" + t, "--threads", t)
+                    for nm, a, b in zip(outs, read_outputs(cw + "_t" + t, outs), got):
+                        if a.shape != b.shape or a.tobytes() != b.tobytes():
+                            print(f"FAIL {desc} {conv} {nm}: {t} and 2 threads differ "
+                                  f"(max {float(np.max(np.abs(a - b))) if a.shape == b.shape else 'shape'})")
+                            bad += 1
             except RuntimeError as e:
                 print(f"FAIL {desc} {conv}: {e}")
                 bad += 1
