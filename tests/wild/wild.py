@@ -17,8 +17,11 @@ set computes, a file's bytes, a tokenized sentence, table rows).
         without the int8 passes) and prints, per model and conversion, the worst cosine and largest
         difference (over the largest reference value) over the float outputs and the status; with
         --bench, `alma bench` p50 of each conversion that matched and ONNX Runtime's p50 on the same
-        inputs (2 threads, batch as given; --bench-conversions to time fewer). Exits 1 when some conversion is wrong or fails without
-        saying it is unavailable, 77 when none fails but some model is not fetched.
+        inputs (2 threads, batch as given; --bench-conversions to time fewer). --repeat K times each
+        model K rounds, alma's bench run and ONNX Runtime alternating, and reports the median of
+        each one's K p50s (the machine's drift then hits both alike). Exits 1 when some conversion is
+        wrong or fails without saying it is unavailable, 77 when none fails but some model is not
+        fetched.
 """
 import argparse
 import glob
@@ -460,7 +463,7 @@ def alma_p50s(alma, path, d, ref, convs):
 EXTERNAL = ("ORT", "OPENVINO")  # other projects' runtimes: listed, never alma's best
 
 
-def compare(cache, alma, names, convs, bench, jsonout, bench_convs=None):
+def compare(cache, alma, names, convs, bench, jsonout, bench_convs=None, repeat=1):
     import numpy as np
     models = [m for m in manifest() if not names or m["name"] in names]
     convs = convs or available(alma)
@@ -500,14 +503,21 @@ def compare(cache, alma, names, convs, bench, jsonout, bench_convs=None):
         if bench:
             ok = [r["conversion"] for r in rows if r["model"] == m["name"] and r["status"] == "ok"
                   and (not bench_convs or r["conversion"] in bench_convs)]
-            p50 = alma_p50s(alma, path, d, ref, ok) if ok else {}
+            feeds = {k: np.load(os.path.join(d, "in", fn)) for k, fn in ref["inputs"].items()}
+            runs, orts = {}, []
+            for _ in range(max(1, repeat)):  # alternate, so drift between minutes hits both alike
+                for c, p in (alma_p50s(alma, path, d, ref, ok) if ok else {}).items():
+                    runs.setdefault(c, []).append(p)
+                orts.append(ort_p50(path, feeds))
+            p50 = {c: float(np.median(v)) for c, v in runs.items()}
             for r in rows:
                 if r["model"] == m["name"] and r["conversion"] in p50:
                     r["p50_ms"] = p50[r["conversion"]]
+                    r["p50s_ms"] = runs[r["conversion"]]
             own = {c: p for c, p in p50.items() if c.split("+")[-1] not in EXTERNAL}
-            feeds = {k: np.load(os.path.join(d, "in", fn)) for k, fn in ref["inputs"].items()}
-            o = ort_p50(path, feeds)
-            rows.append({"model": m["name"], "conversion": "onnxruntime (python)", "status": "ok", "p50_ms": o})
+            o = float(np.median(orts))
+            rows.append({"model": m["name"], "conversion": "onnxruntime (python)", "status": "ok", "p50_ms": o,
+                         "p50s_ms": orts})
             if own:
                 best = min(own, key=own.get)
                 print(f"{m['name']:22s} best {best} {own[best]:.3f} ms, ONNX Runtime {o:.3f} ms: {own[best] / o:.2f}x  "
@@ -530,6 +540,7 @@ def main():
     ap.add_argument("--conversions", default="")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-conversions", default="", help="time only these (of those that matched)")
+    ap.add_argument("--repeat", type=int, default=1, help="with --bench: rounds of alma and ONNX Runtime, alternating")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     names = [n for n in a.models.split(",") if n]
@@ -541,7 +552,7 @@ def main():
     if a.step == "fetch":
         return fetch(a.cache, names)
     return compare(a.cache, a.alma, names, [c for c in a.conversions.split(",") if c], a.bench, a.json,
-                   [c for c in a.bench_conversions.split(",") if c])
+                   [c for c in a.bench_conversions.split(",") if c], a.repeat)
 
 
 if __name__ == "__main__":
