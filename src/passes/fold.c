@@ -1,5 +1,6 @@
-/* FOLD: constant folding (including shape subgraphs), Identity/Dropout/same-type Cast removal, If
- * nodes of a constant condition replaced by the branch taken, dead nodes.
+/* FOLD: constant folding (including shape subgraphs), Identity/Dropout/same-type Cast removal,
+ * removal of Slices that take every element, If nodes of a constant condition replaced by the
+ * branch taken, dead nodes.
  *
  * A value is constant when static inference computes it from initializers. Shape subgraphs
  * (Shape -> Gather -> Concat -> Reshape, as PyTorch exports them) depend on symbolic dims, so
@@ -13,6 +14,7 @@
  * layers shrink to 1 (W = 2, 3, 4 through two stride-2 convolutions), which are not constant. A
  * value one of them computes differently is not folded. Where those runs stop early, they say
  * nothing and the first two decide. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +81,102 @@ static int remove_identities(alma_graph *g, const alma_symbind *sb) {
     changed = 1;
   }
   if (have_r) alma__infer_result_free(&r);
+  return changed;
+}
+
+/* ---- Slices that take every element ----
+ * tf2onnx writes strided_slice over whole axes (starts 0 and ends INT_MAX, or an end equal to a
+ * dim of 1): a copy of the input on every inference. An axis is whole when its step is 1 and its
+ * range covers it: by the dim where inference finds the same dim in every probing run (symbols
+ * bound to 2, to 3, and as symbind.h says, large ones included), else by the largest dim the axis
+ * can have: a tensor fits in a 48-bit address space, so its dim is at most 2^48 bytes over the
+ * element size times the other dims known (tf2onnx's end of 1e9 on a batch axis of [N, 512, 256]
+ * floats covers N <= 2^29; PyTorch's INT64_MAX covers anything). */
+
+/* Node n's integer list: input k (opset 10+, a constant) or attribute attr (Slice-1); its count,
+ * 0 when absent, -1 when not a constant or longer than max. */
+static int slice_param(const alma_graph *g, const alma_node *n, int k, const char *attr, int64_t *v, int max) {
+  if (n->since_version < 10) {
+    const int64_t *a;
+    int c = alma__attr_ints(n, attr, &a);
+    if (c > max) return -1;
+    for (int i = 0; i < c; i++) v[i] = a[i];
+    return c;
+  }
+  if (k >= n->n_inputs || n->inputs[k] < 0) return 0;
+  const alma_tensor *t = g->values[n->inputs[k]].init;
+  if (!t || (t->dtype != ALMA_DTYPE_INT64 && t->dtype != ALMA_DTYPE_INT32)) return -1;
+  int64_t c = alma_tensor_numel(t);
+  if (c > max) return -1;
+  for (int64_t i = 0; i < c; i++) v[i] = alma__get_i64(t->data, t->dtype, i);
+  return (int)c;
+}
+
+/* The dim of axis a of value x when every run in rs agrees on it, else -1. */
+static int64_t agreed_dim(const alma_infer_result *rs, int nr, int x, int a) {
+  int64_t d = -1;
+  for (int i = 0; i < nr; i++) {
+    const alma_tensor *t = &rs[i].info[x];
+    if (t->rank <= a || t->dims[a] < 0 || (i && t->dims[a] != d)) return -1;
+    d = t->dims[a];
+  }
+  return d;
+}
+
+/* 1 when Slice node n takes every element of its input (rank from rs[0]). */
+static int whole_slice(const alma_graph *g, const alma_node *n, const alma_infer_result *rs, int nr) {
+  int64_t st[ALMA_MAX_RANK], en[ALMA_MAX_RANK], ax[ALMA_MAX_RANK], sp[ALMA_MAX_RANK];
+  int x = n->inputs[0], R = rs[0].info[x].rank;
+  int ns = slice_param(g, n, 1, "starts", st, ALMA_MAX_RANK), ne = slice_param(g, n, 2, "ends", en, ALMA_MAX_RANK);
+  int na = slice_param(g, n, 3, "axes", ax, ALMA_MAX_RANK), np = n->since_version < 10 ? 0 : slice_param(g, n, 4, "", sp, ALMA_MAX_RANK);
+  if (R < 1 || ns < 0 || ne != ns || na < 0 || np < 0 || (na && na != ns) || (np && np != ns)) return 0;
+  int seen[ALMA_MAX_RANK] = {0};
+  int64_t known = (int64_t)alma_dtype_size(rs[0].info[x].dtype); /* bytes of an element times the agreed dims */
+  if (known < 1) known = 1;
+  for (int a = 0; a < R; a++) {
+    int64_t d = agreed_dim(rs, nr, x, a);
+    if (d == 0) return 0; /* empty: nothing to copy anyway */
+    if (d > 0) known = known > ((int64_t)1 << 48) / d ? ((int64_t)1 << 48) : known * d;
+  }
+  for (int i = 0; i < ns; i++) {
+    int64_t a = na ? ax[i] : i;
+    if (a < 0) a += R;
+    if (a < 0 || a >= R || seen[a]++ || (np && sp[i] != 1)) return 0;
+    int64_t d = agreed_dim(rs, nr, x, (int)a), s = st[i], e = en[i];
+    if (d > 0) {
+      if ((s < 0 ? s + d : s) > 0 || (e < 0 ? e + d : e) < d) return 0;
+    } else {
+      int64_t most = ((int64_t)1 << 48) / known; /* the largest this unknown dim can be */
+      if (!(s == 0 || s <= -most) || e < most) return 0;
+    }
+  }
+  return 1;
+}
+
+static int remove_whole_slices(alma_graph *g, const alma_symbind *sb) {
+  int any = 0;
+  for (int i = 0; i < g->n_nodes && !any; i++)
+    any = !g->nodes[i].dead && !strcmp(g->nodes[i].op_type, "Slice") && !g->nodes[i].domain[0];
+  if (!any) return 0;
+  alma_infer_result rs[5];
+  int nr = 0, changed = 0;
+  if (alma__graph_infer(g, NULL, 2, 1 << 16, &rs[nr]) == ALMA_OK) nr++;
+  if (nr && alma__graph_infer(g, NULL, 3, 1 << 16, &rs[nr]) == ALMA_OK) nr++;
+  for (int v = 0; nr == 2 && v < 3; v++) nr += alma__symbind_infer(g, sb, v, 1 << 16, &rs[nr]);
+  for (int i = 0; nr >= 2 && i < g->n_nodes; i++) {
+    alma_node *n = &g->nodes[i];
+    if (n->dead || strcmp(n->op_type, "Slice") || n->domain[0] || n->n_inputs < 1 || n->inputs[0] < 0 ||
+        n->n_outputs < 1 || n->outputs[0] < 0)
+      continue;
+    int x = n->inputs[0], y = n->outputs[0];
+    if (g->values[y].is_output || used_by_subgraph(g, y) || !whole_slice(g, n, rs, nr)) continue;
+    for (int j = 0; j < g->n_nodes; j++)
+      for (int k = 0; k < g->nodes[j].n_inputs; k++)
+        if (g->nodes[j].inputs[k] == y) g->nodes[j].inputs[k] = x;
+    n->dead = 1;
+    changed = 1;
+  }
+  for (int i = 0; i < nr; i++) alma__infer_result_free(&rs[i]);
   return changed;
 }
 
@@ -325,6 +423,7 @@ static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
   alma_status st = alma__symbind_discover(g, FOLD_MAX_ELEMS, &sb);
   for (int iter = 0; iter < 8 && st == ALMA_OK; iter++) {
     int changed = remove_identities(g, &sb);
+    changed |= remove_whole_slices(g, &sb);
     st = fold_constants(g, &sb, &changed);
     if (st == ALMA_OK) st = fold_large(g, &changed);
     if (st == ALMA_OK) st = inline_ifs(g, &changed);
@@ -340,6 +439,6 @@ static alma_status fold_run(alma_graph *g, const alma_pass_opts *opts) {
 
 const alma_pass alma__pass_fold = {
     .name = "FOLD",
-    .description = "constant folding incl. shape subgraphs, Identity/Dropout removal, dead-node elimination",
+    .description = "constant folding incl. shape subgraphs, Identity/Dropout/whole-Slice removal, dead-node elimination",
     .run = fold_run,
 };

@@ -13,6 +13,11 @@ Cases:
                   broadcast operand of every rank ([1], [1,1,1], [1,C,1,1], [C,1,1], a scalar)
   const_weight    a weight built by ConstantOfShape + Mul from constants: FOLD folds both the small
                   one and one of 256 MiB (above what its probing inferences compute), same answer
+  whole_slice     Slices that take every element (tf2onnx's ends of 1e9 and INT_MAX on a batch axis
+                  that no address space can make longer, an end of 1 on a dim of 1, a negative start
+                  of the whole dim): FOLD removes them; it keeps those it cannot prove whole (an end
+                  of 1 on a symbolic batch, a reversing step, part of an axis, INT32_MAX on a
+                  symbolic axis of bytes that could be longer)
 
   data_axes       alma bench's data rules: --data on a first axis the model names as a sequence,
                   a symbolic width bound to 1 (the report's warnings name the axis and the fix)
@@ -132,6 +137,36 @@ def case_const_weight(rng):
     return out
 
 
+def case_whole_slice(rng):
+    I32, I64 = np.int32, np.int64
+    big, i32max, i64max = 1000000000, 2147483647, 9223372036854775807
+
+    def sl(x, y, starts, ends, axes, steps=None, dt=I64):
+        names = [f"{y}_s", f"{y}_e", f"{y}_a"] + ([f"{y}_p"] if steps is not None else [])
+        vals = [starts, ends, axes] + ([steps] if steps is not None else [])
+        return helper.make_node("Slice", [x] + names, [y]), [init(k, np.array(v, dt)) for k, v in zip(names, vals)]
+
+    # x [N, 512, 256, 1] floats: N is at most 2^48 / 2^19 = 2^29 elements (< 1e9) in any address space
+    parts = [sl("x", "a", [0, 0, 0, 0], [big] * 4, [0, 2, 1, 3], [1, 1, 1, 1], I32),  # whole
+             sl("a", "b", [0, 0, 0, 0], [i32max, i32max, i32max, 1], [0, 1, 2, 3]),  # whole: dim 3 is 1
+             sl("b", "c", [-256], [i64max], [2]),  # whole: dim 2 is 256
+             sl("x", "k1", [0], [1], [0]),  # kept: N is symbolic
+             sl("x", "k2", [0], [3], [2]),  # kept: 3 of 256
+             sl("x", "k3", [-1], [-i64max], [1], [-1]),  # kept: reversed
+             sl("u", "k4", [0], [i32max], [0])]  # kept: u could hold more than 2^31 bytes
+    nodes = [p[0] for p in parts] + [helper.make_node("Relu", ["c"], ["y0"])]
+    inits = [t for p in parts for t in p[1]]
+    outs = ["y0", "k1", "k2", "k3", "k4"]
+    m = model(nodes, [helper.make_tensor_value_info("x", F, ["N", 512, 256, 1]),
+                      helper.make_tensor_value_info("u", TensorProto.UINT8, ["M"])],
+              [helper.make_tensor_value_info(o, TensorProto.UINT8 if o == "k4" else F, None) for o in outs], inits)
+    out = []
+    for N in (2, 3):
+        feeds = {"x": rng.standard_normal((N, 512, 256, 1)).astype(np.float32), "u": np.arange(7, dtype=np.uint8)}
+        out.append((m, feeds, {"FOLD+EAGER": {"Slice": 4}} if N == 2 else None))
+    return out
+
+
 def bench_warnings(alma, path, args, work):
     """alma bench's warnings (every result's) for MODEL with args, and its exit status."""
     js = os.path.join(work, "w.json")
@@ -200,7 +235,7 @@ def case_info_constants(alma, work):
 CHECKS = {"data_axes": case_data_axes, "info_constants": case_info_constants}
 
 CASES = {"empty_type": case_empty_type, "strided_sym": case_strided_sym, "deconv_bias": case_deconv_bias,
-         "const_weight": case_const_weight}
+         "const_weight": case_const_weight, "whole_slice": case_whole_slice}
 
 
 def available(alma, conv):
