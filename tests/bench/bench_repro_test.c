@@ -413,8 +413,8 @@ static const double clock_tolerance = 0.15;
 static const double clock_tolerance = 0.02;
 #endif
 
-static void test_clock_agreement(void **state) {
-  (void)state;
+/* One run's agreement, 0 when it is outside the tolerance (the message then says by how much). */
+static int clock_run(char *msg, size_t n) {
   alma_config c;
   alma_config_init(&c);
   c.threads = 1;
@@ -431,13 +431,26 @@ static void test_clock_agreement(void **state) {
   double a = alma_result_clock_agreement(x);
   const alma_contention *k = alma_result_contention(x);
   assert_non_null(k);
-  if (!(fabs(a - 1) <= clock_tolerance))
-    fail_msg("batch latencies account for %.2f%% of the timed phase (%.4f s of %.4f s, %lld batches)", 100 * a,
+  int ok = fabs(a - 1) <= clock_tolerance;
+  if (!ok)
+    snprintf(msg, n, "batch latencies account for %.2f%% of the timed phase (%.4f s of %.4f s, %lld batches)", 100 * a,
              alma_result_inference_s(x), k->wall_s, (long long)alma_result_latency(x)->n);
   /* and the test's own clock around the whole call holds the phase, which holds the batches */
   assert_true(outside > k->wall_s && k->wall_s >= alma_result_inference_s(x));
   assert_true(k->wall_s >= c.min_time_s);
   alma_results_free(r);
+  return ok;
+}
+
+/* Up to three runs: another process preempting this one between two timed calls puts time outside
+ * the batches (ctest runs tests side by side on two cores), but bookkeeping that is slow on every
+ * call fails all three. */
+static void test_clock_agreement(void **state) {
+  (void)state;
+  char msg[256] = "";
+  for (int i = 0; i < 3; i++)
+    if (clock_run(msg, sizeof msg)) return;
+  fail_msg("%s", msg);
 }
 
 /* ---- repeats ---------------------------------------------------------------------------------- */
