@@ -907,7 +907,7 @@ static void plan_fuse_perm(dn_plan *p) {
 }
 
 /* Data-movement nodes whose every reader takes strided inputs may leave their output as a view of
- * their input (lazy_view; see run_transpose, run_slice, run_view): Transposes, Slices/Splits and
+ * their input (lazy_view; see dnnl_layout.c): Transposes, Slices/Splits and
  * reshapes on the way to Attention's Q, K and V, as multi-head attention splits heads (Slice ->
  * Reshape -> Transpose). A value qualifies when it has readers, is no graph output, and each reader
  * is an Attention taking it as Q, K or V or a lazy node taking it as its data input; nodes are in
