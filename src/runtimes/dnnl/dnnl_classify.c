@@ -188,7 +188,7 @@ int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const
   *why = NULL;
   d->why_reason = ALMA_DECLINE_NONE;
   if (n->n_outputs < 1 || n->outputs[0] < 0 || !n->op) return DK_NONE;
-  int qk = alma__dn_q_classify(g, n, d, why); /* quantization operators: dnnl_int8.c */
+  int qk = alma__dn_q_classify(g, n, d, why); /* quantization operators: dnnl_int8_plan.c */
   if (qk >= 0) return qk;
   if (!strcmp(n->domain, "alma")) {
     alma_dtype dt = g->values[n->outputs[0]].dtype;

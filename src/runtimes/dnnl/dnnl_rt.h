@@ -1,7 +1,8 @@
 /* DNNL runtime internals shared by dnnl_runtime.c (plan, executor, values, memory), the kernel files
  * (dnnl_classify.c, dnnl_prim.c, then one builder/executor per family of nodes: dnnl_conv.c,
  * dnnl_pool.c, dnnl_eltwise.c, dnnl_norm.c, dnnl_matmul.c, dnnl_layout.c, dnnl_resample.c;
- * dnnl_dispatch.c runs a node through its kind's) and the int8 one (dnnl_int8.c).
+ * dnnl_dispatch.c runs a node through its kind's) and the int8 ones (dnnl_int8_plan.c,
+ * dnnl_int8_prim.c, dnnl_int8_exec.c, with their header dnnl_int8.h).
  *
  * Every kernel first checks what it needs (float32, ranks, attribute values oneDNN can express);
  * anything else declines (*done = 0) and the node runs on its EAGER kernel, so a declined case is
@@ -77,8 +78,8 @@ enum dn_kind {
   DK_SLICE,     /* Slice (unit steps) and Split: reorders from sub-memory views */
   DK_PRELU,     /* prelu primitive */
   DK_CAST,      /* Cast between float32 and bfloat16: an elementwise conversion keeping the layout */
-  DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8.c) */
-  DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8.c) */
+  DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8_exec.c) */
+  DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8_exec.c) */
   DK_PAD,       /* Pad, constant mode: the output filled, the input reordered into a sub-memory view of it */
   DK_LRN,       /* LRN (odd size) through the lrn primitive, across channels */
   DK_INORM,     /* InstanceNormalization as batch normalization over an [1, N*C, spatial] view */
@@ -150,7 +151,7 @@ typedef struct dn_node {
   int n_view;                      /* runs whose output was a view of the input made here (lazy views,
                                     * unit-axis Transposes; a plain Reshape's alias does not count) */
   double prof_s;                   /* dnnl.print_profile: seconds spent in this node (group) */
-  int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
+  int q_role, q_idx;               /* int8 clusters (dnnl_int8_plan.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
 
 /* How many of d's post-ops a primitive applies: alma__dn_run's fused is 0 (none), 1 (the node's
@@ -220,7 +221,7 @@ typedef struct dn_plan {
   int runs;
   int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;
   int64_t n_native_bf16;           /* nodes of n_native that computed on bfloat16 data (Cast, views aside) */
-  struct dn_qstate *q;             /* int8 clusters and primitives (dnnl_int8.c), NULL until needed */
+  struct dn_qstate *q;             /* int8 clusters and primitives (dnnl_int8.h), NULL until needed */
   int64_t n_int8, n_int8_reorder;  /* last run: int8 convolutions/matmuls, Quantize/Dequantize reorders */
 } dn_plan;
 
@@ -397,13 +398,13 @@ alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tens
  * OpenMP threads, taken as threads come free. */
 void alma__dn_parfor(void *pctx, int64_t items, void (*fn)(void *arg, int64_t item), void *arg);
 
-/* ---- dnnl_runtime.c: the executor, for dnnl_int8.c ----------------------------------------- */
+/* ---- dnnl_runtime.c: the executor, for dnnl_int8_exec.c ------------------------------------ */
 /* Runs node idx alone (oneDNN or EAGER) and retires its inputs, as the executor does. */
 alma_status alma__dn_run_node(dn_plan *p, int idx);
 /* One use of value v is done (released at its last). */
 void alma__dn_use_done(dn_plan *p, int v);
 
-/* ---- dnnl_int8.c: int8 execution ------------------------------------------------------------ */
+/* ---- dnnl_int8_plan.c, dnnl_int8_exec.c: int8 execution -------------------------------------- */
 /* q_role: a member of an int8 cluster (runs as one primitive when its last member is reached), or
  * a DequantizeLinear read only by int8 clusters (runs only when one of them falls back). */
 enum { DN_Q_NONE = 0, DN_Q_MEMBER, DN_Q_LAZY };

@@ -518,7 +518,7 @@ static alma_status run_single(dn_plan *p, int idx) {
   return ALMA_OK;
 }
 
-/* For dnnl_int8.c: a cluster declined at run time runs its nodes through these. */
+/* For dnnl_int8_exec.c: a cluster declined at run time runs its nodes through these. */
 alma_status alma__dn_run_node(dn_plan *p, int idx) { return run_single(p, idx); }
 void alma__dn_use_done(dn_plan *p, int v) { val_use_done(p, v); }
 
@@ -617,7 +617,7 @@ static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, 
     const dn_node *d = &p->nodes[i];
     double t0 = p->profile ? alma__now_s() : 0;
     int at = i;
-    if (d->q_role) { /* int8 cluster member or absorbed DequantizeLinear (dnnl_int8.c) */
+    if (d->q_role) { /* int8 cluster member or absorbed DequantizeLinear (dnnl_int8_exec.c) */
       st = alma__dn_q_step(p, i, &at);
     } else if (d->head >= 0) {
       if (i != p->nodes[d->head].last) continue;
