@@ -1,5 +1,5 @@
 /* DynamicQuantizeLinear's arithmetic, shared by EAGER's kernel (quant.c) and the DNNL runtime's
- * (dnnl_int8.c), so that both quantize every element the same way: ONNX's definition
+ * (dnnl_int8_exec.c), so that both quantize every element the same way: ONNX's definition
  *   range   [min(0, min x), max(0, max x)]  (NaN ignored)
  *   scale = (max - min) / 255 (1 for an all-zero input), zero point = saturate(round(-min / scale))
  *   y     = saturate(round_half_even(x / scale) + zero point), NaN -> 0

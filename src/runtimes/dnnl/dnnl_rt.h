@@ -1,5 +1,13 @@
-/* DNNL runtime internals shared by dnnl_runtime.c (plan, executor, values, memory) and
- * dnnl_kernels.c (one builder/executor per kind of node).
+/* DNNL runtime internals shared by dnnl_runtime.c (plan, executor, values, memory), the kernel files
+ * (dnnl_classify.c, dnnl_prim.c, then one builder/executor per family of nodes: dnnl_conv.c,
+ * dnnl_pool.c, dnnl_eltwise.c, dnnl_norm.c, dnnl_matmul.c, dnnl_layout.c, dnnl_resample.c;
+ * dnnl_dispatch.c runs a node through its kind's) and the int8 ones (dnnl_int8_plan.c,
+ * dnnl_int8_prim.c, dnnl_int8_exec.c, with their header dnnl_int8.h).
+ *
+ * Every kernel first checks what it needs (float32, ranks, attribute values oneDNN can express);
+ * anything else declines (*done = 0) and the node runs on its EAGER kernel, so a declined case is
+ * never wrong, only slower. Primitives are built for the input layouts/shapes they see (the key)
+ * and rebuilt when those change.
  *
  * Values live in one of two forms, or both: plain (the alma_tensor row-major data EAGER kernels
  * and callers see) and blocked (a oneDNN memory descriptor chosen by a primitive, e.g. nChw8c).
@@ -70,8 +78,8 @@ enum dn_kind {
   DK_SLICE,     /* Slice (unit steps) and Split: reorders from sub-memory views */
   DK_PRELU,     /* prelu primitive */
   DK_CAST,      /* Cast between float32 and bfloat16: an elementwise conversion keeping the layout */
-  DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8.c) */
-  DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8.c) */
+  DK_QDQ,       /* QuantizeLinear / DequantizeLinear on its own: a reorder with scale and zero point (dnnl_int8_exec.c) */
+  DK_QLINEAR,   /* QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger: one int8 primitive (dnnl_int8_exec.c) */
   DK_PAD,       /* Pad, constant mode: the output filled, the input reordered into a sub-memory view of it */
   DK_LRN,       /* LRN (odd size) through the lrn primitive, across channels */
   DK_INORM,     /* InstanceNormalization as batch normalization over an [1, N*C, spatial] view */
@@ -143,7 +151,7 @@ typedef struct dn_node {
   int n_view;                      /* runs whose output was a view of the input made here (lazy views,
                                     * unit-axis Transposes; a plain Reshape's alias does not count) */
   double prof_s;                   /* dnnl.print_profile: seconds spent in this node (group) */
-  int q_role, q_idx;               /* int8 clusters (dnnl_int8.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
+  int q_role, q_idx;               /* int8 clusters (dnnl_int8_plan.c): DN_Q_MEMBER of cluster q_idx, or DN_Q_LAZY */
 } dn_node;
 
 /* How many of d's post-ops a primitive applies: alma__dn_run's fused is 0 (none), 1 (the node's
@@ -213,11 +221,11 @@ typedef struct dn_plan {
   int runs;
   int64_t n_reorder_in, n_reorder_out, n_reorder_wei, n_native, n_eager, n_fused;
   int64_t n_native_bf16;           /* nodes of n_native that computed on bfloat16 data (Cast, views aside) */
-  struct dn_qstate *q;             /* int8 clusters and primitives (dnnl_int8.c), NULL until needed */
+  struct dn_qstate *q;             /* int8 clusters and primitives (dnnl_int8.h), NULL until needed */
   int64_t n_int8, n_int8_reorder;  /* last run: int8 convolutions/matmuls, Quantize/Dequantize reorders */
 } dn_plan;
 
-/* ---- dnnl_kernels.c: strided views ------------------------------------------------------------ */
+/* ---- dnnl_layout.c: strided views ------------------------------------------------------------- */
 /* Strides nst of the dims nd (rank nr) viewing, without a copy, data laid out as dims od with
  * strides ost (rank r, every dim > 0) in the same row-major element order: the new dims must split
  * or merge runs of old dims that are contiguous with each other. 0 when they do not (copy). */
@@ -267,12 +275,117 @@ void *alma__dn_scratch(dn_plan *p, size_t size);
 /* Constant tensor behind value v (initializer or Constant node), or NULL. */
 const alma_tensor *alma__dn_const(const alma_graph *g, int v);
 
-/* ---- dnnl_kernels.c ---------------------------------------------------------------------- */
+/* ---- the kernels' small helpers ---------------------------------------------------------------- */
+static inline int alma__dn_is_f32(const dn_val *v) { return v && v->live && v->t.dtype == ALMA_DTYPE_FLOAT32; }
+/* The types the kernels compute in: float32, and bfloat16 (the BF16 pass's graphs). A bfloat16
+ * primitive exists only where oneDNN has bf16 kernels for the CPU (AVX512_BF16/AMX; emulated on
+ * AVX512_CORE for some); elsewhere its creation fails and the node runs on EAGER. */
+static inline int alma__dn_dt_ok(alma_dtype t) { return t == ALMA_DTYPE_FLOAT32 || t == ALMA_DTYPE_BFLOAT16; }
+static inline int alma__dn_is_fp(const dn_val *v) { return v && v->live && alma__dn_dt_ok(v->t.dtype); }
+static inline int alma__dn_is_dt(const dn_val *v, alma_dtype t) { return v && v->live && v->t.dtype == t; }
+/* Plain row-major md for (rank, dims) of alma dtype t. */
+static inline void alma__dn_plain_md_of(dnnl_memory_desc_t *md, int rank, const int64_t *dims, alma_dtype t) {
+  alma__dn_plain_md_dt(md, rank, dims, alma__dn_dtype(t));
+}
+static inline int alma__dn_is_op(const alma_node *n, const char *t) { return !n->domain[0] && !strcmp(n->op_type, t); }
+/* Whether a primitive's implementation name is one of oneDNN's reference kernels. */
+static inline int alma__dn_impl_is_ref(const char *impl) { return !strncmp(impl, "ref", 3) || strstr(impl, ":ref") != NULL; }
+
+/* ---- dnnl_classify.c ---------------------------------------------------------------------------- */
 /* Static classification at compile: the kind, filling eltwise/binary parameters; DK_NONE with
  * *why set when the node runs on EAGER. */
 int alma__dn_classify(const alma_graph *g, const alma_node *n, dn_node *d, const char **why);
 /* Eltwise steps a fusable consumer node applies (Relu, Clip...), 0 if none. */
 int alma__dn_eltwise_steps(const alma_graph *g, const alma_node *n, dn_elt *elt);
+
+/* ---- dnnl_prim.c: the primitive plumbing the kernels share --------------------------------------- */
+void alma__dn_prim_free(dn_prim *pr);
+/* A node's primitive slot which (DN_PRIM_*), allocated on first use. */
+dn_prim *alma__dn_get_prim(dn_node *d, int which);
+/* Whether pr was built for this key; alma__dn_prim_begin frees pr and starts it for the key. */
+int alma__dn_key_match(const dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, const int64_t *ikey);
+void alma__dn_prim_begin(dn_prim *pr, int nkey, const dnnl_memory_desc_t *key, const int64_t *ikey);
+/* Frees what was built and records why: the node runs on EAGER for this key. */
+alma_status alma__dn_prim_decline(dn_prim *pr, const alma_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Creates a primitive from an op descriptor with the plan's attributes and fills impl. */
+dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc,
+                                 const_dnnl_primitive_attr_t attr, char *impl, size_t nimpl);
+alma_status alma__dn_exec(dn_plan *p, dn_prim *pr, dnnl_primitive_t prim, void *const *ptrs, const alma_node *n);
+/* A primitive attribute with a user scratchpad; with the group's post-ops (alma__dn_post_attr). */
+dnnl_primitive_attr_t alma__dn_new_attr(void);
+dnnl_primitive_attr_t alma__dn_post_attr(const dn_node *d, int fused, float out_scale, int extra_sum, float sum_scale);
+/* pr->pd for op_desc and attr (NULL: a new one; consumed); 0 when oneDNN has none (declined). */
+int alma__dn_prim_pd(dn_plan *p, dn_prim *pr, const alma_node *n, const void *op_desc, dnnl_primitive_attr_t attr,
+                     const char *what);
+/* One execution argument of a primitive: md NULL takes the layout its descriptor chose. */
+typedef struct dn_arg {
+  int arg;
+  const dnnl_memory_desc_t *md;
+} dn_arg;
+/* The primitive from pr->pd with a memory per argument, then the scratchpad; 0 when oneDNN fails
+ * (alma__dn_prim_args: and the node is declined for this key). */
+int alma__dn_prim_mems(dn_plan *p, dn_prim *pr, int nargs, const dn_arg *args);
+int alma__dn_prim_args(dn_plan *p, dn_prim *pr, const alma_node *n, int nargs, const dn_arg *args);
+/* The first post-op of type among those the primitive applies (fused: see alma__dn_npost). */
+const dn_post *alma__dn_find_post(const dn_node *d, int fused, int type);
+int alma__dn_same_dims(const alma_tensor *a, const alma_tensor *b);
+/* The residual of a fused sum: live, of the output's dtype and exactly its shape; else NULL. */
+dn_val *alma__dn_sum_residual(dn_plan *p, const dn_node *d, int fused, const alma_tensor *os);
+/* v's plain data as float32: its own, or converted into *tmp (caller unrefs) from bfloat16. */
+alma_status alma__dn_f32_of(dn_plan *p, dn_val *v, const alma_node *n, void **ptr, dn_buf **tmp);
+/* Reorders constant weights (plain layout pmd) once into the primitive's layout. */
+alma_status alma__dn_cache_weights(dn_plan *p, dn_prim *pr, const dnnl_memory_desc_t *pmd, const void *data,
+                                   const alma_node *n);
+/* t's dims right-aligned to rank r, 1 where t has none. */
+void alma__dn_ext_dims(const alma_tensor *t, int r, int64_t *dims);
+
+/* ---- dnnl_layout.c: views and Transpose, for Attention ------------------------------------------- */
+/* v holds only a strided, non-blocked layout of some buffer (a lazy view's output). */
+int alma__dn_is_strided_view(const dn_val *v);
+/* A Transpose's perm attribute as pm[input axis] = output axis (perm_out: perm[output axis]). */
+int alma__dn_transpose_perm(const alma_node *n, int r, int *pm, int *perm_out);
+
+/* ---- the kernels, one per kind of node (alma__dn_run's contract, which calls them) ---------------- */
+/* dnnl_conv.c */
+alma_status alma__dn_run_conv(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                              int *done);
+alma_status alma__dn_run_deconv(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+/* dnnl_pool.c */
+alma_status alma__dn_run_pool(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+/* dnnl_eltwise.c */
+alma_status alma__dn_run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                                 int *done);
+alma_status alma__dn_run_binary(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_cast(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+/* dnnl_norm.c */
+alma_status alma__dn_run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                               int *done);
+alma_status alma__dn_run_lnorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_softmax(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_lrn(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_inorm(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+/* dnnl_matmul.c */
+alma_status alma__dn_run_matmul(dn_plan *p, int idx, int fused, dn_val **in, const alma_tensor *os, dn_val **out,
+                                int *done);
+alma_status alma__dn_run_gemm(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                              int *done);
+alma_status alma__dn_run_attn(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                              int *done);
+/* dnnl_layout.c */
+alma_status alma__dn_run_view(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_transpose(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_reduce(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_concat(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+alma_status alma__dn_run_slice(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int nout,
+                               int *done);
+alma_status alma__dn_run_pad(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out, int *done);
+/* dnnl_resample.c */
+alma_status alma__dn_run_resample(dn_plan *p, int idx, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
+                                  int *done);
+
+/* ---- dnnl_dispatch.c ----------------------------------------------------------------------------- */
 /* Runs node (or group, when fused; see alma__dn_npost) natively. in/out: values. *done = 0 declines (EAGER runs it
  * then); errors are real failures. outshape: the inferred output shapes. */
 alma_status alma__dn_run(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *outshape,
@@ -284,19 +397,14 @@ alma_status alma__dn_run_contrib(dn_plan *p, const alma_node *n, const alma_tens
 /* The plan's parallel loop (ops/op.h's alma_exec_parfor; pctx: &p->threads): items over oneDNN's
  * OpenMP threads, taken as threads come free. */
 void alma__dn_parfor(void *pctx, int64_t items, void (*fn)(void *arg, int64_t item), void *arg);
-void alma__dn_prim_free(dn_prim *pr);
-/* Creates a primitive from an op descriptor with the plan's attributes and fills impl. */
-dnnl_status_t alma__dn_pd_create(dn_plan *p, dnnl_primitive_desc_t *pd, const void *op_desc, const_dnnl_primitive_attr_t attr,
-                                 char *impl, size_t nimpl);
-alma_status alma__dn_exec(dn_plan *p, dn_prim *pr, dnnl_primitive_t prim, void *const *ptrs, const alma_node *n);
 
-/* ---- dnnl_runtime.c: the executor, for dnnl_int8.c ----------------------------------------- */
+/* ---- dnnl_runtime.c: the executor, for dnnl_int8_exec.c ------------------------------------ */
 /* Runs node idx alone (oneDNN or EAGER) and retires its inputs, as the executor does. */
 alma_status alma__dn_run_node(dn_plan *p, int idx);
 /* One use of value v is done (released at its last). */
 void alma__dn_use_done(dn_plan *p, int v);
 
-/* ---- dnnl_int8.c: int8 execution ------------------------------------------------------------ */
+/* ---- dnnl_int8_plan.c, dnnl_int8_exec.c: int8 execution -------------------------------------- */
 /* q_role: a member of an int8 cluster (runs as one primitive when its last member is reached), or
  * a DequantizeLinear read only by int8 clusters (runs only when one of them falls back). */
 enum { DN_Q_NONE = 0, DN_Q_MEMBER, DN_Q_LAZY };

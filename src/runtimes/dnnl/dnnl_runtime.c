@@ -518,7 +518,7 @@ static alma_status run_single(dn_plan *p, int idx) {
   return ALMA_OK;
 }
 
-/* For dnnl_int8.c: a cluster declined at run time runs its nodes through these. */
+/* For dnnl_int8_exec.c: a cluster declined at run time runs its nodes through these. */
 alma_status alma__dn_run_node(dn_plan *p, int idx) { return run_single(p, idx); }
 void alma__dn_use_done(dn_plan *p, int v) { val_use_done(p, v); }
 
@@ -617,7 +617,7 @@ static alma_status run_own(dn_plan *p, const alma_tensor *inputs, int n_inputs, 
     const dn_node *d = &p->nodes[i];
     double t0 = p->profile ? alma__now_s() : 0;
     int at = i;
-    if (d->q_role) { /* int8 cluster member or absorbed DequantizeLinear (dnnl_int8.c) */
+    if (d->q_role) { /* int8 cluster member or absorbed DequantizeLinear (dnnl_int8_exec.c) */
       st = alma__dn_q_step(p, i, &at);
     } else if (d->head >= 0) {
       if (i != p->nodes[d->head].last) continue;
@@ -907,7 +907,7 @@ static void plan_fuse_perm(dn_plan *p) {
 }
 
 /* Data-movement nodes whose every reader takes strided inputs may leave their output as a view of
- * their input (lazy_view; see run_transpose, run_slice, run_view): Transposes, Slices/Splits and
+ * their input (lazy_view; see dnnl_layout.c): Transposes, Slices/Splits and
  * reshapes on the way to Attention's Q, K and V, as multi-head attention splits heads (Slice ->
  * Reshape -> Transpose). A value qualifies when it has readers, is no graph output, and each reader
  * is an Attention taking it as Q, K or V or a lazy node taking it as its data input; nodes are in

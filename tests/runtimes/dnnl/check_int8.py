@@ -21,7 +21,7 @@ against fp32 EAGER (cosine >= 0.99, mnist's argmax and top-1 as above), against 
 EAGER (INT8_DYNAMIC+EAGER, FOLD+INT8_DYNAMIC+EAGER: cosine >= 0.999, largest difference within 5%
 of the largest output) and against ONNX Runtime running the converted graph that conversion saved
 (--ort-python; the same limits); no ConvInteger/MatMulInteger may be declined at run time. Without
-VNNI oneDNN's u8 x s8 products saturate and its s8 convolutions use 7-bit weights (dnnl_int8.c), so
+VNNI oneDNN's u8 x s8 products saturate and its s8 convolutions use 7-bit weights (dnnl_int8.h), so
 these agree within a few quantization steps, not exactly. --variants adds the source forms, the
 float fallback and the split matmuls (dnnl.int8_dyn_matmul=split), reported only.
 """
@@ -48,7 +48,7 @@ def cpu_has_vnni():
 
 # The static check's bound on the largest difference from INT8_STATIC+EAGER, as a share of the largest
 # output. With VNNI the int8 primitives are exact and only near-tie requantizations differ: 5%.
-# Without it (dnnl_int8.c: 7-bit weights for sources with a zero point, u8 x s8 pairs that may
+# Without it (dnnl_int8.h: 7-bit weights for sources with a zero point, u8 x s8 pairs that may
 # saturate) random-weight ResNet-18 sits at 4.6-4.7% on the same QDQ graph in gcc Release and clang
 # ASan builds (DNNL's outputs bit-identical in both), while the reference itself moves by 1.3%
 # between those builds (EAGER's float sums round differently, and each build calibrates its own

@@ -1,5 +1,5 @@
 /* The DNNL runtime's 1x1 + depthwise 3x3 convolution fusion (oneDNN's depthwise post-op;
- * plan_fuse_dw in dnnl_runtime.c, run_conv_dw in dnnl_kernels.c), on the models
+ * plan_fuse_dw in dnnl_runtime.c, run_conv_dw in dnnl_conv.c), on the models
  * make_dwfuse_models.py writes, with dnnl.dw_fuse on (the default):
  *
  * 1. through DNNL (the runtime's own eltwise groups) and FOLD+FUSE+DNNL (alma.FusedConv nodes) at

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes small ONNX models for the DNNL runtime's 1x1 + depthwise 3x3 convolution fusion (oneDNN's
-depthwise post-op, run_conv_dw in dnnl_kernels.c): a 1x1 Conv (with Clip 0..6 or Relu after it)
+depthwise post-op, run_conv_dw in dnnl_conv.c): a 1x1 Conv (with Clip 0..6 or Relu after it)
 feeding a depthwise 3x3 Conv (stride 1 or 2, pads 1, with and without bias, Clip after it), at odd
 H/W and channel counts that are and are not multiples of 8. dnnl_dwfuse_test runs them through DNNL
 and FOLD+FUSE+DNNL against EAGER and checks what was fused. The name says what it expects:

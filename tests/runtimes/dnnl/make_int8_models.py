@@ -11,7 +11,7 @@ The QDQ forms are the ones INT8_STATIC, ONNX Runtime's quantizer and PyTorch's Q
 uint8 activations per tensor (zero points 0 and not 0, so padding and zero points are exercised),
 int8 weights per channel or per tensor, int32 biases with scale x_scale * w_scale, eltwise and
 residual Adds before the requantization. On CPUs without VNNI oneDNN's int8 kernels are inexact
-(see dnnl_int8.c): its s8 convolutions halve the weights (exact on even values) and its u8 ones
+(see dnnl_int8.h): its s8 convolutions halve the weights (exact on even values) and its u8 ones
 saturate pairs of products beyond 32767 (impossible with |w| <= 64). So convolution weights are
 even integers in [-64, 64] and matmul weights in [-63, 63]: these tests hold the structure
 (clusters, layouts, parameters, fallbacks) to one step on every CPU, and the accuracy on real

@@ -204,7 +204,7 @@ def gemms(d):
 def native_wide_gemms(d):
     """Constant weights whose rows are an even number of 64-byte lines apart (1 KiB, 2 KiB, 1.5 KiB)
     or not a whole number of lines (400 bytes): the DNNL runtime stores them with padded rows
-    (dnnl_kernels.c matmul_pad_weights), through MatMul, Gemm with transB, and Gemm with a beta C."""
+    (dnnl_matmul.c matmul_pad_weights), through MatMul, Gemm with transB, and Gemm with a beta C."""
     nodes = [
         N("MatMul", ["x", "w1"], ["m1"]),  # [B, 5, 64] x [64, 256]
         N("Add", ["m1", "b1"], ["a1"]),

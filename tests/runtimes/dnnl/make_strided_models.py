@@ -100,7 +100,7 @@ def main(outdir):
     save(outdir, "mha_attn_out", *mha(attn_out=True), expect=(3, 0, 1, 6))
     # Q's first Reshape cannot view its strided input: it copies, the next Reshape aliases that copy
     save(outdir, "mha_flat_q", *mha(flat_q=True), expect=(3, 1, 1, 5))
-    # E = 512: V's rows are 3E floats (6 KiB) apart, a stride gemm reads slowly (dnnl_kernels.c
+    # E = 512: V's rows are 3E floats (6 KiB) apart, a stride gemm reads slowly (dnnl_matmul.c
     # aliasing_rows): its view is copied to plain just before the second matmul; Q and K stay views
     save(outdir, "mha_wide", *mha(E=512, H=4), expect=(3, 1, 1, 6))
 
