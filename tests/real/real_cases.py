@@ -10,7 +10,8 @@ Cases:
   strided_sym     a symbolic width through two (and five) stride-2 Conv/MaxPool layers, read back by
                   Shape -> Gather into a Reshape: FOLD must not fold it (2, 3 and 4 all give 1)
   deconv_bias     ConvTranspose (1 and 3 output channels) then Add (batch 1) or Mul (batch 2) of a
-                  broadcast operand of every rank ([1], [1,1,1], [1,C,1,1], [C,1,1], a scalar)
+                  broadcast operand of every rank ([1], [1,1,1], [1,C,1,1], [C,1,1], a scalar); and
+                  ConvTranspose with its own bias, 1-D to 3-D, 1, 5 and 24 output channels
   const_weight    a weight built by ConstantOfShape + Mul from constants: FOLD folds both the small
                   one and one of 256 MiB (above what its probing inferences compute), same answer
   whole_slice     Slices that take every element (tf2onnx's ends of 1e9 and INT_MAX on a batch axis
@@ -118,6 +119,16 @@ def case_deconv_bias(rng):
                 m = model(nodes, [helper.make_tensor_value_info("x", F, [N, 4, 8, 8])],
                           [helper.make_tensor_value_info("y", F, None)], [init("w", w), init("b", b)])
                 out.append((m, {"x": rng.standard_normal((N, 4, 8, 8)).astype(np.float32)}))
+    # the bias as ConvTranspose's own input, 1-D to 3-D, one channel to more than a block of 16
+    for C in (1, 5, 24):
+        for sp in ((9,), (6, 7), (3, 4, 5)):
+            k = [2] * len(sp)
+            w = rng.standard_normal((4, C, *k)).astype(np.float32)
+            b = (rng.standard_normal(C) + 1.5).astype(np.float32)
+            nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=k, strides=[2] * len(sp))]
+            m = model(nodes, [helper.make_tensor_value_info("x", F, [2, 4, *sp])],
+                      [helper.make_tensor_value_info("y", F, None)], [init("w", w), init("b", b)])
+            out.append((m, {"x": rng.standard_normal((2, 4, *sp)).astype(np.float32)}))
     return out
 
 

@@ -86,8 +86,8 @@ alma_status alma__dn_run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, cons
  * binary requires of both; given plain, it took the reference kernel (EfficientNet-B0's SE Muls 25-97
  * ms each at batch 1, where the jit kernel streams them in well under one). 0 when src0 is not
  * channel-blocked in a standard order or the broadcast is another shape. */
-static int blocked_src1(const dnnl_memory_desc_t *m0, int r, const int64_t *dout, const int64_t *d1, alma_dtype dt,
-                        dnnl_memory_desc_t *m1) {
+int alma__dn_blocked_src1(const dnnl_memory_desc_t *m0, int r, const int64_t *dout, const int64_t *d1, alma_dtype dt,
+                          dnnl_memory_desc_t *m1) {
   /* One channel: the operand is a scalar per sample, and oneDNN 2.6's binary took a blocked scalar
    * src1 as no operand at all (a one-channel ConvTranspose + bias came out without the bias); its
    * plain layout broadcasts right. */
@@ -143,7 +143,7 @@ alma_status alma__dn_run_binary(dn_plan *p, int idx, dn_val **in, const alma_ten
   int s1_blocked = 0;
   if (s1_full && s1->t.rank == r) {
     m1 = m0;
-  } else if ((s1_blocked = blocked_src1(&m0, r, dout, d1, dt, &m1))) {
+  } else if ((s1_blocked = alma__dn_blocked_src1(&m0, r, dout, d1, dt, &m1))) {
     if (s1->t.rank != r) ALMA_TRY(alma__dn_val_plain(p, s1, n));
   } else {
     ALMA_TRY(alma__dn_val_plain(p, s1, n));

@@ -359,6 +359,10 @@ alma_status alma__dn_run_eltwise(dn_plan *p, int idx, dn_val **in, int nin, cons
 alma_status alma__dn_run_binary(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
 alma_status alma__dn_run_prelu(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
 alma_status alma__dn_run_cast(dn_plan *p, int idx, dn_val **in, const alma_tensor *os, dn_val **out, int *done);
+/* src1 of a per-channel broadcast (d1: N or 1 x C x 1...) in src0's channel blocking; 0 when there is
+ * none (one channel, src0 not channel-blocked): plain then. */
+int alma__dn_blocked_src1(const dnnl_memory_desc_t *m0, int r, const int64_t *dout, const int64_t *d1, alma_dtype dt,
+                          dnnl_memory_desc_t *m1);
 /* dnnl_norm.c */
 alma_status alma__dn_run_bnorm(dn_plan *p, int idx, int fused, dn_val **in, int nin, const alma_tensor *os, dn_val **out,
                                int *done);
