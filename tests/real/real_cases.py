@@ -12,6 +12,10 @@ Cases:
   deconv_bias     ConvTranspose (1 and 3 output channels) then Add (batch 1) or Mul (batch 2) of a
                   broadcast operand of every rank ([1], [1,1,1], [1,C,1,1], [C,1,1], a scalar); and
                   ConvTranspose with its own bias, 1-D to 3-D, 1, 5 and 24 output channels
+  padded_eltwise  a ConvTranspose to 1 or 3 channels (its channel-blocked layout pads them to a block;
+                  its output an output too, so no post-op) then Sigmoid, HardSigmoid (two oneDNN steps) or
+                  Tanh: DNNL runs them on the plain layout
+                  where its jit kernel does not take the padded one
   const_weight    a weight built by ConstantOfShape + Mul from constants: FOLD folds both the small
                   one and one of 256 MiB (above what its probing inferences compute), same answer
   whole_slice     Slices that take every element (tf2onnx's ends of 1e9 and INT_MAX on a batch axis
@@ -132,6 +136,20 @@ def case_deconv_bias(rng):
     return out
 
 
+def case_padded_eltwise(rng):
+    out = []
+    for C, act in ((1, "Sigmoid"), (1, "HardSigmoid"), (3, "Tanh"), (3, "Sigmoid")):
+        w = (rng.standard_normal((16, C, 2, 2)) * 0.2).astype(np.float32)
+        nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], kernel_shape=[2, 2], strides=[2, 2]),
+                 helper.make_node(act, ["c"], ["y"])]
+        # c an output too: the activation is no post-op
+        m = model(nodes, [helper.make_tensor_value_info("x", F, [1, 16, 20, 24])],
+                  [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("c", F, None)],
+                  [init("w", w)])
+        out.append((m, {"x": rng.standard_normal((1, 16, 20, 24)).astype(np.float32)}))
+    return out
+
+
 def case_const_weight(rng):
     # y = x @ (ConstantOfShape([K, N], 0.5) * s): the weight depends on constants only
     out = []
@@ -245,7 +263,7 @@ def case_info_constants(alma, work):
 
 CHECKS = {"data_axes": case_data_axes, "info_constants": case_info_constants}
 
-CASES = {"empty_type": case_empty_type, "strided_sym": case_strided_sym, "deconv_bias": case_deconv_bias,
+CASES = {"empty_type": case_empty_type, "strided_sym": case_strided_sym, "deconv_bias": case_deconv_bias, "padded_eltwise": case_padded_eltwise,
          "const_weight": case_const_weight, "whole_slice": case_whole_slice}
 
 
