@@ -16,6 +16,9 @@ Cases:
                   its output an output too, so no post-op) then Sigmoid, HardSigmoid (two oneDNN steps) or
                   Tanh: DNNL runs them on the plain layout
                   where its jit kernel does not take the padded one
+  nwc_conv        tf2onnx's 1-D convolution: [N, L, C] -> Mul -> Unsqueeze -> Transpose to [N, C, L, 1] ->
+                  Conv [k, 1] -> Squeeze -> Add -> Relu -> GlobalMaxPool (DNNL: the Transpose a view
+                  the convolution reads, the Squeeze a view of its nwc output)
   const_weight    a weight built by ConstantOfShape + Mul from constants: FOLD folds both the small
                   one and one of 256 MiB (above what its probing inferences compute), same answer
   whole_slice     Slices that take every element (tf2onnx's ends of 1e9 and INT_MAX on a batch axis
@@ -150,6 +153,27 @@ def case_padded_eltwise(rng):
     return out
 
 
+def case_nwc_conv(rng):
+    out = []
+    for N, L, C, OC in ((2, 64, 32, 48), (1, 37, 16, 8)):
+        w = (rng.standard_normal((OC, C, 5, 1)) / np.sqrt(5 * C)).astype(np.float32)
+        b = rng.standard_normal((1, OC, 1)).astype(np.float32)
+        nodes = [helper.make_node("Mul", ["x", "half"], ["h"]),  # DNNL's own buffer, as a LayerNorm's output
+                 helper.make_node("Unsqueeze", ["h", "ax3"], ["u"]),
+                 helper.make_node("Transpose", ["u"], ["t"], perm=[0, 2, 1, 3]),
+                 helper.make_node("Conv", ["t", "w"], ["c"], kernel_shape=[5, 1]),
+                 helper.make_node("Squeeze", ["c", "ax3"], ["s"]),
+                 helper.make_node("Add", ["s", "b"], ["a"]),
+                 helper.make_node("Relu", ["a"], ["r"]),
+                 helper.make_node("GlobalMaxPool", ["r"], ["y"])]
+        m = model(nodes, [helper.make_tensor_value_info("x", F, [N, L, C])],
+                  [helper.make_tensor_value_info("y", F, None)],
+                  [init("w", w), init("b", b), init("ax3", np.array([3], np.int64)),
+                   init("half", np.array(0.5, np.float32))])
+        out.append((m, {"x": rng.standard_normal((N, L, C)).astype(np.float32)}))
+    return out
+
+
 def case_const_weight(rng):
     # y = x @ (ConstantOfShape([K, N], 0.5) * s): the weight depends on constants only
     out = []
@@ -264,6 +288,7 @@ def case_info_constants(alma, work):
 CHECKS = {"data_axes": case_data_axes, "info_constants": case_info_constants}
 
 CASES = {"empty_type": case_empty_type, "strided_sym": case_strided_sym, "deconv_bias": case_deconv_bias, "padded_eltwise": case_padded_eltwise,
+         "nwc_conv": case_nwc_conv,
          "const_weight": case_const_weight, "whole_slice": case_whole_slice}
 
 

@@ -61,7 +61,10 @@ alma_status alma__dn_run_view(dn_plan *p, int idx, dn_val **in, const alma_tenso
   if (!x || !x->live || !y || os[0].dtype != x->t.dtype ||
       alma__numel(os[0].rank, os[0].dims) != alma__numel(x->t.rank, x->t.dims))
     return ALMA_OK;
-  if (p->nodes[idx].lazy_view && alma__dn_is_strided_view(x) && os[0].rank <= DNNL_MAX_NDIMS &&
+  /* a strided (unblocked) layout stays one when its last reader reshapes it: a convolution's nwc
+   * output squeezed to 3-D (tf2onnx's 1-D convolutions) goes on to the next nodes without a
+   * reorder to plain, which a reader that needs plain data makes anyway */
+  if ((p->nodes[idx].lazy_view || x->uses == 1) && alma__dn_is_strided_view(x) && os[0].rank <= DNNL_MAX_NDIMS &&
       alma__numel(os[0].rank, os[0].dims) > 0) {
     int64_t od[DNNL_MAX_NDIMS], ost[DNNL_MAX_NDIMS], nst[DNNL_MAX_NDIMS];
     dnnl_dims_t nd;

@@ -909,8 +909,9 @@ static void plan_fuse_perm(dn_plan *p) {
 /* Data-movement nodes whose every reader takes strided inputs may leave their output as a view of
  * their input (lazy_view; see dnnl_layout.c): Transposes, Slices/Splits and
  * reshapes on the way to Attention's Q, K and V, as multi-head attention splits heads (Slice ->
- * Reshape -> Transpose). A value qualifies when it has readers, is no graph output, and each reader
- * is an Attention taking it as Q, K or V or a lazy node taking it as its data input; nodes are in
+ * Reshape -> Transpose), or to a convolution's data. A value qualifies when it has readers, is no
+ * graph output, and each reader is an Attention taking it as Q, K or V, a float convolution or a
+ * lazy node taking it as its data input; nodes are in
  * topological order, so one backward pass settles every reader before its producer. */
 static void plan_lazy_views(dn_plan *p) {
   const alma_graph *g = p->g;
@@ -925,10 +926,14 @@ static void plan_lazy_views(dn_plan *p) {
     for (int k = 0; all && k < n->n_outputs; k++) all = n->outputs[k] >= 0 && st[n->outputs[k]] == 1;
     d->lazy_view = all;
     int attn = d->kind == DK_ATTN && !d->q_role;
+    /* a float convolution reorders its input from whatever layout it has (alma__dn_val_get), and
+     * not at all when a transposed view already is the layout it chose (tf2onnx's NWC -> NCW
+     * Transpose before a 1-D convolution that runs in nwc) */
+    int conv = d->kind == DK_CONV && !d->q_role;
     for (int k = 0; k < n->n_inputs; k++) {
       int v = n->inputs[k];
       if (v < 0) continue;
-      int ok = (attn && k < 3) || (d->lazy_view && k == 0);
+      int ok = (attn && k < 3) || ((d->lazy_view || conv) && k == 0);
       st[v] = ok && st[v] != 2 ? 1 : 2;
     }
     for (int k = 0; k < n->n_implicit; k++) st[n->implicit_inputs[k]] = 2;
@@ -1270,7 +1275,7 @@ static void dn_describe(void *plan, FILE *f) {
     fprintf(f, "  %-40s %-20s DNNL  %s", n->name, n->op_type,
             !strcmp(n->op_type, "DynamicQuantizeLinear") ? "dynamic quantization (min/max, quantize; layout kept)"
                                                          : kind_name(d->kind));
-    if (d->lazy_view) fputs(" (for Attention: a strided view of its input, no copy)", f);
+    if (d->lazy_view) fputs(" (a strided view of its input for its readers, no copy)", f);
     if (d->kind == DK_ATTN && alma__attr_i(n, "causal", 0))
       fputs(" (causal: sgemm per block of query rows, masked key blocks skipped)", f);
     if (d->kind == DK_ATTN && d->n_eager) fprintf(f, " (on EAGER %d of %d runs)", d->n_eager, d->n_eager + d->n_native);
