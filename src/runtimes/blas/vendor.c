@@ -155,9 +155,12 @@ const alma__blas_info *alma__blas_info_get(void) { return lib.status == ALMA_OK 
  * a 512x512 sgemm: the process's first call adds 256 MiB of address space, another calling
  * thread's 128 MiB, and under a 200 MB ulimit the call never returns. So a thread's first call
  * checks for that much room (once; the buffers stay mapped) and, without it, skips the call and
- * raises the flag the runtime turns into an out-of-memory error. */
+ * raises the flag the runtime turns into an out-of-memory error. First calls run one at a time
+ * (first_call): two threads' checks side by side both saw room for one of them, and OpenBLAS's
+ * own threads map theirs inside a call, so a check made while another first call runs is stale. */
 static _Thread_local int thread_mapped;
 static atomic_int process_mapped, no_room;
+static pthread_mutex_t first_call = PTHREAD_MUTEX_INITIALIZER;
 
 static int room_for_buffers(void) {
 #if defined(ALMA_BLAS_BLIS)
@@ -179,15 +182,20 @@ int alma__blas_take_no_room(void) { return atomic_exchange(&no_room, 0); }
 
 void alma__blas_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                       int ldb, float beta, float *c, int ldc) {
-  if (!room_for_buffers()) return;
-  lib.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
-            ldb, beta, c, ldc);
+  int first = !thread_mapped;
+  if (first) pthread_mutex_lock(&first_call);
+  if (room_for_buffers())
+    lib.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
+  if (first) pthread_mutex_unlock(&first_call);
 }
 
 void alma__blas_sgemv(int trans, int m, int n, float alpha, const float *a, int lda, const float *x, int incx,
                       float beta, float *y, int incy) {
-  if (!room_for_buffers()) return;
-  lib.sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx, beta, y, incy);
+  int first = !thread_mapped;
+  if (first) pthread_mutex_lock(&first_call);
+  if (room_for_buffers()) lib.sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx, beta, y, incy);
+  if (first) pthread_mutex_unlock(&first_call);
 }
 
 void alma__blas_set_threads(int n) { lib.set_threads(n); }
