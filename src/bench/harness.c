@@ -946,278 +946,295 @@ static alma_status profile_pass(const job_args *a, alma__chan *ch, alma_result *
   return st;
 }
 
-static void worker(void *arg, alma__chan *ch) {
-  const job_args *a = arg;
-  const alma_config *cfg = a->cfg;
-  const alma_conversion *conv = a->one;
-  const alma__cache_plan *plan = a->plan;
-  double t_start = alma__bench_now();
-  alma_result res, *r = &res;
+/* ---- the child's run of one conversion, in phases ----------------------------------------------
+ * load (the model, or its cached build) > data > convert (passes and runtime; save) > first
+ * inference > warm-up > timed > check > accuracy / profile > the runtime's facts > throughput or
+ * server mode. Each phase says its name on the channel (the parent's record of where a crash
+ * happened) and returns a status; the first failure ends the run with that phase named. */
+typedef struct {
+  const job_args *a;
+  const alma_config *cfg;
+  const alma_conversion *conv;
+  const alma__cache_plan *plan;
+  alma__chan *ch;
+  alma_result *r;
+  alma_model *owned, *cached; /* what this run loaded (freed at the end) */
+  const alma_model *m;        /* the model converted: the caller's, owned or cached */
+  alma_session *s;
+  alma__batcher *b;
+  alma__input_desc *in;
+  alma_tensor *inputs, *outs, *first, *ref, *batch, *calib;
+  int n_in, n_out, n_ref;
+  int64_t n_calib;
+  double *raw, *pre, *post; /* the timed phase's latencies (ms) */
+  int64_t n_raw, cap_raw, n_pre, cap_pre, n_post, cap_post;
+  int convert_failed, hit;
+  alma__cpu_snap *snap; /* contention counters at the start of the timed phase */
+  const char *step;
+  char chain[256]; /* the phases run so far, for the traceback */
+} run_state;
+
+static void run_step(run_state *w, const char *name) {
+  w->step = name;
+  alma__chan_line(w->ch, "step %s", name);
+  size_t l = strlen(w->chain);
+  snprintf(w->chain + l, sizeof w->chain - l, "%s%s", l ? " > " : "", name);
+}
+
+static void run_init(run_state *w, const job_args *a, alma__chan *ch, alma_result *r) {
+  memset(w, 0, sizeof *w);
+  w->a = a;
+  w->cfg = a->cfg;
+  w->conv = a->one;
+  w->plan = a->plan;
+  w->ch = ch;
+  w->r = r;
+  w->m = a->model;
   alma__result_init(r);
-  r->conversion = alma__strdup(conv->name);
-  r->id = conv->id;
-  snprintf(r->device, sizeof r->device, "%s", runtime_device(conv->runtime));
-  r->threads = conv->runtime->single_threaded ? 1 : a->threads;
-  if (conv->runtime->n_options) {
+  r->conversion = alma__strdup(w->conv->name);
+  r->id = w->conv->id;
+  snprintf(r->device, sizeof r->device, "%s", runtime_device(w->conv->runtime));
+  r->threads = w->conv->runtime->single_threaded ? 1 : a->threads;
+  if (w->conv->runtime->n_options) {
     char ro[2048];
-    alma__rt_options_json(conv->runtime, cfg->runtime_options, ro, sizeof ro, NULL);
+    alma__rt_options_json(w->conv->runtime, w->cfg->runtime_options, ro, sizeof ro, NULL);
     r->runtime_options = alma__strdup(ro);
-    if (alma__rt_options_given(conv->runtime, cfg->runtime_options, ro, sizeof ro) > 0)
+    if (alma__rt_options_given(w->conv->runtime, w->cfg->runtime_options, ro, sizeof ro) > 0)
       r->runtime_options_given = alma__strdup(ro);
   }
   char aff[256];
   r->affinity = alma__strdup(alma__affinity_str(aff, sizeof aff));
-  alma_model *owned = NULL, *cached = NULL;
-  const alma_model *m = a->model;
-  alma_session *s = NULL;
-  alma__batcher *b = NULL;
-  alma__input_desc *in = NULL;
-  alma_tensor *inputs = NULL, *outs = NULL, *first = NULL, *ref = NULL, *batch = NULL, *calib = NULL;
-  int n_in = 0, n_out = 0, n_ref = 0;
-  int64_t n_calib = 0;
-  double *raw = NULL, *pre = NULL, *post = NULL;
-  int64_t n_raw = 0, cap_raw = 0, n_pre = 0, cap_pre = 0, n_post = 0, cap_post = 0;
-  const char *step = "load";
-  alma_status st = ALMA_OK;
-  double t, pre_ms, infer_ms, post_ms;
-  char chain[256] = "";
-  int convert_failed = 0, hit = 0;
+}
+
+static alma_status run_load(run_state *w) {
+  const alma__cache_plan *plan = w->plan;
+  alma_result *r = w->r;
   char cache_note[700] = "";
-  alma__cpu_snap *snap = NULL;  /* contention counters at the start of the timed phase */
-
-#define STEP(name)                                 \
-  do {                                             \
-    step = name;                                   \
-    alma__chan_line(ch, "step %s", name);          \
-    strncat(chain, chain[0] ? " > " name : name, sizeof chain - strlen(chain) - 1); \
-  } while (0)
-
-  STEP("load");
-  t = alma__bench_now();
+  alma_status st = ALMA_OK;
+  run_step(w, "load");
+  double t = alma__bench_now();
   if (plan && plan->use) {
     /* A cached build: only ever loaded once its bytes match the state's checksum. The parent
      * hears that this child uses it, so that a crash from here on drops it from the cache. */
-    alma__chan_line(ch, "mark cached_graph");
+    alma__chan_line(w->ch, "mark cached_graph");
     uint8_t *bytes = NULL;
     size_t nb = 0;
     alma_status cs = alma__cache_read_graph(plan, &bytes, &nb);
     if (cs != ALMA_OK) {
       snprintf(cache_note, sizeof cache_note, "corrupt: %s", alma_last_error());
-    } else if ((cs = alma_model_load_from_memory(bytes, nb, plan->dir, &cached)) != ALMA_OK) {
+    } else if ((cs = alma_model_load_from_memory(bytes, nb, plan->dir, &w->cached)) != ALMA_OK) {
       snprintf(cache_note, sizeof cache_note, "the cached graph does not load (%s)", alma_last_error());
     } else {
-      hit = 1;
-      m = cached;
+      w->hit = 1;
+      w->m = w->cached;
     }
     free(bytes);
     alma__error_clear();
   }
-  if (!m) {
-    st = alma_model_load(a->model_path, &owned);
-    m = owned;
+  if (!w->m) {
+    st = alma_model_load(w->a->model_path, &w->owned);
+    w->m = w->owned;
   }
-  r->load_s = a->model && !hit ? 0 : alma__bench_now() - t;
+  r->load_s = w->a->model && !w->hit ? 0 : alma__bench_now() - t;
   if (plan)
-    alma__result_set_cache(r, hit ? "hit" : "built", cache_note[0] ? cache_note : plan->reason, plan->stale && !cache_note[0],
-                           "", "", "", hit ? plan->build_s : NAN, hit ? plan->graph_bytes : -1);
-  if (st != ALMA_OK) goto fail;
+    alma__result_set_cache(r, w->hit ? "hit" : "built", cache_note[0] ? cache_note : plan->reason,
+                           plan->stale && !cache_note[0], "", "", "", w->hit ? plan->build_s : NAN,
+                           w->hit ? plan->graph_bytes : -1);
+  return st;
+}
 
-  STEP("data");
-  n_in = input_descs(m, &in);
-  n_out = alma_model_num_outputs(m);
-  if (n_in < 0) {
-    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    goto fail;
-  }
-  if ((st = alma__batcher_new_ex(a->data, in, n_in, cfg->batch_size, cfg->seed, warn_into_result, r, &b)) != ALMA_OK)
-    goto fail;
-  inputs = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *inputs);
-  batch = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof *batch);
-  outs = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs);
-  first = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *first);
-  if (!inputs || !batch || !outs || !first) {
-    st = alma__errorf(ALMA_ERR_NOMEM, "out of memory");
-    goto fail;
-  }
+static alma_status run_data(run_state *w) {
+  const alma_config *cfg = w->cfg;
+  run_step(w, "data");
+  w->n_in = input_descs(w->m, &w->in);
+  w->n_out = alma_model_num_outputs(w->m);
+  if (w->n_in < 0) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
+  ALMA_TRY(alma__batcher_new_ex(w->a->data, w->in, w->n_in, cfg->batch_size, cfg->seed, warn_into_result, w->r, &w->b));
+  size_t ni = (size_t)(w->n_in > 0 ? w->n_in : 1), no = (size_t)(w->n_out > 0 ? w->n_out : 1);
+  w->inputs = calloc(ni, sizeof *w->inputs);
+  w->batch = calloc(ni, sizeof *w->batch);
+  w->outs = calloc(no, sizeof *w->outs);
+  w->first = calloc(no, sizeof *w->first);
+  if (!w->inputs || !w->batch || !w->outs || !w->first) return alma__errorf(ALMA_ERR_NOMEM, "out of memory");
   /* INT8_STATIC on the benchmark's own batches (pre-processed as they will be fed). */
-  if (!hit && cfg->calibration_batches > 0 && calibrates(conv)) {
-    n_calib = cfg->calibration_batches;
-    if ((st = copy_batches(b, cfg, 1, n_in, n_calib, &calib, NULL)) != ALMA_OK) goto fail;
-    if ((st = alma__batcher_rewind(b)) != ALMA_OK) goto fail;
+  if (!w->hit && cfg->calibration_batches > 0 && calibrates(w->conv)) {
+    w->n_calib = cfg->calibration_batches;
+    ALMA_TRY(copy_batches(w->b, cfg, 1, w->n_in, w->n_calib, &w->calib, NULL));
+    ALMA_TRY(alma__batcher_rewind(w->b));
   }
   /* Said on a hit too: the cached build was calibrated the same way (the options are in its key). */
-  if (calibrates(conv) && (cfg->calibration_batches == 0 || !strcmp(alma_data_kind(a->data), "random")))
-    alma__result_warn(r, "%s calibrated on %s, which calibrates poorly: give real samples (--data)", conv->name,
+  if (calibrates(w->conv) && (cfg->calibration_batches == 0 || !strcmp(alma_data_kind(w->a->data), "random")))
+    alma__result_warn(w->r, "%s calibrated on %s, which calibrates poorly: give real samples (--data)", w->conv->name,
                       cfg->calibration_batches == 0 ? "the pass's own random batches (calibration_batches 0)"
                                                     : "the benchmark's random data");
+  return ALMA_OK;
+}
 
-  STEP("convert");
+static alma_status run_convert(run_state *w) {
+  const alma_config *cfg = w->cfg;
+  alma_result *r = w->r;
+  run_step(w, "convert");
   alma_session_options so;
   alma_session_options_init(&so);
-  so.threads = a->threads;
+  so.threads = w->a->threads;
   so.verbose = cfg->verbose >= 2;
   so.calibrator = cfg->calibrator[0] ? cfg->calibrator : NULL;
   so.runtime_options = cfg->runtime_options;
-  so.calibration_data = calib;
-  so.n_calibration_batches = (int)n_calib;
-  t = alma__bench_now();
+  so.calibration_data = w->calib;
+  so.n_calibration_batches = (int)w->n_calib;
+  double t = alma__bench_now();
   /* A hit skips the passes: the cached graph is what they produced; only the runtime compiles. */
-  st = alma_session_create(m, hit ? conv->runtime->name : conv->name, &so, &s);
+  alma_status st = alma_session_create(w->m, w->hit ? w->conv->runtime->name : w->conv->name, &so, &w->s);
   r->convert_s = alma__bench_now() - t;
-  convert_failed = st != ALMA_OK;
-  free_batches(calib, n_calib * n_in);
-  calib = NULL;
-  if (st != ALMA_OK) goto fail;
-  if (plan && !hit) {
+  w->convert_failed = st != ALMA_OK;
+  free_batches(w->calib, w->n_calib * w->n_in);
+  w->calib = NULL;
+  if (st != ALMA_OK) return st;
+  const alma__cache_plan *plan = w->plan;
+  if (plan && !w->hit) {
     r->cache.build_s = r->convert_s;
-    if (plan->tmp_graph[0] && save_graph(s, plan->tmp_graph, alma__chan_is_child(ch)) != ALMA_OK) {
+    if (plan->tmp_graph[0] && save_graph(w->s, plan->tmp_graph, alma__chan_is_child(w->ch)) != ALMA_OK) {
       alma__result_warn(r, "cache: the build could not be stored: %s", alma_last_error());
       unlink(plan->tmp_graph);
       alma__error_clear();
     } else if (plan->tmp_graph[0]) {
       /* The parent stores the file only after this: a child killed while writing it leaves a
        * partial file, never a cached graph. */
-      alma__chan_line(ch, "mark graph_saved");
+      alma__chan_line(w->ch, "mark graph_saved");
     }
   }
   if (cfg->save_converted[0]) {
-    STEP("save");
-    if ((st = save_converted(a, s, r, alma__chan_is_child(ch))) != ALMA_OK) goto fail;
+    run_step(w, "save");
+    ALMA_TRY(save_converted(w->a, w->s, r, alma__chan_is_child(w->ch)));
   }
-  if (cfg->build_only) {
-    snprintf(r->mode, sizeof r->mode, "build");
-    r->stop_reason = alma__strdup("build_only: converted, not timed");
-    r->status = ALMA_RESULT_OK;
-    goto done;
-  }
+  return ALMA_OK;
+}
 
-  /* The first inference (batch 0) is timed on its own: it pays lazy initialization. Its outputs
-   * are the ones checked, on the same inputs the reference saw. */
-  STEP("first");
+/* The first inference (batch 0) is timed on its own: it pays lazy initialization. Its outputs
+ * are the ones checked, on the same inputs the reference saw. */
+static alma_status run_first(run_state *w) {
+  run_step(w, "first");
   int64_t ns;
-  if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
-  r->batch_size = alma__batcher_batch(b);
-  st = hooked_run(cfg, s, batch, inputs, n_in, first, n_out, &pre_ms, &infer_ms, &post_ms);
-  r->first_inference_ms = infer_ms;
-  if (st != ALMA_OK) goto fail;
+  double pre_ms, infer_ms, post_ms;
+  ALMA_TRY(alma__batcher_next(w->b, w->batch, &ns));
+  w->r->batch_size = alma__batcher_batch(w->b);
+  alma_status st = hooked_run(w->cfg, w->s, w->batch, w->inputs, w->n_in, w->first, w->n_out, &pre_ms, &infer_ms,
+                              &post_ms);
+  w->r->first_inference_ms = infer_ms;
+  return st;
+}
 
-  STEP("warmup");
-  if ((st = alma__test_fault(conv->name, alma__chan_is_child(ch))) != ALMA_OK) goto fail;
-  double tw = alma__bench_now();
-  int64_t nw = 0;
+static alma_status run_warmup(run_state *w) {
+  const alma_config *cfg = w->cfg;
+  run_step(w, "warmup");
+  ALMA_TRY(alma__test_fault(w->conv->name, alma__chan_is_child(w->ch)));
+  double tw = alma__bench_now(), pre_ms, infer_ms, post_ms;
+  int64_t nw = 0, ns;
   while (nw < cfg->warmup || alma__bench_now() - tw < cfg->warmup_s) {
-    if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
-    st = hooked_run(cfg, s, batch, inputs, n_in, outs, n_out, &pre_ms, &infer_ms, &post_ms);
-    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
-    if (st != ALMA_OK) goto fail;
+    ALMA_TRY(alma__batcher_next(w->b, w->batch, &ns));
+    alma_status st = hooked_run(cfg, w->s, w->batch, w->inputs, w->n_in, w->outs, w->n_out, &pre_ms, &infer_ms, &post_ms);
+    for (int i = 0; i < w->n_out; i++) alma_tensor_free_data(&w->outs[i]);
+    if (st != ALMA_OK) return st;
     nw++;
     if (cfg->max_time_s > 0 && alma__bench_now() - tw > cfg->max_time_s) break;
   }
-  r->warmup_batches = nw;
-  r->warmup_s = alma__bench_now() - tw;
+  w->r->warmup_batches = nw;
+  w->r->warmup_s = alma__bench_now() - tw;
+  return ALMA_OK;
+}
 
-  STEP("timed");
-  r->timer_overhead_ns = alma__timer_overhead_ns();
-  int64_t min_batches = (cfg->n_samples + r->batch_size - 1) / (r->batch_size > 0 ? r->batch_size : 1);
+/* The timed phase's sums, from its loop to its results. */
+typedef struct {
+  double tt;            /* its start */
+  double infer, hooks_s; /* seconds in inference, in the pre/post hooks */
+  int64_t samples;
+  char why[192];        /* why it stopped */
+} timed_acc;
+
+/* Why the timed loop stops after n_raw batches el seconds in (into acc->why), or 0 to go on. */
+static int timed_stop(run_state *w, timed_acc *acc, int64_t min_batches, double min_s, double cap_s, double el) {
+  const alma_config *cfg = w->cfg;
+  alma_result *r = w->r;
+  int64_t n_raw = w->n_raw;
+  const char *min_key = cfg->duration_s > 0 ? "duration_s" : "min_time_s";
+  if (n_raw >= MAX_TIMED_BATCHES && n_raw >= min_batches) {
+    /* Every latency is kept and shipped as JSON: bound that for microsecond models. */
+    snprintf(acc->why, sizeof acc->why, "stopped at %d batches, the cap on kept samples", MAX_TIMED_BATCHES);
+    alma__result_warn(r, "%s: batches are very short (%.3g ms); a larger batch measures more per batch", acc->why,
+                      1e3 * acc->infer / (double)n_raw);
+    return 1;
+  }
+  if (cap_s > 0 && el >= cap_s) {
+    if (n_raw < min_batches || el < min_s) {
+      snprintf(acc->why, sizeof acc->why, "stopped by max_time_s (%g s) after %lld of %lld batches", cap_s,
+               (long long)n_raw, (long long)min_batches);
+      alma__result_warn(r, "%s: fewer samples than asked for", acc->why);
+    } else {
+      snprintf(acc->why, sizeof acc->why, "stopped by max_time_s (%g s) before the precision target", cap_s);
+      alma__result_warn(r, "%s", acc->why);
+    }
+    return 1;
+  }
+  if (n_raw < min_batches || el < min_s) return 0;
+  if (cfg->target_rel_ci <= 0) {
+    snprintf(acc->why, sizeof acc->why, "reached n_samples (%lld batches) and %s (%g s)", (long long)min_batches,
+             min_key, min_s);
+    return 1;
+  }
+  /* Precision target: re-evaluated every 16 batches (a sort each time). */
+  if (n_raw % 16) return 0;
+  alma_latency_stats ls;
+  alma__latency_stats(w->raw, n_raw, &ls);
+  double half = 0.5 * (ls.median_ci95[1] - ls.median_ci95[0]);
+  if (!(isfinite(half) && half <= cfg->target_rel_ci * ls.p50)) return 0;
+  snprintf(acc->why, sizeof acc->why, "reached n_samples, %s and the precision target (median 95%% CI within +-%g%%)",
+           min_key, 100 * cfg->target_rel_ci);
+  return 1;
+}
+
+static alma_status timed_loop(run_state *w, timed_acc *acc) {
+  const alma_config *cfg = w->cfg;
+  int64_t min_batches = (cfg->n_samples + w->r->batch_size - 1) / (w->r->batch_size > 0 ? w->r->batch_size : 1);
   if (min_batches < 1) min_batches = 1;
   double min_s = timed_min_s(cfg), cap_s = timed_cap_s(cfg);
-  const char *min_key = cfg->duration_s > 0 ? "duration_s" : "min_time_s";
   /* Read before the phase's clock starts: reading /proc is not the phase's work. */
-  if ((snap = malloc(sizeof *snap))) alma__contention_begin(snap);
-  double tt = alma__bench_now(), last_progress = tt, infer = 0, hooks_s = 0;
-  int64_t samples = 0;
+  if ((w->snap = malloc(sizeof *w->snap))) alma__contention_begin(w->snap);
+  acc->tt = alma__bench_now();
+  double last_progress = acc->tt, pre_ms, infer_ms, post_ms;
   int oom = 0;
-  const char *why = NULL;
-  char whybuf[192];
   for (;;) {
-    if ((st = alma__batcher_next(b, batch, &ns)) != ALMA_OK) goto fail;
-    st = hooked_run(cfg, s, batch, inputs, n_in, outs, n_out, &pre_ms, &infer_ms, &post_ms);
+    int64_t ns;
+    ALMA_TRY(alma__batcher_next(w->b, w->batch, &ns));
+    alma_status st = hooked_run(cfg, w->s, w->batch, w->inputs, w->n_in, w->outs, w->n_out, &pre_ms, &infer_ms, &post_ms);
     double t1 = alma__bench_now();
-    for (int i = 0; i < n_out; i++) alma_tensor_free_data(&outs[i]);
-    if (st != ALMA_OK) goto fail;
-    add_double(&raw, &n_raw, &cap_raw, infer_ms, &oom);
-    if (cfg->preprocess) add_double(&pre, &n_pre, &cap_pre, pre_ms, &oom);
-    if (cfg->postprocess) add_double(&post, &n_post, &cap_post, post_ms, &oom);
-    if (oom) {
-      st = alma__errorf(ALMA_ERR_NOMEM, "out of memory keeping %lld latencies", (long long)n_raw);
-      goto fail;
-    }
-    infer += 1e-3 * infer_ms;
-    if (cfg->preprocess) hooks_s += 1e-3 * pre_ms;
-    if (cfg->postprocess) hooks_s += 1e-3 * post_ms;
-    samples += ns;
-    double el = t1 - tt;
+    for (int i = 0; i < w->n_out; i++) alma_tensor_free_data(&w->outs[i]);
+    if (st != ALMA_OK) return st;
+    add_double(&w->raw, &w->n_raw, &w->cap_raw, infer_ms, &oom);
+    if (cfg->preprocess) add_double(&w->pre, &w->n_pre, &w->cap_pre, pre_ms, &oom);
+    if (cfg->postprocess) add_double(&w->post, &w->n_post, &w->cap_post, post_ms, &oom);
+    if (oom) return alma__errorf(ALMA_ERR_NOMEM, "out of memory keeping %lld latencies", (long long)w->n_raw);
+    acc->infer += 1e-3 * infer_ms;
+    if (cfg->preprocess) acc->hooks_s += 1e-3 * pre_ms;
+    if (cfg->postprocess) acc->hooks_s += 1e-3 * post_ms;
+    acc->samples += ns;
     if (t1 - last_progress >= 0.25) {
-      alma__chan_line(ch, "progress timed %lld %lld", (long long)n_raw, (long long)min_batches);
+      alma__chan_line(w->ch, "progress timed %lld %lld", (long long)w->n_raw, (long long)min_batches);
       last_progress = t1;
     }
-    if (n_raw >= MAX_TIMED_BATCHES && n_raw >= min_batches) {
-      /* Every latency is kept and shipped as JSON: bound that for microsecond models. */
-      snprintf(whybuf, sizeof whybuf, "stopped at %d batches, the cap on kept samples", MAX_TIMED_BATCHES);
-      alma__result_warn(r, "%s: batches are very short (%.3g ms); a larger batch measures more per batch", whybuf,
-                        1e3 * infer / (double)n_raw);
-      why = whybuf;
-      break;
-    }
-    if (cap_s > 0 && el >= cap_s) {
-      if (n_raw < min_batches || el < min_s) {
-        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) after %lld of %lld batches", cap_s,
-                 (long long)n_raw, (long long)min_batches);
-        alma__result_warn(r, "%s: fewer samples than asked for", whybuf);
-      } else {
-        snprintf(whybuf, sizeof whybuf, "stopped by max_time_s (%g s) before the precision target", cap_s);
-        alma__result_warn(r, "%s", whybuf);
-      }
-      why = whybuf;
-      break;
-    }
-    if (n_raw >= min_batches && el >= min_s) {
-      if (cfg->target_rel_ci <= 0) {
-        snprintf(whybuf, sizeof whybuf, "reached n_samples (%lld batches) and %s (%g s)", (long long)min_batches, min_key,
-                 min_s);
-        why = whybuf;
-        break;
-      }
-      /* Precision target: re-evaluated every 16 batches (a sort each time). */
-      if (n_raw % 16 == 0) {
-        alma_latency_stats ls;
-        alma__latency_stats(raw, n_raw, &ls);
-        double half = 0.5 * (ls.median_ci95[1] - ls.median_ci95[0]);
-        if (isfinite(half) && half <= cfg->target_rel_ci * ls.p50) {
-          snprintf(whybuf, sizeof whybuf, "reached n_samples, %s and the precision target (median 95%% CI within +-%g%%)",
-                   min_key, 100 * cfg->target_rel_ci);
-          why = whybuf;
-          break;
-        }
-      }
-    }
+    if (timed_stop(w, acc, min_batches, min_s, cap_s, t1 - acc->tt)) return ALMA_OK;
   }
-  {
-    /* The outside check of the clock: the phase's own wall time against what the batches
-     * account for (their latencies, the hooks, one clock read per batch outside the latency). */
-    double t_end = alma__bench_now();
-    if (snap)
-      alma__contention_end(snap, r->threads, alma__spin_advice_of(conv->runtime->name, cfg->runtime_options, r->threads),
-                           &r->cont);
-    if (t_end > tt)
-      r->clock_agreement = (infer + hooks_s + (double)n_raw * 1e-9 * r->timer_overhead_ns) / (t_end - tt);
-  }
-  r->inference_s = infer;
-  r->samples = samples;
-  r->throughput = infer > 0 ? (double)samples / infer : NAN;
-  r->stop_reason = alma__strdup(why);
-  r->raw_ms = raw;
-  r->n_raw = n_raw;
-  raw = NULL;
-  alma__latency_stats(r->raw_ms, r->n_raw, &r->latency);
-  alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
-  if (n_pre) alma__latency_stats(pre, n_pre, &r->pre);
-  if (n_post) alma__latency_stats(post, n_post, &r->post);
+}
+
+/* The warnings about the machine during the timed phase: contention, the clock check, the load
+ * average, the timer's resolution. */
+static void timed_warnings(run_state *w) {
+  const alma_config *cfg = w->cfg;
+  alma_result *r = w->r;
   if (r->cont.disturbed) {
     alma__result_warn(r, "disturbed: the timed phase got less CPU than it needed: %s", r->cont.reason);
     if (r->cont.spinning)
       alma__result_warn(r, "spin-wait under contention (%s): latencies can be several times the quiet ones; %s",
-                        conv->runtime->name, r->cont.advice);
+                        w->conv->runtime->name, r->cont.advice);
   }
   if (isfinite(r->clock_agreement) && r->latency.p50 >= 1 && fabs(r->clock_agreement - 1) > 0.02)
     alma__result_warn(r, "clock check: the batch latencies account for %.1f%% of the timed phase's wall time "
@@ -1231,118 +1248,180 @@ static void worker(void *arg, alma__chan *ch) {
                       load, ncpu);
     /* a spinning runtime makes load far worse than its share: said even when this phase was not
      * caught disturbed (the contention figures say so themselves when it was) */
-    alma_runtime_opts ro = {.threads = a->threads, .options = cfg->runtime_options};
-    const char *adv = conv->runtime->spin_advice && ncpu > 1 ? conv->runtime->spin_advice(&ro, a->threads) : NULL;
+    alma_runtime_opts ro = {.threads = w->a->threads, .options = cfg->runtime_options};
+    const char *adv = w->conv->runtime->spin_advice && ncpu > 1 ? w->conv->runtime->spin_advice(&ro, w->a->threads) : NULL;
     if (adv && !r->cont.spinning)
       alma__result_warn(r, "%s under load: its threads spin-wait and can take the time slice a preempted partner "
-                        "needs (several times the quiet latency): %s", conv->runtime->name, adv);
+                        "needs (several times the quiet latency): %s", w->conv->runtime->name, adv);
   }
   if (isfinite(r->latency.min) && r->timer_overhead_ns * 1e-6 > 0.01 * r->latency.min)
     alma__result_warn(r, "timer overhead %.0f ns is more than 1%% of the fastest batch (%.4g ms): use a larger batch",
                       r->timer_overhead_ns, r->latency.min);
+}
 
-  STEP("check");
-  if (!cfg->check_outputs) {
-    /* not asked for */
-  } else if (!a->ref_path) {
+static alma_status run_timed(run_state *w) {
+  alma_result *r = w->r;
+  run_step(w, "timed");
+  r->timer_overhead_ns = alma__timer_overhead_ns();
+  timed_acc acc = {0};
+  ALMA_TRY(timed_loop(w, &acc));
+  /* The outside check of the clock: the phase's own wall time against what the batches account
+   * for (their latencies, the hooks, one clock read per batch outside the latency). */
+  double t_end = alma__bench_now();
+  if (w->snap)
+    alma__contention_end(w->snap, r->threads,
+                         alma__spin_advice_of(w->conv->runtime->name, w->cfg->runtime_options, r->threads), &r->cont);
+  if (t_end > acc.tt)
+    r->clock_agreement = (acc.infer + acc.hooks_s + (double)w->n_raw * 1e-9 * r->timer_overhead_ns) / (t_end - acc.tt);
+  r->inference_s = acc.infer;
+  r->samples = acc.samples;
+  r->throughput = acc.infer > 0 ? (double)acc.samples / acc.infer : NAN;
+  r->stop_reason = alma__strdup(acc.why);
+  r->raw_ms = w->raw;
+  r->n_raw = w->n_raw;
+  w->raw = NULL;
+  alma__latency_stats(r->raw_ms, r->n_raw, &r->latency);
+  alma__latency_warnings(r->raw_ms, r->n_raw, &r->latency, warn_into_result, r);
+  if (w->n_pre) alma__latency_stats(w->pre, w->n_pre, &r->pre);
+  if (w->n_post) alma__latency_stats(w->post, w->n_post, &r->post);
+  timed_warnings(w);
+  return ALMA_OK;
+}
+
+/* The first inference's outputs against EAGER's reference; a check that cannot run is a warning. */
+static void run_check(run_state *w) {
+  alma_result *r = w->r;
+  run_step(w, "check");
+  if (!w->cfg->check_outputs) return;
+  if (!w->a->ref_path) {
     alma__result_warn(r, "output check skipped: no EAGER reference outputs (see the first warning of the sweep)");
-  } else if ((st = ref_load(a->ref_path, &ref, &n_ref)) != ALMA_OK) {
+  } else if (ref_load(w->a->ref_path, &w->ref, &w->n_ref) != ALMA_OK) {
     alma__result_warn(r, "output check skipped: %s", alma_last_error());
-    st = ALMA_OK;
   } else {
     char warning[1024];
-    alma__check_outputs(ref, n_ref, first, n_out, m, cfg->rtol, cfg->atol, is_lossy(a->one), &r->check, warning,
-                        sizeof warning);
+    alma__check_outputs(w->ref, w->n_ref, w->first, w->n_out, w->m, w->cfg->rtol, w->cfg->atol, is_lossy(w->conv),
+                        &r->check, warning, sizeof warning);
     if (warning[0]) alma__result_warn(r, "%s", warning);
   }
+}
 
-  if (a->labels) {
-    STEP("accuracy");
-    if ((st = accuracy_pass(a, ch, r, s, m, b, batch, inputs, n_in, outs, n_out)) != ALMA_OK) goto fail;
+static alma_status run_accuracy_profile(run_state *w) {
+  alma_result *r = w->r;
+  if (w->a->labels) {
+    run_step(w, "accuracy");
+    ALMA_TRY(accuracy_pass(w->a, w->ch, r, w->s, w->m, w->b, w->batch, w->inputs, w->n_in, w->outs, w->n_out));
   }
-
-  if (cfg->profile > 0) {
-    STEP("profile");
+  if (w->cfg->profile > 0) {
+    run_step(w, "profile");
     /* The timed numbers stand without it: a profile that fails is a warning, and says why. */
-    if (profile_pass(a, ch, r, s, b, batch, inputs, n_in, outs, n_out) != ALMA_OK) {
+    if (profile_pass(w->a, w->ch, r, w->s, w->b, w->batch, w->inputs, w->n_in, w->outs, w->n_out) != ALMA_OK) {
       char why[700];
       snprintf(why, sizeof why, "the profile failed: %s", alma_last_error());
       alma__result_warn(r, "%s", why);
       if (r->has_profile) alma__profile_clear(&r->prof);
-      r->has_profile = alma__profile_init(&r->prof, alma__session_runtime_name(s), why) == ALMA_OK;
+      r->has_profile = alma__profile_init(&r->prof, alma__session_runtime_name(w->s), why) == ALMA_OK;
       alma__error_clear();
     }
   }
+  return ALMA_OK;
+}
 
-  /* The latency mode's peak: the throughput mode's extra sessions come after. */
-  r->peak_rss_bytes = alma__peak_rss_bytes();
-  {
-    /* the runtime's facts (version, settings, its binding's per-call cost): after the timed phase,
-     * since measuring that cost runs the runtime */
-    char info[2048];
-    if (alma__session_runtime_info(s, info, sizeof info) != ALMA_OK) {
-      alma__result_warn(r, "runtime info: %s", alma_last_error());
-      alma__error_clear();
-    } else if (info[0]) {
-      r->runtime_info = alma__strdup(info);
-    }
-    /* placement as data, after the timed phase: it includes what the runtime declined at run time */
-    if (alma__session_placement_json(s, &r->placement) != ALMA_OK) {
-      alma__result_warn(r, "placement: %s", alma_last_error());
-      alma__error_clear();
-    }
+/* The runtime's facts (version, settings, its binding's per-call cost) and placement as data:
+ * after the timed phase, since measuring that cost runs the runtime and placement includes what
+ * it declined at run time. */
+static void run_facts(run_state *w) {
+  alma_result *r = w->r;
+  char info[2048];
+  if (alma__session_runtime_info(w->s, info, sizeof info) != ALMA_OK) {
+    alma__result_warn(r, "runtime info: %s", alma_last_error());
+    alma__error_clear();
+  } else if (info[0]) {
+    r->runtime_info = alma__strdup(info);
   }
-  if (cfg->throughput || !strcmp(cfg->scenario, "offline")) {
-    STEP("throughput");
-    throughput_mode(a, ch, r, m, s, hit, b, n_in, n_out);
+  if (alma__session_placement_json(w->s, &r->placement) != ALMA_OK) {
+    alma__result_warn(r, "placement: %s", alma_last_error());
+    alma__error_clear();
   }
-  if (!strcmp(cfg->scenario, "server")) {
-    STEP("server");
-    server_mode(a, ch, r, m, s, hit, b, n_in, n_out);
-  }
-  r->status = ALMA_RESULT_OK;
-  goto done;
+}
 
-fail:
+static void run_fail(run_state *w, alma_status st) {
+  alma_result *r = w->r;
   /* A runtime that turns out unusable when it compiles is unavailable, not broken. */
-  r->status = st == ALMA_ERR_UNAVAILABLE && convert_failed ? ALMA_RESULT_UNAVAILABLE : ALMA_RESULT_ERROR;
+  r->status = st == ALMA_ERR_UNAVAILABLE && w->convert_failed ? ALMA_RESULT_UNAVAILABLE : ALMA_RESULT_ERROR;
   r->error_status = st;
-  {
-    const char *msg = alma_last_error();
-    char line[1200];
-    snprintf(line, sizeof line, "%s: %s", alma_status_name(st), msg && *msg ? msg : alma_status_str(st));
-    r->error = alma__strdup(line);
-    r->failed_step = alma__strdup(step);
-    size_t tn = strlen(line) + strlen(chain) + 256;
-    r->traceback = malloc(tn);
-    if (r->traceback)
-      snprintf(r->traceback, tn, "conversion %s (%d pass%s, runtime %s)\nsteps: %s  <- failed here\n%s", conv->name,
-               conv->n_passes, conv->n_passes == 1 ? "" : "es", conv->runtime->name, chain, line);
+  const char *msg = alma_last_error();
+  char line[1200];
+  snprintf(line, sizeof line, "%s: %s", alma_status_name(st), msg && *msg ? msg : alma_status_str(st));
+  r->error = alma__strdup(line);
+  r->failed_step = alma__strdup(w->step);
+  size_t tn = strlen(line) + strlen(w->chain) + 256;
+  r->traceback = malloc(tn);
+  if (r->traceback)
+    snprintf(r->traceback, tn, "conversion %s (%d pass%s, runtime %s)\nsteps: %s  <- failed here\n%s", w->conv->name,
+             w->conv->n_passes, w->conv->n_passes == 1 ? "" : "es", w->conv->runtime->name, w->chain, line);
+}
+
+static void run_free(run_state *w) {
+  free(w->snap);
+  free(w->raw);
+  free(w->pre);
+  free(w->post);
+  free_batches(w->calib, w->n_calib * w->n_in);
+  free_outputs(w->ref, w->n_ref);
+  if (w->first) free_outputs(w->first, w->n_out);
+  free(w->outs);
+  free(w->inputs);
+  free(w->batch);
+  alma__batcher_free(w->b);
+  free(w->in);
+  alma_session_free(w->s);
+  alma_model_free(w->owned);
+  alma_model_free(w->cached);
+}
+
+static void worker(void *arg, alma__chan *ch) {
+  double t_start = alma__bench_now();
+  alma_result res, *r = &res;
+  run_state w;
+  run_init(&w, arg, ch, r);
+  const alma_config *cfg = w.cfg;
+  alma_status st = run_load(&w);
+  if (st == ALMA_OK) st = run_data(&w);
+  if (st == ALMA_OK) st = run_convert(&w);
+  if (st == ALMA_OK && cfg->build_only) {
+    snprintf(r->mode, sizeof r->mode, "build");
+    r->stop_reason = alma__strdup("build_only: converted, not timed");
+    r->status = ALMA_RESULT_OK;
+  } else {
+    if (st == ALMA_OK) st = run_first(&w);
+    if (st == ALMA_OK) st = run_warmup(&w);
+    if (st == ALMA_OK) st = run_timed(&w);
+    if (st == ALMA_OK) run_check(&w);
+    if (st == ALMA_OK) st = run_accuracy_profile(&w);
+    if (st == ALMA_OK) {
+      /* The latency mode's peak: the throughput mode's extra sessions come after. */
+      r->peak_rss_bytes = alma__peak_rss_bytes();
+      run_facts(&w);
+      if (cfg->throughput || !strcmp(cfg->scenario, "offline")) {
+        run_step(&w, "throughput");
+        throughput_mode(w.a, ch, r, w.m, w.s, w.hit, w.b, w.n_in, w.n_out);
+      }
+      if (!strcmp(cfg->scenario, "server")) {
+        run_step(&w, "server");
+        server_mode(w.a, ch, r, w.m, w.s, w.hit, w.b, w.n_in, w.n_out);
+      }
+      r->status = ALMA_RESULT_OK;
+    }
   }
-done:
+  if (st != ALMA_OK) run_fail(&w, st);
   if (r->peak_rss_bytes < 0 || r->status != ALMA_RESULT_OK) r->peak_rss_bytes = alma__peak_rss_bytes();
   r->total_elapsed_s = alma__bench_now() - t_start;
   if (!alma__chan_is_child(ch) && r->peak_rss_bytes >= 0)
     alma__result_warn(r, "peak RSS is the whole process's (multiprocessing off)");
-  free(snap);
   alma__chan_line(ch, "step done");
   send_result(ch, r);
   alma__result_clear(r);
-  free(raw);
-  free(pre);
-  free(post);
-  free_batches(calib, n_calib * n_in);
-  free_outputs(ref, n_ref);
-  if (first) free_outputs(first, n_out);
-  free(outs);
-  free(inputs);
-  free(batch);
-  alma__batcher_free(b);
-  free(in);
-  alma_session_free(s);
-  alma_model_free(owned);
-  alma_model_free(cached);
-#undef STEP
+  run_free(&w);
 }
 
 /* ---- the probe: model facts, availability, reference outputs ---------------------------------- */
