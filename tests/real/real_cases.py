@@ -27,6 +27,8 @@ Cases:
                   of 1 on a symbolic batch, a reversing step, part of an axis, INT32_MAX on a
                   symbolic axis of bytes that could be longer)
 
+  small_heavy     DNNL's placement of a [1,6,47,47] Softmax and a [1,47,192] LayerNormalization
+                  (oneDNN) and a [2,16] Add (EAGER's kernel, by choice), from alma bench --json
   data_axes       alma bench's data rules: --data on a first axis the model names as a sequence,
                   a symbolic width bound to 1 (the report's warnings name the axis and the fix)
   info_constants  alma info counts weights held by Constant nodes as parameters
@@ -285,7 +287,41 @@ def case_info_constants(alma, work):
     return not ok
 
 
-CHECKS = {"data_axes": case_data_axes, "info_constants": case_info_constants}
+def case_small_heavy(alma, work):
+    """DNNL runs a small transformer's Softmax and LayerNormalization on oneDNN (EAGER's kernels cost
+    several ns an element there), while a tiny Add stays on EAGER's kernel (the primitive's overhead
+    is more than the work): placement as data from alma bench --json."""
+    if not available(alma, "DNNL"):
+        print("SKIP small_heavy: DNNL is not available here")
+        return False
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("Add", ["t", "t"], ["u"])]
+    m = model(nodes, [helper.make_tensor_value_info("s", F, [1, 6, 47, 47]),
+                      helper.make_tensor_value_info("h", F, [1, 47, 192]),
+                      helper.make_tensor_value_info("t", F, [2, 16])],
+              [helper.make_tensor_value_info(o, F, None) for o in ("p", "n", "u")],
+              [init("g", rng.standard_normal(192).astype(np.float32)),
+               init("b", rng.standard_normal(192).astype(np.float32))])
+    path, js = os.path.join(work, "small_heavy.onnx"), os.path.join(work, "small_heavy.json")
+    onnx.save(m, path)
+    subprocess.run([alma, "bench", path, "-c", "DNNL", "--threads", "2", "-n", "5", "--min-time", "0", "-q",
+                    "--no-cache", "--json", js], capture_output=True, text=True)
+    try:
+        ops = {o["op_type"]: o for o in json.load(open(js))["results"][0]["placement"]["op_types"]}
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        print(f"FAIL small_heavy: no placement in the JSON ({e})")
+        return True
+    got = {t: (ops.get(t, {}).get("placements", {}), ops.get(t, {}).get("declined", {}))
+           for t in ("Softmax", "LayerNormalization", "Add")}
+    ok = (got["Softmax"][0].get("runtime") == 1 and got["LayerNormalization"][0].get("runtime") == 1 and
+          got["Add"][0].get("eager") == 1 and got["Add"][1].get("choice") == 1)
+    print(f"{'ok  ' if ok else 'FAIL'} small_heavy: {got}")
+    return not ok
+
+
+CHECKS = {"data_axes": case_data_axes, "info_constants": case_info_constants, "small_heavy": case_small_heavy}
 
 CASES = {"empty_type": case_empty_type, "strided_sym": case_strided_sym, "deconv_bias": case_deconv_bias, "padded_eltwise": case_padded_eltwise,
          "nwc_conv": case_nwc_conv,

@@ -441,6 +441,11 @@ static int computes_bf16(const dn_node *d, const dn_val *y) {
  * reorder out of a blocked layout) and that are not lazy views. dnnl.tiny_eager=off keeps them
  * on oneDNN (the placement tests). */
 #define DN_TINY_ELEMS 16384
+/* Softmax and LayerNormalization cost EAGER's kernels several ns an element (an exp, a reduction
+ * and a pass more per row), oneDNN's a fraction of one: past about 2K elements the primitive's
+ * overhead is repaid (a small transformer's [1,6,47,47] Softmax: 60 us on EAGER, 12 us on oneDNN;
+ * its [1,47,192] LayerNorms 22 us against 5). */
+#define DN_TINY_HEAVY_ELEMS 2048
 static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, int nin, const alma_tensor *outshape,
                          int nout) {
   if (!p->opt.tiny_eager) return 0;
@@ -452,7 +457,7 @@ static int tiny_on_eager(const dn_plan *p, const dn_node *d, dn_val *const *in, 
   if (d->self_fused || d->lazy_view) return 0;
   int64_t n = 0;
   for (int k = 0; k < nout; k++) n += alma__numel(outshape[k].rank, outshape[k].dims);
-  if (n > DN_TINY_ELEMS) return 0;
+  if (n > (d->kind == DK_SOFTMAX || d->kind == DK_LNORM ? DN_TINY_HEAVY_ELEMS : DN_TINY_ELEMS)) return 0;
   for (int k = 0; k < nin; k++)
     if (in[k] && !in[k]->has_plain) return 0;
   return 1;
