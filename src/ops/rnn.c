@@ -10,7 +10,7 @@
  * loops and libm. With a runtime's threads (its fallback to this kernel) the two directions of a
  * bidirectional node run in parallel, a single direction's input projection is split over them,
  * and a float LSTM whose R is larger than L2 splits each step over them when there are more
- * threads than directions (rnn_split_ok).
+ * threads than directions or each thread's share of R fits its L2 (rnn_split_ok).
  * Every attribute and optional input takes the same path: no case falls back to a slower kernel.
  *
  * Conventions (ONNX): gates are stacked in W/R/B in the order i,o,f,c (LSTM) and z,r,h (GRU); B
@@ -337,14 +337,16 @@ static const rnn_packs *rnn_packs_get(alma_exec_ctx *ctx, const alma_node *n, co
 }
 
 /* Each step of a float LSTM is split over the context's threads by hidden unit (lstm_split_steps),
- * the directions then one after the other, when there are more threads than directions and R's
- * block of a direction is larger than a core's L2. A step's product at batch 1 is bound by reading
- * R: from L3 when it is larger than L2, at the bandwidth of one core, so a direction on one thread
- * leaves the other cores' bandwidth unused (a bidirectional node on two threads already has both).
- * Within L2 the fork-join at every step costs more than it saves. Measured on a 2-core Sapphire
- * Rapids (2 MB of L2 a core), one LSTM node, 22 steps, batch 1, 2 threads, median ms unsplit ->
- * split: 512 units forward (R 4 MB) 6.2 -> 2.6 (ONNX Runtime 2.6 in the same run); 256 units
- * (1 MB) 0.80 -> 0.79-0.93; 128 units 0.26 -> 0.34. */
+ * the directions then one after the other, when R's block of a direction is larger than a core's
+ * L2 and there are more threads than directions, or each thread's share of the block fits its L2.
+ * A step's product at batch 1 is bound by reading R: from L3 when it is larger than L2, at the
+ * bandwidth of one core, so a direction on one thread leaves the other cores' bandwidth unused;
+ * split, each thread reads its share from its own L2 at every step. Within L2 the fork-join at
+ * every step costs more than it saves. Measured on a 2-core Sapphire Rapids (2 MB of L2 a core),
+ * one LSTM node, 22 steps, batch 1, 2 threads, median ms unsplit -> split: 512 units forward (R
+ * 4 MB) 6.2 -> 2.6 (ONNX Runtime 2.6 in the same run); bidirectional (directions in parallel ->
+ * one after the other, each split) 3.7 -> 2.0 (ONNX Runtime 2.0); 256 units (1 MB) 0.80 ->
+ * 0.79-0.93; 128 units 0.26 -> 0.34. */
 static int64_t rnn_l2_bytes(void) {
   static _Atomic int64_t l2;
   int64_t v = atomic_load_explicit(&l2, memory_order_relaxed);
@@ -359,9 +361,10 @@ static int64_t rnn_l2_bytes(void) {
 static int rnn_split_ok(const rnn_cfg *c) {
   alma_exec_parfor pf;
   void *pctx;
+  int64_t rb = 16 * c->H * c->H, l2 = rnn_l2_bytes();
+  int t = alma__exec_parfor(c->ctx, &pf, &pctx);
   return c->lstm && !c->hr && c->X->dtype == ALMA_DTYPE_FLOAT32 && c->H % ALMA_SGEMM_PANEL == 0 &&
-         c->B <= ALMA_PACKED_MAX_ROWS && alma__packed_gemm_enabled() && 16 * c->H * c->H > rnn_l2_bytes() &&
-         alma__exec_parfor(c->ctx, &pf, &pctx) > c->ndir;
+         c->B <= ALMA_PACKED_MAX_ROWS && alma__packed_gemm_enabled() && rb > l2 && t > 1 && (t > c->ndir || rb / t <= l2);
 }
 
 /* ---- typed kernels: float and double ---- */

@@ -11,9 +11,9 @@ except in the cases that feed them as inputs (packed per run). ONNX Runtime's CP
 kernels refuse layout 1 (batch first), so those cases are compared with ONNX Runtime on the same
 node in layout 0 with inputs and outputs transposed. Error: the largest absolute difference over
 the output's largest magnitude (at least 1), at most 1e-4 for every output. Runs take 2 threads;
-the LSTM cases with over 512 hidden units (R larger than any core's L2, so each step is split over
-the threads when there are more threads than directions) also run on 1 and 3 threads, whose
-outputs must be the same bits as on 2. Exit 0 when every case passes, 1 otherwise."""
+the LSTM cases with 512 hidden units or more (R larger than a core's L2, so each step is split over
+the threads when there are more threads than directions or each thread's share fits L2) also run on
+1 and 3 threads, whose outputs must be the same bits as on 2. Exit 0 when every case passes, 1 otherwise."""
 import os
 import subprocess
 import sys
@@ -165,6 +165,9 @@ def cases(rng):
                                  input_forget=1))
             out.append(make_case(op, rng, direction="reverse", layout=1, batch=2, seq=3, inp=4, hidden=528,
                                  weights_fed=True, init=True))
+            # 4 MB of R a direction: on two threads with 2 MB of L2 a core, each thread's half fits,
+            # so the directions run one after the other, each step split
+            out.append(make_case(op, rng, direction="bidirectional", batch=1, seq=4, inp=5, hidden=512, init=True))
         # non-default activations (per direction lists, alpha/beta consumed in order)
         n_act = 3 if op == "LSTM" else 2
         for k in range(3):
