@@ -168,8 +168,9 @@ def case_nwc_conv(rng):
                  helper.make_node("Add", ["s", "b"], ["a"]),
                  helper.make_node("Relu", ["a"], ["r"]),
                  helper.make_node("GlobalMaxPool", ["r"], ["y"])]
+        # s, the squeezed convolution output, an output too (a view of the nwc output, made plain)
         m = model(nodes, [helper.make_tensor_value_info("x", F, [N, L, C])],
-                  [helper.make_tensor_value_info("y", F, None)],
+                  [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("s", F, None)],
                   [init("w", w), init("b", b), init("ax3", np.array([3], np.int64)),
                    init("half", np.array(0.5, np.float32))])
         out.append((m, {"x": rng.standard_normal((N, L, C)).astype(np.float32)}))
